@@ -1,0 +1,19 @@
+"""wendyjax: weak-form (WENDy) estimation of ODE parameters in JAX."""
+
+from . import models as models, weak as weak
+from .data import Dataset as Dataset, Trajectory as Trajectory, trapezoid_weights as trapezoid_weights
+from .model import ODEModel as ODEModel
+from .noise import (
+    AbstractNoise as AbstractNoise,
+    AdditiveGaussian as AdditiveGaussian,
+    LogNormal as LogNormal,
+    estimate_noise_std as estimate_noise_std,
+)
+from .simulate import simulate as simulate, solve as solve
+from .weak import (
+    TestFunctionConfig as TestFunctionConfig,
+    WeakLikelihood as WeakLikelihood,
+    weak_likelihood as weak_likelihood,
+)
+
+__version__ = "0.1.0.dev0"

@@ -1,0 +1,163 @@
+"""Observed time series: one or several trajectories on uniform or non-uniform grids."""
+
+from collections.abc import Sequence
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Bool, Float
+
+
+class Trajectory(eqx.Module):
+    """One observed trajectory.
+
+    **Arguments:**
+
+    - `t`: strictly increasing sample times, shape `(M+1,)`.
+    - `u`: observations, shape `(M+1, D)` (a 1-D array is read as `D = 1`).
+    - `mask`: optional boolean array of `u`'s shape, `True` where a value was observed.
+      Missing entries may hold anything (NaN included); observed entries must be finite.
+    """
+
+    t: Float[Array, " n"]
+    u: Float[Array, "n d"]
+    mask: Bool[Array, "n d"] | None
+
+    def __init__(self, t: ArrayLike, u: ArrayLike, mask: ArrayLike | None = None):
+        t = np.asarray(t, dtype=float)
+        u = np.asarray(u, dtype=float)
+        if t.ndim != 1:
+            raise ValueError(f"t must be 1-D (one time per sample), got shape {t.shape}.")
+        if u.ndim == 1:
+            u = u[:, None]
+        if u.ndim != 2:
+            raise ValueError(f"u must have shape (M+1, D), got shape {u.shape}.")
+        if u.shape[0] != t.shape[0]:
+            raise ValueError(
+                f"u has {u.shape[0]} rows but t has {t.shape[0]} times; u must have shape "
+                f"(len(t), D)."
+            )
+        if t.shape[0] < 2:
+            raise ValueError(f"a trajectory needs at least 2 samples, got {t.shape[0]}.")
+        if not np.all(np.isfinite(t)):
+            raise ValueError("t contains NaN or inf.")
+        if not np.all(np.diff(t) > 0):
+            raise ValueError("t must be strictly increasing.")
+        if mask is not None:
+            mask = np.asarray(mask)
+            if mask.ndim == 1 and u.shape[1] == 1:
+                mask = mask[:, None]
+            if mask.shape != u.shape:
+                raise ValueError(f"mask must have the shape of u {u.shape}, got {mask.shape}.")
+            mask = mask.astype(bool)
+            observed = u[mask]
+        else:
+            observed = u
+        if not np.all(np.isfinite(observed)):
+            bad = np.argwhere(~np.isfinite(u) & (mask if mask is not None else True))
+            raise ValueError(
+                f"u contains NaN or inf at {len(bad)} observed entries (first at row "
+                f"{bad[0][0]}, column {bad[0][1]}); mark missing values with mask=... "
+                f"(True where observed)."
+            )
+        if mask is not None and mask.all():
+            mask = None
+        self.t = jnp.asarray(t)
+        self.u = jnp.asarray(u)
+        self.mask = None if mask is None else jnp.asarray(mask)
+
+    @property
+    def n_samples(self) -> int:
+        return self.t.shape[0]
+
+    @property
+    def n_states(self) -> int:
+        return self.u.shape[1]
+
+    def is_uniform(self, rtol: float = 1e-6) -> bool:
+        """Whether the grid is uniform up to `rtol` relative to the mean step."""
+        dt = np.diff(np.asarray(self.t))
+        return bool(np.max(np.abs(dt - dt.mean())) <= rtol * dt.mean())
+
+    def require_uniform(self, feature: str) -> float:
+        """Return the step of a uniform grid; raise a clear error on a non-uniform one."""
+        dt = np.diff(np.asarray(self.t))
+        if not self.is_uniform():
+            raise ValueError(
+                f"{feature} requires a uniform time grid, but the steps of t range from "
+                f"{dt.min():.6g} to {dt.max():.6g}."
+            )
+        return float(dt.mean())
+
+    def observed_rows(self) -> "Trajectory":
+        """The trajectory restricted to fully observed rows (a possibly non-uniform grid).
+
+        Rows with every state missing are dropped; a row with only some states missing
+        raises, since the weak form needs every state at a sample time.
+        """
+        if self.mask is None:
+            return self
+        mask = np.asarray(self.mask)
+        partial = mask.any(axis=1) & ~mask.all(axis=1)
+        if partial.any():
+            rows = np.flatnonzero(partial)
+            raise ValueError(
+                f"{len(rows)} sample times (first at t={float(self.t[rows[0]]):.6g}) have "
+                f"only some states missing; the weak form needs all states at a sample time. "
+                f"Drop or impute those entries."
+            )
+        keep = mask.all(axis=1)
+        return Trajectory(np.asarray(self.t)[keep], np.asarray(self.u)[keep])
+
+
+def trapezoid_weights(t: Float[Array, " n"]) -> Float[Array, " n"]:
+    """Composite trapezoidal quadrature weights on the grid `t` (paper 001 §2.1)."""
+    dt = jnp.diff(t)
+    return 0.5 * (jnp.concatenate([dt, jnp.zeros(1)]) + jnp.concatenate([jnp.zeros(1), dt]))
+
+
+class Dataset(eqx.Module):
+    """Several trajectories of the same system (same states), possibly of different lengths."""
+
+    trajectories: tuple[Trajectory, ...]
+
+    def __init__(self, trajectories: Sequence[Trajectory]):
+        trajectories = tuple(trajectories)
+        if not trajectories:
+            raise ValueError("a Dataset needs at least one trajectory.")
+        for i, tr in enumerate(trajectories):
+            if not isinstance(tr, Trajectory):
+                raise TypeError(f"trajectory {i} is a {type(tr).__name__}, not a Trajectory.")
+        d = trajectories[0].n_states
+        for i, tr in enumerate(trajectories):
+            if tr.n_states != d:
+                raise ValueError(
+                    f"trajectory {i} has {tr.n_states} states but trajectory 0 has {d}."
+                )
+        self.trajectories = trajectories
+
+    @property
+    def n_states(self) -> int:
+        return self.trajectories[0].n_states
+
+    def __len__(self) -> int:
+        return len(self.trajectories)
+
+    def __iter__(self):
+        return iter(self.trajectories)
+
+    def __getitem__(self, i) -> Trajectory:
+        return self.trajectories[i]
+
+
+def as_dataset(data: "Trajectory | Dataset | Sequence[Trajectory]") -> Dataset:
+    """Accept a trajectory, a list of trajectories or a dataset; return a dataset."""
+    if isinstance(data, Dataset):
+        return data
+    if isinstance(data, Trajectory):
+        return Dataset([data])
+    if isinstance(data, (list, tuple)):
+        return Dataset(data)
+    raise TypeError(
+        f"data must be a Trajectory, a Dataset or a list of Trajectory, got {type(data).__name__}."
+    )

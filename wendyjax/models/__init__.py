@@ -1,0 +1,12 @@
+"""Model zoo: the benchmark systems of the papers with their protocols."""
+
+from ._zoo import (
+    Benchmark as Benchmark,
+    fitzhugh_nagumo as fitzhugh_nagumo,
+    goodwin_2d as goodwin_2d,
+    goodwin_3d as goodwin_3d,
+    hindmarsh_rose as hindmarsh_rose,
+    logistic as logistic,
+    lorenz as lorenz,
+    lotka_volterra as lotka_volterra,
+)

@@ -1,0 +1,91 @@
+"""Ground-truth trajectories with diffrax, and noisy synthetic data."""
+
+import diffrax
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
+
+from .data import Trajectory
+from .model import ODEModel
+from .noise import AbstractNoise
+
+
+@eqx.filter_jit
+def _solve(model, p, u0, t, solver, rtol, atol, max_steps):
+    term = diffrax.ODETerm(lambda s, u, args: model.rhs(u, args, s))
+    sol = diffrax.diffeqsolve(
+        term,
+        solver,
+        t0=t[0],
+        t1=t[-1],
+        dt0=None,
+        y0=u0,
+        args=p,
+        saveat=diffrax.SaveAt(ts=t),
+        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        max_steps=max_steps,
+        throw=False,
+    )
+    return sol.ys, sol.result
+
+
+def solve(
+    model: ODEModel,
+    p: ArrayLike,
+    u0: ArrayLike,
+    t: ArrayLike,
+    *,
+    solver: diffrax.AbstractSolver | None = None,
+    rtol: float = 1e-10,
+    atol: float = 1e-10,
+    max_steps: int = 1_000_000,
+) -> Float[Array, "n d"]:
+    """Solve the model on the grid `t` from `u0` with diffrax (tight tolerances).
+
+    `solver` defaults to `Tsit5`; pass `diffrax.Kvaerno5()` for stiff systems. Raises
+    `RuntimeError` when the solve fails (it is a ground truth; estimators report status
+    codes instead).
+    """
+    p = model.check_params(p)
+    u0 = jnp.asarray(u0, dtype=float).reshape(-1)
+    if u0.shape != (model.n_states,):
+        raise ValueError(
+            f"u0 must have shape ({model.n_states},) for model '{model.name}', got {u0.shape}."
+        )
+    t = jnp.asarray(t, dtype=float)
+    if t.ndim != 1 or t.shape[0] < 2 or not bool(jnp.all(jnp.diff(t) > 0)):
+        raise ValueError("t must be a strictly increasing 1-D array of at least 2 times.")
+    solver = diffrax.Tsit5() if solver is None else solver
+    ys, result = _solve(model, p, u0, t, solver, jnp.asarray(rtol), jnp.asarray(atol), max_steps)
+    ok = bool(result == diffrax.RESULTS.successful) and bool(jnp.all(jnp.isfinite(ys)))
+    if not ok:
+        raise RuntimeError(
+            f"diffrax failed to solve model '{model.name}' on [{float(t[0])}, {float(t[-1])}] "
+            f"({result}). Try a stiff solver (solver=diffrax.Kvaerno5()) or a larger max_steps."
+        )
+    return ys
+
+
+def simulate(
+    model: ODEModel,
+    p: ArrayLike,
+    u0: ArrayLike,
+    t: ArrayLike,
+    noise: AbstractNoise | None,
+    key: PRNGKeyArray | None = None,
+    **solve_kwargs,
+) -> Trajectory:
+    """Simulate `model` from `u0` on `t` and corrupt it with `noise` (paper 000 §3.4).
+
+    With `noise=None` the noiseless trajectory is returned. `solve_kwargs` go to
+    [`solve`][wendyjax.solve].
+    """
+    clean = solve(model, p, u0, t, **solve_kwargs)
+    if noise is None:
+        return Trajectory(np.asarray(t), np.asarray(clean))
+    if key is None:
+        raise ValueError("simulate needs a PRNG key (key=jax.random.key(...)) to draw noise.")
+    noisy = noise.sample(clean, key)
+    return Trajectory(np.asarray(t), np.asarray(noisy))
+

@@ -1,0 +1,25 @@
+"""Weak form: test functions, weak residual, covariance and the weak likelihood."""
+
+from ._covariance import blocks_to_matrix as blocks_to_matrix, covariance_blocks as covariance_blocks
+from ._likelihood import (
+    LinearBlocks as LinearBlocks,
+    WeakLikelihood as WeakLikelihood,
+    covariance as covariance,
+    nll as nll,
+    nll_grad as nll_grad,
+    nll_hessian as nll_hessian,
+    residual as residual,
+    weak_likelihood as weak_likelihood,
+    whitened_residual as whitened_residual,
+)
+from ._problem import WeakProblem as WeakProblem, build_problem as build_problem, log_space_rhs as log_space_rhs
+from ._test_functions import (
+    RadiusSelection as RadiusSelection,
+    TestFunctionConfig as TestFunctionConfig,
+    TestFunctionInfo as TestFunctionInfo,
+    TestFunctions as TestFunctions,
+    build_test_functions as build_test_functions,
+    bump as bump,
+    bump_derivative as bump_derivative,
+    select_radius as select_radius,
+)

@@ -1,0 +1,73 @@
+r"""Block assembly of the weak-residual covariance (paper 000 Prop. 2, App. B).
+
+With states $d, e$, test functions $k, l$ and samples $m$, the linearised residual map is
+$L_{de} = \Phi\,\mathrm{diag}(J_{\cdot de}) + \delta_{de}\dot\Phi$ where
+$J_{mde} = \partial f_d/\partial u_e(u_m)$, and
+$S_{dd'} = \sum_e \sigma_e^2 L_{de} L_{d'e}^T$. Expanding the products gives four kinds of
+$K\times K$ blocks, each one weighted Gram product $A\,\mathrm{diag}(w)\,B^T$:
+
+$$S_{dd'} = \Phi\,\mathrm{diag}\Big(\textstyle\sum_e \sigma_e^2 J_{de} J_{d'e}\Big)\Phi^T
+ + \sigma_d^2\,\dot\Phi\,\mathrm{diag}(J_{d'd})\,\Phi^T
+ + \sigma_{d'}^2\,\Phi\,\mathrm{diag}(J_{dd'})\,\dot\Phi^T
+ + \delta_{dd'}\sigma_d^2\,\dot\Phi\dot\Phi^T .$$
+
+Each family of blocks is one matrix product of shape $K\times N$ by $N\times(QK)$, so the
+cost is $\approx 4D^2K^2N$ flops instead of $2D^3K^2N$ for the dense $L\Sigma L^T$.
+"""
+
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+
+def weighted_grams(
+    left: Float[Array, "k n"], right: Float[Array, "k n"], w: Float[Array, "n q"]
+) -> Float[Array, "q k k"]:
+    r"""$\{A\,\mathrm{diag}(w_q)\,B^T\}_q$ as a single matrix product."""
+    k, n = right.shape
+    q = w.shape[1]
+    rhs = (w[:, :, None] * right.T[:, None, :]).reshape(n, q * k)
+    return (left @ rhs).reshape(k, q, k).transpose(1, 0, 2)
+
+
+def covariance_blocks(
+    phi: Float[Array, "k n"],
+    dphi: Float[Array, "k n"],
+    dphi_gram: Float[Array, "k k"],
+    jac_a: Float[Array, "n d d"],
+    jac_b: Float[Array, "n d d"] | None,
+    var: Float[Array, " d"],
+    ca: float | Array = 1.0,
+    cb: float | Array = 1.0,
+) -> Float[Array, "d d k k"]:
+    r"""Blocks $[A_a \Sigma A_b^T]_{dd'}$ of the bilinear form with
+    $(A_a)_{de} = \Phi\,\mathrm{diag}(J^a_{\cdot de}) + c_a\delta_{de}\dot\Phi$.
+
+    `jac_b=None` means $A_b = A_a$ (and $c_b = c_a$): the symmetric covariance $S$, one
+    family of products fewer. `ca`, `cb` may be traced scalars.
+    """
+    d = var.shape[0]
+    k, n = phi.shape
+    symmetric = jac_b is None
+    jb = jac_a if symmetric else jac_b
+    # Φ diag(Σ_e σ_e² J^a_de J^b_d'e) Φᵀ
+    w1 = jnp.einsum("mde,mfe,e->mdf", jac_a, jb, var).reshape(n, d * d)
+    out = weighted_grams(phi, phi, w1).reshape(d, d, k, k)
+    # c_a σ_d² Φ̇ diag(J^b_d'd) Φᵀ
+    w2 = (jnp.swapaxes(jb, 1, 2) * var[None, :, None]).reshape(n, d * d)
+    c = weighted_grams(dphi, phi, w2).reshape(d, d, k, k)
+    out = out + ca * c
+    if symmetric:
+        # the c_b term is the block transpose of the c_a term
+        out = out + ca * jnp.swapaxes(c, 0, 1).swapaxes(2, 3)
+    else:
+        # c_b σ_d'² Φ diag(J^a_dd') Φ̇ᵀ = (σ_d'² Φ̇ diag(J^a_dd') Φᵀ)ᵀ
+        w3 = (jac_a * var[None, None, :]).reshape(n, d * d)
+        c = weighted_grams(dphi, phi, w3).reshape(d, d, k, k)
+        out = out + cb * jnp.swapaxes(c, 2, 3)
+    return out + ca * cb * jnp.eye(d)[:, :, None, None] * var[:, None, None, None] * dphi_gram
+
+
+def blocks_to_matrix(blocks: Float[Array, "d d k k"]) -> Float[Array, "dk dk"]:
+    """(d, d', k, l) blocks → the (D·K)×(D·K) matrix in column-major vec order (state-major)."""
+    d, _, k, _ = blocks.shape
+    return blocks.transpose(0, 2, 1, 3).reshape(d * k, d * k)

@@ -1,0 +1,169 @@
+"""The weak-form problem: test functions and data of every trajectory, padded and stacked."""
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from ..data import Dataset, Trajectory, as_dataset
+from ..model import ODEModel
+from ..noise import AbstractNoise, estimate_noise_std
+from ._test_functions import TestFunctionConfig, TestFunctions, build_test_functions
+
+
+def log_space_rhs(rhs):
+    r"""$\tilde f(x, p, t) = f(e^x, p, t) \oslash e^x$, the dynamics of $x = \log u$ (000 §2.6)."""
+
+    def f(x, p, t):
+        u = jnp.exp(x)
+        return rhs(u, p, t) / u
+
+    return f
+
+
+class WeakProblem(eqx.Module):
+    r"""Arrays of the weak residual for $R$ trajectories (leading axis $R$).
+
+    Every trajectory is padded to common $K$ (zero test functions, `kmask` = 0) and
+    common $N$ (zero quadrature columns, repeated last sample), so one vmapped likelihood
+    serves datasets of different lengths.
+
+    - `phi`, `dphi`: $(R, K, N)$ test-function matrices with quadrature weights.
+    - `dphi_gram`: $(R, K, K)$, $\dot\Phi\dot\Phi^T$ (constant part of $S$).
+    - `kmask`: $(R, K)$, 1 for real test functions.
+    - `u`, `t`: $(R, N, D)$ and $(R, N)$ data (log data for log-normal noise).
+    - `b`: $(R, DK)$, $b = -\mathrm{vec}(\dot\Phi U)$.
+    - `sigma`: $(R, D)$ noise standard deviation of `u`.
+    """
+
+    phi: Float[Array, "r k n"]
+    dphi: Float[Array, "r k n"]
+    dphi_gram: Float[Array, "r k k"]
+    kmask: Float[Array, "r k"]
+    u: Float[Array, "r n d"]
+    t: Float[Array, "r n"]
+    b: Float[Array, "r dk"]
+    sigma: Float[Array, "r d"]
+    log_space: bool = eqx.field(static=True)
+
+    @property
+    def n_trajectories(self) -> int:
+        return self.phi.shape[0]
+
+    @property
+    def n_test_functions(self) -> int:
+        return self.phi.shape[1]
+
+    @property
+    def n_states(self) -> int:
+        return self.u.shape[2]
+
+    @property
+    def n_residuals(self) -> Array:
+        """Number of real (unpadded) residual entries, D·ΣK_r."""
+        return self.n_states * jnp.sum(self.kmask)
+
+
+def _pad_rows(x: np.ndarray, n: int) -> np.ndarray:
+    if x.shape[0] == n:
+        return x
+    return np.concatenate([x, np.repeat(x[-1:], n - x.shape[0], axis=0)])
+
+
+def _pad_cols(x: np.ndarray, n: int) -> np.ndarray:
+    return np.pad(x, ((0, 0), (0, n - x.shape[1])))
+
+
+def _prepare(tr: Trajectory, log_space: bool) -> tuple[np.ndarray, np.ndarray]:
+    tr = tr.observed_rows()
+    t, u = np.asarray(tr.t), np.asarray(tr.u)
+    if log_space:
+        if np.any(u <= 0):
+            bad = np.argwhere(u <= 0)[0]
+            raise ValueError(
+                f"log-normal noise needs strictly positive data, but u[{bad[0]}, {bad[1]}] = "
+                f"{u[bad[0], bad[1]]:.6g} (at t = {t[bad[0]]:.6g}); drop or fix non-positive "
+                f"observations."
+            )
+        u = np.log(u)
+    return t, u
+
+
+def build_problem(
+    model: ODEModel,
+    data: "Trajectory | Dataset | list[Trajectory]",
+    noise: "str | AbstractNoise" = "gaussian",
+    sigma=None,
+    test_functions: "TestFunctionConfig | TestFunctions | list[TestFunctions]" = TestFunctionConfig(),
+    k: int | None = None,
+) -> tuple[WeakProblem, tuple[TestFunctions, ...]]:
+    """Validate data, build test functions per trajectory and stack a [`WeakProblem`][].
+
+    - `noise`: `"gaussian"` (additive) or `"lognormal"` (multiplicative), or a noise model.
+    - `sigma`: noise standard deviation per state (scalar or `(D,)`, in log space for
+      log-normal noise); `None` estimates it from each trajectory (001 §2.2).
+    - `test_functions`: a configuration, or prebuilt test functions (one per trajectory).
+    - `k`: pad every trajectory to exactly `k` test functions (for batching).
+    """
+    dataset = as_dataset(data)
+    if isinstance(noise, AbstractNoise):
+        log_space = noise.log_space
+    elif noise in ("gaussian", "lognormal"):
+        log_space = noise == "lognormal"
+    else:
+        raise ValueError(f"noise must be 'gaussian', 'lognormal' or a noise model, got {noise!r}.")
+    d = model.n_states
+    if dataset.n_states != d:
+        raise ValueError(
+            f"data have {dataset.n_states} state columns but model '{model.name}' has {d} "
+            f"states ({', '.join(model.state_names)})."
+        )
+    prepared = [_prepare(tr, log_space) for tr in dataset]
+    if isinstance(test_functions, TestFunctionConfig):
+        tfs = [build_test_functions(t, u, test_functions) for t, u in prepared]
+    else:
+        tfs = [test_functions] if isinstance(test_functions, TestFunctions) else list(test_functions)
+        if len(tfs) != len(prepared):
+            raise ValueError(f"got {len(tfs)} sets of test functions for {len(prepared)} trajectories.")
+        for tf, (t, _) in zip(tfs, prepared):
+            if tf.phi.shape[1] != len(t):
+                raise ValueError(
+                    f"test functions have {tf.phi.shape[1]} columns but the trajectory has "
+                    f"{len(t)} observed samples."
+                )
+    if sigma is None:
+        sigmas = [np.asarray(estimate_noise_std(u)) for _, u in prepared]
+    else:
+        s = np.asarray(sigma, dtype=float)
+        s = np.full(d, float(s)) if s.ndim == 0 else s
+        if s.shape != (d,):
+            raise ValueError(f"sigma must be a scalar or have shape ({d},), got shape {s.shape}.")
+        if not np.all(np.isfinite(s)) or np.any(s < 0):
+            raise ValueError(f"sigma must be finite and non-negative, got {s}.")
+        sigmas = [s] * len(prepared)
+    k_max = max(tf.k for tf in tfs)
+    if k is None:
+        k = k_max
+    elif k < k_max:
+        raise ValueError(f"k={k} is smaller than the {k_max} test functions of some trajectory.")
+    tfs = [tf.pad(k) for tf in tfs]
+    n = max(len(t) for t, _ in prepared)
+    phi = np.stack([_pad_cols(np.asarray(tf.phi), n) for tf in tfs])
+    dphi = np.stack([_pad_cols(np.asarray(tf.dphi), n) for tf in tfs])
+    kmask = np.stack([np.asarray(tf.mask) for tf in tfs])
+    u = np.stack([_pad_rows(u, n) for _, u in prepared])
+    t = np.stack([_pad_rows(t, n) for t, _ in prepared])
+    b = -np.einsum("rkn,rnd->rdk", dphi, u).reshape(len(tfs), -1)
+    problem = WeakProblem(
+        phi=jnp.asarray(phi),
+        dphi=jnp.asarray(dphi),
+        dphi_gram=jnp.asarray(np.einsum("rkn,rln->rkl", dphi, dphi)),
+        kmask=jnp.asarray(kmask),
+        u=jnp.asarray(u),
+        t=jnp.asarray(t),
+        b=jnp.asarray(b),
+        sigma=jnp.asarray(np.stack(sigmas)),
+        log_space=log_space,
+    )
+    return problem, tuple(tfs)
+
