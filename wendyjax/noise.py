@@ -7,8 +7,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.signal
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
+
+
+def _check_ratio(ratio):
+    if isinstance(ratio, (int, float, np.number)) and not ratio >= 0:
+        raise ValueError(f"noise_ratio must be a non-negative number, got {ratio}.")
 
 
 class AbstractNoise(eqx.Module):
@@ -33,32 +37,26 @@ class AbstractNoise(eqx.Module):
 class AdditiveGaussian(AbstractNoise):
     r"""Additive i.i.d. Gaussian noise $u_m = u^*_m + \varepsilon_m$, $\varepsilon_m \sim N(0, \Sigma)$.
 
-    The scale follows one of the papers' conventions:
-
-    - `scale="000"` (paper 000 eq. 19): $\Sigma = \operatorname{diag}(\sigma_{nr}^2
-      \|U^*\|_F^2/(M+1))$, the same standard deviation $\sigma_{nr}\|U^*\|_F/\sqrt{M+1}$
-      for every state.
-    - `scale="001"` (paper 001 §3.1): $\sigma = \sigma_{NR}\|\mathrm{vec}\,U^*\|_{rms}$.
-
-    `noise_ratio` is $\sigma_{nr}$ (0.1 means "10 % noise").
+    The standard deviation is `noise_ratio` times the RMS of the noiseless data over all
+    entries, $\sigma = \sigma_{nr}\|\mathrm{vec}\,U^*\|_{rms}$ (001 §3.1), the same for every
+    state; with `per_state=True` each state uses its own RMS (WENDy.jl's
+    `isotropic=false`). Paper 000 eq. (19) prints $\Sigma = \mathrm{diag}(\sigma_{nr}
+    \|U\|_F^2/(M+1))$, a variance without the square on $\sigma_{nr}$ and without the
+    division by $D$; the code that produced its figures (rummelWENDy2025,
+    `src/wendyData.jl`) uses the standard deviation above, so both papers agree.
+    `noise_ratio` 0.1 means "10 % noise".
     """
 
     noise_ratio: float
-    scale: str = eqx.field(static=True, default="000")
+    per_state: bool = eqx.field(static=True, default=False)
 
     def __check_init__(self):
-        if self.scale not in ("000", "001"):
-            raise ValueError(f"scale must be '000' or '001', got {self.scale!r}.")
-        if not np.isscalar(self.noise_ratio) or not self.noise_ratio >= 0:
-            raise ValueError(f"noise_ratio must be a non-negative number, got {self.noise_ratio}.")
+        _check_ratio(self.noise_ratio)
 
     def std(self, u_clean):
-        n, d = u_clean.shape
-        if self.scale == "000":
-            s = self.noise_ratio * jnp.sqrt(jnp.sum(u_clean**2) / n)
-        else:
-            s = self.noise_ratio * jnp.sqrt(jnp.mean(u_clean**2))
-        return jnp.full((d,), s)
+        axis = 0 if self.per_state else None
+        rms = jnp.sqrt(jnp.mean(u_clean**2, axis=axis))
+        return jnp.broadcast_to(self.noise_ratio * rms, (u_clean.shape[1],))
 
     def sample(self, u_clean, key):
         eps = jax.random.normal(key, u_clean.shape, dtype=u_clean.dtype)
@@ -78,8 +76,7 @@ class LogNormal(AbstractNoise):
     noise_ratio: float
 
     def __check_init__(self):
-        if not np.isscalar(self.noise_ratio) or not self.noise_ratio >= 0:
-            raise ValueError(f"noise_ratio must be a non-negative number, got {self.noise_ratio}.")
+        _check_ratio(self.noise_ratio)
 
     def std(self, u_clean):
         return jnp.full((u_clean.shape[1],), self.noise_ratio, dtype=u_clean.dtype)
@@ -93,12 +90,38 @@ class LogNormal(AbstractNoise):
         return True
 
 
+def fornberg_weights(x: np.ndarray, x0: float, order: int) -> np.ndarray:
+    """Finite-difference weights of the `order`-th derivative at `x0` on nodes `x`
+    (Fornberg 1988, the recursion over nodes and derivative orders)."""
+    n = len(x)
+    c = np.zeros((n, order + 1))
+    c[0, 0] = 1.0
+    c1, c4 = 1.0, x[0] - x0
+    for i in range(1, n):
+        mn = min(i, order)
+        c2, c5, c4 = 1.0, c4, x[i] - x0
+        for j in range(i):
+            c3 = x[i] - x[j]
+            c2 *= c3
+            if j == i - 1:
+                for k in range(mn, 0, -1):
+                    c[i, k] = c1 * (k * c[i - 1, k - 1] - c5 * c[i - 1, k]) / c2
+                c[i, 0] = -c1 * c5 * c[i - 1, 0] / c2
+            for k in range(mn, 0, -1):
+                c[j, k] = (c4 * c[j, k] - k * c[j, k - 1]) / c3
+            c[j, 0] = c4 * c[j, 0] / c3
+        c1 = c2
+    return c[:, order]
+
+
 @functools.cache
 def _noise_filter(order: int = 6, width: int = 15) -> np.ndarray:
     # Centred finite-difference weights of the `order`-th derivative on `width` equally
-    # spaced points (the derivative of the interpolating polynomial at the centre), scaled
-    # to unit 2-norm: white noise of standard deviation σ keeps σ after filtering.
-    f = scipy.signal.savgol_coeffs(width, width - 1, deriv=order, use="dot")
+    # spaced points, scaled to unit 2-norm: white noise of standard deviation σ keeps σ.
+    # (scipy.signal.savgol_coeffs(width, width - 1, deriv=order) is the same stencil, but
+    # its ill-conditioned fit leaves ~1e-9 on constants, a floor on smooth data.)
+    half = (width - 1) / 2
+    f = fornberg_weights(np.arange(width) - half, 0.0, order)
     return f / np.linalg.norm(f)
 
 

@@ -50,6 +50,8 @@ class TestFunctionConfig:
       cumulative singular-value information fraction, and maximal K.
     """
 
+    __test__ = False  # tell pytest this is not a test class
+
     eta: float = 9.0
     radius: float | None = None
     radius_min_time: float = 0.01
@@ -98,6 +100,8 @@ class TestFunctionInfo:
     """What was chosen: minimum radius, the stack of radii (time units), K before and
     after truncation, singular values of the full matrix, and the radius search."""
 
+    __test__ = False
+
     radius: float
     radii: tuple[float, ...]
     k_full: int
@@ -112,6 +116,8 @@ class TestFunctions(eqx.Module):
 
     `mask` is 1 for real test functions and 0 for padding rows (see `pad`).
     """
+
+    __test__ = False
 
     phi: Float[Array, "k n"]
     dphi: Float[Array, "k n"]

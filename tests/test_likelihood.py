@@ -1,0 +1,278 @@
+"""The weak residual and likelihood against the papers' formulas, finite differences and
+Monte Carlo."""
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+import wendyjax as wj
+from wendyjax.weak import TestFunctionConfig, log_space_rhs
+
+
+def _lik(bench, data, **kw):
+    noise = "lognormal" if bench.noise.log_space else "gaussian"
+    return wj.weak_likelihood(bench.model, data, noise, **kw)
+
+
+# --- noiseless data: only integration error remains (000 Prop. 1) -----------------------
+
+
+@pytest.mark.parametrize("name", ["logistic", "lorenz", "goodwin_2d", "goodwin_3d"])
+def test_noiseless_residual_is_integration_error_only(name):
+    b = getattr(wj.models, name)()
+    data = b.simulate(None, noise_ratio=0.0)
+    lik = _lik(b, data, sigma=1.0)
+    r_true = np.asarray(wj.weak.residual(lik, b.p_true))
+    bvec = np.asarray(lik.problem.b)
+    rel = np.linalg.norm(r_true) / np.linalg.norm(bvec)
+    assert rel < 1e-5, rel
+    # and the residual does see a 10 % parameter change
+    r_off = np.asarray(wj.weak.residual(lik, 1.1 * b.p_true))
+    assert np.linalg.norm(r_off) / np.linalg.norm(bvec) > 1e3 * rel
+
+
+# --- derivatives -------------------------------------------------------------------------
+
+
+def _small_case(name):
+    b = getattr(wj.models, name)()
+    data = b.simulate(jax.random.key(2), subsample=8)
+    lik = _lik(b, data, test_functions=TestFunctionConfig(k_max=15), linear=False)
+    p = b.p_true * (1 + 0.05 * np.cos(np.arange(b.model.n_params)))
+    return b, lik, jnp.asarray(p)
+
+
+def _dense_pieces(lik, p):
+    """Residual, dense linearisation L = ∂r/∂vec(U) and their p-derivatives, by autodiff
+    of the plain residual (no block structure), for trajectory 0."""
+    prob = lik.problem
+    phi, dphi, u, t = prob.phi[0], prob.dphi[0], prob.u[0], prob.t[0]
+    rhs = log_space_rhs(lik.model.rhs) if prob.log_space else lik.model.rhs
+    n, d = u.shape
+
+    def resid(p, uu):  # r = vec(Φ F) + vec(Φ̇ U), column-major
+        f = jax.vmap(rhs, in_axes=(0, None, 0))(uu, p, t)
+        return (phi @ f + dphi @ uu).T.reshape(-1)
+
+    def lin(p):  # columns ordered (m, e) → index m*d + e
+        return jax.jacfwd(resid, argnums=1)(p, u).reshape(-1, n * d)
+
+    r = resid(p, u)
+    dg = jax.jacfwd(resid, argnums=0)(p, u)  # (DK, J)
+    d2g = jax.jacfwd(jax.jacfwd(resid, argnums=0), argnums=0)(p, u)  # (DK, J, J)
+    L = lin(p)
+    dL = jax.jacfwd(lin)(p)  # (DK, ND, J)
+    d2L = jax.jacfwd(jax.jacfwd(lin))(p)  # (DK, ND, J, J)
+    var = jnp.tile(prob.sigma[0] ** 2, n)
+    return [np.asarray(x) for x in (r, dg, d2g, L, dL, d2L, var)]
+
+
+def _analytic_grad_hess(lik, p):
+    r"""Paper 000 eqs. (7)–(8) with dense matrices.
+
+    Two misprints of the paper are corrected: ∂_j S needs both ∂_jL Σ Lᵀ and its
+    transpose, and the Hessian has the cross term 2 ∂_j gᵀ (∂_i S⁻¹) r for (i, j) and for
+    (j, i). The regularisation (1-α)S + αI scales every derivative of S by 1-α.
+    """
+    r, dg, d2g, L, dL, d2L, var = _dense_pieces(lik, p)
+    a = lik.diag_reg
+    J = dg.shape[1]
+    Sig = np.diag(var)
+    S = (1 - a) * L @ Sig @ L.T + a * np.eye(len(r))
+    Si = np.linalg.inv(S)
+    dS = [(1 - a) * (dL[..., j] @ Sig @ L.T + L @ Sig @ dL[..., j].T) for j in range(J)]
+    dSi = [-Si @ dS[j] @ Si for j in range(J)]
+    grad = np.array([
+        0.5 * (np.trace(Si @ dS[j]) + 2 * dg[:, j] @ Si @ r + r @ dSi[j] @ r) for j in range(J)
+    ])
+    H = np.empty((J, J))
+    for i in range(J):
+        for j in range(J):
+            d2S = (1 - a) * (d2L[..., i, j] @ Sig @ L.T + dL[..., i] @ Sig @ dL[..., j].T
+                             + dL[..., j] @ Sig @ dL[..., i].T + L @ Sig @ d2L[..., i, j].T)
+            d2Si = (Si @ dS[i] @ Si @ dS[j] @ Si - Si @ d2S @ Si + Si @ dS[j] @ Si @ dS[i] @ Si)
+            H[i, j] = 0.5 * (
+                np.trace(dSi[i] @ dS[j] + Si @ d2S)
+                + 2 * dg[:, j] @ dSi[i] @ r + 2 * dg[:, i] @ dSi[j] @ r
+                + 2 * dg[:, j] @ Si @ dg[:, i]
+                + 2 * d2g[:, i, j] @ Si @ r
+                + r @ d2Si @ r
+            )
+    nll = 0.5 * (np.linalg.slogdet(S)[1] + r @ Si @ r + len(r) * math.log(2 * math.pi))
+    return nll, grad, H
+
+
+@pytest.mark.parametrize("name", ["lorenz", "goodwin_2d", "goodwin_3d"])
+def test_likelihood_matches_analytic_formulas(name):
+    b, lik, p = _small_case(name)
+    nll_a, grad_a, hess_a = _analytic_grad_hess(lik, p)
+    assert np.isclose(float(lik(p)), nll_a, rtol=1e-10, atol=1e-10 * abs(nll_a))
+    np.testing.assert_allclose(np.asarray(lik.grad(p)), grad_a, rtol=1e-7, atol=1e-9 * np.abs(grad_a).max())
+    np.testing.assert_allclose(np.asarray(lik.hessian(p)), hess_a, rtol=1e-7, atol=1e-9 * np.abs(hess_a).max())
+
+
+@pytest.mark.parametrize("name", ["lorenz", "goodwin_2d", "goodwin_3d"])
+def test_derivatives_match_finite_differences(name, central_difference):
+    b, lik, p = _small_case(name)
+    p = np.asarray(p)
+    h = 1e-5 * np.maximum(np.abs(p), 1e-2)
+    g = np.asarray(lik.grad(p))
+    g_fd = central_difference(lambda q: float(lik(q)), p, h)
+    np.testing.assert_allclose(g, g_fd, rtol=1e-5, atol=1e-6 * np.abs(g).max())
+    H = np.asarray(lik.hessian(p))
+    H_fd = central_difference(lambda q: np.asarray(lik.grad(q)), p, h)
+    np.testing.assert_allclose(H, H_fd, rtol=1e-5, atol=1e-6 * np.abs(H).max())
+    assert np.allclose(H, H.T, rtol=1e-10, atol=1e-12 * np.abs(H).max())
+
+
+# --- fast path for models linear in the parameters (000 App. B) -------------------------
+
+
+@pytest.mark.parametrize("name", ["logistic", "lorenz", "lotka_volterra", "hindmarsh_rose"])
+def test_linear_fast_path_agrees_with_general_path(name):
+    b = getattr(wj.models, name)()
+    data = b.simulate(jax.random.key(4), subsample=4)
+    fast = _lik(b, data)
+    general = _lik(b, data, linear=False)
+    assert fast.linear is not None and general.linear is None
+    p = b.p_true * 0.9
+    for f in (wj.weak.nll, wj.weak.nll_grad, wj.weak.nll_hessian, wj.weak.residual, wj.weak.covariance):
+        a, c = np.asarray(f(fast, p)), np.asarray(f(general, p))
+        assert np.max(np.abs(a - c)) <= 1e-10 * np.max(np.abs(c)), f.__name__
+
+
+def test_forcing_the_linear_path_on_a_nonlinear_model_raises():
+    b = wj.models.goodwin_2d()
+    with pytest.raises(ValueError, match="not linear in its parameters"):
+        _lik(b, b.simulate(jax.random.key(0), subsample=8), linear=True)
+
+
+# --- statistics at the truth (000 Lemma 1, 001 Fig. 4) ----------------------------------
+
+
+def _monte_carlo_whitened(bench, noise, n_runs, subsample, key):
+    t = np.asarray(bench.t)[::subsample]
+    clean = wj.solve(bench.model, bench.p_true, bench.u0, t, solver=bench.solver)
+    sigma = np.asarray(noise.std(clean))
+    keys = jax.random.split(key, n_runs)
+    draws = np.asarray(jax.vmap(noise.sample, in_axes=(None, 0))(clean, keys))
+    # the test functions depend on the data only through the selected radius: build once
+    u0 = np.log(draws[0]) if noise.log_space else draws[0]
+    tf = wj.weak.build_test_functions(t, u0)
+    lik = wj.weak_likelihood(bench.model, [wj.Trajectory(t, u) for u in draws], noise,
+                             sigma=sigma, test_functions=[tf] * n_runs)
+    return np.asarray(wj.weak.whitened_residual(lik, bench.p_true))
+
+
+def test_whitened_residual_is_standard_normal_lotka_volterra():
+    b = wj.models.lotka_volterra()
+    w = _monte_carlo_whitened(b, wj.AdditiveGaussian(0.05), 100, 4, jax.random.key(11))
+    n_runs, n = w.shape
+    # per-run mean and second moment; across independent runs their Monte Carlo standard
+    # errors are sd/√R. 4 standard errors: a false alarm has probability < 1e-4.
+    m, v = w.mean(axis=1), (w**2).mean(axis=1)
+    assert abs(m.mean()) < 4 * m.std(ddof=1) / math.sqrt(n_runs)
+    assert abs(v.mean() - 1) < 4 * v.std(ddof=1) / math.sqrt(n_runs)
+    # the pooled distribution: skewness and excess kurtosis near 0 (standard errors
+    # √(6/N) and √(24/N) for N independent normals), and a Kolmogorov–Smirnov check
+    z = w.ravel()
+    assert abs(stats.skew(z)) < 4 * math.sqrt(6 / z.size)
+    assert abs(stats.kurtosis(z)) < 4 * math.sqrt(24 / z.size)
+    assert stats.kstest(z, "norm").pvalue > 1e-3
+
+
+def test_whitened_residual_lognormal_goodwin_3d():
+    b = wj.models.goodwin_3d()
+    w = _monte_carlo_whitened(b, wj.LogNormal(0.02), 40, 4, jax.random.key(12))
+    m, v = w.mean(axis=1), (w**2).mean(axis=1)
+    assert abs(m.mean()) < 4 * m.std(ddof=1) / math.sqrt(len(m))
+    assert abs(v.mean() - 1) < 4 * v.std(ddof=1) / math.sqrt(len(v))
+
+
+# --- batching: padding, several trajectories, vmap --------------------------------------
+
+
+def test_padding_and_several_trajectories_of_different_lengths():
+    b = wj.models.lorenz()
+    d1 = b.simulate(jax.random.key(5), subsample=4)
+    d2 = b.simulate(jax.random.key(6), subsample=8)
+    p = b.p_true * 1.05
+    l1, l2 = _lik(b, d1), _lik(b, d2)
+    both = _lik(b, [d1, d2])
+    assert both.problem.phi.shape[0] == 2
+    assert np.isclose(float(both(p)), float(l1(p)) + float(l2(p)), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(both.grad(p)), np.asarray(l1.grad(p) + l2.grad(p)), rtol=1e-10)
+    padded = _lik(b, d1, k=l1.problem.n_test_functions + 13)
+    assert np.isclose(float(padded(p)), float(l1(p)), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(padded.hessian(p)), np.asarray(l1.hessian(p)), rtol=1e-10)
+    with pytest.raises(ValueError, match="smaller than"):
+        _lik(b, d1, k=3)
+
+
+def test_vmap_over_parameters_and_over_datasets():
+    b = wj.models.goodwin_2d()
+    ps = b.p_true * (1 + 0.05 * jax.random.normal(jax.random.key(0), (4, 5)))
+    data = [b.simulate(jax.random.key(i), subsample=8) for i in range(3)]
+    liks = [_lik(b, d, k=100) for d in data]
+    lik = liks[0]
+    batched = jax.jit(jax.vmap(wj.weak.nll, in_axes=(None, 0)))(lik, ps)
+    np.testing.assert_allclose(np.asarray(batched), [float(lik(p)) for p in ps], rtol=1e-12)
+    stacked = jax.tree.map(lambda *x: jnp.stack(x), *liks)
+    over_data = eqx.filter_jit(eqx.filter_vmap(wj.weak.nll_grad, in_axes=(eqx.if_array(0), None)))(
+        stacked, b.p_true
+    )
+    for i, single in enumerate(liks):
+        np.testing.assert_allclose(np.asarray(over_data[i]), np.asarray(single.grad(b.p_true)), rtol=1e-10)
+
+
+# --- non-uniform grids and missing values -------------------------------------------------
+
+
+def test_nonuniform_grid_and_missing_rows():
+    b = wj.models.logistic()
+    full = b.simulate(None, noise_ratio=0.0)
+    t, u = np.asarray(full.t), np.asarray(full.u)
+    mask = np.ones_like(u, bool)
+    mask[np.random.default_rng(0).choice(np.arange(5, len(t) - 5), 100, replace=False)] = False
+    data = wj.Trajectory(t, np.where(mask, u, np.nan), mask=mask)
+    with pytest.raises(ValueError, match="requires a uniform time grid"):
+        _lik(b, data)
+    lik = _lik(b, data, sigma=1.0, test_functions=TestFunctionConfig(radius=1.0))
+    assert lik.problem.t.shape[1] == len(t) - 100
+    rel = np.linalg.norm(wj.weak.residual(lik, b.p_true)) / np.linalg.norm(lik.problem.b)
+    off = np.linalg.norm(wj.weak.residual(lik, 1.1 * b.p_true)) / np.linalg.norm(lik.problem.b)
+    assert rel < 5e-3  # O(h²) trapezoid error across the gaps
+    assert off > 10 * rel
+
+
+# --- bad input -----------------------------------------------------------------------------
+
+
+def test_bad_input_is_refused_before_work():
+    b = wj.models.lorenz()
+    data = b.simulate(jax.random.key(0), subsample=8)
+    with pytest.raises(ValueError, match="3 state columns but model .logistic. has 1"):
+        wj.weak_likelihood(wj.models.logistic().model, data)
+    with pytest.raises(ValueError, match="strictly positive"):
+        wj.weak_likelihood(b.model, data, "lognormal")
+    with pytest.raises(ValueError, match="noise must be"):
+        wj.weak_likelihood(b.model, data, "poisson")
+    with pytest.raises(ValueError, match=r"sigma must be a scalar or have shape \(3,\)"):
+        wj.weak_likelihood(b.model, data, sigma=[1.0, 2.0])
+    with pytest.raises(ValueError, match="sigma must be finite"):
+        wj.weak_likelihood(b.model, data, sigma=[1.0, np.nan, 1.0])
+    with pytest.raises(ValueError, match="too few samples"):
+        wj.weak_likelihood(b.model, wj.Trajectory(np.arange(5.0), np.ones((5, 3))))
+    with pytest.raises(TypeError, match="must be a Trajectory"):
+        wj.weak_likelihood(b.model, np.ones((10, 3)))
+    with pytest.raises(TypeError, match="ODEModel"):
+        wj.weak_likelihood(b.model.rhs, data)
+    lik = wj.weak_likelihood(b.model, data)
+    for f in (lik, lik.grad, lik.hessian):
+        with pytest.raises(ValueError, match=r"p must have shape \(3,\).*sigma, rho, beta"):
+            f([1.0, 2.0])

@@ -1,0 +1,116 @@
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import wendyjax as wj
+
+
+def lorenz_rhs(u, p, t):
+    x, y, z = u
+    return jnp.stack([p[0] * (y - x), x * (p[1] - z) - y, x * y - p[2] * z])
+
+
+def test_model_names_and_linearity_detection():
+    m = wj.ODEModel(lorenz_rhs, ["x", "y", "z"], 3)
+    assert m.state_names == ("x", "y", "z")
+    assert m.param_names == ("p1", "p2", "p3")
+    assert m.linear_in_params  # affine in p: detected
+    hill = wj.ODEModel(lambda u, p, t: p[0] / (1 + u**p[1]), 1, 2)
+    assert not hill.linear_in_params
+    # the rational FitzHugh–Nagumo-like term p1/(p2 + u) is nonlinear in p
+    assert not wj.ODEModel(lambda u, p, t: p[0] / (p[1] + u), 1, 2).linear_in_params
+    # a declaration overrides detection
+    assert not wj.ODEModel(lorenz_rhs, 3, 3, linear_in_params=False).linear_in_params
+
+
+def test_zoo_linearity_matches_paper_table3():
+    # paper 000 Table 3: Logistic, Hindmarsh–Rose, Lorenz linear; Goodwin 2-D/3-D not
+    assert wj.models.logistic().model.linear_in_params
+    assert wj.models.hindmarsh_rose().model.linear_in_params
+    assert wj.models.lorenz().model.linear_in_params
+    assert not wj.models.goodwin_2d().model.linear_in_params
+    assert not wj.models.goodwin_3d().model.linear_in_params
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(rhs=lambda u, p, t: u[:2], state_names=3, param_names=1), r"shape \(3,\)"),
+        (dict(rhs=lambda u, p, t: u @ jnp.ones((4, 4)), state_names=3, param_names=2), "failed"),
+        (dict(rhs=lorenz_rhs, state_names=["x", "x", "z"], param_names=3), "duplicate"),
+        (dict(rhs=lorenz_rhs, state_names=3, param_names=3, bounds=([0, 0], [1, 1])), "bounds"),
+        (dict(rhs=lorenz_rhs, state_names=3, param_names=3, bounds=([2, 0, 0], [1, 1, 1])), "lower"),
+        (dict(rhs="not callable", state_names=3, param_names=3), "callable"),
+    ],
+)
+def test_model_bad_input(kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        wj.ODEModel(**kwargs)
+
+
+def test_check_params():
+    m = wj.models.lorenz().model
+    with pytest.raises(ValueError, match=r"shape \(3,\).*sigma, rho, beta"):
+        m.check_params([1.0, 2.0])
+    with pytest.raises(ValueError, match="NaN"):
+        m.check_params([1.0, np.nan, 2.0])
+
+
+def test_trajectory_validation():
+    t = np.linspace(0, 1, 11)
+    u = np.ones((11, 2))
+    with pytest.raises(ValueError, match="rows but t has"):
+        wj.Trajectory(t, u[:10])
+    with pytest.raises(ValueError, match="strictly increasing"):
+        wj.Trajectory(t[::-1], u)
+    with pytest.raises(ValueError, match="1-D"):
+        wj.Trajectory(t[:, None], u)
+    bad = u.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN or inf at 1 observed entries.*row 3, column 1"):
+        wj.Trajectory(t, bad)
+    bad[4, 0] = np.inf
+    with pytest.raises(ValueError, match="NaN or inf"):
+        wj.Trajectory(t, bad, mask=np.isfinite(bad) | (np.arange(11) == 3)[:, None])
+    # NaN allowed where the mask says missing
+    tr = wj.Trajectory(t, bad, mask=np.isfinite(bad))
+    assert tr.mask is not None and int(np.sum(~np.asarray(tr.mask))) == 2
+    with pytest.raises(ValueError, match="mask must have the shape"):
+        wj.Trajectory(t, u, mask=np.ones((11, 3), bool))
+    one = wj.Trajectory(t, np.sin(t))
+    assert one.u.shape == (11, 1)
+
+
+def test_observed_rows_drops_fully_missing_rows_and_refuses_partial():
+    t = np.linspace(0, 1, 11)
+    u = np.stack([t, t**2], axis=1)
+    mask = np.ones_like(u, bool)
+    mask[4] = False
+    tr = wj.Trajectory(t, u, mask=mask).observed_rows()
+    assert tr.n_samples == 10 and not tr.is_uniform()
+    mask[6, 0] = False
+    with pytest.raises(ValueError, match="only some states missing"):
+        wj.Trajectory(t, u, mask=mask).observed_rows()
+
+
+def test_trapezoid_weights_nonuniform(rng):
+    t = np.sort(np.concatenate([[0.0, 2.0], rng.uniform(0, 2, 40)]))
+    w = np.asarray(wj.trapezoid_weights(jnp.asarray(t)))
+    assert np.isclose(w.sum(), 2.0)
+    # exact for linear functions
+    assert np.isclose(w @ (3 * t + 1), 3 * 2.0 + 2.0)
+    tr = wj.Trajectory(t, t)
+    with pytest.raises(ValueError, match="requires a uniform time grid"):
+        tr.require_uniform("the FFT radius selection")
+    assert np.isclose(wj.Trajectory(np.linspace(0, 1, 5), np.ones(5)).require_uniform("x"), 0.25)
+
+
+def test_dataset_validation():
+    a = wj.Trajectory(np.linspace(0, 1, 20), np.ones((20, 2)))
+    b = wj.Trajectory(np.linspace(0, 1, 30), np.ones((30, 3)))
+    with pytest.raises(ValueError, match="trajectory 1 has 3 states"):
+        wj.Dataset([a, b])
+    with pytest.raises(ValueError, match="at least one"):
+        wj.Dataset([])
+    with pytest.raises(TypeError, match="not a Trajectory"):
+        wj.Dataset([a, np.ones(3)])

@@ -1,0 +1,116 @@
+import math
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import wendyjax as wj
+
+
+def test_logistic_matches_exact_solution():
+    b = wj.models.logistic()
+    u = np.asarray(wj.solve(b.model, b.p_true, b.u0, b.t))[:, 0]
+    t = np.asarray(b.t)
+    exact = 0.01 * np.exp(t) / (1 - 0.01 + 0.01 * np.exp(t))
+    assert np.max(np.abs(u - exact) / exact) < 1e-8
+
+
+def test_stiff_solver_agrees_with_explicit():
+    b = wj.models.goodwin_3d()
+    t = np.asarray(b.t)[::8]
+    a = wj.solve(b.model, b.p_true, b.u0, t, solver=diffrax.Kvaerno5())
+    c = wj.solve(b.model, b.p_true, b.u0, t, solver=diffrax.Tsit5())
+    assert np.max(np.abs(np.asarray(a) - np.asarray(c))) < 1e-7
+
+
+def test_simulate_bad_input():
+    b = wj.models.lorenz()
+    with pytest.raises(ValueError, match=r"u0 must have shape \(3,\)"):
+        wj.simulate(b.model, b.p_true, [1.0, 2.0], b.t, None)
+    with pytest.raises(ValueError, match=r"p must have shape \(3,\)"):
+        wj.simulate(b.model, [1.0, 2.0], b.u0, b.t, None)
+    with pytest.raises(ValueError, match="PRNG key"):
+        wj.simulate(b.model, b.p_true, b.u0, b.t, wj.AdditiveGaussian(0.1))
+    with pytest.raises(ValueError, match="strictly increasing"):
+        wj.simulate(b.model, b.p_true, b.u0, np.asarray(b.t)[::-1], None)
+    with pytest.raises(ValueError, match="non-negative"):
+        wj.AdditiveGaussian(-0.1)
+    with pytest.raises(ValueError, match="non-negative"):
+        wj.LogNormal(-1.0)
+    with pytest.raises(ValueError, match="subsample"):
+        b.simulate(jax.random.key(0), subsample=0)
+
+
+def test_solver_failure_is_reported():
+    blowup = wj.ODEModel(lambda u, p, t: p[0] * u**2, 1, 1)
+    with pytest.raises(RuntimeError, match="failed to solve"):
+        wj.solve(blowup, [1.0], [1.0], np.linspace(0, 2, 11))
+
+
+def _noise_draws(noise, clean, n_keys=40):
+    keys = jax.random.split(jax.random.key(7), n_keys)
+    return np.asarray(jax.vmap(noise.sample, in_axes=(None, 0))(clean, keys))
+
+
+def test_additive_gaussian_scale():
+    b = wj.models.lorenz()
+    clean = wj.solve(b.model, b.p_true, b.u0, np.asarray(b.t)[::4])
+    rms = math.sqrt(float(jnp.mean(clean**2)))
+    eps = _noise_draws(wj.AdditiveGaussian(0.1), clean) - np.asarray(clean)
+    n = eps.size
+    # sample std of n Gaussians has relative standard error 1/sqrt(2n) (~0.16 % here)
+    assert abs(eps.std() / (0.1 * rms) - 1) < 5 / math.sqrt(2 * n)
+    assert abs(eps.mean()) < 5 * 0.1 * rms / math.sqrt(n)
+    # per-state scale: each column has its own RMS
+    eps = _noise_draws(wj.AdditiveGaussian(0.1, per_state=True), clean) - np.asarray(clean)
+    col_rms = np.sqrt(np.mean(np.asarray(clean) ** 2, axis=0))
+    n_col = eps.shape[0] * eps.shape[1]
+    for d in range(3):
+        assert abs(eps[..., d].std() / (0.1 * col_rms[d]) - 1) < 5 / math.sqrt(2 * n_col)
+
+
+def test_lognormal_scale():
+    b = wj.models.goodwin_3d()
+    clean = wj.solve(b.model, b.p_true, b.u0, np.asarray(b.t)[::4])
+    z = np.log(_noise_draws(wj.LogNormal(0.05), clean) / np.asarray(clean))
+    assert abs(z.std() / 0.05 - 1) < 5 / math.sqrt(2 * z.size)
+    assert abs(z.mean()) < 5 * 0.05 / math.sqrt(z.size)
+
+
+def _fornberg_exact(order, half_width):
+    # independent construction: solve the moment equations Σ c_j x_j^i = i! δ_{i,order}
+    x = np.arange(-half_width, half_width + 1) / half_width
+    n = len(x)
+    v = np.vander(x, n, increasing=True).T
+    rhs = np.zeros(n)
+    rhs[order] = math.factorial(order)
+    c = np.linalg.solve(v, rhs)
+    return c / np.linalg.norm(c)
+
+
+def test_noise_filter_is_the_order6_finite_difference_stencil():
+    from wendyjax.noise import _noise_filter
+
+    f = _noise_filter(6, 15)
+    assert np.allclose(f, _fornberg_exact(6, 7), atol=1e-9)
+    assert np.isclose(np.linalg.norm(f), 1.0)
+    # annihilates polynomials up to degree 5
+    j = np.arange(-7, 8)
+    for deg in range(6):
+        assert abs(f @ j.astype(float) ** deg) < 1e-9 * 7.0**deg
+
+
+def test_noise_estimate_recovers_sigma():
+    t = np.linspace(0, 10, 4001)
+    clean = np.stack([np.sin(t), 3 + np.cos(2 * t)], axis=1)
+    sigma = np.array([0.05, 0.2])
+    noisy = clean + sigma * np.asarray(jax.random.normal(jax.random.key(3), clean.shape))
+    est = np.asarray(wj.estimate_noise_std(noisy))
+    # ~3987 filtered values per state (correlated over 15 lags): 6 % is > 4 standard errors
+    assert np.all(np.abs(est / sigma - 1) < 0.06)
+    # noiseless smooth data: the estimate is tiny
+    assert np.all(np.asarray(wj.estimate_noise_std(clean)) < 1e-6)
+    with pytest.raises(ValueError, match="at least 15 samples"):
+        wj.estimate_noise_std(clean[:10])

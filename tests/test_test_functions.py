@@ -1,0 +1,118 @@
+import jax
+import numpy as np
+import pytest
+
+import wendyjax as wj
+from wendyjax.weak import TestFunctionConfig, build_test_functions, bump, bump_derivative, select_radius
+
+
+def test_bump_derivative_matches_finite_differences():
+    x = np.linspace(-0.95, 0.95, 41)
+    h = 1e-6
+    fd = (bump(x + h) - bump(x - h)) / (2 * h)
+    assert np.allclose(bump_derivative(x), fd, rtol=1e-6, atol=1e-12)
+    assert np.all(bump(np.array([-1.0, 1.0, 1.5, -3.0])) == 0)
+    assert np.isclose(bump(0.0), np.exp(-9.0))
+
+
+@pytest.fixture(scope="module")
+def logistic_data():
+    return wj.models.logistic().simulate(jax.random.key(0), noise_ratio=0.05, subsample=4)
+
+
+def test_orthonormal_basis_and_weak_derivative(logistic_data):
+    t, u = np.asarray(logistic_data.t), np.asarray(logistic_data.u)
+    tf = build_test_functions(t, u)
+    phi, dphi = np.asarray(tf.phi), np.asarray(tf.dphi)
+    k = tf.k
+    assert phi.shape == (k, len(t)) and 1 <= k <= 200
+    assert np.allclose(phi @ phi.T, np.eye(k), atol=1e-10)  # rows of Vᵀ
+    # integration by parts: -Φ̇ y ≈ Φ y' for a smooth y (compact support, trapezoid rule)
+    y, dy = np.sin(3 * t), 3 * np.cos(3 * t)
+    assert np.max(np.abs(-dphi @ y - phi @ dy)) < 1e-3 * np.max(np.abs(phi @ dy))
+    info = tf.info
+    assert info.k == k and info.k_full > k
+    s = info.singular_values
+    assert s[0] / s[k - 1] <= 1e4
+    assert np.sum(s[:k]) / np.sum(s) <= 0.95 or k == 200
+    assert np.allclose(info.radii, np.array([1, 2, 4, 8])[: len(info.radii)] * info.radius)
+
+
+def test_trapezoid_rule_is_spectrally_accurate_for_wide_bumps(logistic_data):
+    t = np.asarray(logistic_data.t)
+    tf = build_test_functions(t, logistic_data.u, TestFunctionConfig(radius=1.0))
+    phi, dphi = np.asarray(tf.phi), np.asarray(tf.dphi)
+    y, dy = np.sin(3 * t), 3 * np.cos(3 * t)
+    assert np.max(np.abs(-dphi @ y - phi @ dy)) < 1e-8 * np.max(np.abs(phi @ dy))
+
+
+def test_radius_selection_curve_is_exposed(logistic_data):
+    t, u = np.asarray(logistic_data.t), np.asarray(logistic_data.u)
+    sel = select_radius(t, u)
+    assert sel.radii.shape == sel.errors.shape and len(sel.radii) >= 3
+    assert 0 < sel.index < len(sel.radii) - 1
+    assert np.isclose(sel.radius, sel.radii[sel.index])
+    # integration error dominates at the smallest radius and drops to the noise floor
+    assert sel.errors[0] > 10 * np.median(sel.errors)
+
+
+def test_minimum_radius_grows_as_noise_drops():
+    # 001 Fig. 2: for low noise the selected minimum radius increases
+    b = wj.models.logistic()
+    radii = []
+    for nr in (1e-1, 1e-6):
+        d = b.simulate(jax.random.key(1), noise_ratio=nr, subsample=2)
+        radii.append(select_radius(d.t, d.u).radius)
+    assert radii[1] > radii[0]
+
+
+def _jittered_grid(rng, n, t1=10.0):
+    t = np.linspace(0, t1, n)
+    t[1:-1] += rng.uniform(-0.3, 0.3, n - 2) * t1 / n
+    return t
+
+
+def test_nonuniform_grid_requires_a_fixed_radius(rng):
+    t = _jittered_grid(rng, 1000)
+    u = np.sin(t)[:, None]
+    with pytest.raises(ValueError, match="requires a uniform time grid"):
+        build_test_functions(t, u)
+    errs = []
+    for n in (1000, 2000):
+        t = _jittered_grid(rng, n)
+        tf = build_test_functions(t, np.sin(t)[:, None], TestFunctionConfig(radius=0.5))
+        phi, dphi = np.asarray(tf.phi), np.asarray(tf.dphi)
+        # trapezoid weights are folded in: integration by parts holds to O(h²)
+        y, dy = np.cos(2 * t), -2 * np.sin(2 * t)
+        errs.append(np.max(np.abs(-dphi @ y - phi @ dy)) / np.max(np.abs(phi @ dy)))
+    assert errs[0] < 1e-3
+    assert errs[1] < errs[0] / 3  # second-order convergence
+
+
+def test_padding_adds_masked_zero_rows(logistic_data):
+    tf = build_test_functions(logistic_data.t, logistic_data.u)
+    padded = tf.pad(tf.k + 7)
+    assert padded.k == tf.k + 7
+    assert np.all(np.asarray(padded.phi[tf.k :]) == 0) and np.all(np.asarray(padded.dphi[tf.k :]) == 0)
+    assert np.asarray(padded.mask).sum() == tf.k
+    with pytest.raises(ValueError, match="cannot pad"):
+        tf.pad(tf.k - 1)
+
+
+def test_too_few_samples():
+    t = np.linspace(0, 1, 6)
+    with pytest.raises(ValueError, match="too few samples for any test function"):
+        build_test_functions(t, np.ones((6, 1)), TestFunctionConfig(radius=0.2))
+    t = np.linspace(0, 1, 12)
+    with pytest.raises(ValueError, match="fits in the time span"):
+        build_test_functions(t, np.ones((12, 1)), TestFunctionConfig(radius=5.0))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(eta=0), dict(radius=-1.0), dict(sub_rate=2.0), dict(sub_rate=4.0), dict(radii_factors=()),
+     dict(max_cond=1.0), dict(min_info=0.0), dict(radius_min_time=2.0, radius_max_time=1.0)],
+)
+def test_config_validation(kwargs):
+    with pytest.raises(ValueError):
+        TestFunctionConfig(**kwargs)
