@@ -22,11 +22,15 @@ from jaxtyping import Array, Float
 def weighted_grams(
     left: Float[Array, "k n"], right: Float[Array, "k n"], w: Float[Array, "n q"]
 ) -> Float[Array, "q k k"]:
-    r"""$\{A\,\mathrm{diag}(w_q)\,B^T\}_q$ as a single matrix product."""
+    r"""$\{A\,\mathrm{diag}(w_q)\,B^T\}_q$ as a single matrix product.
+
+    Formed as $[\mathrm{diag}(w_q) B^T]^T_q A^T$, a $(QK\times N)(N\times K)$ product whose
+    reverse-mode transpose is again a plain $(QK\times K)(K\times N)$ product; the
+    other orientation made XLA transpose $N\times QK$ operands in the gradient."""
     k, n = right.shape
     q = w.shape[1]
-    rhs = (w[:, :, None] * right.T[:, None, :]).reshape(n, q * k)
-    return (left @ rhs).reshape(k, q, k).transpose(1, 0, 2)
+    scaled = (w.T[:, None, :] * right[None, :, :]).reshape(q * k, n)  # (q·l, n)
+    return (scaled @ left.T).reshape(q, k, k).transpose(0, 2, 1)
 
 
 def covariance_blocks(
