@@ -122,6 +122,15 @@ class WeakLikelihood(eqx.Module):
         return nll_hessian(self, jnp.asarray(p, dtype=float))
 
 
+def _pair_coefficients(pairs, p):
+    """$c_q = \tilde p_a \tilde p_b$ for the pairs $q = (a, b)$, $\tilde p = (1, p)$."""
+    # a gather, not a Python-level stack of P products: the latter made XLA's compile of
+    # the Hessian take minutes for J = 10
+    a, b = np.array(pairs).T
+    pt = jnp.concatenate([jnp.ones(1, p.dtype), p])
+    return pt[a] * pt[b]
+
+
 def _g_and_S(lik: WeakLikelihood, p) -> tuple[Float[Array, "r dk"], Float[Array, "r dk dk"]]:
     """g(p) and the unregularised S(p) for every trajectory."""
     if jnp.shape(p) != (lik.model.n_params,):
@@ -133,11 +142,7 @@ def _g_and_S(lik: WeakLikelihood, p) -> tuple[Float[Array, "r dk"], Float[Array,
     var = prob.sigma**2
     if lik.linear is not None:
         lin = lik.linear
-        pt = jnp.concatenate([jnp.ones(1, p.dtype), p])
-        # a gather, not a Python-level stack of 66 products: the latter made XLA's
-        # compile of the Hessian take minutes for J = 10.
-        a, b = np.array(lin.pairs).T
-        coef = pt[a] * pt[b]
+        coef = _pair_coefficients(lin.pairs, p)
         g = jnp.einsum("rij,j->ri", lin.G, p) + lin.g0
         # one (q)·(q, r·n²) product with the pair axis leading: any other layout made XLA
         # transpose all P blocks in the gradient (a 29 MB copy for Lorenz at K = 200)
@@ -258,24 +263,21 @@ def _linear_hessian(lik: WeakLikelihood, p):
     so the cost is one batch of $J$ products $S^{-1}\partial_i S$, where
     forward-over-reverse autodiff needs $2J$."""
     lin = lik.linear
-    a_idx, b_idx = np.array(lin.pairs).T
-
-    def coef(p):
-        pt = jnp.concatenate([jnp.ones(1, p.dtype), p])
-        return pt[a_idx] * pt[b_idx]
-
     scale = 1.0 - lik.diag_reg  # (1-α)S + αI: every derivative of S carries 1-α
-    dc = scale * jax.jacfwd(coef)(p).T  # (j, q)
-    d2c = scale * jax.hessian(coef)(p)  # (q, j, j)
-    g, S = _g_and_S(lik, p)
-    S_inv = jax.vmap(spd_inverse)(_regularise(lik, S))  # (r, n, n)
-    w = jnp.einsum("rkl,rl->rk", S_inv, g - lik.problem.b)
+    c = _pair_coefficients(lin.pairs, p)
+    dc = scale * jax.jacfwd(_pair_coefficients, argnums=1)(lin.pairs, p).T  # (j, q)
+    d2c = scale * jax.hessian(_pair_coefficients, argnums=1)(lin.pairs, p)  # (q, j, j)
     # every contraction with the blocks is a plain product over their pair-major
-    # layout (q, r·n²), summed over trajectories: no copy of the blocks
+    # layout (q, r·n²), summed over trajectories: no copy of the blocks; S and all ∂_i S
+    # come from one pass over them
     q, n_r, n, _ = lin.S.shape
     flat = lin.S.reshape(q, n_r * n * n)
+    both = (jnp.concatenate([c[None], dc]) @ flat).reshape(-1, n_r, n, n)
+    S, dS = both[0], both[1:]  # (r, n, n), (j, r, n, n)
+    g = jnp.einsum("rij,j->ri", lin.G, p) + lin.g0
+    S_inv = jax.vmap(spd_inverse)(_regularise(lik, S))
+    w = jnp.einsum("rkl,rl->rk", S_inv, g - lik.problem.b)
     t = flat @ (S_inv - jnp.einsum("rk,rl->rkl", w, w)).reshape(-1)  # (q,)
-    dS = (dc @ flat).reshape(-1, n_r, n, n)  # (j, r, n, n)
     M = jnp.einsum("rkl,jrlm->jrkm", S_inv, dS)
     trace_mm = jnp.einsum("irkl,jrlk->ij", M, M)
     a = lin.G - jnp.einsum("jrkl,rl->rkj", dS, w)  # (r, n, j)
