@@ -122,6 +122,14 @@ class WeakLikelihood(eqx.Module):
         return nll_hessian(self, jnp.asarray(p, dtype=float))
 
 
+def _check_shape(lik: WeakLikelihood, p):
+    if jnp.shape(p) != (lik.model.n_params,):
+        raise ValueError(
+            f"p must have shape ({lik.model.n_params},) for model '{lik.model.name}' "
+            f"(parameters {', '.join(lik.model.param_names)}), got shape {jnp.shape(p)}."
+        )
+
+
 def _pair_coefficients(pairs, p):
     """$c_q = \tilde p_a \tilde p_b$ for the pairs $q = (a, b)$, $\tilde p = (1, p)$."""
     # a gather, not a Python-level stack of P products: the latter made XLA's compile of
@@ -133,11 +141,7 @@ def _pair_coefficients(pairs, p):
 
 def _g_and_S(lik: WeakLikelihood, p) -> tuple[Float[Array, "r dk"], Float[Array, "r dk dk"]]:
     """g(p) and the unregularised S(p) for every trajectory."""
-    if jnp.shape(p) != (lik.model.n_params,):
-        raise ValueError(
-            f"p must have shape ({lik.model.n_params},) for model '{lik.model.name}' "
-            f"(parameters {', '.join(lik.model.param_names)}), got shape {jnp.shape(p)}."
-        )
+    _check_shape(lik, p)
     prob = lik.problem
     var = prob.sigma**2
     if lik.linear is not None:
@@ -262,6 +266,7 @@ def _linear_hessian(lik: WeakLikelihood, p):
       + a_i^T S^{-1} a_j ,$$
     so the cost is one batch of $J$ products $S^{-1}\partial_i S$, where
     forward-over-reverse autodiff needs $2J$."""
+    _check_shape(lik, p)
     lin = lik.linear
     scale = 1.0 - lik.diag_reg  # (1-α)S + αI: every derivative of S carries 1-α
     c = _pair_coefficients(lin.pairs, p)
