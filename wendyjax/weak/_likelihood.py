@@ -11,6 +11,7 @@ $\tilde p = (1, p)$ are precomputed once (000 App. B).
 
 import math
 from collections.abc import Callable
+from functools import partial
 
 import equinox as eqx
 import jax
@@ -131,7 +132,7 @@ def _check_shape(lik: WeakLikelihood, p):
 
 
 def _pair_coefficients(pairs, p):
-    """$c_q = \tilde p_a \tilde p_b$ for the pairs $q = (a, b)$, $\tilde p = (1, p)$."""
+    r"""$c_q = \tilde p_a \tilde p_b$ for the pairs $q = (a, b)$, $\tilde p = (1, p)$."""
     # a gather, not a Python-level stack of P products: the latter made XLA's compile of
     # the Hessian take minutes for J = 10
     a, b = np.array(pairs).T
@@ -185,18 +186,13 @@ def covariance(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, "r dk
     return _regularise(lik, S)
 
 
-def _parts(lik: WeakLikelihood, p):
-    g, S = _g_and_S(lik, p)
-    r = g - lik.problem.b
-    chol = jnp.linalg.cholesky(_regularise(lik, S))
-    w = jax.vmap(lambda c, x: jax.scipy.linalg.solve_triangular(c, x, lower=True))(chol, r)
-    return r, chol, w
-
-
 @eqx.filter_jit
 def whitened_residual(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, "r dk"]:
     r"""$C^{-1} r(p)$ with $S = C C^T$: standard normal at $p^*$ (001 §2.4); 0 on padding."""
-    return _parts(lik, p)[2]
+    g, S = _g_and_S(lik, p)
+    chol = jnp.linalg.cholesky(_regularise(lik, S))
+    solve = partial(jax.scipy.linalg.solve_triangular, lower=True)
+    return jax.vmap(solve)(chol, g - lik.problem.b)
 
 
 @jax.custom_jvp
