@@ -1,7 +1,20 @@
 """wendyjax: weak-form (WENDy) estimation of ODE parameters in JAX."""
 
-from . import models as models, weak as weak
+from . import _xla_flags
+
+_xla_flags.apply()
+
+# ruff: noqa: E402
+
+from . import estimators as estimators, inference as inference, models as models, weak as weak
 from .data import Dataset as Dataset, Trajectory as Trajectory, trapezoid_weights as trapezoid_weights
+from .estimators import (
+    IRLS as IRLS,
+    MLE as MLE,
+    RESULTS as RESULTS,
+    WLS as WLS,
+    WENDyFit as WENDyFit,
+)
 from .model import ODEModel as ODEModel
 from .noise import (
     AbstractNoise as AbstractNoise,

@@ -9,4 +9,5 @@ from ._zoo import (
     logistic as logistic,
     lorenz as lorenz,
     lotka_volterra as lotka_volterra,
+    sir_tdi as sir_tdi,
 )

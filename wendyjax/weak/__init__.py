@@ -7,8 +7,11 @@ from ._likelihood import (
     covariance as covariance,
     nll as nll,
     nll_grad as nll_grad,
+    nll_derivatives as nll_derivatives,
     nll_hessian as nll_hessian,
+    pad_likelihood as pad_likelihood,
     residual as residual,
+    stack_likelihoods as stack_likelihoods,
     weak_likelihood as weak_likelihood,
     whitened_residual as whitened_residual,
 )

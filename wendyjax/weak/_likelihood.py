@@ -10,7 +10,7 @@ $\tilde p = (1, p)$ are precomputed once (000 App. B).
 """
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import equinox as eqx
@@ -295,6 +295,23 @@ def nll_hessian(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, "j j
     return jax.jacfwd(jax.grad(_nll, argnums=1), argnums=1)(lik, p)
 
 
+@eqx.filter_jit
+def nll_derivatives(
+    lik: WeakLikelihood, p: Float[Array, " j"]
+) -> tuple[Float[Array, ""], Float[Array, " j"], Float[Array, "j j"]]:
+    """ℓ(p), ∇ℓ(p) and ∇²ℓ(p) in one pass (what a Newton-type solver needs)."""
+    if lik.linear is not None:
+        value, grad = jax.value_and_grad(_nll, argnums=1)(lik, p)
+        return value, grad, _linear_hessian(lik, p)
+
+    def grad_with_value(p):
+        value, grad = jax.value_and_grad(_nll, argnums=1)(lik, p)
+        return grad, (value, grad)
+
+    hess, (value, grad) = jax.jacfwd(grad_with_value, has_aux=True)(p)
+    return value, grad, hess
+
+
 def weak_likelihood(
     model: ODEModel,
     data: "Trajectory | Dataset | list[Trajectory]",
@@ -317,11 +334,21 @@ def weak_likelihood(
       `model.linear_in_params`. Forcing it on a nonlinear model raises.
     - `diag_reg`: α in $(1-\alpha)S + \alpha I$.
     """
+    return build_likelihood(
+        model, data, noise, sigma=sigma, test_functions=test_functions, k=k, linear=linear,
+        diag_reg=diag_reg,
+    )[0]
+
+
+def build_likelihood(
+    model, data, noise, *, sigma, test_functions, k, linear, diag_reg
+) -> tuple[WeakLikelihood, tuple[TestFunctions, ...]]:
+    """[`weak_likelihood`][] that also returns the test functions of every trajectory."""
     if not isinstance(model, ODEModel):
         raise TypeError(f"model must be an ODEModel, got {type(model).__name__}.")
     if not 0 <= diag_reg < 1:
         raise ValueError(f"diag_reg must lie in [0, 1), got {diag_reg}.")
-    problem, _ = build_problem(model, data, noise, sigma, test_functions, k)
+    problem, tfs = build_problem(model, data, noise, sigma, test_functions, k)
     if linear is None:
         linear = model.linear_in_params
     if linear and not model.linear_in_params:
@@ -330,5 +357,65 @@ def weak_likelihood(
             f"(declare linear_in_params=True on the model if detection is wrong)."
         )
     blocks = _linear_blocks(model, problem) if linear else None
-    return WeakLikelihood(model, problem, blocks, diag_reg)
+    return WeakLikelihood(model, problem, blocks, diag_reg), tfs
 
+
+
+def pad_likelihood(lik: WeakLikelihood, k: int) -> WeakLikelihood:
+    """The same likelihood with every trajectory padded to `k` test functions (masked zero
+    rows; ℓ and its derivatives are unchanged)."""
+    prob = lik.problem
+    r, k0, _ = prob.phi.shape
+    extra = k - k0
+    if extra < 0:
+        raise ValueError(f"cannot pad {k0} test functions down to k={k}.")
+    if extra == 0:
+        return lik
+    d = prob.n_states
+
+    def rows(x, axis):  # zero-pad the K axis of a state-major (..., D·K, ...) axis
+        shape = x.shape[:axis] + (d, k0) + x.shape[axis + 1:]
+        widths = [(0, 0)] * (len(shape))
+        widths[axis + 1] = (0, extra)
+        return jnp.pad(x.reshape(shape), widths).reshape(x.shape[:axis] + (d * k,) + x.shape[axis + 1:])
+
+    pad_k = lambda x, axes: jnp.pad(x, [(0, extra) if i in axes else (0, 0) for i in range(x.ndim)])  # noqa: E731
+    problem = eqx.tree_at(
+        lambda p: (p.phi, p.dphi, p.dphi_gram, p.kmask, p.b),
+        prob,
+        (pad_k(prob.phi, {1}), pad_k(prob.dphi, {1}), pad_k(prob.dphi_gram, {1, 2}),
+         pad_k(prob.kmask, {1}), rows(prob.b, 1)),
+    )
+    linear = lik.linear
+    if linear is not None:
+        linear = LinearBlocks(rows(linear.G, 1), rows(linear.g0, 1), rows(rows(linear.S, 2), 3),
+                              linear.pairs)
+    return WeakLikelihood(lik.model, problem, linear, lik.diag_reg)
+
+
+def stack_likelihoods(likelihoods: Sequence[WeakLikelihood]) -> WeakLikelihood:
+    """Stack likelihoods of one model along a new leading axis, for `jax.vmap`.
+
+    Trajectories are padded to the largest number of test functions; the data grids
+    must have equal lengths.
+    """
+    likelihoods = list(likelihoods)
+    if not likelihoods:
+        raise ValueError("stack_likelihoods needs at least one likelihood.")
+    k = max(lik.problem.n_test_functions for lik in likelihoods)
+    likelihoods = [pad_likelihood(lik, k) for lik in likelihoods]
+    first = likelihoods[0]
+    structure = jax.tree_util.tree_structure(first)
+    shapes = [jnp.shape(x) for x in jax.tree_util.tree_leaves(first)]
+    for i, lik in enumerate(likelihoods[1:], 1):
+        if jax.tree_util.tree_structure(lik) != structure:
+            raise ValueError(
+                f"likelihood {i} differs in structure from likelihood 0 (another model, "
+                f"noise type or linear path?); only likelihoods of one model stack."
+            )
+        if [jnp.shape(x) for x in jax.tree_util.tree_leaves(lik)] != shapes:
+            raise ValueError(
+                f"likelihood {i} has (trajectories, K, samples) = {lik.problem.phi.shape} but "
+                f"likelihood 0 has {first.problem.phi.shape}: stack data of equal grid lengths."
+            )
+    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *likelihoods)

@@ -1,0 +1,23 @@
+"""Status codes of the solvers: returned as values, so vmapped fits report per-run failure."""
+
+import equinox as eqx
+
+
+class RESULTS(eqx.Enumeration):
+    """Outcome of a solve. Compare with `==`, e.g. `sol.result == RESULTS.successful`."""
+
+    successful = ""
+    max_steps_reached = "The solver reached its maximum number of steps before converging."
+    nonfinite = (
+        "The objective, its gradient or its Hessian is not finite at the starting point "
+        "or became non-finite during the solve."
+    )
+    cholesky_failed = (
+        "The residual covariance S(p) is not positive definite (its Cholesky "
+        "factorisation failed): the parameters are outside the region where the weak "
+        "likelihood is defined. Try another starting point or tighter bounds."
+    )
+    shapiro_wilk_stop = (
+        "IRLS stopped early because the whitened residual failed the Shapiro-Wilk "
+        "normality test (001 §2.4); the previous iterate is returned."
+    )

@@ -1,0 +1,219 @@
+r"""Box-constrained trust-region Newton method in pure JAX (`lax.while_loop`).
+
+optimistix has no box constraints, so this is written here for the small dense problems
+of WENDy ($J \lesssim 50$ parameters). Each step
+
+1. fixes the *active* variables (at a bound with the gradient pushing outwards) and
+   solves the trust-region subproblem
+   $\min_s g^T s + \tfrac12 s^T H s,\ \|D s\| \le \Delta$ exactly on the free ones
+   (eigendecomposition and the secular equation of Moré & Sorensen 1983, hard case
+   included), with Moré's scaling $D_i = \max_k \sqrt{|H^{(k)}_{ii}|}$;
+   variables at a bound that the step pushes outwards join the active set and the
+   subproblem is re-solved (a few rounds);
+2. makes the step feasible, keeping whichever of the projected step
+   $P(x + s) - x$, the truncated step $\tau s$ (largest feasible $\tau\le1$) and the
+   scaled projected-gradient Cauchy step has the lowest model value (the last
+   guarantees a decrease wherever the projected gradient is non-zero);
+3. accepts it when the actual/predicted reduction ratio exceeds $10^{-4}$ and updates
+   $\Delta$ by the usual ratio test.
+
+It stops when a step inside the trust region predicts a reduction below
+`atol + rtol·|f|` with every component below `atol + rtol·max|x|` (a Newton step that
+is both small and changes nothing), or after `max_steps`.
+"""
+
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int, PyTree
+
+from ._results import RESULTS
+
+_ETA = 1e-4  # acceptance threshold on the reduction ratio
+_ACTIVE_SET_ROUNDS = 3
+
+
+class TrustRegionSolution(eqx.Module):
+    """Result of [`bounded_trust_region`][]: the point, its value, gradient and Hessian,
+    the number of steps and the status."""
+
+    x: Float[Array, " j"]
+    value: Float[Array, ""]
+    grad: Float[Array, " j"]
+    hess: Float[Array, "j j"]
+    num_steps: Int[Array, ""]
+    result: RESULTS
+
+
+def _trust_region_step(H, g, radius, n_iter: int = 60):
+    r"""Exact minimiser of $g^T s + \frac12 s^T H s$ over $\|s\| \le \Delta$.
+
+    $s(\mu) = -(H + \mu I)^{-1} g$ with $\mu \ge \max(0, -\lambda_{\min})$ solving
+    $1/\|s(\mu)\| = 1/\Delta$ by safeguarded Newton iterations (the function is nearly
+    linear in $\mu$); in the hard case ($g \perp$ the lowest eigenvector) a multiple of
+    that eigenvector fills the step to the boundary.
+    """
+    lam, V = jnp.linalg.eigh(H)
+    a = V.T @ g
+    scale = jnp.maximum(jnp.max(jnp.abs(lam)), jnp.finfo(H.dtype).tiny)
+    tiny = 1e3 * jnp.finfo(H.dtype).eps * scale
+
+    def coeffs(mu):
+        den = lam + mu
+        # components whose shifted eigenvalue vanishes contribute nothing when their
+        # gradient component vanishes too (the hard case); otherwise they blow up
+        return jnp.where(jnp.abs(den) > tiny, a / jnp.where(jnp.abs(den) > tiny, den, 1.0),
+                         jnp.where(jnp.abs(a) > tiny * radius, jnp.inf, 0.0))
+
+    mu_lo = jnp.maximum(0.0, -lam[0])
+    c_lo = coeffs(mu_lo)
+    norm_lo = jnp.linalg.norm(c_lo)
+    interior = (lam[0] > tiny) & (norm_lo <= radius)
+    hard = ~interior & (norm_lo < radius)
+
+    mu_hi = mu_lo + jnp.linalg.norm(g) / radius + tiny
+
+    def body(_, state):
+        mu, lo, hi = state
+        c = a / (lam + mu)
+        n = jnp.linalg.norm(c)
+        phi = 1.0 / n - 1.0 / radius
+        lo = jnp.where(phi < 0, mu, lo)
+        hi = jnp.where(phi >= 0, mu, hi)
+        dphi = jnp.sum(c**2 / (lam + mu)) / n**3
+        newton = mu - phi / dphi
+        bad = ~jnp.isfinite(newton) | (newton <= lo) | (newton >= hi)
+        return jnp.where(bad, 0.5 * (lo + hi), newton), lo, hi
+
+    mu0 = 0.5 * (mu_lo + mu_hi)
+    mu, _, _ = jax.lax.fori_loop(0, n_iter, body, (mu0, mu_lo, mu_hi))
+    c_boundary = a / (lam + mu)
+    # hard case: c_lo (finite) plus τ along the lowest eigenvector to reach the boundary
+    tau = jnp.sqrt(jnp.maximum(radius**2 - jnp.where(hard, norm_lo, 0.0) ** 2, 0.0))
+    c_hard = jnp.where(hard, c_lo, 0.0).at[0].add(-tau)
+    c = jnp.where(interior, jnp.where(interior, c_lo, 0.0), jnp.where(hard, c_hard, c_boundary))
+    return -V @ c
+
+
+class _State(eqx.Module):
+    x: Array
+    f: Array
+    g: Array
+    H: Array
+    D: Array
+    radius: Array
+    step: Array
+    done: Array
+    result: RESULTS
+
+
+def _model(g, H, s):
+    return g @ s + 0.5 * s @ H @ s
+
+
+def _max_feasible_fraction(x, s, lower, upper, cap=1.0):
+    """Largest τ ∈ [0, cap] with lower ≤ x + τ s ≤ upper."""
+    up = jnp.where(s > 0, (upper - x) / jnp.where(s > 0, s, 1.0), jnp.inf)
+    down = jnp.where(s < 0, (lower - x) / jnp.where(s < 0, s, 1.0), jnp.inf)
+    return jnp.clip(jnp.minimum(jnp.min(up), jnp.min(down)), 0.0, cap)
+
+
+def _free_step(H, g, D, free, radius):
+    """Trust-region step in the scaled variables on the free set (zero elsewhere), and
+    whether it lies strictly inside the trust region."""
+    both = free[:, None] & free[None, :]
+    Hs = jnp.where(both, H / jnp.outer(D, D), jnp.eye(g.size, dtype=g.dtype))
+    z = _trust_region_step(Hs, jnp.where(free, g / D, 0.0), radius)
+    return jnp.where(free, z / D, 0.0), jnp.linalg.norm(z) < 0.99 * radius
+
+
+def _cauchy_step(g, H, D, x, lower, upper, free, radius):
+    """Minimiser of the model along the scaled steepest descent $-D^{-2}g$ on the free
+    set, within the trust region and the box."""
+    d = jnp.where(free, -g / D**2, 0.0)
+    t_max = jnp.minimum(radius / jnp.maximum(jnp.linalg.norm(D * d), jnp.finfo(g.dtype).tiny),
+                        _max_feasible_fraction(x, d, lower, upper, jnp.inf))
+    curv = d @ H @ d
+    t = jnp.where(curv > 0, jnp.minimum(-(g @ d) / jnp.where(curv > 0, curv, 1.0), t_max), t_max)
+    return t * d
+
+
+def _finite(*xs) -> Bool[Array, ""]:
+    return jnp.all(jnp.array([jnp.all(jnp.isfinite(x)) for x in xs]))
+
+
+def bounded_trust_region(
+    fn: Callable[[Float[Array, " j"], PyTree], tuple[Array, Array, Array]],
+    x0: Float[Array, " j"],
+    lower: Float[Array, " j"],
+    upper: Float[Array, " j"],
+    args: PyTree = None,
+    *,
+    rtol: float = 1e-8,
+    atol: float = 1e-8,
+    max_steps: int = 500,
+) -> TrustRegionSolution:
+    r"""Minimise $f$ over the box `lower ≤ x ≤ upper` (entries may be ±inf).
+
+    `fn(x, args)` returns $(f, \nabla f, H)$ with $H$ the Hessian or any symmetric model
+    of it (e.g. Gauss–Newton $J^TJ$). `x0` is projected onto the box. Pure JAX: can be
+    jitted and vmapped; failure is reported in `result`, never raised.
+    """
+    x0 = jnp.clip(x0, lower, upper)
+    f0, g0, H0 = fn(x0, args)
+    D0 = jnp.sqrt(jnp.maximum(jnp.abs(jnp.diagonal(H0)), _diag_floor(H0)))
+    radius0 = jnp.maximum(jnp.linalg.norm(g0 / D0), 1e-8 * (1.0 + jnp.linalg.norm(D0 * x0)))
+    ok0 = _finite(f0, g0, H0)
+    init = _State(x0, f0, g0, H0, D0, radius0, jnp.array(0), ~ok0,
+                  RESULTS.where(ok0, RESULTS.successful, RESULTS.nonfinite))
+
+    def cond(s: _State):
+        return ~s.done & (s.step < max_steps)
+
+    def body(s: _State):
+        x, g, H = s.x, s.g, s.H
+        D = jnp.maximum(s.D, jnp.sqrt(jnp.abs(jnp.diagonal(H))))
+        # variables at a bound that the gradient, or then the Newton-like step, pushes
+        # outwards are fixed; the subproblem is re-solved on the rest
+        free = ~(((x <= lower) & (g > 0)) | ((x >= upper) & (g < 0)))
+        for _ in range(_ACTIVE_SET_ROUNDS):
+            step, inside = _free_step(H, g, D, free, s.radius)
+            free = free & ~(((x <= lower) & (step < 0)) | ((x >= upper) & (step > 0)))
+        step, inside = _free_step(H, g, D, free, s.radius)
+        # feasible candidates: projected, truncated, and the scaled projected-gradient
+        # (Cauchy) step that guarantees progress; the lowest model value wins
+        candidates = jnp.stack([
+            jnp.clip(x + step, lower, upper) - x,
+            _max_feasible_fraction(x, step, lower, upper) * step,
+            _cauchy_step(g, H, D, x, lower, upper, free, s.radius),
+        ])
+        step = candidates[jnp.argmin(jax.vmap(lambda c: _model(g, H, c))(candidates))]
+        predicted = -_model(g, H, step)
+        x_new = jnp.clip(x + step, lower, upper)
+        f_new, g_new, H_new = fn(x_new, args)
+        actual = s.f - f_new
+        ratio = actual / jnp.where(predicted > 0, predicted, jnp.inf)
+        ok = _finite(f_new, g_new, H_new)
+        accept = ok & (predicted > 0) & (ratio > _ETA)
+        scaled_step = jnp.linalg.norm(D * step)
+        radius = jnp.where(
+            ~ok | (ratio < 0.25),
+            0.25 * jnp.minimum(scaled_step, s.radius),
+            jnp.where((ratio > 0.75) & (scaled_step > 0.9 * s.radius), 2.0 * s.radius, s.radius),
+        )
+        small_x = jnp.max(jnp.abs(step)) <= atol + rtol * jnp.max(jnp.abs(x))
+        small_f = predicted <= atol + rtol * jnp.abs(s.f)
+        converged = inside & small_x & small_f
+        pick = lambda new, old: jnp.where(accept, new, old)
+        return _State(pick(x_new, x), pick(f_new, s.f), pick(g_new, g), pick(H_new, H), D,
+                      radius, s.step + 1, converged, s.result)
+
+    final = jax.lax.while_loop(cond, body, init)
+    result = RESULTS.where(final.done | ~ok0, final.result, RESULTS.max_steps_reached)
+    return TrustRegionSolution(final.x, final.f, final.g, final.H, final.step, result)
+
+
+def _diag_floor(H):
+    return 1e-12 * jnp.maximum(jnp.max(jnp.abs(jnp.diagonal(H))), jnp.finfo(H.dtype).tiny)

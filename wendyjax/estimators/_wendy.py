@@ -1,0 +1,173 @@
+r"""WENDy estimators: weak least squares (WLS), IRLS and the weak MLE.
+
+Each estimator is a thin `eqx.Module` of options. Its `solve(lik, p0, lower, upper)` is a
+pure function of arrays (jit/vmap it over likelihoods built with
+[`stack_likelihoods`][wendyjax.weak.stack_likelihoods]); `fit(model, data, ...)` is the
+user-facing call that validates input, solves and returns a [`WENDyFit`][wendyjax.WENDyFit].
+"""
+
+import abc
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int
+
+from ..weak import WeakLikelihood, covariance, nll, nll_derivatives, residual
+from ._least_squares import weighted_least_squares
+from ._results import RESULTS
+from ._trust_region import bounded_trust_region
+
+
+class Solution(eqx.Module):
+    """Output of `solve`: estimate, ℓ there, number of (outer) steps and the status.
+
+    Batched along a leading axis when `solve` is vmapped.
+    """
+
+    params: Float[Array, " j"]
+    nll: Float[Array, ""]
+    num_steps: Int[Array, ""]
+    result: RESULTS
+
+    @property
+    def successful(self) -> Bool[Array, "..."]:
+        return self.result == RESULTS.successful
+
+
+def _cholesky_ok(lik: WeakLikelihood, p) -> Bool[Array, ""]:
+    return jnp.all(jnp.isfinite(jnp.linalg.cholesky(covariance(lik, p))))
+
+
+def _solution(lik, p, num_steps, result) -> Solution:
+    return Solution(p, nll(lik, p), num_steps, result)
+
+
+class AbstractWENDyEstimator(eqx.Module):
+    """Base of the WENDy estimators: `solve` (pure, vmappable) and `fit` (user-facing)."""
+
+    method: ClassVar[str]
+
+    @abc.abstractmethod
+    def solve(
+        self,
+        lik: WeakLikelihood,
+        p0: Float[Array, " j"],
+        lower: Float[Array, " j"],
+        upper: Float[Array, " j"],
+    ) -> Solution:
+        """Estimate the parameters from `p0` within `lower ≤ p ≤ upper` (±inf allowed)."""
+
+    def fit(self, model, data, p0=None, **kwargs):
+        """Fit `model` to `data`; see [`fit`][wendyjax.fit] for the arguments."""
+        from ._fit import fit
+
+        return fit(model, data, p0, method=self, **kwargs)
+
+
+class WLS(AbstractWENDyEstimator):
+    r"""Weak ordinary least squares $\min_p \tfrac12\|g(p) - b\|^2$ (001 Alg. 1, 000 App. C).
+
+    Closed form for models linear in the parameters (then `p0` is not used); a bounded
+    Gauss–Newton trust region from `p0` otherwise. Ignores the residual covariance, so it is
+    biased at high noise (000 Table 4); it is the start of IRLS.
+    """
+
+    rtol: float = 1e-8
+    atol: float = 1e-8
+    max_steps: int = 500
+    method: ClassVar[str] = "wls"
+
+    def solve(self, lik, p0, lower, upper) -> Solution:
+        sol = weighted_least_squares(lik, None, p0, lower, upper, rtol=self.rtol,
+                                     atol=self.atol, max_steps=self.max_steps)
+        return _solution(lik, sol.x, sol.num_steps, sol.result)
+
+
+class IRLS(AbstractWENDyEstimator):
+    r"""Iteratively reweighted least squares (001 Alg. 2, 000 App. C):
+    $p^{(n+1)} = \arg\min_p (g(p) - b)^T S(p^{(n)})^{-1}(g(p) - b)$ from the WLS estimate.
+
+    Stops when $\|p^{(n+1)} - p^{(n)}\| / \|p^{(n)}\|$ < `step_tol` (1e-6) or after
+    `max_iters` (100) iterations. `shapiro_wilk=True` adds 001 §2.4's test: from
+    iteration `sw_start` (10) on, stop when the Shapiro–Wilk p-value of the whitened
+    residual $C^{(n)\,-1}(g(p^{(n+1)}) - b)$ falls below `sw_tol` (1e-4) and return
+    $p^{(n)}$; it runs outside jit (scipy), so only through `fit`.
+    """
+
+    step_tol: float = 1e-6
+    max_iters: int = 100
+    shapiro_wilk: bool = False
+    sw_tol: float = 1e-4
+    sw_start: int = 10
+    rtol: float = 1e-8
+    atol: float = 1e-8
+    max_steps: int = 500
+    method: ClassVar[str] = "irls"
+
+    def _start(self, lik, p0, lower, upper):
+        return WLS(self.rtol, self.atol, self.max_steps).solve(lik, p0, lower, upper)
+
+    def step(self, lik, p, lower, upper):
+        """One reweighting: $(p^{(n+1)}$, whitened residual, status$)$."""
+        chol = jnp.linalg.cholesky(covariance(lik, p))
+        ok = jnp.all(jnp.isfinite(chol))
+        chol = jnp.where(ok, chol, jnp.eye(chol.shape[-1], dtype=chol.dtype))
+        sol = weighted_least_squares(lik, chol, p, lower, upper, rtol=self.rtol,
+                                     atol=self.atol, max_steps=self.max_steps)
+        whitened = jax.vmap(lambda c, r: jax.scipy.linalg.solve_triangular(c, r, lower=True))(
+            chol, residual(lik, sol.x))
+        result = RESULTS.where(ok, sol.result, RESULTS.cholesky_failed)
+        # an inner solve that hit its step limit still gives a usable reweighted iterate
+        result = RESULTS.where(result == RESULTS.max_steps_reached, RESULTS.successful, result)
+        return sol.x, whitened, result
+
+    def converged(self, p_new, p):
+        return jnp.linalg.norm(p_new - p) < self.step_tol * jnp.linalg.norm(p)
+
+    def solve(self, lik, p0, lower, upper) -> Solution:
+        if self.shapiro_wilk:
+            raise ValueError(
+                "IRLS(shapiro_wilk=True) runs the Shapiro-Wilk test outside jit; use "
+                "IRLS(...).fit(model, data, ...) or set shapiro_wilk=False for solve/vmap."
+            )
+        start = self._start(lik, p0, lower, upper)
+
+        def cond(state):
+            _, n, done, _ = state
+            return ~done & (n < self.max_iters)
+
+        def body(state):
+            p, n, _, _ = state
+            p_new, _, result = self.step(lik, p, lower, upper)
+            failed = result != RESULTS.successful
+            done = failed | self.converged(p_new, p)
+            return jnp.where(failed, p, p_new), n + 1, done, result
+
+        init = (start.params, jnp.array(0), start.result != RESULTS.successful, start.result)
+        p, n, done, result = jax.lax.while_loop(cond, body, init)
+        result = RESULTS.where(done, result, RESULTS.max_steps_reached)
+        return _solution(lik, p, n, result)
+
+
+class MLE(AbstractWENDyEstimator):
+    r"""Weak maximum likelihood (000 §3.1, eq. 10): $\min_{l \le p \le u} \ell(p)$ by a
+    bounded trust-region Newton method with the exact Hessian of $\ell$.
+
+    Defaults as WENDy.jl: tolerances 1e-8, at most 500 steps.
+    """
+
+    rtol: float = 1e-8
+    atol: float = 1e-8
+    max_steps: int = 500
+    method: ClassVar[str] = "mle"
+
+    def solve(self, lik, p0, lower, upper) -> Solution:
+        sol = bounded_trust_region(lambda p, lik: nll_derivatives(lik, p), p0, lower, upper,
+                                   lik, rtol=self.rtol, atol=self.atol, max_steps=self.max_steps)
+        result = RESULTS.where(
+            (sol.result == RESULTS.nonfinite) & ~_cholesky_ok(lik, jnp.clip(p0, lower, upper)),
+            RESULTS.cholesky_failed, sol.result,
+        )
+        return Solution(sol.x, sol.value, sol.num_steps, result)
