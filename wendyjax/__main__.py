@@ -9,7 +9,7 @@ from . import models
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m wendyjax", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="simulate a zoo model and evaluate its weak likelihood")
+    demo = sub.add_parser("demo", help="simulate a zoo model and fit it with WENDy-MLE")
     zoo = sorted(n for n in vars(models) if not n.startswith("_") and n != "Benchmark")
     demo.add_argument("--model", default="lorenz", choices=zoo)
     demo.add_argument("--noise", type=float, default=0.1, help="noise ratio (default 0.1)")

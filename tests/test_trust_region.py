@@ -1,0 +1,61 @@
+"""The bounded trust-region Newton solver against scipy and brute force."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+from wendyjax.estimators import RESULTS, bounded_trust_region
+from wendyjax.estimators._trust_region import _trust_region_step
+
+
+def _rosen(x):
+    return jnp.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+
+
+def _fgh(x, _):
+    return _rosen(x), jax.grad(_rosen)(x), jax.hessian(_rosen)(x)
+
+
+_solve = jax.jit(lambda x0, lo, hi: bounded_trust_region(_fgh, x0, lo, hi))
+
+
+@pytest.mark.parametrize("n", [2, 5, 10])
+def test_rosenbrock_unbounded_and_bounded(n):
+    x0 = -1.2 * jnp.ones(n)
+    inf = jnp.full(n, jnp.inf)
+    sol = _solve(x0, -inf, inf)
+    assert sol.result == RESULTS.successful
+    np.testing.assert_allclose(sol.x, np.ones(n), atol=1e-7)
+    lo, hi = np.full(n, -2.0), np.full(n, 0.8)
+    sol = _solve(x0, jnp.asarray(lo), jnp.asarray(hi))
+    ref = minimize(lambda x: float(_rosen(jnp.asarray(x))), np.asarray(x0),
+                   jac=lambda x: np.asarray(jax.grad(_rosen)(jnp.asarray(x))), method="L-BFGS-B",
+                   bounds=list(zip(lo, hi)), options=dict(ftol=1e-15, gtol=1e-12, maxiter=10_000))
+    assert sol.result == RESULTS.successful
+    assert float(sol.value) <= ref.fun + 1e-10
+    np.testing.assert_allclose(sol.x, ref.x, atol=1e-5)
+    assert np.all(np.asarray(sol.x) <= hi) and np.all(np.asarray(sol.x) >= lo)
+
+
+def test_subproblem_is_the_exact_minimiser(rng):
+    """Against dense random sampling of the ball, including the hard case."""
+    for trial in range(40):
+        A = rng.standard_normal((3, 3))
+        H, g = (A + A.T) / 2, rng.standard_normal(3)
+        if trial % 4 == 0:  # hard case: g orthogonal to the lowest eigenvector
+            v = np.linalg.eigh(H)[1][:, 0]
+            g -= v * (v @ g)
+        radius = rng.uniform(0.1, 3.0)
+        s = np.asarray(_trust_region_step(jnp.asarray(H), jnp.asarray(g), radius))
+        v = rng.standard_normal((20_000, 3))
+        v *= (radius * rng.uniform(size=(20_000, 1)) ** (1 / 3)) / np.linalg.norm(v, axis=1, keepdims=True)
+        sampled = np.min(v @ g + 0.5 * np.einsum("ni,ij,nj->n", v, H, v))
+        assert np.linalg.norm(s) <= radius * (1 + 1e-8)
+        assert g @ s + 0.5 * s @ H @ s <= sampled + 1e-9
+
+
+def test_nonfinite_start_is_reported_not_raised():
+    sol = _solve(jnp.array([jnp.nan, 1.0]), -jnp.full(2, jnp.inf), jnp.full(2, jnp.inf))
+    assert sol.result == RESULTS.nonfinite
