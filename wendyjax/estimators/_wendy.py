@@ -36,8 +36,10 @@ class Solution(eqx.Module):
         return self.result == RESULTS.successful
 
 
-def _cholesky_ok(lik: WeakLikelihood, p) -> Bool[Array, ""]:
-    return jnp.all(jnp.isfinite(jnp.linalg.cholesky(covariance(lik, p))))
+def _cholesky_failed(lik: WeakLikelihood, p) -> Bool[Array, ""]:
+    """S(p) is finite but its Cholesky factorisation is not (S not positive definite)."""
+    S = covariance(lik, p)
+    return jnp.all(jnp.isfinite(S)) & ~jnp.all(jnp.isfinite(jnp.linalg.cholesky(S)))
 
 
 def _solution(lik, p, num_steps, result) -> Solution:
@@ -167,7 +169,7 @@ class MLE(AbstractWENDyEstimator):
         sol = bounded_trust_region(lambda p, lik: nll_derivatives(lik, p), p0, lower, upper,
                                    lik, rtol=self.rtol, atol=self.atol, max_steps=self.max_steps)
         result = RESULTS.where(
-            (sol.result == RESULTS.nonfinite) & ~_cholesky_ok(lik, jnp.clip(p0, lower, upper)),
+            (sol.result == RESULTS.nonfinite) & _cholesky_failed(lik, jnp.clip(p0, lower, upper)),
             RESULTS.cholesky_failed, sol.result,
         )
         return Solution(sol.x, sol.value, sol.num_steps, result)
