@@ -124,7 +124,7 @@ def test_vmapped_fits_equal_single_fits():
     batched = _fit_all(study, wj.MLE())
     single = eqx.filter_jit(lambda lik, p0: wj.MLE().solve(lik, p0, lo, hi))
     for i in range(study.p0.shape[0]):
-        lik_i = jax.tree_util.tree_map(lambda x: x[i], study.lik)
+        lik_i = jax.tree_util.tree_map(lambda x, i=i: x[i], study.lik)
         s = single(lik_i, study.p0[i])
         np.testing.assert_allclose(np.asarray(s.params), np.asarray(batched.params[i]), rtol=1e-10)
         assert int(s.num_steps) == int(batched.num_steps[i])
