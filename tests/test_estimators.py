@@ -230,6 +230,7 @@ def test_bounds_are_respected():
     (dict(p0=[30.0, 28.0, 2.0]), r"p0 lies outside the bounds: sigma = 30"),
     (dict(p0=[10.0, 28.0, 2.0], bounds=([0, 0], [1, 1])), r"bounds must be two arrays of shape \(3,\)"),
     (dict(p0=[10.0, 28.0, 2.0], bounds=([0, 0, 5], [20, 35, 1])), "lower <= upper"),
+    (dict(p0=[10.0, 28.0, 2.0], bounds=([0, 0, 0],)), "bounds must be 'model', None or a pair"),
     (dict(p0=[10.0, 28.0, 2.0], method="newton"), "method must be one of"),
     (dict(p0=[10.0, 28.0, 2.0], covariance="bootstrap"), "covariance must be one of"),
 ])
@@ -259,3 +260,11 @@ def test_stack_likelihoods_rejects_mismatched_grids():
     c = wj.weak_likelihood(b.model, b.simulate(jax.random.key(0), 0.05, subsample=4))
     with pytest.raises(ValueError, match="equal grid lengths"):
         wj.weak.stack_likelihoods([a, c])
+
+
+def test_confidence_level_must_lie_in_unit_interval(lorenz_data):
+    b, data = lorenz_data
+    fit = wj.WLS().fit(b.model, data)
+    for level in (0.0, 1.0, 95):
+        with pytest.raises(ValueError, match="level must lie strictly between 0 and 1"):
+            fit.ci(level)

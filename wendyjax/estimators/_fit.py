@@ -72,7 +72,7 @@ _solve = eqx.filter_jit(lambda est, lik, p0, lo, hi: est.solve(lik, p0, lo, hi))
 
 def _irls_shapiro_wilk(est: IRLS, lik, p0, lo, hi) -> Solution:
     """IRLS with 001 §2.4's Shapiro–Wilk stopping test (a Python loop over jitted steps)."""
-    start = _solve(WLS(est.rtol, est.atol, est.max_steps), lik, p0, lo, hi)
+    start = eqx.filter_jit(est._start)(lik, p0, lo, hi)
     if start.result != RESULTS.successful:
         return start
     step = eqx.filter_jit(est.step)
