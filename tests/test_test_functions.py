@@ -4,6 +4,7 @@ import pytest
 
 import wendyjax as wj
 from wendyjax.weak import TestFunctionConfig, build_test_functions, bump, bump_derivative, select_radius
+from wendyjax.weak._test_functions import _full_matrices
 
 
 def test_bump_derivative_matches_finite_differences():
@@ -36,6 +37,23 @@ def test_orthonormal_basis_and_weak_derivative(logistic_data):
     assert s[0] / s[k - 1] <= 1e4
     assert np.sum(s[:k]) / np.sum(s) <= 0.95 or k == 200
     assert np.allclose(info.radii, np.array([1, 2, 4, 8])[: len(info.radii)] * info.radius)
+
+
+def test_gram_eigendecomposition_matches_a_dense_svd(logistic_data):
+    # the basis comes from eigh(Φᵀ Φ); it must span what the SVD of the stacked rows gives
+    t, u = np.asarray(logistic_data.t), np.asarray(logistic_data.u)
+    tf = build_test_functions(t, u)
+    w = np.asarray(wj.data.trapezoid_weights(t))
+    blocks = [_full_matrices(t, w, r, 9.0) for r in tf.info.radii]
+    full = np.concatenate([b[0].toarray() for b in blocks])
+    dfull = np.concatenate([b[1].toarray() for b in blocks])
+    q, s, vt = np.linalg.svd(full, full_matrices=False)
+    k = tf.k
+    assert np.allclose(tf.info.singular_values, s, rtol=0, atol=1e-10 * s[0])
+    rot = np.asarray(tf.phi) @ vt[:k].T  # orthogonal iff the spans agree
+    assert np.allclose(rot @ rot.T, np.eye(k), atol=1e-10)
+    dphi_svd = (q[:, :k].T @ dfull) / s[:k, None]
+    assert np.allclose(rot @ dphi_svd, tf.dphi, rtol=0, atol=1e-9 * np.abs(dphi_svd).max())
 
 
 def test_trapezoid_rule_is_spectrally_accurate_for_wide_bumps(logistic_data):
