@@ -263,7 +263,8 @@ def machine_info():
     # threading knobs that change CPU timings (LAPACK kernels of jax's CPU backend run
     # in scipy's OpenBLAS, whose threads compete with XLA's own thread pool)
     info["env"] = {k: os.environ.get(k) for k in
-                   ("OPENBLAS_NUM_THREADS", "OPENBLAS_THREAD_TIMEOUT", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "XLA_FLAGS")}
+                   ("OPENBLAS_NUM_THREADS", "OPENBLAS_THREAD_TIMEOUT", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                    "XLA_FLAGS")}
     if hasattr(os, "getloadavg"):
         info["loadavg_at_start"] = os.getloadavg()
     return info
@@ -420,7 +421,7 @@ def main():
             "grad_rel": rel(ng, grad0),
             "hessian_rel": rel(nh, hess0),
         }
-        for pname, (lik, val, grad, hess) in liks.items():
+        for pname, (_, val, _, _) in liks.items():
             agree[f"nll_rel[{pname}]"] = abs(float(nv) - float(val)) / abs(float(val))
         fl = naive_flops(K, N, D)
         naive_res[mname] = {
@@ -549,7 +550,8 @@ def main():
         "total_time_s": total_s,
     }
     (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=2, default=float) + "\n")
-    env = " ".join(f"{k}={os.environ[k]}" for k in ("OPENBLAS_NUM_THREADS", "OPENBLAS_THREAD_TIMEOUT", "XLA_FLAGS") if k in os.environ)
+    env_keys = ("OPENBLAS_NUM_THREADS", "OPENBLAS_THREAD_TIMEOUT", "XLA_FLAGS")
+    env = " ".join(f"{k}={os.environ[k]}" for k in env_keys if k in os.environ)
     command = " ".join(
         x for x in (env, "python benchmarks/likelihood.py", "--quick" if args.quick else "",
                     f"--name {args.name}" if args.name != "likelihood" else "") if x

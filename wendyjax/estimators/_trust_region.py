@@ -206,7 +206,10 @@ def bounded_trust_region(
         small_x = jnp.max(jnp.abs(step)) <= atol + rtol * jnp.max(jnp.abs(x))
         small_f = predicted <= atol + rtol * jnp.abs(s.f)
         converged = inside & small_x & small_f
-        pick = lambda new, old: jnp.where(accept, new, old)
+
+        def pick(new, old):
+            return jnp.where(accept, new, old)
+
         return _State(pick(x_new, x), pick(f_new, s.f), pick(g_new, g), pick(H_new, H), D,
                       radius, s.step + 1, converged, s.result)
 

@@ -252,16 +252,18 @@ def nll_grad(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, " j"]:
     return jax.grad(_nll, argnums=1)(lik, p)
 
 
-def _linear_hessian(lik: WeakLikelihood, p):
-    r"""∇²ℓ for a model affine in $p$ from the precomputed blocks (000 eq. 8, App. B).
+def _linear_derivatives(lik: WeakLikelihood, p):
+    r"""ℓ, ∇ℓ and ∇²ℓ for a model affine in $p$ from the precomputed blocks and a single
+    Cholesky factorisation per trajectory (000 eqs. 6–8, App. B).
 
     With $S = \sum_q c_q(p)\hat S_q$, $M_i = S^{-1}\partial_i S$, $w = S^{-1} r$,
-    $u_i = \partial_i S\,w$, $a_i = \partial_i g - u_i$:
-    $$H_{ij} = -\tfrac12\mathrm{tr}(M_i M_j)
-      + \tfrac12\sum_q \partial_{ij} c_q\,(\langle S^{-1}, \hat S_q\rangle - w^T\hat S_q w)
+    $t_q = \langle S^{-1} - w w^T, \hat S_q\rangle$, $u_i = \partial_i S\,w$,
+    $a_i = \partial_i g - u_i$:
+    $$\partial_i\ell = \tfrac12\sum_q \partial_i c_q\,t_q + w^T\partial_i g,\qquad
+      H_{ij} = -\tfrac12\mathrm{tr}(M_i M_j) + \tfrac12\sum_q \partial_{ij} c_q\,t_q
       + a_i^T S^{-1} a_j ,$$
     so the cost is one batch of $J$ products $S^{-1}\partial_i S$, where
-    forward-over-reverse autodiff needs $2J$."""
+    forward-over-reverse autodiff needs $2J$ (and its own factorisations)."""
     _check_shape(lik, p)
     lin = lik.linear
     scale = 1.0 - lik.diag_reg  # (1-α)S + αI: every derivative of S carries 1-α
@@ -275,15 +277,20 @@ def _linear_hessian(lik: WeakLikelihood, p):
     flat = lin.S.reshape(q, n_r * n * n)
     both = (jnp.concatenate([c[None], dc]) @ flat).reshape(-1, n_r, n, n)
     S, dS = both[0], both[1:]  # (r, n, n), (j, r, n, n)
-    g = jnp.einsum("rij,j->ri", lin.G, p) + lin.g0
-    S_inv = jax.vmap(spd_inverse)(_regularise(lik, S))
-    w = jnp.einsum("rkl,rl->rk", S_inv, g - lik.problem.b)
+    r = jnp.einsum("rij,j->ri", lin.G, p) + lin.g0 - lik.problem.b
+    chol = jnp.linalg.cholesky(_regularise(lik, S))
+    S_inv = jax.vmap(lambda c: jax.scipy.linalg.cho_solve((c, True), jnp.eye(n, dtype=c.dtype)))(chol)
+    w = jnp.einsum("rkl,rl->rk", S_inv, r)
+    log_det = 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol, axis1=1, axis2=2)))
+    value = 0.5 * (log_det + jnp.sum(w * r) + lik.problem.n_residuals * math.log(2 * math.pi))
     t = flat @ (S_inv - jnp.einsum("rk,rl->rkl", w, w)).reshape(-1)  # (q,)
+    grad = 0.5 * dc @ t + jnp.einsum("rkj,rk->j", lin.G, w)
     M = jnp.einsum("rkl,jrlm->jrkm", S_inv, dS)
     trace_mm = jnp.einsum("irkl,jrlk->ij", M, M)
     a = lin.G - jnp.einsum("jrkl,rl->rkj", dS, w)  # (r, n, j)
-    return (-0.5 * trace_mm + 0.5 * jnp.einsum("qij,q->ij", d2c, t)
+    hess = (-0.5 * trace_mm + 0.5 * jnp.einsum("qij,q->ij", d2c, t)
             + jnp.einsum("rki,rkl,rlj->ij", a, S_inv, a))
+    return value, grad, hess
 
 
 @eqx.filter_jit
@@ -291,7 +298,7 @@ def nll_hessian(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, "j j
     """∇²ℓ(p) (000 eq. 8): from the precomputed blocks for models linear in the
     parameters, otherwise by forward-over-reverse autodiff."""
     if lik.linear is not None:
-        return _linear_hessian(lik, p)
+        return _linear_derivatives(lik, p)[2]
     return jax.jacfwd(jax.grad(_nll, argnums=1), argnums=1)(lik, p)
 
 
@@ -301,8 +308,7 @@ def nll_derivatives(
 ) -> tuple[Float[Array, ""], Float[Array, " j"], Float[Array, "j j"]]:
     """ℓ(p), ∇ℓ(p) and ∇²ℓ(p) in one pass (what a Newton-type solver needs)."""
     if lik.linear is not None:
-        value, grad = jax.value_and_grad(_nll, argnums=1)(lik, p)
-        return value, grad, _linear_hessian(lik, p)
+        return _linear_derivatives(lik, p)
 
     def grad_with_value(p):
         value, grad = jax.value_and_grad(_nll, argnums=1)(lik, p)
