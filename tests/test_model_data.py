@@ -32,6 +32,37 @@ def test_zoo_linearity_matches_paper_table3():
     assert not wj.models.goodwin_3d().model.linear_in_params
 
 
+ZOO = ["logistic", "lotka_volterra", "lorenz", "fitzhugh_nagumo", "goodwin_2d", "goodwin_3d", "hindmarsh_rose",
+       "sir_tdi", "ptb", "rossler", "duffing", "lorenz96", "spiral", "van_der_pol"]
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_zoo_protocol_is_consistent(name):
+    b = getattr(wj.models, name)()
+    m = b.model
+    assert b.p_true.shape == (m.n_params,) and b.u0.shape == (m.n_states,)
+    assert np.all(np.diff(np.asarray(b.t)) > 0)
+    if m.bounds is not None:  # the truth lies inside the paper's box
+        assert np.all((np.asarray(m.bounds[0]) <= b.p_true) & (b.p_true <= np.asarray(m.bounds[1])))
+    clean = wj.solve(m, b.p_true, b.u0, b.t, solver=b.solver)
+    assert np.all(np.isfinite(clean)) and clean.shape == (len(b.t), m.n_states)
+    assert np.allclose(clean[0], b.u0)
+    nonlinear = {"goodwin_2d", "goodwin_3d", "sir_tdi"}
+    assert m.linear_in_params == (name not in nonlinear)
+
+
+def test_lorenz96_any_size_and_forcing():
+    b = wj.models.lorenz96(n=10, forcing=16.0)
+    assert b.model.n_states == 10 and float(b.p_true[0]) == 16.0
+    u = jnp.arange(10.0)
+    f = b.model.rhs(u, b.p_true, 0.0)
+    i = 3  # x_i' = (x_{i+1} - x_{i-2}) x_{i-1} - x_i + F
+    assert np.isclose(f[i], (u[i + 1] - u[i - 2]) * u[i - 1] - u[i] + 16.0)
+    assert np.isclose(f[0], (u[1] - u[-2]) * u[-1] - u[0] + 16.0)  # cyclic
+    with pytest.raises(ValueError, match="n >= 4"):
+        wj.models.lorenz96(n=3)
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [

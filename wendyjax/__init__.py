@@ -6,7 +6,7 @@ _xla_flags.apply()
 
 # ruff: noqa: E402
 
-from . import estimators as estimators, inference as inference, models as models, weak as weak
+from . import estimators as estimators, inference as inference, models as models, studies as studies, weak as weak
 from .data import Dataset as Dataset, Trajectory as Trajectory, trapezoid_weights as trapezoid_weights
 from .estimators import (
     IRLS as IRLS,

@@ -1,6 +1,7 @@
 """Status codes of the solvers: returned as values, so vmapped fits report per-run failure."""
 
 import equinox as eqx
+import numpy as np
 
 
 class RESULTS(eqx.Enumeration):
@@ -21,3 +22,11 @@ class RESULTS(eqx.Enumeration):
         "IRLS stopped early because the whitened residual failed the Shapiro-Wilk "
         "normality test (001 §2.4); the previous iterate is returned."
     )
+
+
+def status_names(result: RESULTS) -> np.ndarray:
+    """The name of every status of a (possibly batched) result, as a string array."""
+    names = np.full(np.shape(np.asarray(result == RESULTS.successful)), "", dtype=object)
+    for name, item in RESULTS._name_to_item.items():
+        names[np.asarray(result == item)] = name
+    return names.astype(str)

@@ -2,12 +2,18 @@
 
 from ._zoo import (
     Benchmark as Benchmark,
+    duffing as duffing,
     fitzhugh_nagumo as fitzhugh_nagumo,
     goodwin_2d as goodwin_2d,
     goodwin_3d as goodwin_3d,
     hindmarsh_rose as hindmarsh_rose,
     logistic as logistic,
     lorenz as lorenz,
+    lorenz96 as lorenz96,
     lotka_volterra as lotka_volterra,
+    ptb as ptb,
+    rossler as rossler,
     sir_tdi as sir_tdi,
+    spiral as spiral,
+    van_der_pol as van_der_pol,
 )

@@ -195,3 +195,103 @@ def sir_tdi() -> Benchmark:
     p = jnp.array([0.2, 1.5, 0.074, 0.113, 0.0024])
     return Benchmark(model, p, jnp.array([1.0, 0.0, 0.0]), _grid(50.0), LogNormal(0.1),
                      diffrax.Kvaerno5(), "000 eq. 26, Table 2 (p1* from the paper's scripts)")
+
+
+def ptb() -> Benchmark:
+    r"""PTB signalling model of 001 ("biochemM1" in the MATLAB code, $K_m = 0.3$ fixed):
+    $S' = -p_1S - p_2SR + p_3RS$, $dS' = p_4S$,
+    $R' = -p_5SR + p_6RS + p_7R_{pp}/(K_m + R_{pp})$, $RS' = p_8SR - p_9RS$,
+    $R_{pp}' = p_{10}RS - p_{11}R_{pp}/(K_m + R_{pp})$; LiP with 11 parameters."""
+    km = 0.3
+
+    def rhs(u, p, t):
+        s, ds, r, rs, rpp = u
+        mm = rpp / (km + rpp)
+        return jnp.stack([
+            -p[0] * s - p[1] * s * r + p[2] * rs,
+            p[3] * s,
+            -p[4] * s * r + p[5] * rs + p[6] * mm,
+            p[7] * s * r - p[8] * rs,
+            p[9] * rs - p[10] * mm,
+        ])
+
+    model = ODEModel(rhs, ["S", "dS", "R", "RS", "Rpp"], [f"p{i}" for i in range(1, 12)], name="ptb")
+    p = jnp.array([0.07, 0.6, 0.35, 0.07, 0.6, 0.05, 0.017, 0.6, 0.35, 0.3, 0.017])
+    return Benchmark(model, p, jnp.array([1.0, 0.0, 1.0, 0.0, 1.0]), jnp.linspace(0.0, 25.0, 1025),
+                     AdditiveGaussian(0.05), diffrax.Kvaerno5(), "001 (MATLAB get_ode_features, biochemM1)")
+
+
+def rossler() -> Benchmark:
+    """Rössler (1976): x' = -y - z, y' = x + a y, z' = b + z (x - c), (a, b, c) = (0.2, 0.2, 5.7);
+    t ∈ [0, 40] with Δt = 0.01 as in 004 §4 (which states no parameters or initial
+    condition: the classical chaotic values and u0 = (1, 1, 1) are used)."""
+
+    def rhs(u, p, t):
+        x, y, z = u
+        return jnp.stack([-y - z, x + p[0] * y, p[1] + z * x - p[2] * z])
+
+    model = ODEModel(rhs, ["x", "y", "z"], ["a", "b", "c"], bounds=([0.0, 0.0, 0.0], [1.0, 1.0, 10.0]),
+                     name="rossler")
+    return Benchmark(model, jnp.array([0.2, 0.2, 5.7]), jnp.array([1.0, 1.0, 1.0]), _grid(40.0, 4001),
+                     AdditiveGaussian(0.05), diffrax.Tsit5(), "004 §4 (classical parameters)")
+
+
+def duffing() -> Benchmark:
+    """Unforced damped Duffing oscillator x' = y, y' = -δ y - α x - β x³ with
+    (δ, α, β) = (0.1, 1, 5) and u0 = (1, 0) (004 §4 gives no values; degree-3 polynomial
+    dynamics as there); t ∈ [0, 40], Δt = 0.01."""
+
+    def rhs(u, p, t):
+        x, y = u
+        return jnp.stack([y, -p[0] * y - p[1] * x - p[2] * x**3])
+
+    model = ODEModel(rhs, ["x", "y"], ["delta", "alpha", "beta"], bounds=([0.0, 0.0, 0.0], [1.0, 5.0, 20.0]),
+                     name="duffing")
+    return Benchmark(model, jnp.array([0.1, 1.0, 5.0]), jnp.array([1.0, 0.0]), _grid(40.0, 4001),
+                     AdditiveGaussian(0.05), diffrax.Tsit5(), "004 §4 (values chosen here)")
+
+
+def lorenz96(n: int = 6, forcing: float = 8.0, t1: float = 10.0) -> Benchmark:
+    """Lorenz-96 with `n` ≥ 4 states, x_i' = (x_{i+1} - x_{i-2}) x_{i-1} - x_i + F (cyclic);
+    the parameter is F. u0 = F·1 with x_1 += 0.01 (the usual perturbation); Δt = 0.01.
+    001's MATLAB code uses n = 6, F = 8; 004 App. C uses F ∈ {8, 16, 32}."""
+    if not isinstance(n, int) or n < 4:
+        raise ValueError(f"Lorenz-96 needs an integer n >= 4 states, got {n!r}.")
+    if not forcing > 0 or not t1 > 0:
+        raise ValueError(f"forcing and t1 must be positive, got {forcing} and {t1}.")
+
+    def rhs(u, p, t):
+        return (jnp.roll(u, -1) - jnp.roll(u, 2)) * jnp.roll(u, 1) - u + p[0]
+
+    model = ODEModel(rhs, [f"x{i}" for i in range(1, n + 1)], ["F"], bounds=([0.0], [4.0 * forcing]),
+                     name=f"lorenz96_{n}")
+    u0 = jnp.full(n, forcing).at[0].add(0.01)
+    return Benchmark(model, jnp.array([forcing]), u0, _grid(t1, int(round(t1 / 0.01)) + 1),
+                     AdditiveGaussian(0.05), diffrax.Tsit5(), "001 MATLAB code; 004 App. C")
+
+
+def spiral() -> Benchmark:
+    """The damped spiral oscillator of Chen et al. (2018) (neural-ODE demo, 004 Fig. 1):
+    u' = (u³) A (row vector times matrix) with A = [[-0.1, 2], [-2, -0.1]], parameters the
+    entries of A row by row, u0 = (2, 0), 1000 samples on [0, 25]."""
+
+    def rhs(u, p, t):
+        return (u**3) @ p.reshape(2, 2)
+
+    model = ODEModel(rhs, ["x", "y"], ["a11", "a12", "a21", "a22"], bounds=([-3.0] * 4, [3.0] * 4),
+                     name="spiral")
+    return Benchmark(model, jnp.array([-0.1, 2.0, -2.0, -0.1]), jnp.array([2.0, 0.0]), _grid(25.0, 1000),
+                     AdditiveGaussian(0.05), diffrax.Tsit5(), "Chen et al. 2018 (torchdiffeq ode_demo)")
+
+
+def van_der_pol() -> Benchmark:
+    """Van der Pol x' = y, y' = μ(1 - x²) y - x with μ = 2, u0 = (0, 2), t ∈ [0, 10],
+    Δt = 0.02 (003 §5.1.1)."""
+
+    def rhs(u, p, t):
+        x, y = u
+        return jnp.stack([y, p[0] * (1.0 - x**2) * y - x])
+
+    model = ODEModel(rhs, ["x", "y"], ["mu"], bounds=([0.0], [10.0]), name="van_der_pol")
+    return Benchmark(model, jnp.array([2.0]), jnp.array([0.0, 2.0]), _grid(10.0, 501),
+                     AdditiveGaussian(0.05), diffrax.Tsit5(), "003 §5.1.1")

@@ -5,6 +5,7 @@ Everything here has data-dependent shapes and runs eagerly in NumPy, outside `ji
 """
 
 import dataclasses
+import functools
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -270,6 +271,17 @@ def build_test_functions(
     else:
         selection = None
         r_min = float(config.radius)
+    basis = _cached_basis(t.tobytes(), r_min, config)
+    return TestFunctions(basis.phi, basis.dphi, basis.mask, dataclasses.replace(basis.info, selection=selection))
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_basis(t_bytes: bytes, r_min: float, config: TestFunctionConfig) -> TestFunctions:
+    """The multi-scale basis of minimum radius `r_min` on the grid `t` (given as bytes, so
+    that the cache key is hashable). It depends on the data only through `r_min`, which
+    takes one of a few candidate values: Monte Carlo studies on one grid reuse it."""
+    t = np.frombuffer(t_bytes, dtype=float)
+    n = len(t)
     span_max = (t[-2] - t[1]) / 2
     radii = [f * r_min for f in config.radii_factors if f * r_min < span_max]
     radii = [r for r in radii if _admissible_count(t, r) > 0]
@@ -304,6 +316,6 @@ def build_test_functions(
         k_full=phi_full.shape[0],
         k=k,
         singular_values=s,
-        selection=selection,
+        selection=None,
     )
     return TestFunctions(jnp.asarray(phi), jnp.asarray(dphi), jnp.ones(k), info_obj)

@@ -1,0 +1,116 @@
+"""Batched throughput of a study: vmapped chunk fits vs a Python loop over the same jitted single fit.
+
+Run from the repository root::
+
+    OPENBLAS_THREAD_TIMEOUT=4 python benchmarks/study_throughput.py            # logistic + lorenz
+    OPENBLAS_THREAD_TIMEOUT=4 python benchmarks/study_throughput.py --runs 64
+
+For each model, `--runs` noisy datasets (000 protocol, 5 % noise, M = 256) are simulated
+and their likelihoods built (outside the timing, padded to a common K). Then, side by
+side in one process, the same WENDy-MLE fits from the same box-drawn starts are timed
+
+1. batched: one jit-compiled `vmap` of `MLE().solve` over the stacked likelihoods
+   (what `wendyjax.studies.monte_carlo` runs per chunk);
+2. loop: a Python loop calling the jitted single-fit `MLE().solve` once per dataset.
+
+Each is timed `--repeats` times after a compile call; medians are reported as fits per
+second, with the ratio batched/loop. The issue-4 target is a ratio >= 3. Results go to
+`benchmarks/results/study_throughput.{json,md}`.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import equinox as eqx  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import wendyjax as wj  # noqa: E402
+from wendyjax.weak import stack_likelihoods  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from likelihood import machine_info  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _timed(fn, repeats):
+    jax.block_until_ready(fn())  # compile
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def run(name, n_runs, subsample, repeats):
+    bench = getattr(wj.models, name)()
+    keys = jax.random.split(jax.random.key(0), n_runs)
+    liks = []
+    for key in keys:
+        data = bench.simulate(key, noise_ratio=0.05, subsample=subsample)
+        liks.append(wj.weak_likelihood(bench.model, data))
+    stacked = stack_likelihoods(liks)
+    singles = [stack_likelihoods([lik]) for lik in liks]  # the same K padding as the batch
+    singles = [jax.tree_util.tree_map(lambda x: x[0] if eqx.is_array(x) else x, s) for s in singles]
+    lo, hi = (jnp.asarray(b, float) for b in bench.model.bounds)
+    p0 = jax.random.uniform(jax.random.key(1), (n_runs, bench.model.n_params), minval=lo, maxval=hi)
+    est = wj.MLE()
+    batched = eqx.filter_jit(jax.vmap(lambda lik, p: est.solve(lik, p, lo, hi)))
+    single = eqx.filter_jit(lambda lik, p: est.solve(lik, p, lo, hi))
+    t_batch = _timed(lambda: batched(stacked, p0), repeats)
+    t_loop = _timed(lambda: [single(lik, p) for lik, p in zip(singles, p0)], repeats)
+    sol = batched(stacked, p0)
+    loop_params = np.stack([np.asarray(single(lik, p).params) for lik, p in zip(singles, p0)])
+    return {
+        "model": name, "runs": n_runs, "M": len(np.asarray(bench.t)[::subsample]) - 1,
+        "K": int(stacked.problem.phi.shape[1]),
+        "successful": int(np.sum(np.asarray(sol.successful))),
+        "batched_s": t_batch, "loop_s": t_loop,
+        "batched_fits_per_s": n_runs / t_batch, "loop_fits_per_s": n_runs / t_loop,
+        "ratio": t_loop / t_batch,
+        "max_param_diff": float(np.max(np.abs(np.asarray(sol.params) - loop_params))),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=["logistic", "lorenz"])
+    ap.add_argument("--runs", type=int, default=32)
+    ap.add_argument("--subsample", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    info = machine_info()
+    rows = []
+    for name in args.models:
+        row = run(name, args.runs, args.subsample, args.repeats)
+        rows.append(row)
+        print(f"{name:10s} K={row['K']:3d} batched {row['batched_fits_per_s']:8.1f} fits/s  loop "
+              f"{row['loop_fits_per_s']:8.1f} fits/s  ratio {row['ratio']:.2f}  "
+              f"(max |Δp| {row['max_param_diff']:.1e}, {row['successful']}/{row['runs']} successful)")
+    RESULTS.mkdir(exist_ok=True)
+    command = "python benchmarks/study_throughput.py " + " ".join(sys.argv[1:])
+    (RESULTS / "study_throughput.json").write_text(json.dumps(
+        {"command": command, "machine": info, "rows": rows}, indent=2, default=float) + "\n")
+    lines = ["# Study throughput: vmapped chunk vs Python loop of jitted single fits", "",
+             f"Command: `{command.strip()}`; machine: {info.get('cpu_model', '?')}, {info.get('cpu_count', '?')} CPUs, "
+             f"devices {info.get('devices', '?')}.", "",
+             "| model | runs | M | K | batched fits/s | loop fits/s | ratio | max abs param diff |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['runs']} | {r['M']} | {r['K']} | {r['batched_fits_per_s']:.1f} | "
+                     f"{r['loop_fits_per_s']:.1f} | {r['ratio']:.2f} | {r['max_param_diff']:.1e} |")
+    (RESULTS / "study_throughput.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

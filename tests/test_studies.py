@@ -1,0 +1,149 @@
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+
+import wendyjax as wj
+from wendyjax.studies import (
+    coverage,
+    relative_coefficient_error,
+    relative_mse,
+    relative_squared_bias,
+    relative_variance,
+)
+from wendyjax.studies._engine import _cell_data
+
+
+def test_metrics_against_hand_computed_values():
+    p_true = np.array([2.0, -1.0])
+    p_hat = np.array([[2.2, -1.0], [1.8, -0.5], [2.3, -1.5]])
+    # eq. 12: ‖p̂ - p*‖ / ‖p*‖ with ‖p*‖ = √5
+    expected = np.array([0.2, np.hypot(0.2, 0.5), np.hypot(0.3, 0.5)]) / np.sqrt(5)
+    assert np.allclose(relative_coefficient_error(p_hat, p_true), expected)
+    # eq. 15: mean errors (0.1, 0) → (0.1/2)², 0
+    assert np.allclose(relative_squared_bias(p_hat, p_true), [0.0025, 0.0])
+    # eq. 16: population variance / p*²: p1 values 2.2, 1.8, 2.3 (mean 2.1) → 0.14/3/4
+    assert np.allclose(relative_variance(p_hat, p_true), [0.14 / 3 / 4, (0 + 0.25 + 0.25) / 3])
+    # eq. 17: mean squared error / p*², = bias² + variance
+    mse = relative_mse(p_hat, p_true)
+    assert np.allclose(mse, [(0.04 + 0.04 + 0.09) / 3 / 4, (0 + 0.25 + 0.25) / 3])
+    assert np.allclose(mse, relative_squared_bias(p_hat, p_true) + relative_variance(p_hat, p_true))
+    # eq. 18: |p̂ - p*| < z·se; NaN standard errors never cover
+    se = np.array([[0.15, 0.1], [0.05, np.nan], [0.2, 0.3]])
+    assert np.allclose(coverage(p_hat, p_true, se), [2 / 3, 2 / 3])
+    assert np.allclose(coverage(p_hat, p_true, se, z=1.0), [0.0, 1 / 3])
+
+
+@pytest.fixture(scope="module")
+def small_study():
+    bench = wj.models.logistic()
+    study = wj.studies.monte_carlo(bench, wj.MLE(), noise_levels=[0.05], subsamples=[4], n_runs=6,
+                                   key=jax.random.key(3), batch_size=4, progress=False)
+    return bench, study
+
+
+def test_small_study_end_to_end(small_study):
+    bench, study = small_study
+    (cell,), (runs,) = study.cells, study.runs
+    assert runs.params.shape == (6, 2) and runs.covariance.shape == (6, 2, 2) and runs.m == 256
+    assert np.all(runs.status == "successful") and np.all(runs.forward_ok)
+    lo, hi = (np.asarray(b) for b in bench.model.bounds)
+    assert np.all((runs.p0 >= lo) & (runs.p0 <= hi))  # starts drawn from the box
+    assert len(np.unique(runs.p0[:, 0])) == 6
+    rows = study.rows()
+    assert [r["param"] for r in rows] == ["p1", "p2"]
+    for j, row in enumerate(rows):
+        assert row["n_runs"] == 6 and row["n_ok"] == 6 and row["failure_rate"] == 0
+        assert np.isclose(row["rel_mse"], row["rel_sq_bias"] + row["rel_variance"])
+        assert np.isclose(row["rel_mse"], np.mean((runs.params[:, j] - cell.p_true[j]) ** 2) / cell.p_true[j] ** 2)
+        assert row["median_coef_error"] < 0.05
+    assert "rel_sq_bias" in study.to_csv().splitlines()[0]
+    back = json.loads(study.to_json())
+    assert back["settings"]["n_runs"] == 6 and len(back["runs"][0]["params"]) == 6
+    assert "p1" in str(study) and "logistic" in str(study)
+
+
+def test_study_runs_equal_single_fits(small_study):
+    # the chunked (4 + padded 4), vmapped study reproduces single fits of the same data
+    bench, study = small_study
+    (cell,), (runs,) = study.cells, study.runs
+    k_data, _ = jax.random.split(jax.random.fold_in(jax.random.key(3), 0))
+    t, _, keep, noisy = _cell_data(bench, cell, 6, k_data)
+    for i in (0, 5):
+        fit = wj.MLE().fit(bench.model, wj.Trajectory(t[keep], noisy[i]), p0=runs.p0[i])
+        assert np.allclose(fit.params, runs.params[i], rtol=1e-8)
+        assert np.allclose(fit.covariance, runs.covariance[i], rtol=1e-6)
+
+
+def test_sweep_over_true_parameters():
+    bench = wj.models.logistic()
+    grid = np.array([[1.0, -1.0], [0.8, -0.8]])
+    study = wj.studies.sweep(bench, "wls", p_true=grid, noise_level=0.02, subsample=4, n_runs=3,
+                             key=jax.random.key(0), progress=False)
+    assert len(study.cells) == 2
+    for cell, runs, p in zip(study.cells, study.runs, grid):
+        assert np.array_equal(cell.p_true, p)
+        assert np.all(np.abs(runs.params - p) < 0.05 * np.abs(p))
+
+
+def test_study_bad_input():
+    bench = wj.models.logistic()
+    mc = wj.studies.monte_carlo
+    with pytest.raises(TypeError, match="Benchmark"):
+        mc(bench.model)
+    with pytest.raises(ValueError, match="n_runs"):
+        mc(bench, n_runs=1)
+    with pytest.raises(ValueError, match="noise levels must be positive"):
+        mc(bench, noise_levels=[0.0])
+    with pytest.raises(ValueError, match="subsample"):
+        mc(bench, subsamples=[0])
+    with pytest.raises(ValueError, match="batch_size"):
+        mc(bench, batch_size=0)
+    with pytest.raises(ValueError, match="covariance"):
+        mc(bench, covariance="fisher")
+    with pytest.raises(ValueError, match="level"):
+        mc(bench, level=1.5)
+    with pytest.raises(ValueError, match="no finite box"):
+        mc(wj.models.fitzhugh_nagumo())
+    with pytest.raises(ValueError, match="outside the bounds"):
+        mc(bench, p0=[20.0, -1.0])
+    with pytest.raises(ValueError, match="method"):
+        mc(bench, "newton")
+    with pytest.raises(ValueError, match="needs a grid"):
+        wj.studies.sweep(bench)
+    with pytest.raises(ValueError, match="shape"):
+        wj.studies.sweep(bench, p_true=[1.0, -1.0])
+    with pytest.raises(ValueError, match="same length"):
+        wj.studies.sweep(bench, p_true=[[1.0, -1.0]], u0=[[0.01], [0.02]])
+
+
+_SHARDED = textwrap.dedent("""
+    import jax
+    jax.config.update("jax_num_cpu_devices", 4)
+    jax.config.update("jax_enable_x64", True)
+    import numpy as np
+    import wendyjax as wj
+    assert len(jax.devices()) == 4
+    bench = wj.models.logistic()
+    kw = dict(noise_levels=[0.05], subsamples=[4], n_runs=8, key=jax.random.key(1), batch_size=8, progress=False)
+    sharded = wj.studies.monte_carlo(bench, wj.MLE(), **kw)
+    single = wj.studies.monte_carlo(bench, wj.MLE(), devices=jax.devices()[:1], **kw)
+    a, b = sharded.runs[0], single.runs[0]
+    assert sharded.settings["devices"] != single.settings["devices"]
+    assert np.allclose(a.params, b.params, rtol=1e-10, atol=0), (a.params, b.params)
+    assert np.allclose(a.covariance, b.covariance, rtol=1e-8, atol=0)
+    assert np.array_equal(a.status, b.status)
+    print("OK")
+""")
+
+
+def test_sharded_study_equals_unsharded():
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run([sys.executable, "-c", _SHARDED], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().endswith("OK")

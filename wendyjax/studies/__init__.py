@@ -1,0 +1,12 @@
+"""Monte Carlo coverage studies and parameter sweeps as one jit-compiled vmapped computation
+(paper 000 §3.3–3.4), with the metrics of 000 Table 1."""
+
+from ._engine import Cell as Cell, CellRuns as CellRuns
+from ._metrics import (
+    coverage as coverage,
+    relative_coefficient_error as relative_coefficient_error,
+    relative_mse as relative_mse,
+    relative_squared_bias as relative_squared_bias,
+    relative_variance as relative_variance,
+)
+from ._study import Study as Study, monte_carlo as monte_carlo, sweep as sweep

@@ -1,0 +1,164 @@
+"""The engine of a study: simulate every cell's datasets, build their likelihoods (test
+functions cached, padded to a common K), fit them in jit-compiled vmapped chunks sharded
+over the devices, forward-simulate the fits."""
+
+import dataclasses
+import time
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm.auto import tqdm
+
+from ..data import Trajectory
+from ..estimators._results import status_names
+from ..estimators._wendy import AbstractWENDyEstimator
+from ..inference import forward_simulation_error, parameter_covariance
+from ..models import Benchmark
+from ..simulate import solve
+from ..weak import TestFunctionConfig, build_test_functions, stack_likelihoods, weak_likelihood
+from ..weak._problem import _prepare
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One setting of a study: truth, initial condition, noise level and subsampling."""
+
+    p_true: np.ndarray
+    u0: np.ndarray
+    noise_ratio: float
+    subsample: int
+
+
+@dataclasses.dataclass(frozen=True)
+class CellRuns:
+    """Per-run outputs of one cell (leading axis: runs)."""
+
+    m: int  # number of samples minus one (M) of the grid the data live on
+    params: np.ndarray
+    p0: np.ndarray
+    covariance: np.ndarray
+    status: np.ndarray
+    num_steps: np.ndarray
+    nll: np.ndarray
+    forward_error: np.ndarray
+    forward_ok: np.ndarray
+    k: np.ndarray
+    radius: np.ndarray
+
+
+def _cell_data(bench: Benchmark, cell: Cell, n_runs: int, key) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(t, clean, kept rows, noisy data (runs, n_kept, d)) of one cell, noise drawn vmapped."""
+    t = np.asarray(bench.t)[:: cell.subsample]
+    clean = np.asarray(solve(bench.model, cell.p_true, cell.u0, t, solver=bench.solver))
+    noise = eqx.tree_at(lambda n: n.noise_ratio, bench.noise, cell.noise_ratio)
+    # under log-normal noise rows with a non-positive state carry no information (as in
+    # Benchmark.simulate); multiplicative noise keeps signs, so the rows are the same per run
+    keep = np.all(clean > 0, axis=1) if noise.log_space else np.ones(len(t), bool)
+    keys = jax.random.split(key, n_runs)
+    noisy = jax.vmap(noise.sample, in_axes=(None, 0))(jnp.asarray(clean[keep]), keys)
+    return t, clean, keep, np.asarray(noisy)
+
+
+def _put(tree, device):
+    return jax.tree_util.tree_map(lambda x: jax.device_put(x, device) if eqx.is_array(x) else x, tree)
+
+
+@eqx.filter_jit
+def _fit_chunk(estimator, liks, p0s, shared, covariance, model, solver):
+    """Fit a stacked chunk of likelihoods, their covariances and forward-simulation errors;
+    `shared` = (lower, upper, u0, t, reference) is the same for every run."""
+    lower, upper, u0, t, reference = shared
+
+    def one(lik, p0):
+        sol = estimator.solve(lik, p0, lower, upper)
+        cov = parameter_covariance(lik, sol.params, covariance)
+        err, ok = forward_simulation_error(model, sol.params, u0, t, reference, solver, max_steps=50_000)
+        return sol, cov, err, ok
+
+    return jax.vmap(one)(liks, p0s)
+
+
+def run_cells(
+    bench: Benchmark,
+    estimator: AbstractWENDyEstimator,
+    cells: list[Cell],
+    n_runs: int,
+    key,
+    *,
+    p0,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    covariance: str,
+    test_functions: TestFunctionConfig,
+    batch_size: int,
+    devices,
+    progress: bool,
+) -> tuple[list[CellRuns], dict]:
+    """Run every cell; return their per-run outputs and timings."""
+    model = bench.model
+    noise_kind = "lognormal" if bench.noise.log_space else "gaussian"
+    n_dev = len(devices)
+    batch_size = -(-min(batch_size, n_runs) // n_dev) * n_dev
+    n_chunks = -(-n_runs // batch_size)
+    timings = {"simulate_s": 0.0, "build_s": 0.0, "fit_s": 0.0}
+    bar = tqdm(total=len(cells) * n_chunks, desc=f"{model.name} study", unit="chunk", disable=not progress)
+    out = []
+    lo, hi = jnp.asarray(lower), jnp.asarray(upper)
+    for c, cell in enumerate(cells):
+        k_data, k_p0 = jax.random.split(jax.random.fold_in(key, c))
+        start = time.perf_counter()
+        t, clean, keep, noisy = _cell_data(bench, cell, n_runs, k_data)
+        p0s = np.asarray(p0(k_p0, n_runs)) if callable(p0) else np.broadcast_to(p0, (n_runs, model.n_params))
+        trajs = [Trajectory(t[keep], u) for u in noisy]
+        timings["simulate_s"] += time.perf_counter() - start
+        start = time.perf_counter()
+        # test functions first (cached per selected radius), then every likelihood padded
+        # to the cell's largest K so that all chunks share one compiled fit
+        tfs = [build_test_functions(*_prepare(tr, bench.noise.log_space), test_functions) for tr in trajs]
+        k_cell = max(tf.k for tf in tfs)
+        timings["build_s"] += time.perf_counter() - start
+        chunks = []
+        for i in range(n_chunks):
+            idx = np.arange(i * batch_size, (i + 1) * batch_size)
+            idx = np.minimum(idx, n_runs - 1)  # the last chunk repeats its last run: fixed shapes
+            # one shard per device, dispatched asynchronously: the runs are independent, so
+            # the devices never communicate (a shard_map over the batch deadlocked XLA:CPU's
+            # thread pool with several CPU devices and while loops, jax 0.10)
+            results = []
+            for device, part in zip(devices, np.split(idx, n_dev)):
+                start = time.perf_counter()
+                liks = stack_likelihoods([
+                    weak_likelihood(model, trajs[j], noise_kind, test_functions=tfs[j], k=k_cell) for j in part
+                ])
+                timings["build_s"] += time.perf_counter() - start
+                shared = (lo, hi, jnp.asarray(cell.u0, float), jnp.asarray(t), jnp.asarray(clean))
+                results.append(_fit_chunk(estimator, _put(liks, device), _put(jnp.asarray(p0s[part]), device),
+                                          _put(shared, device), covariance, model, bench.solver))
+            start = time.perf_counter()
+            chunks.extend(jax.device_get(results))
+            timings["fit_s"] += time.perf_counter() - start
+            bar.update()
+        sols, covs, errs, oks = (jax.tree_util.tree_map(lambda *x: np.concatenate(x)[:n_runs], *parts)
+                                 for parts in zip(*chunks))
+        out.append(CellRuns(
+            m=len(t) - 1, params=sols.params, p0=np.array(p0s), covariance=covs,
+            status=status_names(sols.result), num_steps=sols.num_steps, nll=sols.nll,
+            forward_error=errs, forward_ok=oks, k=np.array([tf.k for tf in tfs]),
+            radius=np.array([tf.info.radius for tf in tfs]),
+        ))
+    bar.close()
+    return out, timings
+
+
+def forward_errors(bench: Benchmark, cell: Cell, params: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Forward-simulation errors (000 eq. 13) of several parameter vectors on a cell's grid."""
+    t = np.asarray(bench.t)[:: cell.subsample]
+    clean = solve(bench.model, cell.p_true, cell.u0, t, solver=bench.solver)
+    err, ok = jax.vmap(
+        lambda p: forward_simulation_error(bench.model, p, jnp.asarray(cell.u0, float), jnp.asarray(t), clean,
+                                           bench.solver, max_steps=50_000)
+    )(jnp.asarray(params))
+    return np.asarray(err), np.asarray(ok)
+

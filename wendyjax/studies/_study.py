@@ -1,0 +1,300 @@
+"""Monte Carlo studies and parameter sweeps (paper 000 §3.3–3.4) and their result."""
+
+import csv
+import dataclasses
+import io
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.stats
+from jaxtyping import ArrayLike, PRNGKeyArray
+
+from ..estimators._fit import _bounds, _estimator
+from ..estimators._wendy import AbstractWENDyEstimator
+from ..inference import COVARIANCES
+from ..models import Benchmark
+from ..weak import TestFunctionConfig
+from . import _metrics as metrics
+from ._engine import Cell, CellRuns, forward_errors, run_cells
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Study:
+    """The runs of a study and their metrics (000 Table 1).
+
+    `cells[i]` is a setting (truth, initial condition, noise ratio, subsampling) and
+    `runs[i]` its per-run outputs: estimates, starts, covariances, solver statuses, ℓ,
+    forward-simulation errors, K and the selected radius. `settings` records everything
+    that produced the study (model, estimator, seed, covariance, level, timings).
+
+    A run **fails** when the forward simulation of its estimate fails (000 eq. 14) or the
+    estimate or its covariance is not finite. Following 000 §3.3, a failed run's
+    coefficient and forward-simulation errors are those of its start p₀; bias, variance,
+    MSE and coverage are taken over the runs that did not fail.
+    """
+
+    model_name: str
+    param_names: tuple[str, ...]
+    cells: tuple[Cell, ...]
+    runs: tuple[CellRuns, ...]
+    settings: dict
+    p0_forward_error: tuple[np.ndarray, ...]
+
+    def failed(self, i: int) -> np.ndarray:
+        """Which runs of cell `i` failed."""
+        return _failed(self.runs[i])
+
+    def rows(self) -> list[dict]:
+        """One row per cell and parameter: the metrics of 000 Table 1, plus nominal-level
+        coverage, solver statuses and run counts."""
+        level = self.settings["level"]
+        z = float(scipy.stats.norm.ppf(0.5 + level / 2))
+        out = []
+        for i, (cell, r) in enumerate(zip(self.cells, self.runs)):
+            failed = self.failed(i)
+            ok = ~failed
+            coef = np.where(failed, metrics.relative_coefficient_error(r.p0, cell.p_true),
+                            metrics.relative_coefficient_error(r.params, cell.p_true))
+            fwd = np.where(failed, self.p0_forward_error[i], r.forward_error)
+            p_ok = r.params[ok]
+            se = np.sqrt(np.diagonal(r.covariance[ok], axis1=1, axis2=2))
+            stats = {
+                "rel_sq_bias": metrics.relative_squared_bias(p_ok, cell.p_true),
+                "rel_variance": metrics.relative_variance(p_ok, cell.p_true),
+                "rel_mse": metrics.relative_mse(p_ok, cell.p_true),
+                "coverage_2se": metrics.coverage(p_ok, cell.p_true, se, 2.0),
+                f"coverage_{level:g}": metrics.coverage(p_ok, cell.p_true, se, z),
+            } if ok.any() else {}
+            common = {
+                "noise_ratio": cell.noise_ratio, "M": r.m, "subsample": cell.subsample,
+                "n_runs": len(failed), "n_ok": int(ok.sum()), "failure_rate": float(failed.mean()),
+                "solver_unsuccessful": int(np.sum(r.status != "successful")),
+                "median_coef_error": float(np.median(coef)), "median_forward_error": float(np.median(fwd)),
+                "median_steps": float(np.median(r.num_steps)), "median_k": float(np.median(r.k)),
+            }
+            for j, name in enumerate(self.param_names):
+                row = {**common, "param": name, "p_true": float(cell.p_true[j])}
+                row.update({key: float(v[j]) for key, v in stats.items()})
+                out.append(row)
+        return out
+
+    def table(self) -> str:
+        """The metrics as a readable fixed-width table (relative quantities in %)."""
+        level = self.settings["level"]
+        cols = [("noise", "noise_ratio", "{:.3g}"), ("M", "M", "{:d}"), ("param", "param", "{}"),
+                ("bias² %", "rel_sq_bias", "{:.3g}"), ("var %", "rel_variance", "{:.3g}"),
+                ("MSE %", "rel_mse", "{:.3g}"), ("cov 2se", "coverage_2se", "{:.2f}"),
+                (f"cov {level:g}", f"coverage_{level:g}", "{:.2f}"), ("coef err", "median_coef_error", "{:.3g}"),
+                ("fwd err", "median_forward_error", "{:.3g}"), ("fail", "failure_rate", "{:.2f}")]
+        pct = {"rel_sq_bias", "rel_variance", "rel_mse"}
+        lines = []
+        for row in self.rows():
+            cells = []
+            for _, key, fmt in cols:
+                v = row.get(key, float("nan"))
+                v = int(v) if fmt == "{:d}" else v
+                cells.append(fmt.format(100 * v if key in pct else v))
+            lines.append(cells)
+        widths = [max(len(h), *(len(line[c]) for line in lines)) for c, (h, _, _) in enumerate(cols)]
+        head = "  ".join(h.rjust(w) for (h, _, _), w in zip(cols, widths))
+        body = ["  ".join(v.rjust(w) for v, w in zip(line, widths)) for line in lines]
+        s = self.settings
+        title = (f"Monte Carlo study of '{self.model_name}': {s['estimator']}, {s['n_runs']} runs per setting, "
+                 f"seed {s['seed']}, covariance {s['covariance']}")
+        return "\n".join([title, head, "-" * len(head), *body])
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def to_csv(self, path: str | Path | None = None) -> str:
+        """The metric rows as CSV (written to `path` when given)."""
+        rows = self.rows()
+        keys = list(dict.fromkeys(k for row in rows for k in row))
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=keys)
+        writer.writeheader()
+        writer.writerows(rows)
+        if path is not None:
+            Path(path).write_text(buf.getvalue())
+        return buf.getvalue()
+
+    def to_dict(self) -> dict:
+        """Settings, metric rows and every run's outputs as plain Python lists."""
+        runs = [{f.name: np.asarray(getattr(r, f.name)).tolist() for f in dataclasses.fields(r)}
+                for r in self.runs]
+        cells = [{"p_true": c.p_true.tolist(), "u0": c.u0.tolist(), "noise_ratio": c.noise_ratio,
+                  "subsample": c.subsample} for c in self.cells]
+        return {"model": self.model_name, "params": list(self.param_names), "settings": self.settings,
+                "metrics": self.rows(), "cells": cells, "runs": runs}
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        """[`to_dict`][] as JSON (written to `path` when given)."""
+        text = json.dumps(self.to_dict(), indent=1, default=float)
+        if path is not None:
+            Path(path).write_text(text + "\n")
+        return text
+
+
+def _failed(r: CellRuns) -> np.ndarray:
+    finite = np.all(np.isfinite(r.params), axis=1) & np.all(np.isfinite(r.covariance), axis=(1, 2))
+    return ~(r.forward_ok & finite)
+
+
+def _key_seed(key) -> list[int]:
+    data = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
+    return np.asarray(data).ravel().tolist()
+
+
+def _p0_sampler(p0, model, lo, hi) -> "Callable | np.ndarray":
+    if isinstance(p0, str) and p0 == "box":
+        if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
+            raise ValueError(
+                f"p0='box' draws starts uniformly from the parameter box, but model '{model.name}' "
+                f"has no finite box: pass bounds=(lower, upper) or a fixed p0."
+            )
+        return lambda key, n: jax.random.uniform(key, (n, model.n_params), minval=lo, maxval=hi)
+    p0 = np.asarray(model.check_params(p0, "p0"))
+    outside = [n for n, v, a, b in zip(model.param_names, p0, lo, hi) if not a <= v <= b]
+    if outside:
+        raise ValueError(f"p0 lies outside the bounds for {', '.join(outside)}.")
+    return p0
+
+
+def _check_benchmark(bench):
+    if not isinstance(bench, Benchmark):
+        raise TypeError(f"benchmark must be a wendyjax.models.Benchmark (e.g. wj.models.lorenz()), "
+                        f"got {type(bench).__name__}.")
+
+
+def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, level, test_functions,
+               batch_size, devices, progress, kind) -> Study:
+    estimator = _estimator(estimator)
+    if not isinstance(n_runs, int) or n_runs < 2:
+        raise ValueError(f"n_runs must be an integer >= 2, got {n_runs!r}.")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
+    if covariance not in COVARIANCES:
+        raise ValueError(f"covariance must be one of {COVARIANCES}, got {covariance!r}.")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
+    for cell in cells:
+        if not cell.noise_ratio > 0:
+            raise ValueError(f"noise levels must be positive, got {cell.noise_ratio}.")
+        if not isinstance(cell.subsample, (int, np.integer)) or cell.subsample < 1:
+            raise ValueError(f"subsample values must be positive integers, got {cell.subsample!r}.")
+    model = bench.model
+    lo, hi = _bounds(model, bounds)
+    sampler = _p0_sampler(p0, model, lo, hi)
+    devices = list(jax.devices() if devices is None else devices)
+    start = time.perf_counter()
+    runs, timings = run_cells(bench, estimator, cells, n_runs, key, p0=sampler, lower=lo, upper=hi,
+                              covariance=covariance, test_functions=test_functions, batch_size=batch_size,
+                              devices=devices, progress=progress)
+    p0_errors = []
+    for cell, r in zip(cells, runs):
+        err = np.full(n_runs, np.nan)
+        failed = _failed(r)
+        if failed.any():
+            err[failed] = forward_errors(bench, cell, r.p0[failed])[0]
+        p0_errors.append(err)
+    settings = {
+        "kind": kind, "estimator": repr(estimator), "n_runs": n_runs, "seed": _key_seed(key),
+        "p0": "uniform in the box" if callable(sampler) else np.asarray(sampler).tolist(),
+        "bounds": [lo.tolist(), hi.tolist()], "covariance": covariance, "level": level,
+        "test_functions": dataclasses.asdict(test_functions), "batch_size": batch_size,
+        "devices": [str(d) for d in devices], "noise": type(bench.noise).__name__,
+        "benchmark_source": bench.source, "wall_time_s": time.perf_counter() - start, **timings,
+    }
+    return Study(model.name, tuple(model.param_names), tuple(cells), tuple(runs), settings, tuple(p0_errors))
+
+
+def monte_carlo(
+    benchmark: Benchmark,
+    estimator: "str | AbstractWENDyEstimator" = "mle",
+    noise_levels: Sequence[float] = (0.05,),
+    subsamples: Sequence[int] = (1,),
+    n_runs: int = 100,
+    key: PRNGKeyArray | None = None,
+    *,
+    p0: "str | ArrayLike" = "box",
+    bounds="model",
+    covariance: str = "sandwich",
+    level: float = 0.95,
+    test_functions: TestFunctionConfig = TestFunctionConfig(),
+    batch_size: int = 64,
+    devices: Sequence | None = None,
+    progress: bool = True,
+) -> Study:
+    """Monte Carlo study of an estimator on a benchmark (000 §3.4 protocol).
+
+    For every noise level and subsampling factor (M + 1 = ⌈(N + 1)/s⌉ samples of the
+    benchmark grid) it draws `n_runs` noisy datasets (vmapped), builds their likelihoods
+    (test functions cached per selected radius, padded to the setting's largest K), fits
+    them all in jit-compiled vmapped chunks of `batch_size` (sharded over `devices`,
+    default all), computes each estimate's covariance and forward-simulation error, and
+    returns a [`Study`][] with 000 Table 1's metrics.
+
+    - `p0`: "box" draws each run's start uniformly from the bounds (000); or one array.
+    - `bounds`: "model" (the benchmark's box), `None` or `(lower, upper)`.
+    - `covariance`: "sandwich" or "hessian"; `level`: nominal level of the second coverage.
+    """
+    _check_benchmark(benchmark)
+    key = jax.random.key(0) if key is None else key
+    cells = [Cell(np.asarray(benchmark.p_true, float), np.asarray(benchmark.u0, float), float(nr), int(s))
+             for nr in noise_levels for s in subsamples]
+    if not cells:
+        raise ValueError("noise_levels and subsamples must be non-empty.")
+    return _run_study(benchmark, estimator, cells, n_runs, key, p0, bounds, covariance, level, test_functions,
+                      batch_size, devices, progress, "monte_carlo")
+
+
+def sweep(
+    benchmark: Benchmark,
+    estimator: "str | AbstractWENDyEstimator" = "mle",
+    *,
+    p_true: ArrayLike | None = None,
+    u0: ArrayLike | None = None,
+    noise_level: float = 0.05,
+    subsample: int = 1,
+    n_runs: int = 20,
+    key: PRNGKeyArray | None = None,
+    p0: "str | ArrayLike" = "box",
+    bounds="model",
+    covariance: str = "sandwich",
+    level: float = 0.95,
+    test_functions: TestFunctionConfig = TestFunctionConfig(),
+    batch_size: int = 64,
+    devices: Sequence | None = None,
+    progress: bool = True,
+) -> Study:
+    """A study over a grid of true parameters `p_true` (G, J) and/or initial conditions
+    `u0` (G, D) (one given, or both with the same G), at one noise level and subsampling;
+    otherwise as [`monte_carlo`][]."""
+    _check_benchmark(benchmark)
+    j, d = benchmark.model.n_params, benchmark.model.n_states
+    grids = {}
+    for name, value, width in (("p_true", p_true, j), ("u0", u0, d)):
+        if value is not None:
+            value = np.asarray(value, float)
+            if value.ndim != 2 or value.shape[1] != width or len(value) == 0:
+                raise ValueError(f"{name} must be a non-empty grid of shape (G, {width}), got {value.shape}.")
+            if not np.all(np.isfinite(value)):
+                raise ValueError(f"{name} contains NaN or inf.")
+            grids[name] = value
+    if not grids:
+        raise ValueError("sweep needs a grid: pass p_true=(G, J) and/or u0=(G, D).")
+    sizes = {len(v) for v in grids.values()}
+    if len(sizes) > 1:
+        raise ValueError(f"p_true and u0 grids must have the same length, got {sorted(sizes)}.")
+    g = sizes.pop()
+    ps = grids.get("p_true", np.broadcast_to(np.asarray(benchmark.p_true, float), (g, j)))
+    us = grids.get("u0", np.broadcast_to(np.asarray(benchmark.u0, float), (g, d)))
+    cells = [Cell(np.array(p), np.array(u), float(noise_level), int(subsample)) for p, u in zip(ps, us)]
+    key = jax.random.key(0) if key is None else key
+    return _run_study(benchmark, estimator, cells, n_runs, key, p0, bounds, covariance, level, test_functions,
+                      batch_size, devices, progress, "sweep")
