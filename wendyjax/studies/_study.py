@@ -14,7 +14,7 @@ import numpy as np
 import scipy.stats
 from jaxtyping import ArrayLike, PRNGKeyArray
 
-from ..estimators._fit import _bounds, _estimator
+from ..estimators._fit import _bounds, _check_p0, _estimator
 from ..estimators._wendy import AbstractWENDyEstimator
 from ..inference import COVARIANCES
 from ..models import Benchmark
@@ -158,11 +158,7 @@ def _p0_sampler(p0, model, lo, hi) -> "Callable | np.ndarray":
                 f"has no finite box: pass bounds=(lower, upper) or a fixed p0."
             )
         return lambda key, n: jax.random.uniform(key, (n, model.n_params), minval=lo, maxval=hi)
-    p0 = np.asarray(model.check_params(p0, "p0"))
-    outside = [n for n, v, a, b in zip(model.param_names, p0, lo, hi) if not a <= v <= b]
-    if outside:
-        raise ValueError(f"p0 lies outside the bounds for {', '.join(outside)}.")
-    return p0
+    return _check_p0(model, p0, lo, hi)
 
 
 def _check_benchmark(bench):
