@@ -42,42 +42,54 @@ def test_metrics_against_hand_computed_values():
 @pytest.fixture(scope="module")
 def small_study():
     bench = wj.models.logistic()
-    study = wj.studies.monte_carlo(bench, wj.MLE(), noise_levels=[0.05], subsamples=[4], n_runs=6,
-                                   key=jax.random.key(3), batch_size=4, progress=False)
+    study = wj.studies.monte_carlo(bench, wj.MLE(), noise_levels=[0.05], subsamples=[4], n_runs=7,
+                                   key=jax.random.key(3), batch_size=4, vectorize=True, progress=False)
     return bench, study
 
 
 def test_small_study_end_to_end(small_study):
     bench, study = small_study
     (cell,), (runs,) = study.cells, study.runs
-    assert runs.params.shape == (6, 2) and runs.covariance.shape == (6, 2, 2) and runs.m == 256
+    assert runs.params.shape == (7, 2) and runs.covariance.shape == (7, 2, 2) and runs.m == 256
     assert np.all(runs.status == "successful") and np.all(runs.forward_ok)
     lo, hi = (np.asarray(b) for b in bench.model.bounds)
     assert np.all((runs.p0 >= lo) & (runs.p0 <= hi))  # starts drawn from the box
-    assert len(np.unique(runs.p0[:, 0])) == 6
+    assert len(np.unique(runs.p0[:, 0])) == 7
     rows = study.rows()
     assert [r["param"] for r in rows] == ["p1", "p2"]
     for j, row in enumerate(rows):
-        assert row["n_runs"] == 6 and row["n_ok"] == 6 and row["failure_rate"] == 0
+        assert row["n_runs"] == 7 and row["n_ok"] == 7 and row["failure_rate"] == 0
         assert np.isclose(row["rel_mse"], row["rel_sq_bias"] + row["rel_variance"])
         assert np.isclose(row["rel_mse"], np.mean((runs.params[:, j] - cell.p_true[j]) ** 2) / cell.p_true[j] ** 2)
         assert row["median_coef_error"] < 0.05
     assert "rel_sq_bias" in study.to_csv().splitlines()[0]
     back = json.loads(study.to_json())
-    assert back["settings"]["n_runs"] == 6 and len(back["runs"][0]["params"]) == 6
+    assert back["settings"]["n_runs"] == 7 and len(back["runs"][0]["params"]) == 7
     assert "p1" in str(study) and "logistic" in str(study)
 
 
 def test_study_runs_equal_single_fits(small_study):
-    # the chunked (4 + padded 4), vmapped study reproduces single fits of the same data
+    # the chunked (4 + 3 padded to 4), vmapped study reproduces single fits of the same data
     bench, study = small_study
     (cell,), (runs,) = study.cells, study.runs
     k_data, _ = jax.random.split(jax.random.fold_in(jax.random.key(3), 0))
-    t, _, keep, noisy = _cell_data(bench, cell, 6, k_data)
-    for i in (0, 5):
+    t, _, keep, noisy = _cell_data(bench, cell, 7, k_data)
+    for i in (0, 6):
         fit = wj.MLE().fit(bench.model, wj.Trajectory(t[keep], noisy[i]), p0=runs.p0[i])
         assert np.allclose(fit.params, runs.params[i], rtol=1e-8)
         assert np.allclose(fit.covariance, runs.covariance[i], rtol=1e-6)
+
+
+def test_sequential_study_equals_vmapped(small_study):
+    # vectorize=False (lax.map inside the compiled chunk, the CPU default) gives the same fits
+    bench, study = small_study
+    seq = wj.studies.monte_carlo(bench, wj.MLE(), noise_levels=[0.05], subsamples=[4], n_runs=7,
+                                 key=jax.random.key(3), batch_size=4, vectorize=False, progress=False)
+    assert study.settings["vectorize"] is True and seq.settings["vectorize"] is False
+    a, b = study.runs[0], seq.runs[0]
+    assert np.allclose(a.params, b.params, rtol=1e-10, atol=0)
+    assert np.allclose(a.covariance, b.covariance, rtol=1e-8, atol=0)
+    assert np.array_equal(a.num_steps, b.num_steps) and np.array_equal(a.status, b.status)
 
 
 def test_sweep_over_true_parameters():
@@ -108,6 +120,8 @@ def test_study_bad_input():
         mc(bench, covariance="fisher")
     with pytest.raises(ValueError, match="level"):
         mc(bench, level=1.5)
+    with pytest.raises(ValueError, match="vectorize"):
+        mc(bench, vectorize="yes")
     with pytest.raises(ValueError, match="no finite box"):
         mc(wj.models.fitzhugh_nagumo())
     with pytest.raises(ValueError, match="outside the bounds"):

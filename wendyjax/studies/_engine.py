@@ -9,6 +9,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import threadpoolctl
 from tqdm.auto import tqdm
 
 from ..data import Trajectory
@@ -66,9 +67,14 @@ def _put(tree, device):
 
 
 @eqx.filter_jit
-def _fit_chunk(estimator, liks, p0s, shared, covariance, model, solver):
+def _fit_chunk(estimator, liks, p0s, shared, covariance, model, solver, vectorize):
     """Fit a stacked chunk of likelihoods, their covariances and forward-simulation errors;
-    `shared` = (lower, upper, u0, t, reference) is the same for every run."""
+    `shared` = (lower, upper, u0, t, reference) is the same for every run.
+
+    `vectorize=True` vmaps the fits (every run steps until the slowest has converged);
+    `False` runs them one after another inside the same compiled call (`lax.map`), which
+    is faster on CPU, where batched small matrix products and factorisations are slower
+    per run than unbatched ones."""
     lower, upper, u0, t, reference = shared
 
     def one(lik, p0):
@@ -77,7 +83,24 @@ def _fit_chunk(estimator, liks, p0s, shared, covariance, model, solver):
         err, ok = forward_simulation_error(model, sol.params, u0, t, reference, solver, max_steps=50_000)
         return sol, cov, err, ok
 
-    return jax.vmap(one)(liks, p0s)
+    if vectorize:
+        return jax.vmap(one)(liks, p0s)
+    return jax.lax.map(lambda args: one(*args), (liks, p0s))
+
+
+def _single_threaded_blas():
+    """The LAPACK calls of CPU fits (Cholesky, triangular solves) use the host's OpenBLAS;
+    its threads contend with XLA's own and made the factorisations of 150×150 to 600×600
+    covariances 1.3–3× slower on a 2-core machine (see benchmarks/study_throughput.py)."""
+    return threadpoolctl.threadpool_limits(limits=1, user_api="blas")
+
+
+def resolve_vectorize(vectorize, devices) -> bool:
+    if vectorize == "auto":
+        return any(d.platform != "cpu" for d in devices)
+    if not isinstance(vectorize, bool):
+        raise ValueError(f"vectorize must be 'auto', True or False, got {vectorize!r}.")
+    return vectorize
 
 
 def run_cells(
@@ -95,13 +118,18 @@ def run_cells(
     batch_size: int,
     devices,
     progress: bool,
+    vectorize="auto",
 ) -> tuple[list[CellRuns], dict]:
     """Run every cell; return their per-run outputs and timings."""
+    vectorize = resolve_vectorize(vectorize, devices)
     model = bench.model
     noise_kind = "lognormal" if bench.noise.log_space else "gaussian"
     n_dev = len(devices)
-    batch_size = -(-min(batch_size, n_runs) // n_dev) * n_dev
-    n_chunks = -(-n_runs // batch_size)
+    # as few chunks as batch_size allows, of equal size (a multiple of the device count)
+    # so that padding the last one wastes as little as possible
+    n_chunks = -(-n_runs // max(batch_size, n_dev))
+    per_chunk = -(-n_runs // n_chunks)
+    batch_size = -(-per_chunk // n_dev) * n_dev
     timings = {"simulate_s": 0.0, "build_s": 0.0, "fit_s": 0.0}
     bar = tqdm(total=len(cells) * n_chunks, desc=f"{model.name} study", unit="chunk", disable=not progress)
     out = []
@@ -120,27 +148,28 @@ def run_cells(
         k_cell = max(tf.k for tf in tfs)
         timings["build_s"] += time.perf_counter() - start
         chunks = []
-        for i in range(n_chunks):
-            idx = np.arange(i * batch_size, (i + 1) * batch_size)
-            idx = np.minimum(idx, n_runs - 1)  # the last chunk repeats its last run: fixed shapes
-            # one shard per device, dispatched asynchronously: the runs are independent, so
-            # the devices never communicate (a shard_map over the batch deadlocked XLA:CPU's
-            # thread pool with several CPU devices and while loops, jax 0.10)
-            results = []
-            chunk_start, build = time.perf_counter(), 0.0
-            for device, part in zip(devices, np.split(idx, n_dev)):
-                start = time.perf_counter()
-                liks = stack_likelihoods([
-                    weak_likelihood(model, trajs[j], noise_kind, test_functions=tfs[j], k=k_cell) for j in part
-                ])
-                build += time.perf_counter() - start
-                shared = (lo, hi, jnp.asarray(cell.u0, float), jnp.asarray(t), jnp.asarray(clean))
-                results.append(_fit_chunk(estimator, _put(liks, device), _put(jnp.asarray(p0s[part]), device),
-                                          _put(shared, device), covariance, model, bench.solver))
-            chunks.extend(jax.device_get(results))
-            timings["build_s"] += build
-            timings["fit_s"] += time.perf_counter() - chunk_start - build  # incl. compilation
-            bar.update()
+        with _single_threaded_blas():
+            for i in range(n_chunks):
+                idx = np.arange(i * batch_size, (i + 1) * batch_size)
+                idx = np.minimum(idx, n_runs - 1)  # the last chunk repeats its last run: fixed shapes
+                # one shard per device, dispatched asynchronously: the runs are independent, so
+                # the devices never communicate (a shard_map over the batch deadlocked XLA:CPU's
+                # thread pool with several CPU devices and while loops, jax 0.10)
+                results = []
+                chunk_start, build = time.perf_counter(), 0.0
+                for device, part in zip(devices, np.split(idx, n_dev)):
+                    start = time.perf_counter()
+                    liks = stack_likelihoods([
+                        weak_likelihood(model, trajs[j], noise_kind, test_functions=tfs[j], k=k_cell) for j in part
+                    ])
+                    build += time.perf_counter() - start
+                    shared = (lo, hi, jnp.asarray(cell.u0, float), jnp.asarray(t), jnp.asarray(clean))
+                    results.append(_fit_chunk(estimator, _put(liks, device), _put(jnp.asarray(p0s[part]), device),
+                                              _put(shared, device), covariance, model, bench.solver, vectorize))
+                chunks.extend(jax.device_get(results))
+                timings["build_s"] += build
+                timings["fit_s"] += time.perf_counter() - chunk_start - build  # incl. compilation
+                bar.update()
         sols, covs, errs, oks = (jax.tree_util.tree_map(lambda *x: np.concatenate(x)[:n_runs], *parts)
                                  for parts in zip(*chunks))
         out.append(CellRuns(

@@ -20,7 +20,7 @@ from ..inference import COVARIANCES
 from ..models import Benchmark
 from ..weak import TestFunctionConfig
 from . import _metrics as metrics
-from ._engine import Cell, CellRuns, forward_errors, run_cells
+from ._engine import Cell, CellRuns, forward_errors, resolve_vectorize, run_cells
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -168,7 +168,7 @@ def _check_benchmark(bench):
 
 
 def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, level, test_functions,
-               batch_size, devices, progress, kind) -> Study:
+               batch_size, devices, vectorize, progress, kind) -> Study:
     estimator = _estimator(estimator)
     if not isinstance(n_runs, int) or n_runs < 2:
         raise ValueError(f"n_runs must be an integer >= 2, got {n_runs!r}.")
@@ -187,10 +187,11 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
     lo, hi = _bounds(model, bounds)
     sampler = _p0_sampler(p0, model, lo, hi)
     devices = list(jax.devices() if devices is None else devices)
+    vectorize = resolve_vectorize(vectorize, devices)
     start = time.perf_counter()
     runs, timings = run_cells(bench, estimator, cells, n_runs, key, p0=sampler, lower=lo, upper=hi,
                               covariance=covariance, test_functions=test_functions, batch_size=batch_size,
-                              devices=devices, progress=progress)
+                              devices=devices, vectorize=vectorize, progress=progress)
     p0_errors = []
     for cell, r in zip(cells, runs):
         err = np.full(n_runs, np.nan)
@@ -203,7 +204,7 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
         "p0": "uniform in the box" if callable(sampler) else np.asarray(sampler).tolist(),
         "bounds": [lo.tolist(), hi.tolist()], "covariance": covariance, "level": level,
         "test_functions": dataclasses.asdict(test_functions), "batch_size": batch_size,
-        "devices": [str(d) for d in devices], "noise": type(bench.noise).__name__,
+        "devices": [str(d) for d in devices], "vectorize": vectorize, "noise": type(bench.noise).__name__,
         "benchmark_source": bench.source, "wall_time_s": time.perf_counter() - start, **timings,
     }
     return Study(model.name, tuple(model.param_names), tuple(cells), tuple(runs), settings, tuple(p0_errors))
@@ -224,6 +225,7 @@ def monte_carlo(
     test_functions: TestFunctionConfig = TestFunctionConfig(),
     batch_size: int = 64,
     devices: Sequence | None = None,
+    vectorize: "str | bool" = "auto",
     progress: bool = True,
 ) -> Study:
     """Monte Carlo study of an estimator on a benchmark (000 §3.4 protocol).
@@ -238,6 +240,9 @@ def monte_carlo(
     - `p0`: "box" draws each run's start uniformly from the bounds (000); or one array.
     - `bounds`: "model" (the benchmark's box), `None` or `(lower, upper)`.
     - `covariance`: "sandwich" or "hessian"; `level`: nominal level of the second coverage.
+    - `vectorize`: `True` vmaps the fits of a chunk, `False` runs them one after another
+      in the same compiled call; "auto" vmaps on GPU/TPU and not on CPU, where it was
+      measured 1.3–2× slower (benchmarks/study_throughput.py).
     """
     _check_benchmark(benchmark)
     key = jax.random.key(0) if key is None else key
@@ -246,7 +251,7 @@ def monte_carlo(
     if not cells:
         raise ValueError("noise_levels and subsamples must be non-empty.")
     return _run_study(benchmark, estimator, cells, n_runs, key, p0, bounds, covariance, level, test_functions,
-                      batch_size, devices, progress, "monte_carlo")
+                      batch_size, devices, vectorize, progress, "monte_carlo")
 
 
 def sweep(
@@ -266,6 +271,7 @@ def sweep(
     test_functions: TestFunctionConfig = TestFunctionConfig(),
     batch_size: int = 64,
     devices: Sequence | None = None,
+    vectorize: "str | bool" = "auto",
     progress: bool = True,
 ) -> Study:
     """A study over a grid of true parameters `p_true` (G, J) and/or initial conditions
@@ -293,4 +299,4 @@ def sweep(
     cells = [Cell(np.array(p), np.array(u), float(noise_level), int(subsample)) for p, u in zip(ps, us)]
     key = jax.random.key(0) if key is None else key
     return _run_study(benchmark, estimator, cells, n_runs, key, p0, bounds, covariance, level, test_functions,
-                      batch_size, devices, progress, "sweep")
+                      batch_size, devices, vectorize, progress, "sweep")
