@@ -133,17 +133,45 @@ def test_derivatives_match_finite_differences(name, central_difference):
 # --- fast path for models linear in the parameters (000 App. B) -------------------------
 
 
-@pytest.mark.parametrize("name", ["logistic", "lorenz", "lotka_volterra", "hindmarsh_rose"])
+@pytest.mark.parametrize("name", ["logistic", "lorenz", "lotka_volterra", "hindmarsh_rose", "ptb",
+                                  "fitzhugh_nagumo", "lotka_volterra_lognormal"])
 def test_linear_fast_path_agrees_with_general_path(name):
-    b = getattr(wj.models, name)()
+    lognormal = name.endswith("_lognormal")
+    b = getattr(wj.models, name.removesuffix("_lognormal"))()
+    if lognormal:
+        b = eqx.tree_at(lambda b: b.noise, b, wj.LogNormal(0.05))
     data = b.simulate(jax.random.key(4), subsample=4)
     fast = _lik(b, data)
     general = _lik(b, data, linear=False)
+    assert fast.problem.log_space == lognormal
     assert fast.linear is not None and general.linear is None
     p = b.p_true * 0.9
     for f in (wj.weak.nll, wj.weak.nll_grad, wj.weak.nll_hessian, wj.weak.residual, wj.weak.covariance):
         a, c = np.asarray(f(fast, p)), np.asarray(f(general, p))
         assert np.max(np.abs(a - c)) <= 1e-10 * np.max(np.abs(c)), f.__name__
+
+
+def test_linear_path_forms_only_structurally_nonzero_grams():
+    # Lorenz: f = (p1 (y - x), x (p2 - z) - y, x y - p3 z); at p = 0 the state Jacobian
+    # has rows (0, 0, 0), (-z, -1, -x), (y, x, 0); ∂²f/∂u∂p_j are (-1, 1, 0) in row 1,
+    # 1 at (2, 1) and -1 at (3, 3)
+    from wendyjax.weak._linear import jacobian_pattern, term_structure
+
+    b = wj.models.lorenz()
+    pattern = jacobian_pattern(b.model.rhs, 3, 3)
+    expected = np.zeros((4, 3, 3), bool)
+    expected[0, 1] = True
+    expected[0, 2, :2] = True
+    expected[1, 0, :2] = True
+    expected[2, 1, 0] = True
+    expected[3, 2, 2] = True
+    np.testing.assert_array_equal(pattern, expected)
+    jj, entries, terms = term_structure(pattern)
+    assert len(entries) == 9
+    # pairs of entries sharing a column: column 0 holds 4 entries, column 1 holds 3, column 2 holds 2
+    assert len(jj) == 4 * 5 // 2 + 3 * 4 // 2 + 2 * 3 // 2
+    lik = _lik(b, b.simulate(jax.random.key(4), subsample=4))
+    assert lik.linear.grams.shape[1] == len(jj) + 2 * len(entries) + 1
 
 
 def test_forcing_the_linear_path_on_a_nonlinear_model_raises():

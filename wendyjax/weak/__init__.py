@@ -2,7 +2,6 @@
 
 from ._covariance import blocks_to_matrix as blocks_to_matrix, covariance_blocks as covariance_blocks
 from ._likelihood import (
-    LinearBlocks as LinearBlocks,
     WeakLikelihood as WeakLikelihood,
     covariance as covariance,
     nll as nll,
@@ -15,6 +14,7 @@ from ._likelihood import (
     weak_likelihood as weak_likelihood,
     whitened_residual as whitened_residual,
 )
+from ._linear import LinearBlocks as LinearBlocks
 from ._problem import WeakProblem as WeakProblem, build_problem as build_problem, log_space_rhs as log_space_rhs
 from ._test_functions import (
     RadiusSelection as RadiusSelection,

@@ -5,8 +5,8 @@ $$\ell(p) = \tfrac12\big(\log\det S(p) + r(p)^T S(p)^{-1} r(p) + n\log 2\pi\big)
 
 summed over trajectories, with $S$ regularised as $(1-\alpha)S + \alpha I$ (WENDy.jl's
 `diagReg`). Gradient and Hessian come from JAX autodiff. For models linear in the
-parameters, $g = G p + g_0$ and $S(p) = \sum_{a\le b}\tilde p_a\tilde p_b \hat S_{ab}$ with
-$\tilde p = (1, p)$ are precomputed once (000 App. B).
+parameters, $g = G p + g_0$ and the Gram matrices of $S(p)$, a quadratic polynomial in
+$p$, are precomputed once (000 App. B; see `_linear.py`).
 """
 
 import math
@@ -16,29 +16,15 @@ from functools import partial
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ..data import Dataset, Trajectory
 from ..model import ODEModel
 from ..noise import AbstractNoise
 from ._covariance import blocks_to_matrix, covariance_blocks
+from ._linear import LinearBlocks, linear_blocks, model_structure
 from ._problem import WeakProblem, build_problem, log_space_rhs
 from ._test_functions import TestFunctionConfig, TestFunctions
-
-
-class LinearBlocks(eqx.Module):
-    r"""Precomputed pieces for a model affine in $p$ (per trajectory, leading axis $R$).
-
-    `G`: $(R, DK, J)$; `g0`: $(R, DK)$; `S`: $(P, R, DK, DK)$ with $P = (J+1)(J+2)/2$
-    symmetric blocks $\hat S_{ab}$, $a \le b$, in the order of `pairs` (pair axis first
-    so that $S(p)$ and its gradient are plain matrix-vector products).
-    """
-
-    G: Float[Array, "r dk j"]
-    g0: Float[Array, "r dk"]
-    S: Float[Array, "q r dk dk"]
-    pairs: tuple[tuple[int, int], ...] = eqx.field(static=True)
 
 
 def _vmap_rhs(rhs: Callable, u, p, t):
@@ -51,48 +37,6 @@ def _vec(x: Float[Array, "k d"]) -> Float[Array, " dk"]:
 
 def _state_jacobian(rhs: Callable, u, p, t) -> Float[Array, "n d d"]:
     return jax.vmap(jax.jacfwd(rhs, argnums=0), in_axes=(0, None, 0))(u, p, t)
-
-
-def _pairs(j: int) -> tuple[tuple[int, int], ...]:
-    return tuple((a, b) for a in range(j + 1) for b in range(a, j + 1))
-
-
-def _linear_blocks_single(rhs, pairs, phi, dphi, dphi_gram, u, t, sigma, n_params):
-    zero = jnp.zeros(n_params, u.dtype)
-    g0 = _vec(phi @ _vmap_rhs(rhs, u, zero, t))
-    dfdp = jax.vmap(jax.jacfwd(rhs, argnums=1), in_axes=(0, None, 0))(u, zero, t)  # (n, d, j)
-    G = jnp.einsum("kn,ndj->dkj", phi, dfdp).reshape(-1, n_params)
-    # J^0 = ∂f/∂u at p = 0; J^j = ∂²f/∂u∂p_j (constant in p for an affine model)
-    jac0 = _state_jacobian(rhs, u, zero, t)
-    jacp = jax.vmap(
-        jax.jacfwd(jax.jacfwd(rhs, argnums=0), argnums=1), in_axes=(0, None, 0)
-    )(u, zero, t)  # (n, d, d, j)
-    jacs = jnp.concatenate([jac0[None], jnp.moveaxis(jacp, 3, 0)])
-    var = sigma**2
-    a_idx = jnp.array([a for a, _ in pairs])
-    b_idx = jnp.array([b for _, b in pairs])
-
-    def block(ab):
-        a, b = ab
-        ca = (a == 0).astype(u.dtype)
-        cb = (b == 0).astype(u.dtype)
-        s = blocks_to_matrix(covariance_blocks(phi, dphi, dphi_gram, jacs[a], jacs[b], var, ca, cb))
-        return jnp.where(a == b, s, s + s.T)
-
-    S = jax.lax.map(block, (a_idx, b_idx))
-    return G, g0, S
-
-
-@eqx.filter_jit
-def _linear_blocks(model: ODEModel, problem: WeakProblem) -> LinearBlocks:
-    rhs = log_space_rhs(model.rhs) if problem.log_space else model.rhs
-    pairs = _pairs(model.n_params)
-    G, g0, S = jax.vmap(
-        lambda phi, dphi, gram, u, t, sigma: _linear_blocks_single(
-            rhs, pairs, phi, dphi, gram, u, t, sigma, model.n_params
-        )
-    )(problem.phi, problem.dphi, problem.dphi_gram, problem.u, problem.t, problem.sigma)
-    return LinearBlocks(G, g0, jnp.moveaxis(S, 1, 0), pairs)
 
 
 class WeakLikelihood(eqx.Module):
@@ -131,15 +75,6 @@ def _check_shape(lik: WeakLikelihood, p):
         )
 
 
-def _pair_coefficients(pairs, p):
-    r"""$c_q = \tilde p_a \tilde p_b$ for the pairs $q = (a, b)$, $\tilde p = (1, p)$."""
-    # a gather, not a Python-level stack of P products: the latter made XLA's compile of
-    # the Hessian take minutes for J = 10
-    a, b = np.array(pairs).T
-    pt = jnp.concatenate([jnp.ones(1, p.dtype), p])
-    return pt[a] * pt[b]
-
-
 def _g_and_S(lik: WeakLikelihood, p) -> tuple[Float[Array, "r dk"], Float[Array, "r dk dk"]]:
     """g(p) and the unregularised S(p) for every trajectory."""
     _check_shape(lik, p)
@@ -147,13 +82,8 @@ def _g_and_S(lik: WeakLikelihood, p) -> tuple[Float[Array, "r dk"], Float[Array,
     var = prob.sigma**2
     if lik.linear is not None:
         lin = lik.linear
-        coef = _pair_coefficients(lin.pairs, p)
         g = jnp.einsum("rij,j->ri", lin.G, p) + lin.g0
-        # one (q)·(q, r·n²) product with the pair axis leading: any other layout made XLA
-        # transpose all P blocks in the gradient (a 29 MB copy for Lorenz at K = 200)
-        q, r, n, _ = lin.S.shape
-        S = (coef @ lin.S.reshape(q, r * n * n)).reshape(r, n, n)
-        return g, S
+        return g, lin.assemble(lin.term_coefficients(p))
     rhs = lik.rhs
 
     def single(phi, dphi, gram, u, t, var):
@@ -256,39 +186,36 @@ def _linear_derivatives(lik: WeakLikelihood, p):
     r"""ℓ, ∇ℓ and ∇²ℓ for a model affine in $p$ from the precomputed blocks and a single
     Cholesky factorisation per trajectory (000 eqs. 6–8, App. B).
 
-    With $S = \sum_q c_q(p)\hat S_q$, $M_i = S^{-1}\partial_i S$, $w = S^{-1} r$,
-    $t_q = \langle S^{-1} - w w^T, \hat S_q\rangle$, $u_i = \partial_i S\,w$,
+    With $S = \sum_t c_t(p)\hat S_t$ (the Gram terms of [`LinearBlocks`][], $c_t$
+    quadratic in $p$), $M_i = S^{-1}\partial_i S$, $w = S^{-1} r$,
+    $\tau_t = \langle S^{-1} - w w^T, \hat S_t\rangle$, $u_i = \partial_i S\,w$,
     $a_i = \partial_i g - u_i$:
-    $$\partial_i\ell = \tfrac12\sum_q \partial_i c_q\,t_q + w^T\partial_i g,\qquad
-      H_{ij} = -\tfrac12\mathrm{tr}(M_i M_j) + \tfrac12\sum_q \partial_{ij} c_q\,t_q
+    $$\partial_i\ell = \tfrac12\sum_t \partial_i c_t\,\tau_t + w^T\partial_i g,\qquad
+      H_{ij} = -\tfrac12\mathrm{tr}(M_i M_j) + \tfrac12\sum_t \partial_{ij} c_t\,\tau_t
       + a_i^T S^{-1} a_j ,$$
     so the cost is one batch of $J$ products $S^{-1}\partial_i S$, where
     forward-over-reverse autodiff needs $2J$ (and its own factorisations)."""
     _check_shape(lik, p)
     lin = lik.linear
     scale = 1.0 - lik.diag_reg  # (1-α)S + αI: every derivative of S carries 1-α
-    c = _pair_coefficients(lin.pairs, p)
-    dc = scale * jax.jacfwd(_pair_coefficients, argnums=1)(lin.pairs, p).T  # (j, q)
-    d2c = scale * jax.hessian(_pair_coefficients, argnums=1)(lin.pairs, p)  # (q, j, j)
-    # every contraction with the blocks is a plain product over their pair-major
-    # layout (q, r·n²), summed over trajectories: no copy of the blocks; S and all ∂_i S
-    # come from one pass over them
-    q, n_r, n, _ = lin.S.shape
-    flat = lin.S.reshape(q, n_r * n * n)
-    both = (jnp.concatenate([c[None], dc]) @ flat).reshape(-1, n_r, n, n)
-    S, dS = both[0], both[1:]  # (r, n, n), (j, r, n, n)
+    c = lin.term_coefficients(p)  # (r, t)
+    dc = scale * jnp.moveaxis(jax.jacfwd(lin.term_coefficients)(p), 2, 0)  # (j, r, t)
+    d2c = scale * jax.hessian(lin.term_coefficients)(p)  # (r, t, j, j)
+    S = lin.assemble(c)
+    dS = jax.vmap(lin.assemble)(dc)  # (j, r, n, n)
+    n = S.shape[-1]
     r = jnp.einsum("rij,j->ri", lin.G, p) + lin.g0 - lik.problem.b
     chol = jnp.linalg.cholesky(_regularise(lik, S))
     S_inv = jax.vmap(lambda c: jax.scipy.linalg.cho_solve((c, True), jnp.eye(n, dtype=c.dtype)))(chol)
     w = jnp.einsum("rkl,rl->rk", S_inv, r)
     log_det = 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol, axis1=1, axis2=2)))
     value = 0.5 * (log_det + jnp.sum(w * r) + lik.problem.n_residuals * math.log(2 * math.pi))
-    t = flat @ (S_inv - jnp.einsum("rk,rl->rkl", w, w)).reshape(-1)  # (q,)
-    grad = 0.5 * dc @ t + jnp.einsum("rkj,rk->j", lin.G, w)
+    t = lin.contract(S_inv - jnp.einsum("rk,rl->rkl", w, w))  # (r, t)
+    grad = 0.5 * jnp.einsum("jrt,rt->j", dc, t) + jnp.einsum("rkj,rk->j", lin.G, w)
     M = jnp.einsum("rkl,jrlm->jrkm", S_inv, dS)
     trace_mm = jnp.einsum("irkl,jrlk->ij", M, M)
     a = lin.G - jnp.einsum("jrkl,rl->rkj", dS, w)  # (r, n, j)
-    hess = (-0.5 * trace_mm + 0.5 * jnp.einsum("qij,q->ij", d2c, t)
+    hess = (-0.5 * trace_mm + 0.5 * jnp.einsum("rtij,rt->ij", d2c, t)
             + jnp.einsum("rki,rkl,rlj->ij", a, S_inv, a))
     return value, grad, hess
 
@@ -362,7 +289,10 @@ def build_likelihood(
             f"linear=True, but model '{model.name}' is not linear in its parameters "
             f"(declare linear_in_params=True on the model if detection is wrong)."
         )
-    blocks = _linear_blocks(model, problem) if linear else None
+    blocks = None
+    if linear:
+        structure = model_structure(model.rhs, problem.log_space, model.n_states, model.n_params)
+        blocks = linear_blocks(model, structure, problem)
     return WeakLikelihood(model, problem, blocks, diag_reg), tfs
 
 
@@ -394,8 +324,8 @@ def pad_likelihood(lik: WeakLikelihood, k: int) -> WeakLikelihood:
     )
     linear = lik.linear
     if linear is not None:
-        linear = LinearBlocks(rows(linear.G, 1), rows(linear.g0, 1), rows(rows(linear.S, 2), 3),
-                              linear.pairs)
+        linear = eqx.tree_at(lambda b: (b.G, b.g0, b.grams), linear,
+                             (rows(linear.G, 1), rows(linear.g0, 1), pad_k(linear.grams, {2, 3})))
     return WeakLikelihood(lik.model, problem, linear, lik.diag_reg)
 
 

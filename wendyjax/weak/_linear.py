@@ -1,0 +1,176 @@
+r"""Precomputed covariance pieces for models affine in the parameters (000 App. B).
+
+For $f(u, p, t) = f_0(u, t) + \sum_j p_j f_j(u, t)$ the state Jacobian is
+$J(p) = \sum_a \tilde p_a J^a$ with $\tilde p = (1, p)$, $J^0 = \partial_u f_0$ and
+$J^j = \partial_u f_j$, and the residual covariance (000 Prop. 2) is, block by block,
+
+$$S_{df}(p) = \sum_e \sigma_e^2\,\Phi\,\mathrm{diag}(J_{de}J_{fe})\,\Phi^T
+ + \sigma_d^2\,\dot\Phi\,\mathrm{diag}(J_{fd})\,\Phi^T
+ + \sigma_f^2\,\Phi\,\mathrm{diag}(J_{df})\,\dot\Phi^T
+ + \delta_{df}\sigma_d^2\,\dot\Phi\dot\Phi^T ,$$
+
+a quadratic polynomial in $p$ whose coefficients are $K\times K$ weighted Gram matrices.
+Most entries $J^a_{de}$ vanish identically (each parameter multiplies one term), so only
+the Grams of structurally non-zero entries are formed: 38 Grams for Lorenz and 33 for
+Hindmarsh–Rose, where the $(J+1)(J+2)/2$ dense $(a, b)$ blocks of $D \times D$ products
+need 270 and 1782 (and $(J+1)(J+2)/2$ matrices of size $DK\times DK$ in memory). The
+structure is found by evaluating the Jacobians at random states (as linearity is
+detected), and $S(p)$, $\partial_i S$ and the contractions $\langle X, \partial_i S\rangle$
+are small products of coefficient matrices with the stacked Grams.
+"""
+
+import functools
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from ._covariance import blocks_to_matrix, weighted_grams
+from ._problem import log_space_rhs
+
+
+class LinearBlocks(eqx.Module):
+    r"""Precomputed pieces of the linear-in-parameters path (leading axis $R$: trajectories).
+
+    - `G`: $(R, DK, J)$ and `g0`: $(R, DK)$ with $g(p) = G p + g_0$.
+    - `grams`: $(R, N_g, K, K)$ weighted Gram matrices.
+    - `weights`: $(R, N_t)$ the noise-variance factor of each term.
+    - static `term_gram`, `term_block`, `term_a`, `term_b`: term $t$ adds
+      `weights[t]` $\tilde p_a\tilde p_b$ `grams[term_gram[t]]` to block
+      `term_block[t]` $= dD + f$ of $S$.
+    """
+
+    G: Float[Array, "r dk j"]
+    g0: Float[Array, "r dk"]
+    grams: Float[Array, "r g k k"]
+    weights: Float[Array, "r t"]
+    term_gram: tuple[int, ...] = eqx.field(static=True)
+    term_block: tuple[int, ...] = eqx.field(static=True)
+    term_a: tuple[int, ...] = eqx.field(static=True)
+    term_b: tuple[int, ...] = eqx.field(static=True)
+    n_states: int = eqx.field(static=True)
+
+    def _onehots(self):
+        n_g, d2 = self.grams.shape[1], self.n_states**2
+        t = np.arange(len(self.term_gram))
+        to_gram = np.zeros((len(t), n_g))
+        to_gram[t, self.term_gram] = 1.0
+        to_block = np.zeros((d2, len(t)))
+        to_block[self.term_block, t] = 1.0
+        return to_block, to_gram
+
+    def term_coefficients(self, p: Float[Array, " j"]) -> Float[Array, "r t"]:
+        pt = jnp.concatenate([jnp.ones(1, p.dtype), p])
+        return self.weights * (pt[np.array(self.term_a)] * pt[np.array(self.term_b)])
+
+    def assemble(self, coef: Float[Array, "r t"]) -> Float[Array, "r dk dk"]:
+        r"""$\sum_t$ `coef[t]` $\cdot$ Gram$_t$ placed in its block, as $(R, DK, DK)$ matrices."""
+        to_block, to_gram = self._onehots()
+        c = jnp.einsum("bt,rt,tg->rbg", to_block, coef, to_gram)  # (r, D², N_g)
+        r, n_g, k, _ = self.grams.shape
+        d = self.n_states
+        blocks = jnp.einsum("rbg,rgx->rbx", c, self.grams.reshape(r, n_g, k * k))
+        return jax.vmap(blocks_to_matrix)(blocks.reshape(r, d, d, k, k))
+
+    def contract(self, x: Float[Array, "r dk dk"]) -> Float[Array, "r t"]:
+        r"""$\langle X, \text{Gram}_t \text{ in its block}\rangle$ for every term $t$."""
+        r, n_g, k, _ = self.grams.shape
+        d = self.n_states
+        xb = x.reshape(r, d, k, d, k).transpose(0, 1, 3, 2, 4).reshape(r, d * d, k * k)
+        per = jnp.einsum("rbx,rgx->rbg", xb, self.grams.reshape(r, n_g, k * k))
+        return per[:, np.array(self.term_block), np.array(self.term_gram)]
+
+
+def jacobian_pattern(rhs, n_states: int, n_params: int, seed: int = 0) -> np.ndarray:
+    r"""Which entries of $J^a = \partial_u\partial_{\tilde p_a} f$ ($a = 0$: $\partial_u f$ at
+    $p = 0$) are not identically zero: `(J + 1, D, D)` booleans from three random states,
+    times and parameter-free evaluations (NaN counts as non-zero)."""
+    rng = np.random.default_rng(seed)
+    u = jnp.asarray(rng.normal(size=(3, n_states)) + 0.5)
+    t = jnp.asarray(rng.uniform(0.5, 1.5, size=3))
+    zero = jnp.zeros(n_params)
+    jac0 = jax.vmap(jax.jacfwd(rhs, argnums=0), in_axes=(0, None, 0))(u, zero, t)
+    jacp = jax.vmap(jax.jacfwd(jax.jacfwd(rhs, argnums=0), argnums=1), in_axes=(0, None, 0))(u, zero, t)
+    jacs = np.concatenate([np.asarray(jac0)[None], np.moveaxis(np.asarray(jacp), 3, 0)])  # (J+1, 3, D, D)
+    return np.any((jacs != 0) | np.isnan(jacs), axis=1)
+
+
+@functools.lru_cache(maxsize=64)
+def model_structure(rhs, log_space: bool, n_states: int, n_params: int):
+    """[`term_structure`][] of a model's rhs (in log space for log-normal noise), cached."""
+    f = log_space_rhs(rhs) if log_space else rhs
+    return term_structure(jacobian_pattern(f, n_states, n_params))
+
+
+def term_structure(pattern: np.ndarray):
+    """The Grams to form and the terms that place them, from a Jacobian pattern.
+
+    Returns `(jj, entries, terms)`: `jj` the pairs of entries sharing a column
+    ((a, d, e), (b, f, e)) whose Φ diag(J^a_de J^b_fe) Φᵀ is formed; `entries` the
+    non-zero (a, i, j), each giving Φ̇ diag(J^a_ij) Φᵀ and its transpose; `terms`
+    (gram, block, a, b, variance state) for every placement. Gram order: the `jj`
+    Grams, then the Φ̇ Grams, then their transposes, then Φ̇Φ̇ᵀ.
+    """
+    n_states = pattern.shape[1]
+    entries = [tuple(int(x) for x in e) for e in zip(*np.nonzero(pattern))]
+    jj, terms = [], []
+    for e in range(n_states):
+        col = [(a, d) for a, d, ee in entries if ee == e]
+        for i, (a, d) in enumerate(col):
+            for b, f in col[i:]:
+                g = len(jj)
+                jj.append(((a, d, e), (b, f, e)))
+                terms.append((g, d * n_states + f, a, b, e))
+                if (a, d) != (b, f):
+                    terms.append((g, f * n_states + d, a, b, e))
+    n_jj, n_e = len(jj), len(entries)
+    for m, (a, i, j) in enumerate(entries):
+        terms.append((n_jj + m, j * n_states + i, a, 0, j))  # σ_j² Φ̇ diag(J^a_ij) Φᵀ in block (j, i)
+        terms.append((n_jj + n_e + m, i * n_states + j, a, 0, j))  # its transpose in block (i, j)
+    for d in range(n_states):
+        terms.append((n_jj + 2 * n_e, d * n_states + d, 0, 0, d))  # σ_d² Φ̇Φ̇ᵀ
+    return jj, entries, terms
+
+
+def linear_blocks_single(rhs, structure, phi, dphi, dphi_gram, u, t, sigma, n_params):
+    """G, g0, Grams and term weights of one trajectory."""
+    jj, entries, terms = structure
+    zero = jnp.zeros(n_params, u.dtype)
+    vf = jax.vmap(rhs, in_axes=(0, None, 0))
+    g0 = (phi @ vf(u, zero, t)).T.reshape(-1)
+    dfdp = jax.vmap(jax.jacfwd(rhs, argnums=1), in_axes=(0, None, 0))(u, zero, t)  # (n, d, j)
+    G = jnp.einsum("kn,ndj->dkj", phi, dfdp).reshape(-1, n_params)
+    jac0 = jax.vmap(jax.jacfwd(rhs, argnums=0), in_axes=(0, None, 0))(u, zero, t)
+    jacp = jax.vmap(jax.jacfwd(jax.jacfwd(rhs, argnums=0), argnums=1), in_axes=(0, None, 0))(u, zero, t)
+    jacs = jnp.concatenate([jac0[None], jnp.moveaxis(jacp, 3, 0)])  # (J+1, n, d, d)
+    k = phi.shape[0]
+    parts = []
+    if jj:
+        w = jnp.stack([jacs[a, :, d, e] * jacs[b, :, f, e] for (a, d, e), (b, f, _) in jj], axis=1)
+        parts.append(weighted_grams(phi, phi, w))
+    if entries:
+        w = jnp.stack([jacs[a, :, i, j] for a, i, j in entries], axis=1)
+        dgrams = weighted_grams(dphi, phi, w)
+        parts += [dgrams, jnp.swapaxes(dgrams, 1, 2)]
+    parts.append(dphi_gram.reshape(1, k, k))
+    var = sigma**2
+    weights = var[np.array([term[4] for term in terms])]
+    return G, g0, jnp.concatenate(parts), weights
+
+
+@eqx.filter_jit
+def linear_blocks(model, structure, problem) -> LinearBlocks:
+    """The [`LinearBlocks`][] of every trajectory of a weak problem."""
+    rhs = log_space_rhs(model.rhs) if problem.log_space else model.rhs
+    n_params = model.n_params
+    G, g0, grams, weights = jax.vmap(
+        lambda phi, dphi, gram, u, t, sigma: linear_blocks_single(
+            rhs, structure, phi, dphi, gram, u, t, sigma, n_params
+        )
+    )(problem.phi, problem.dphi, problem.dphi_gram, problem.u, problem.t, problem.sigma)
+    _, _, terms = structure
+    cols = list(zip(*terms))
+    return LinearBlocks(G, g0, grams, weights, tuple(cols[0]), tuple(cols[1]), tuple(cols[2]), tuple(cols[3]),
+                        problem.n_states)
