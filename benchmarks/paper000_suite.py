@@ -129,6 +129,31 @@ def logistic_vs_d1(study) -> list[list]:
     return out
 
 
+def write_report(args, command, info, summary, sections, results) -> None:
+    """The Markdown report and JSON summary (rewritten after every system, so an
+    interrupted run keeps what it finished)."""
+    total = sum(r["wall_s"] for r in results.values())
+    lines = [
+        "# Paper 000 test suite (§3.6): WENDy-MLE beside the paper", "",
+        f"Command: `{command.strip()}`. Machine: {info.get('cpu_model', '?')}, {info.get('cpu_count')} CPUs, "
+        f"devices {info.get('devices')}, jax {info.get('jax')}. {args.runs} runs per cell, seed {args.seed}, "
+        f"M ∈ {{{', '.join(str(1024 // s) for s in args.subsamples)}}}. Total wall time {total:.0f} s.", "",
+        "## Medians over parameters (and cells): ours beside 000's text", "",
+        "Relative squared bias, variance and MSE in %; coverage of |p̂ − p*| < 2√C (eq. 18) and of the "
+        "nominal 95 % interval. 'match' = our MSE ≤ paper's × (1 + 3√(2/N)) and our 2√C coverage ≥ paper's "
+        "− 3 binomial sd; the populations differ when the noise grid differs (see notes).", "",
+        *markdown_table(["system", "noise %", "bias² ours", "paper", "var ours", "paper", "MSE ours", "paper",
+                         "cov ours", "paper", "cov 95 % ours", "failure", "match", "time s"], summary), "",
+        "## Protocol notes", "", *(f"- {n}" for n in PROTOCOL_NOTES), "",
+        "## Per system", "", *sections,
+    ]
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(
+        {"command": command, "machine": info, "runs": args.runs, "seed": args.seed, "results": results},
+        indent=1, default=float) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=list(PAPER), choices=list(PAPER))
@@ -183,27 +208,7 @@ def main():
                                               "MSE ours", "paper", "cov ours", "paper", "match"], d1), ""]
         print(f"{name}: {wall:.0f} s, MSE median {ours['mse']:.3g} % (paper {ref['mse']} %), "
               f"coverage {ours['cov']:.3f} (paper {ref['cov']})", flush=True)
-
-    total = sum(r["wall_s"] for r in results.values())
-    lines = [
-        "# Paper 000 test suite (§3.6): WENDy-MLE beside the paper", "",
-        f"Command: `{command.strip()}`. Machine: {info.get('cpu_count')} CPUs ({info.get('processor') or '?'}), "
-        f"devices {info.get('devices')}, jax {info.get('jax')}. {args.runs} runs per cell, seed {args.seed}, "
-        f"M ∈ {{{', '.join(str(1024 // s) for s in args.subsamples)}}}. Total wall time {total:.0f} s.", "",
-        "## Medians over parameters (and cells): ours beside 000's text", "",
-        "Relative squared bias, variance and MSE in %; coverage of |p̂ − p*| < 2√C (eq. 18) and of the "
-        "nominal 95 % interval. 'match' = our MSE ≤ paper's × (1 + 3√(2/N)) and our 2√C coverage ≥ paper's "
-        "− 3 binomial sd; the populations differ when the noise grid differs (see notes).", "",
-        *markdown_table(["system", "noise %", "bias² ours", "paper", "var ours", "paper", "MSE ours", "paper",
-                         "cov ours", "paper", "cov 95 % ours", "failure", "match", "time s"], summary), "",
-        "## Protocol notes", "", *(f"- {n}" for n in PROTOCOL_NOTES), "",
-        "## Per system", "", *sections,
-    ]
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(
-        {"command": command, "machine": info, "runs": args.runs, "seed": args.seed, "results": results},
-        indent=1, default=float) + "\n")
+        write_report(args, command, info, summary, sections, results)
 
 
 if __name__ == "__main__":

@@ -121,7 +121,8 @@ def main():
     drops = [v["median drop %"] for v in cells.values()]
     lines = [
         "# Paper 001 (WENDy, IRLS) beside weak OLS", "",
-        f"Command: `{command.strip()}`. Machine: {info.get('cpu_count')} CPUs, devices {info.get('devices')}, "
+        f"Command: `{command.strip()}`. Machine: {info.get('cpu_model', '?')}, {info.get('cpu_count')} CPUs, "
+        f"devices {info.get('devices')}, "
         f"jax {info.get('jax')}. {args.runs} runs per cell, seed {args.seed}.", "",
         "## The text's claims", "",
         *markdown_table(["claim", "statistic", "ours", "target", "met"], claims), "",
