@@ -1,6 +1,6 @@
 """The engine of a study: simulate every cell's datasets, build their likelihoods (test
-functions cached, padded to a common K), fit them in jit-compiled vmapped chunks sharded
-over the devices, forward-simulate the fits."""
+functions cached, padded to a common K), fit them in jit-compiled chunks (vmapped on
+GPU/TPU, `lax.map` on CPU) sharded over the devices, forward-simulate the fits."""
 
 import dataclasses
 import time

@@ -201,8 +201,8 @@ def _linear_derivatives(lik: WeakLikelihood, p):
     c = lin.term_coefficients(p)  # (r, t)
     dc = scale * jnp.moveaxis(jax.jacfwd(lin.term_coefficients)(p), 2, 0)  # (j, r, t)
     d2c = scale * jax.hessian(lin.term_coefficients)(p)  # (r, t, j, j)
-    S = lin.assemble(c)
-    dS = jax.vmap(lin.assemble)(dc)  # (j, r, n, n)
+    both = lin.assemble(jnp.concatenate([c[None], dc]))  # S and every ∂_i S in one product
+    S, dS = both[0], both[1:]  # (r, n, n), (j, r, n, n)
     n = S.shape[-1]
     r = jnp.einsum("rij,j->ri", lin.G, p) + lin.g0 - lik.problem.b
     chol = jnp.linalg.cholesky(_regularise(lik, S))

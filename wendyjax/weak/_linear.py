@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._covariance import blocks_to_matrix, weighted_grams
+from ._covariance import weighted_grams
 from ._problem import log_space_rhs
 
 
@@ -65,14 +65,20 @@ class LinearBlocks(eqx.Module):
         pt = jnp.concatenate([jnp.ones(1, p.dtype), p])
         return self.weights * (pt[np.array(self.term_a)] * pt[np.array(self.term_b)])
 
-    def assemble(self, coef: Float[Array, "r t"]) -> Float[Array, "r dk dk"]:
-        r"""$\sum_t$ `coef[t]` $\cdot$ Gram$_t$ placed in its block, as $(R, DK, DK)$ matrices."""
+    def assemble(self, coef: Float[Array, "*s r t"]) -> Float[Array, "*s r dk dk"]:
+        r"""$\sum_t$ `coef[t]` $\cdot$ Gram$_t$ placed in its block, as $(R, DK, DK)$ matrices
+        (for every leading index of `coef`: one product for several coefficient sets)."""
         to_block, to_gram = self._onehots()
-        c = jnp.einsum("bt,rt,tg->rbg", to_block, coef, to_gram)  # (r, D², N_g)
+        lead = coef.shape[:-2]
         r, n_g, k, _ = self.grams.shape
         d = self.n_states
-        blocks = jnp.einsum("rbg,rgx->rbx", c, self.grams.reshape(r, n_g, k * k))
-        return jax.vmap(blocks_to_matrix)(blocks.reshape(r, d, d, k, k))
+        coef = coef.reshape(-1, r, coef.shape[-1])
+        n_s = coef.shape[0]
+        c = jnp.einsum("bt,srt,tg->rsbg", to_block, coef, to_gram).reshape(r, n_s * d * d, n_g)
+        blocks = c @ self.grams.reshape(r, n_g, k * k)  # (r, s·D², K²): one batched product
+        # a single copy into the state-major layout (s, r, d, k, f, l)
+        blocks = blocks.reshape(r, n_s, d, d, k, k).transpose(1, 0, 2, 4, 3, 5)
+        return blocks.reshape(*lead, r, d * k, d * k)
 
     def contract(self, x: Float[Array, "r dk dk"]) -> Float[Array, "r t"]:
         r"""$\langle X, \text{Gram}_t \text{ in its block}\rangle$ for every term $t$."""
