@@ -148,6 +148,7 @@ def run_cells(
         k_cell = max(tf.k for tf in tfs)
         timings["build_s"] += time.perf_counter() - start
         chunks = []
+        shared = (lo, hi, jnp.asarray(cell.u0, float), jnp.asarray(t), jnp.asarray(clean))
         with _single_threaded_blas():
             for i in range(n_chunks):
                 idx = np.arange(i * batch_size, (i + 1) * batch_size)
@@ -163,7 +164,6 @@ def run_cells(
                         weak_likelihood(model, trajs[j], noise_kind, test_functions=tfs[j], k=k_cell) for j in part
                     ])
                     build += time.perf_counter() - start
-                    shared = (lo, hi, jnp.asarray(cell.u0, float), jnp.asarray(t), jnp.asarray(clean))
                     results.append(_fit_chunk(estimator, _put(liks, device), _put(jnp.asarray(p0s[part]), device),
                                               _put(shared, device), covariance, model, bench.solver, vectorize))
                 chunks.extend(jax.device_get(results))
