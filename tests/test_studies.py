@@ -128,7 +128,7 @@ def test_study_bad_input():
         mc(wj.models.fitzhugh_nagumo())
     with pytest.raises(ValueError, match="outside the bounds"):
         mc(bench, p0=[20.0, -1.0])
-    with pytest.raises(ValueError, match="method"):
+    with pytest.raises(ValueError, match="estimator must be one of"):
         mc(bench, "newton")
     with pytest.raises(ValueError, match="needs a grid"):
         wj.studies.sweep(bench)

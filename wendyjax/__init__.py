@@ -13,6 +13,9 @@ from .estimators import (
     MLE as MLE,
     RESULTS as RESULTS,
     WLS as WLS,
+    Hybrid as Hybrid,
+    OutputError as OutputError,
+    OutputErrorFit as OutputErrorFit,
     WENDyFit as WENDyFit,
 )
 from .model import ODEModel as ODEModel

@@ -1,6 +1,16 @@
-"""WENDy estimators (WLS, IRLS, MLE), the bounded trust-region solver and fit results."""
+"""Estimators: WENDy (WLS, IRLS, MLE), output error and the WENDy → output-error hybrid,
+the bounded trust-region solver and fit results."""
 
-from ._result import WENDyFit as WENDyFit
+from ._output_error import (
+    Hybrid as Hybrid,
+    HybridProblem as HybridProblem,
+    OutputError as OutputError,
+    OutputErrorProblem as OutputErrorProblem,
+    OutputErrorSolution as OutputErrorSolution,
+    output_error_problem as output_error_problem,
+    stack_problems as stack_problems,
+)
+from ._result import AbstractFit as AbstractFit, OutputErrorFit as OutputErrorFit, WENDyFit as WENDyFit
 from ._results import RESULTS as RESULTS
 from ._trust_region import TrustRegionSolution as TrustRegionSolution, bounded_trust_region as bounded_trust_region
 from ._wendy import (

@@ -12,7 +12,8 @@ from ..inference import COVARIANCES, parameter_covariance
 from ..model import ODEModel
 from ..weak import TestFunctionConfig, nll
 from ..weak._likelihood import build_likelihood
-from ._result import WENDyFit
+from ._output_error import Hybrid, OutputError, output_error_problem
+from ._result import OutputErrorFit, WENDyFit
 from ._results import RESULTS
 from ._wendy import IRLS, MLE, WLS, AbstractWENDyEstimator, Solution
 
@@ -184,4 +185,71 @@ def fit(
         model=model, params=np.asarray(sol.params), covariance=cov, covariance_method=covariance,
         p0=np.asarray(p0, float), nll=float(sol.nll), num_steps=int(sol.num_steps), status=status,
         method=est.method, test_functions=tuple(tf.info for tf in tfs), likelihood=lik,
+    )
+
+
+def _check_u0(model: ODEModel, u0, n_traj: int, log_space: bool) -> np.ndarray:
+    u0 = np.asarray(u0, dtype=float)
+    u0 = np.broadcast_to(u0, (n_traj, model.n_states)) if u0.shape == (model.n_states,) else u0
+    if u0.shape != (n_traj, model.n_states):
+        raise ValueError(f"u0 must have shape ({model.n_states},) or ({n_traj}, {model.n_states}) for "
+                         f"{n_traj} trajectories of model '{model.name}', got {np.shape(u0)}.")
+    if not np.all(np.isfinite(u0)):
+        raise ValueError("u0 must be finite.")
+    if log_space and np.any(u0 <= 0):
+        raise ValueError("u0 must be positive under log-normal noise (the fit runs on log states).")
+    return np.log(u0) if log_space else u0
+
+
+_solve_oe = eqx.filter_jit(lambda est, prob, p0, lo, hi, x0: est.solve(prob, p0, lo, hi, x0))
+
+
+def fit_output_error(
+    estimator: "OutputError | Hybrid",
+    model: ODEModel,
+    data,
+    p0: ArrayLike,
+    *,
+    u0: ArrayLike | None = None,
+    noise="gaussian",
+    bounds="model",
+    sigma: ArrayLike | None = None,
+    weighted: bool = True,
+    test_functions=TestFunctionConfig(),
+    throw: bool = True,
+) -> OutputErrorFit:
+    """Fit by output error (or a WENDy → output-error hybrid); see [`OutputError.fit`][]."""
+    if not isinstance(model, ODEModel):
+        raise TypeError(f"model must be an ODEModel, got {type(model).__name__}.")
+    lo, hi = _bounds(model, bounds)
+    p0 = _check_p0(model, p0, lo, hi)
+    problem = output_error_problem(model, data, noise, sigma=sigma, weighted=weighted)
+    x0 = None if u0 is None else jnp.asarray(_check_u0(model, u0, problem.t.shape[0], problem.log_space))
+    if x0 is not None and isinstance(estimator, Hybrid):
+        raise ValueError("u0 is not used by Hybrid (output error starts from the data); leave it None.")
+    args = (jnp.asarray(p0, float), jnp.asarray(lo), jnp.asarray(hi))
+    wendy = None
+    if isinstance(estimator, Hybrid):
+        wendy = fit(model, data, p0, method=estimator.wendy, noise=noise, bounds=(lo, hi), sigma=sigma,
+                    test_functions=test_functions, throw=False)
+        start = wendy.params if wendy.successful else p0
+        args = (jnp.asarray(start, float),) + args[1:]
+        estimator = estimator.output_error
+    sol = _solve_oe(estimator, problem, *args, x0)
+    status = sol.result
+    name = "output error" if wendy is None else "the output-error refinement of the hybrid fit"
+    if status in (RESULTS.nonfinite, RESULTS.forward_failed):
+        text = f"{name} failed on model '{model.name}' from p0 = {np.asarray(args[0]).tolist()}: {RESULTS[status]}"
+        if throw:
+            raise RuntimeError(text)
+        warnings.warn(text, RuntimeWarning, stacklevel=3)
+    elif status == RESULTS.max_steps_reached:
+        warnings.warn(f"{name} stopped at its step limit without converging on model '{model.name}'; the "
+                      f"estimate may be inaccurate.", RuntimeWarning, stacklevel=3)
+    cov = np.asarray(eqx.filter_jit(estimator.covariance)(problem, sol))
+    return OutputErrorFit(
+        model=model, params=np.asarray(sol.params), covariance=cov, covariance_method="gauss_newton",
+        p0=np.asarray(p0, float), num_steps=int(sol.num_steps), status=status,
+        method="hybrid" if wendy is not None else "output_error", u0=np.asarray(sol.u0),
+        loss=float(sol.loss), scale=np.asarray(problem.scale), wendy=wendy,
     )

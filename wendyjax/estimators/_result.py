@@ -1,5 +1,6 @@
-"""The result of a fit: estimate, uncertainty, diagnostics, and a readable summary."""
+"""Results of fits: estimate, uncertainty, diagnostics, and a readable summary."""
 
+import abc
 import dataclasses
 
 import diffrax
@@ -13,28 +14,19 @@ from ._results import RESULTS
 
 
 @dataclasses.dataclass(frozen=True)
-class WENDyFit:
-    """A fitted model (plain NumPy arrays; the likelihood is kept for diagnostics).
-
-    - `params`, `covariance` (`covariance_method`: "sandwich" or "hessian"), `p0`;
-    - `nll`: ℓ at the estimate; `num_steps`: trust-region steps (WLS, MLE) or
-      reweighting iterations (IRLS); `status`: a `RESULTS` item, `message` its text;
-    - `method`: "wls", "irls" or "mle" (the one that ran: noiseless data switch to WLS);
-    - `test_functions`: what was chosen for every trajectory; `likelihood`: the
-      [`WeakLikelihood`][wendyjax.WeakLikelihood] it was fitted on.
-    """
+class AbstractFit(abc.ABC):
+    """What every fit result has (plain NumPy arrays): `params`, their `covariance`
+    (`covariance_method`), the start `p0`, `num_steps`, `status` (a `RESULTS` item,
+    `message` its text) and `method`."""
 
     model: ODEModel
     params: np.ndarray
     covariance: np.ndarray
     covariance_method: str
     p0: np.ndarray
-    nll: float
     num_steps: int
     status: RESULTS
     method: str
-    test_functions: tuple[TestFunctionInfo | None, ...]
-    likelihood: WeakLikelihood
 
     @property
     def successful(self) -> bool:
@@ -77,9 +69,16 @@ class WENDyFit:
             "ci95": {n: (a, b) for n, a, b in zip(names, lo.tolist(), hi.tolist())},
             "covariance": self.covariance.copy(),
             "covariance_method": self.covariance_method,
-            "nll": self.nll,
             "num_steps": self.num_steps,
+            **self._extra_dict(),
         }
+
+    def _extra_dict(self) -> dict:
+        return {}
+
+    @abc.abstractmethod
+    def _head(self) -> list[str]:
+        """The lines above the parameter table."""
 
     def table(self, level: float = 0.95, truth=None) -> str:
         """The summary table as text; `truth` adds a column of true values."""
@@ -97,14 +96,11 @@ class WENDyFit:
         lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
                  for row in cells]
         lines.insert(1, "-" * len(lines[0]))
-        k = ", ".join(str(info.k) for info in self.test_functions if info is not None)
-        status = "converged" if self.successful else f"NOT CONVERGED: {self.message}"
-        head = [
-            f"WENDy-{self.method.upper()} fit of '{self.model.name}': {status}",
-            f"  ℓ(p̂) = {self.nll:.6g}   steps = {self.num_steps}   "
-            f"covariance: {self.covariance_method}   test functions K = {k or 'given'}",
-        ]
-        return "\n".join(head + lines)
+        return "\n".join(self._head() + lines)
+
+    @property
+    def _status_text(self) -> str:
+        return "converged" if self.successful else f"NOT CONVERGED: {self.message}"
 
     def summary(self, level: float = 0.95, truth=None) -> None:
         """Print the parameter table with standard errors and confidence intervals."""
@@ -112,3 +108,51 @@ class WENDyFit:
 
     def __str__(self) -> str:
         return self.table()
+
+
+@dataclasses.dataclass(frozen=True)
+class WENDyFit(AbstractFit):
+    """A WENDy fit: [`AbstractFit`][] plus `nll` (ℓ at the estimate), the
+    `test_functions` chosen for every trajectory and the
+    [`WeakLikelihood`][wendyjax.WeakLikelihood] it was fitted on. `num_steps`: trust-region
+    steps (WLS, MLE) or reweighting iterations (IRLS); `method`: "wls", "irls" or "mle"
+    (the one that ran: noiseless data switch to WLS)."""
+
+    nll: float
+    test_functions: tuple[TestFunctionInfo | None, ...]
+    likelihood: WeakLikelihood
+
+    def _extra_dict(self) -> dict:
+        return {"nll": self.nll}
+
+    def _head(self) -> list[str]:
+        k = ", ".join(str(info.k) for info in self.test_functions if info is not None)
+        return [
+            f"WENDy-{self.method.upper()} fit of '{self.model.name}': {self._status_text}",
+            f"  ℓ(p̂) = {self.nll:.6g}   steps = {self.num_steps}   "
+            f"covariance: {self.covariance_method}   test functions K = {k or 'given'}",
+        ]
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputErrorFit(AbstractFit):
+    """An output-error (or hybrid) fit: [`AbstractFit`][] plus the fitted initial states
+    `u0` `(R, D)`, the `loss` ½Σ(whitened residual)² and the residual `scale` per state.
+    For a hybrid, `wendy` is the WENDy fit it started from."""
+
+    u0: np.ndarray
+    loss: float
+    scale: np.ndarray
+    wendy: WENDyFit | None = None
+
+    def _extra_dict(self) -> dict:
+        return {"u0": self.u0.tolist(), "loss": self.loss}
+
+    def _head(self) -> list[str]:
+        name = "WENDy-MLE → output-error hybrid" if self.wendy is not None else "Output-error"
+        u0 = "; ".join(", ".join(f"{v:.6g}" for v in row) for row in self.u0)
+        return [
+            f"{name} fit of '{self.model.name}': {self._status_text}",
+            f"  loss = {self.loss:.6g}   LM steps = {self.num_steps}   covariance: "
+            f"{self.covariance_method}   fitted u0 = ({u0})",
+        ]

@@ -18,6 +18,11 @@ class RESULTS(eqx.Enumeration):
         "factorisation failed): the parameters are outside the region where the weak "
         "likelihood is defined. Try another starting point or tighter bounds."
     )
+    forward_failed = (
+        "The forward simulation of the ODE at the estimate failed (diffrax did not reach "
+        "the last sample time or the states became non-finite): 000's definition of a "
+        "failed fit."
+    )
     shapiro_wilk_stop = (
         "IRLS stopped early because the whitened residual failed the Shapiro-Wilk "
         "normality test (001 §2.4); the previous iterate is returned."

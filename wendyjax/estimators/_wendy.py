@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
+from ..inference import COVARIANCES, parameter_covariance
 from ..weak import WeakLikelihood, covariance, nll, nll_derivatives, residual
 from ._least_squares import weighted_least_squares
 from ._results import RESULTS
@@ -30,6 +31,10 @@ class Solution(eqx.Module):
     nll: Float[Array, ""]
     num_steps: Int[Array, ""]
     result: RESULTS
+
+    @property
+    def objective(self) -> Float[Array, ""]:
+        return self.nll
 
     @property
     def successful(self) -> Bool[Array, "..."]:
@@ -50,6 +55,7 @@ class AbstractWENDyEstimator(eqx.Module):
     """Base of the WENDy estimators: `solve` (pure, vmappable) and `fit` (user-facing)."""
 
     method: ClassVar[str]
+    covariances: ClassVar[tuple[str, ...]] = COVARIANCES
 
     @abc.abstractmethod
     def solve(
@@ -60,6 +66,10 @@ class AbstractWENDyEstimator(eqx.Module):
         upper: Float[Array, " j"],
     ) -> Solution:
         """Estimate the parameters from `p0` within `lower ≤ p ≤ upper` (±inf allowed)."""
+
+    def covariance(self, lik: WeakLikelihood, sol: Solution, kind: str = "sandwich") -> Float[Array, "j j"]:
+        """Covariance of the estimate: "sandwich" (000 eq. 9) or "hessian"."""
+        return parameter_covariance(lik, sol.params, kind)
 
     def fit(self, model, data, p0=None, **kwargs):
         """Fit `model` to `data`; see [`fit`][wendyjax.fit] for the arguments."""

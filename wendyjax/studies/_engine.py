@@ -13,9 +13,10 @@ import threadpoolctl
 from tqdm.auto import tqdm
 
 from ..data import Trajectory
+from ..estimators._output_error import Hybrid, HybridProblem, OutputError, output_error_problem, stack_problems
 from ..estimators._results import status_names
 from ..estimators._wendy import AbstractWENDyEstimator
-from ..inference import forward_simulation_error, parameter_covariance
+from ..inference import forward_simulation_error
 from ..models import Benchmark
 from ..simulate import solve
 from ..weak import TestFunctionConfig, build_test_functions, stack_likelihoods, weak_likelihood
@@ -42,7 +43,7 @@ class CellRuns:
     covariance: np.ndarray
     status: np.ndarray
     num_steps: np.ndarray
-    nll: np.ndarray
+    objective: np.ndarray  # ℓ (WENDy) or the output-error loss at the estimate
     forward_error: np.ndarray
     forward_ok: np.ndarray
     k: np.ndarray
@@ -62,6 +63,28 @@ def _cell_data(bench: Benchmark, cell: Cell, n_runs: int, key) -> tuple[np.ndarr
     return t, clean, keep, np.asarray(noisy)
 
 
+def _problem_builder(estimator, model, trajs, noise_kind, log_space, test_functions):
+    """`(make, tfs)`: `make(indices)` stacks the problems `estimator.solve` takes for those
+    runs; `tfs` the runs' test functions (`None` where the estimator has none).
+
+    Test functions are built first (cached per selected radius) and every likelihood is
+    padded to the cell's largest K, so that all chunks share one compiled fit."""
+    if isinstance(estimator, OutputError):
+        return (lambda part: stack_problems([output_error_problem(model, trajs[j], noise_kind) for j in part]),
+                [None] * len(trajs))
+    tfs = [build_test_functions(*_prepare(tr, log_space), test_functions) for tr in trajs]
+    k_cell = max(tf.k for tf in tfs)
+
+    def liks(part):
+        return stack_likelihoods([weak_likelihood(model, trajs[j], noise_kind, test_functions=tfs[j], k=k_cell)
+                                  for j in part])
+
+    if isinstance(estimator, Hybrid):
+        return (lambda part: HybridProblem(liks(part), stack_problems(
+            [output_error_problem(model, trajs[j], noise_kind) for j in part]))), tfs
+    return liks, tfs
+
+
 def _put(tree, device):
     return jax.tree_util.tree_map(lambda x: jax.device_put(x, device) if eqx.is_array(x) else x, tree)
 
@@ -79,7 +102,7 @@ def _fit_chunk(estimator, liks, p0s, shared, covariance, model, solver, vectoriz
 
     def one(lik, p0):
         sol = estimator.solve(lik, p0, lower, upper)
-        cov = parameter_covariance(lik, sol.params, covariance)
+        cov = estimator.covariance(lik, sol, covariance)
         err, ok = forward_simulation_error(model, sol.params, u0, t, reference, solver, max_steps=50_000)
         return sol, cov, err, ok
 
@@ -142,10 +165,7 @@ def run_cells(
         trajs = [Trajectory(t[keep], u) for u in noisy]
         timings["simulate_s"] += time.perf_counter() - start
         start = time.perf_counter()
-        # test functions first (cached per selected radius), then every likelihood padded
-        # to the cell's largest K so that all chunks share one compiled fit
-        tfs = [build_test_functions(*_prepare(tr, bench.noise.log_space), test_functions) for tr in trajs]
-        k_cell = max(tf.k for tf in tfs)
+        make, tfs = _problem_builder(estimator, model, trajs, noise_kind, bench.noise.log_space, test_functions)
         timings["build_s"] += time.perf_counter() - start
         chunks = []
         shared = (lo, hi, jnp.asarray(cell.u0, float), jnp.asarray(t), jnp.asarray(clean))
@@ -160,9 +180,7 @@ def run_cells(
                 chunk_start, build = time.perf_counter(), 0.0
                 for device, part in zip(devices, np.split(idx, n_dev)):
                     start = time.perf_counter()
-                    liks = stack_likelihoods([
-                        weak_likelihood(model, trajs[j], noise_kind, test_functions=tfs[j], k=k_cell) for j in part
-                    ])
+                    liks = make(part)
                     build += time.perf_counter() - start
                     results.append(_fit_chunk(estimator, _put(liks, device), _put(jnp.asarray(p0s[part]), device),
                                               _put(shared, device), covariance, model, bench.solver, vectorize))
@@ -174,9 +192,10 @@ def run_cells(
                                  for parts in zip(*chunks))
         out.append(CellRuns(
             m=len(t) - 1, params=sols.params, p0=np.array(p0s), covariance=covs,
-            status=status_names(sols.result), num_steps=sols.num_steps, nll=sols.nll,
-            forward_error=errs, forward_ok=oks, k=np.array([tf.k for tf in tfs]),
-            radius=np.array([tf.info.radius for tf in tfs]),
+            status=status_names(sols.result), num_steps=sols.num_steps, objective=sols.objective,
+            forward_error=errs, forward_ok=oks,
+            k=np.array([tf.k if tf else np.nan for tf in tfs]),
+            radius=np.array([tf.info.radius if tf else np.nan for tf in tfs]),
         ))
     bar.close()
     return out, timings

@@ -14,9 +14,9 @@ import numpy as np
 import scipy.stats
 from jaxtyping import ArrayLike, PRNGKeyArray
 
-from ..estimators._fit import _bounds, _check_p0, _estimator
+from ..estimators._fit import _METHODS, _bounds, _check_p0
+from ..estimators._output_error import Hybrid, OutputError
 from ..estimators._wendy import AbstractWENDyEstimator
-from ..inference import COVARIANCES
 from ..models import Benchmark
 from ..weak import TestFunctionConfig
 from . import _metrics as metrics
@@ -167,15 +167,35 @@ def _check_benchmark(bench):
                         f"got {type(bench).__name__}.")
 
 
+_STUDY_ESTIMATORS = {**_METHODS, "output_error": OutputError, "hybrid": Hybrid}
+
+
+def _study_estimator(estimator, bench: Benchmark):
+    """An estimator from a name or instance; named output-error estimators solve the ODE
+    with the benchmark's solver (e.g. Kvaerno5 for the stiff systems)."""
+    if isinstance(estimator, (AbstractWENDyEstimator, OutputError, Hybrid)):
+        return estimator
+    if isinstance(estimator, str) and estimator.lower() == "output_error":
+        return OutputError(solver=bench.solver)
+    if isinstance(estimator, str) and estimator.lower() == "hybrid":
+        return Hybrid(output_error=OutputError(solver=bench.solver))
+    if isinstance(estimator, str) and estimator.lower() in _STUDY_ESTIMATORS:
+        return _STUDY_ESTIMATORS[estimator.lower()]()
+    raise ValueError(f"estimator must be one of {tuple(_STUDY_ESTIMATORS)} or an estimator "
+                     f"(WLS, IRLS, MLE, OutputError, Hybrid), got {estimator!r}.")
+
+
 def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, level, test_functions,
                batch_size, devices, vectorize, progress, kind) -> Study:
-    estimator = _estimator(estimator)
+    estimator = _study_estimator(estimator, bench)
+    covariance = estimator.covariances[0] if covariance is None else covariance
     if not isinstance(n_runs, int) or n_runs < 2:
         raise ValueError(f"n_runs must be an integer >= 2, got {n_runs!r}.")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
-    if covariance not in COVARIANCES:
-        raise ValueError(f"covariance must be one of {COVARIANCES}, got {covariance!r}.")
+    if covariance not in estimator.covariances:
+        raise ValueError(f"covariance must be one of {estimator.covariances} for {type(estimator).__name__}, "
+                         f"got {covariance!r}.")
     if not 0 < level < 1:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
     for cell in cells:
@@ -212,7 +232,7 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
 
 def monte_carlo(
     benchmark: Benchmark,
-    estimator: "str | AbstractWENDyEstimator" = "mle",
+    estimator="mle",
     noise_levels: Sequence[float] = (0.05,),
     subsamples: Sequence[int] = (1,),
     n_runs: int = 100,
@@ -220,7 +240,7 @@ def monte_carlo(
     *,
     p0: "str | ArrayLike" = "box",
     bounds="model",
-    covariance: str = "sandwich",
+    covariance: str | None = None,
     level: float = 0.95,
     test_functions: TestFunctionConfig = TestFunctionConfig(),
     batch_size: int = 64,
@@ -239,7 +259,10 @@ def monte_carlo(
 
     - `p0`: "box" draws each run's start uniformly from the bounds (000); or one array.
     - `bounds`: "model" (the benchmark's box), `None` or `(lower, upper)`.
-    - `covariance`: "sandwich" or "hessian"; `level`: nominal level of the second coverage.
+    - `estimator`: "mle" (default), "irls", "wls", "output_error", "hybrid" or a configured
+      estimator (`OutputError` fits each run's initial state too, from its first sample).
+    - `covariance`: "sandwich" (default) or "hessian" for WENDy, "gauss_newton" for output
+      error and hybrids; `level`: nominal level of the second coverage.
     - `vectorize`: `True` vmaps the fits of a chunk, `False` runs them one after another
       in the same compiled call; "auto" vmaps on GPU/TPU and not on CPU, where it was
       measured 1.3–2× slower (benchmarks/study_throughput.py).
@@ -256,7 +279,7 @@ def monte_carlo(
 
 def sweep(
     benchmark: Benchmark,
-    estimator: "str | AbstractWENDyEstimator" = "mle",
+    estimator="mle",
     *,
     p_true: ArrayLike | None = None,
     u0: ArrayLike | None = None,
@@ -266,7 +289,7 @@ def sweep(
     key: PRNGKeyArray | None = None,
     p0: "str | ArrayLike" = "box",
     bounds="model",
-    covariance: str = "sandwich",
+    covariance: str | None = None,
     level: float = 0.95,
     test_functions: TestFunctionConfig = TestFunctionConfig(),
     batch_size: int = 64,

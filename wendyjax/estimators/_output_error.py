@@ -1,0 +1,367 @@
+r"""Output error: fit parameters and initial conditions by forward simulation (000 eq. 11).
+
+$$\min_{p,\,u_0}\ \tfrac12\sum_{r,i,d} m_{rid}\,\frac{(x_d(t_{ri}; p, u_{0,r}) - y_{rid})^2}{\sigma_{rd}^2}$$
+
+with $x$ the diffrax solution (in log space, $x = \log u$, for log-normal noise), $y$ the
+data, $m$ the observation mask and $\sigma$ the noise level per state (1 for the plain
+least squares of 000 eq. 11). Solved by optimistix Levenberg–Marquardt with forward-mode
+Jacobians (`diffrax.ForwardMode`); bounds by the change of variables
+$p = l + (u - l)\,\mathrm{sigmoid}(z)$ (softplus for one-sided bounds), so every iterate
+is feasible.
+"""
+
+from typing import ClassVar
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+from jaxtyping import Array, Bool, Float, Int
+
+from ..data import Dataset, Trajectory, as_dataset
+from ..model import ODEModel
+from ..noise import AbstractNoise, estimate_noise_std
+from ..weak import WeakLikelihood
+from ..weak._problem import log_space_rhs
+from ._results import RESULTS
+from ._wendy import MLE, AbstractWENDyEstimator
+
+# the noise-level estimate needs at least this many fully observed rows
+_MIN_ROWS_FOR_SIGMA = 15
+
+
+class OutputErrorProblem(eqx.Module):
+    r"""Data of an output-error fit for $R$ trajectories (leading axis $R$).
+
+    - `t`: $(R, N)$ sample times; shorter trajectories repeat their last time (masked).
+    - `y`: $(R, N, D)$ observations (log data for log-normal noise), 0 where missing.
+    - `mask`: $(R, N, D)$, 1 where observed.
+    - `scale`: $(R, D)$ residual scale $\sigma_{rd}$ (noise level, or 1 unweighted).
+    - `x0`: $(R, D)$ default start of the initial state: the first observation of each
+      state (in log space for log-normal noise).
+    """
+
+    model: ODEModel
+    t: Float[Array, "r n"]
+    y: Float[Array, "r n d"]
+    mask: Float[Array, "r n d"]
+    scale: Float[Array, "r d"]
+    x0: Float[Array, "r d"]
+    log_space: bool = eqx.field(static=True)
+
+    @property
+    def rhs(self):
+        return log_space_rhs(self.model.rhs) if self.log_space else self.model.rhs
+
+    @property
+    def n_observed(self) -> Array:
+        return jnp.sum(self.mask)
+
+
+def _log_space(noise) -> bool:
+    if isinstance(noise, AbstractNoise):
+        return noise.log_space
+    if noise in ("gaussian", "lognormal"):
+        return noise == "lognormal"
+    raise ValueError(f"noise must be 'gaussian', 'lognormal' or a noise model, got {noise!r}.")
+
+
+def _trajectory_arrays(tr: Trajectory, log_space: bool, d: int):
+    t, u = np.asarray(tr.t), np.asarray(tr.u)
+    mask = np.ones(u.shape, bool) if tr.mask is None else np.asarray(tr.mask)
+    if log_space:
+        bad = mask & ~(u > 0)
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            raise ValueError(
+                f"log-normal noise needs strictly positive data, but u[{i}, {j}] = {u[i, j]:.6g} "
+                f"(at t = {t[i]:.6g}); drop or mask non-positive observations."
+            )
+        u = np.where(mask, np.log(np.where(mask, u, 1.0)), 0.0)
+    u = np.where(mask, u, 0.0)
+    if not mask.any(axis=0).all():
+        missing = [j for j in range(d) if not mask[:, j].any()]
+        raise ValueError(f"states {missing} are never observed in a trajectory: their initial "
+                         f"condition cannot be started from the data.")
+    x0 = np.array([u[np.argmax(mask[:, j]), j] for j in range(d)])
+    return t, u, mask, x0
+
+
+def output_error_problem(
+    model: ODEModel,
+    data: "Trajectory | Dataset | list[Trajectory]",
+    noise: "str | AbstractNoise" = "gaussian",
+    *,
+    sigma=None,
+    weighted: bool = True,
+) -> OutputErrorProblem:
+    """Validate data and stack the arrays of an output-error fit.
+
+    - `noise`: "gaussian" (residuals of the states) or "lognormal" (residuals of the
+      log states, 000 eq. 20), or a noise model.
+    - `weighted`: divide each state's residuals by its noise level (the Gaussian maximum
+      likelihood); `False` gives 000 eq. (11)'s plain least squares.
+    - `sigma`: noise level per state (scalar or `(D,)`; log space for log-normal noise);
+      `None` estimates it from each trajectory's fully observed rows (001 §2.2).
+    """
+    if not isinstance(model, ODEModel):
+        raise TypeError(f"model must be an ODEModel, got {type(model).__name__}.")
+    dataset = as_dataset(data)
+    log_space = _log_space(noise)
+    d = model.n_states
+    if dataset.n_states != d:
+        raise ValueError(
+            f"data have {dataset.n_states} state columns but model '{model.name}' has {d} "
+            f"states ({', '.join(model.state_names)})."
+        )
+    arrays = [_trajectory_arrays(tr, log_space, d) for tr in dataset]
+    if not weighted:
+        scales = [np.ones(d)] * len(arrays)
+    elif sigma is not None:
+        s = np.asarray(sigma, dtype=float)
+        s = np.full(d, float(s)) if s.ndim == 0 else s
+        if s.shape != (d,) or not np.all(np.isfinite(s)) or np.any(s <= 0):
+            raise ValueError(f"sigma must be a positive finite scalar or have shape ({d},), got {s}.")
+        scales = [s] * len(arrays)
+    else:
+        scales = []
+        for _, u, mask, _ in arrays:
+            full = mask.all(axis=1)
+            if full.sum() < _MIN_ROWS_FOR_SIGMA:
+                raise ValueError(
+                    f"cannot estimate the noise level from {int(full.sum())} fully observed rows "
+                    f"(need {_MIN_ROWS_FOR_SIGMA}); pass sigma=... or weighted=False."
+                )
+            s = np.asarray(estimate_noise_std(u[full]))
+            # noiseless data: floor at a tiny fraction of the data scale, not zero
+            floor = 1e-8 * np.maximum(np.max(np.abs(u[full]), axis=0), 1.0)
+            scales.append(np.maximum(s, floor))
+    n = max(len(a[0]) for a in arrays)
+
+    def pad(x, fill_last):
+        extra = n - x.shape[0]
+        if not extra:
+            return x
+        tail = np.repeat(x[-1:], extra, axis=0) if fill_last else np.zeros((extra,) + x.shape[1:], x.dtype)
+        return np.concatenate([x, tail])
+
+    return OutputErrorProblem(
+        model=model,
+        t=jnp.asarray(np.stack([pad(a[0], True) for a in arrays])),
+        y=jnp.asarray(np.stack([pad(a[1], False) for a in arrays])),
+        mask=jnp.asarray(np.stack([pad(a[2], False) for a in arrays]), dtype=float),
+        scale=jnp.asarray(np.stack(scales)),
+        x0=jnp.asarray(np.stack([a[3] for a in arrays])),
+        log_space=log_space,
+    )
+
+
+def stack_problems(problems) -> OutputErrorProblem:
+    """Stack problems of equal shapes along a new leading (batch) axis, for `vmap`."""
+    arrays, static = eqx.partition(list(problems), eqx.is_array)
+    stacked = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *arrays)
+    return eqx.combine(stacked, static[0])
+
+
+class _Box(eqx.Module):
+    r"""$p = l + (u - l)\,\sigma(z)$ on finite boxes, $l + \mathrm{softplus}(z)$ or
+    $u - \mathrm{softplus}(z)$ on half-lines, $p = z$ when unbounded."""
+
+    lower: Float[Array, " j"]
+    upper: Float[Array, " j"]
+
+    def to_box(self, z):
+        lo, hi = self.lower, self.upper
+        lo_f, hi_f = jnp.isfinite(lo), jnp.isfinite(hi)
+        lo0, hi0 = jnp.where(lo_f, lo, 0.0), jnp.where(hi_f, hi, 0.0)
+        both = lo0 + (hi0 - lo0) * jax.nn.sigmoid(z)
+        return jnp.where(lo_f & hi_f, both, jnp.where(lo_f, lo0 + jax.nn.softplus(z),
+                                                      jnp.where(hi_f, hi0 - jax.nn.softplus(z), z)))
+
+    def to_free(self, p):
+        lo, hi = self.lower, self.upper
+        lo_f, hi_f = jnp.isfinite(lo), jnp.isfinite(hi)
+        lo0, hi0 = jnp.where(lo_f, lo, 0.0), jnp.where(hi_f, hi, 1.0)
+        width = jnp.where(lo_f & hi_f, hi0 - lo0, 1.0)
+        # a start on a bound is moved 1e-9 of the width inside (z is finite)
+        s = jnp.clip((p - lo0) / width, 1e-9, 1 - 1e-9)
+        inv_softplus = lambda v: v + jnp.log(-jnp.expm1(-v))  # noqa: E731
+        gap_lo = jnp.maximum(p - lo0, 1e-9 * jnp.maximum(jnp.abs(lo0), 1.0))
+        gap_hi = jnp.maximum(hi0 - p, 1e-9 * jnp.maximum(jnp.abs(hi0), 1.0))
+        return jnp.where(lo_f & hi_f, jnp.log(s) - jnp.log1p(-s),
+                         jnp.where(lo_f, inv_softplus(gap_lo), jnp.where(hi_f, inv_softplus(gap_hi), p)))
+
+
+class OutputErrorSolution(eqx.Module):
+    """Output of [`OutputError.solve`][]: parameters, initial states (natural scale), the
+    loss ½Σ(whitened residual)², LM steps and status. Batched when vmapped."""
+
+    params: Float[Array, " j"]
+    u0: Float[Array, "r d"]
+    loss: Float[Array, ""]
+    num_steps: Int[Array, ""]
+    result: RESULTS
+
+    @property
+    def objective(self) -> Float[Array, ""]:
+        return self.loss
+
+    @property
+    def successful(self) -> Bool[Array, "..."]:
+        return self.result == RESULTS.successful
+
+
+class OutputError(eqx.Module):
+    r"""Output-error least squares over parameters and initial states (000 eq. 11, §3.2).
+
+    - `solver`: the diffrax solver of the forward model (`Tsit5()`; `Kvaerno5()` for stiff
+      systems), with step-size tolerances `ode_rtol`, `ode_atol` and at most `ode_max_steps`
+      steps per solve.
+    - `rtol`, `atol`, `max_steps`: of the Levenberg–Marquardt iteration (optimistix).
+    - `fit_u0`: also fit the initial states (default, as 000); else they stay at the start.
+
+    A trial point whose forward solve fails (diffrax does not reach the last sample, or
+    non-finite states) gets a large constant residual, so LM rejects it; a final estimate
+    whose solve fails has status `forward_failed` (000's failure). An optimum on a bound
+    is approached but, the change of variables saturating there, usually ends with
+    `max_steps_reached`; the estimate is then within the solver tolerance of the bound.
+    """
+
+    solver: diffrax.AbstractSolver = diffrax.Tsit5()
+    ode_rtol: float = 1e-6
+    ode_atol: float = 1e-8
+    ode_max_steps: int = 16_384
+    rtol: float = 1e-8
+    atol: float = 1e-8
+    max_steps: int = 500
+    fit_u0: bool = True
+    method: ClassVar[str] = "output_error"
+    covariances: ClassVar[tuple[str, ...]] = ("gauss_newton",)
+
+    def trajectories(self, problem: OutputErrorProblem, p, x0) -> tuple[Float[Array, "r n d"], Bool[Array, ""]]:
+        """Model states at the sample times of every trajectory (log states under log-normal
+        noise) from initial states `x0`, and whether every solve succeeded."""
+        rhs = problem.rhs
+        term = diffrax.ODETerm(lambda s, x, args: rhs(x, args, s))
+
+        def one(t, x0_r):
+            sol = diffrax.diffeqsolve(
+                term, self.solver, t0=t[0], t1=t[-1], dt0=None, y0=x0_r, args=p,
+                saveat=diffrax.SaveAt(ts=t),
+                stepsize_controller=diffrax.PIDController(rtol=self.ode_rtol, atol=self.ode_atol),
+                max_steps=self.ode_max_steps, adjoint=diffrax.ForwardMode(), throw=False,
+            )
+            ok = diffrax.is_successful(sol.result) & jnp.all(jnp.isfinite(sol.ys))
+            return sol.ys, ok
+
+        xs, ok = jax.vmap(one)(problem.t, x0)
+        return xs, jnp.all(ok)
+
+    def residuals(self, problem: OutputErrorProblem, p, x0) -> tuple[Float[Array, "r n d"], Bool[Array, ""]]:
+        """Whitened residuals $m (x - y)/\\sigma$ (0 where missing) and the solve status."""
+        xs, ok = self.trajectories(problem, p, x0)
+        r = problem.mask * (jnp.where(jnp.isfinite(xs), xs, 0.0) - problem.y) / problem.scale[:, None, :]
+        return r, ok
+
+    def _unknowns(self, y, box, x0_fixed):
+        z, x0 = y
+        return box.to_box(z), (x0 if self.fit_u0 else x0_fixed)
+
+    def solve(self, problem: OutputErrorProblem, p0, lower, upper, x0=None) -> OutputErrorSolution:
+        """Fit from `p0` within `lower ≤ p ≤ upper`; initial states from `x0` (log space for
+        log-normal noise) or the first observations. Pure: jit/vmap it."""
+        box = _Box(jnp.asarray(lower, float), jnp.asarray(upper, float))
+        x0 = problem.x0 if x0 is None else x0
+        penalty = 1e3  # per entry, in noise units: far above any real residual
+
+        def fn(y, problem):
+            p, x = self._unknowns(y, box, x0)
+            r, ok = self.residuals(problem, p, x)
+            return jnp.where(ok, r, penalty * problem.mask)
+
+        y0 = (box.to_free(jnp.asarray(p0, float)), x0)
+        sol = optx.least_squares(fn, optx.LevenbergMarquardt(rtol=self.rtol, atol=self.atol), y0,
+                                 args=problem, max_steps=self.max_steps, throw=False)
+        p, x = self._unknowns(sol.value, box, x0)
+        r, ok = self.residuals(problem, p, x)
+        capped = ((sol.result == optx.RESULTS.max_steps_reached)
+                  | (sol.result == optx.RESULTS.nonlinear_max_steps_reached))
+        result = RESULTS.where(sol.result == optx.RESULTS.successful, RESULTS.successful,
+                               RESULTS.where(capped, RESULTS.max_steps_reached, RESULTS.nonfinite))
+        result = RESULTS.where(ok, result, RESULTS.forward_failed)
+        u0 = jnp.exp(x) if problem.log_space else x
+        return OutputErrorSolution(p, u0, 0.5 * jnp.sum(r**2), sol.stats["num_steps"], result)
+
+    def covariance(self, problem: OutputErrorProblem, sol: OutputErrorSolution, kind: str = "gauss_newton"):
+        r"""Gauss–Newton covariance of $\hat p$: the $p$ block of $s^2 (J^TJ)^{-1}$, $J$ the
+        Jacobian of the whitened residuals in $(p, u_0)$ and $s^2$ = RSS/(n − #unknowns)."""
+        if kind not in self.covariances:
+            raise ValueError(f"output error has covariance {self.covariances}, got {kind!r}.")
+        x = jnp.log(sol.u0) if problem.log_space else sol.u0
+        flat = lambda p, x: self.residuals(problem, p, x)[0].reshape(-1)  # noqa: E731
+        jp, jx = jax.jacfwd(flat, argnums=(0, 1))(sol.params, x)
+        jac = jnp.concatenate([jp, jx.reshape(jx.shape[0], -1)], axis=1) if self.fit_u0 else jp
+        dof = problem.n_observed - jac.shape[1]
+        s2 = 2.0 * sol.loss / jnp.maximum(dof, 1)
+        info = jac.T @ jac
+        return s2 * jnp.linalg.pinv(info, hermitian=True)[: sol.params.shape[0], : sol.params.shape[0]]
+
+    def fit(self, model, data, p0, **kwargs):
+        """Fit `model` to `data` from `p0` and return an
+        [`OutputErrorFit`][wendyjax.estimators.OutputErrorFit].
+
+        Keywords: `u0` (start of the initial states, `(D,)` or `(R, D)`; default the first
+        observations), `noise` ("gaussian" or "lognormal": log residuals), `bounds`
+        ("model", None or (lower, upper)), `sigma` and `weighted` (as in
+        [`output_error_problem`][]), `throw` (raise when the final forward solve fails)."""
+        from ._fit import fit_output_error
+
+        return fit_output_error(self, model, data, p0, **kwargs)
+
+    def solve_multistart(
+        self, problem: OutputErrorProblem, p0s, lower, upper
+    ) -> tuple[OutputErrorSolution, OutputErrorSolution]:
+        """Fit from every row of `p0s` (vmapped, one compiled call) and return
+        `(best, all)`: the successful fit of least loss (the least-loss fit when none
+        succeeded), and every fit."""
+        every = jax.vmap(lambda p0: self.solve(problem, p0, lower, upper))(jnp.asarray(p0s, float))
+        loss = jnp.where(every.successful & jnp.isfinite(every.loss), every.loss, jnp.inf)
+        fallback = jnp.argmin(jnp.nan_to_num(every.loss, nan=jnp.inf))
+        best = jnp.where(jnp.any(jnp.isfinite(loss)), jnp.argmin(loss), fallback)
+        return jax.tree_util.tree_map(lambda x: x[best], every), every
+
+
+class HybridProblem(eqx.Module):
+    """The two problems of a [`Hybrid`][] fit: the weak likelihood and the output-error data."""
+
+    likelihood: WeakLikelihood
+    output_error: OutputErrorProblem
+
+
+class Hybrid(eqx.Module):
+    r"""WENDy estimate refined by output error (000 §3.6.4): `wendy` (MLE by default) from
+    $p_0$, then `output_error` from the WENDy estimate (from $p_0$ when WENDy fails)."""
+
+    wendy: AbstractWENDyEstimator = MLE()
+    output_error: OutputError = OutputError()
+    method: ClassVar[str] = "hybrid"
+    covariances: ClassVar[tuple[str, ...]] = ("gauss_newton",)
+
+    def solve(self, problem: HybridProblem, p0, lower, upper) -> OutputErrorSolution:
+        start = self.wendy.solve(problem.likelihood, p0, lower, upper)
+        p_start = jnp.where(start.successful & jnp.all(jnp.isfinite(start.params)), start.params, p0)
+        return self.output_error.solve(problem.output_error, p_start, lower, upper)
+
+    def fit(self, model, data, p0, **kwargs):
+        """Fit `model` to `data` from `p0` (WENDy, then output error); keywords as
+        [`OutputError.fit`][] plus `test_functions` for the WENDy stage (no `u0`). The
+        result's `wendy` holds the WENDy fit."""
+        from ._fit import fit_output_error
+
+        return fit_output_error(self, model, data, p0, **kwargs)
+
+    def covariance(self, problem: HybridProblem, sol: OutputErrorSolution, kind: str = "gauss_newton"):
+        """The output-error covariance at the refined estimate."""
+        return self.output_error.covariance(problem.output_error, sol, kind)
