@@ -70,12 +70,12 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import scipy  # noqa: E402
 from scipy.integrate import solve_ivp  # noqa: E402
-from scipy.optimize import least_squares  # noqa: E402
 
 import wendyjax as wj  # noqa: E402
 from wendyjax.models import lorenz  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _scipy_oe import FAIL_RESIDUAL, fit_scipy, lorenz_rhs, rel_err  # noqa: E402
 from likelihood import (  # noqa: E402
     _cpu_busy_seconds,
     bench,
@@ -88,7 +88,6 @@ from likelihood import (  # noqa: E402
 RESULTS = Path(__file__).resolve().parent / "results"
 NOISE_RATIOS = (0.05, 0.10)
 TARGET_SPEEDUP = 50.0
-FAIL_RESIDUAL = 1e6  # residual entry for samples a failed forward solve does not reach
 P0_SEED_OFFSET = 1000  # p0 of seed s: np.random.default_rng(1000 + s).uniform(box)
 
 # the jitted WENDy solve (one compile per shape signature of the likelihood)
@@ -96,12 +95,6 @@ _solve = eqx.filter_jit(lambda est, lik, p0, lo, hi: est.solve(lik, p0, lo, hi))
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def rel_err(p, p_true):
-    """Relative coefficient error ‖p̂ − p*‖/‖p*‖ (000 eq. 12)."""
-    p, p_true = np.asarray(p, float), np.asarray(p_true, float)
-    return float(np.linalg.norm(p - p_true) / np.linalg.norm(p_true))
 
 
 def shape_signature(lik):
@@ -120,87 +113,6 @@ def ms(s):
 
 def sec(s):
     return f"{s:.2f}" if np.isfinite(s) else "n/a"
-
-
-# ----------------------------------------------------------------------------- scipy baseline
-
-
-def lorenz_rhs(t, u, sigma, rho, beta):
-    """Lorenz as in `wendyjax.models.lorenz` (p = (σ, ρ, β)), for `solve_ivp`."""
-    x, y, z = u
-    return [sigma * (y - x), x * (rho - z) - y, x * y - beta * z]
-
-
-class _RhsBudgetExceeded(Exception):
-    pass
-
-
-def make_residual(t, u_data, rtol, atol, max_rhs, counters):
-    t = np.asarray(t, float)
-    u_data = np.asarray(u_data, float)
-    span = (float(t[0]), float(t[-1]))
-
-    def residual(theta):
-        p, u0 = tuple(theta[:3]), theta[3:]
-        counters["calls"] += 1
-        n_rhs = 0
-
-        def rhs(t, u):  # lorenz_rhs with a per-solve evaluation budget
-            nonlocal n_rhs
-            n_rhs += 1
-            if n_rhs > max_rhs:
-                raise _RhsBudgetExceeded
-            return lorenz_rhs(t, u, *p)
-
-        sim = np.full_like(u_data, FAIL_RESIDUAL)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # overflow in a diverging solve
-                sol = solve_ivp(rhs, span, u0, method="RK45", t_eval=t, rtol=rtol, atol=atol)
-        except _RhsBudgetExceeded:
-            counters["ivp_budget_stops"] += 1
-            sol = None
-        n = 0 if sol is None or sol.y.ndim != 2 else sol.y.shape[1]
-        if sol is not None and (sol.status < 0 or n < len(t)):
-            counters["ivp_failures"] += 1
-        if n:
-            sim[:n] = sol.y.T[:n]
-        r = sim - u_data
-        bad = ~np.isfinite(r)
-        if bad.any():
-            counters["nonfinite"] += 1
-            r[bad] = FAIL_RESIDUAL
-        return r.ravel()
-
-    return residual
-
-
-def fit_scipy(data, p0, p_true, rtol, atol, max_nfev, max_rhs):
-    counters = {"calls": 0, "ivp_failures": 0, "ivp_budget_stops": 0, "nonfinite": 0}
-    residual = make_residual(data.t, data.u, rtol, atol, max_rhs, counters)
-    theta0 = np.concatenate([np.asarray(p0, float), np.asarray(data.u, float)[0]])
-    cpu0, t0 = _cpu_busy_seconds(), time.perf_counter()
-    res = least_squares(residual, theta0, method="lm", max_nfev=max_nfev)
-    wall = time.perf_counter() - t0
-    other = other_cpu_load(cpu0, _cpu_busy_seconds(), wall)
-    p_hat = res.x[:3]
-    return {
-        "params": p_hat.tolist(),
-        "u0": res.x[3:].tolist(),
-        "rel_err": rel_err(p_hat, p_true),
-        "time_s": wall,
-        "nfev": int(res.nfev),
-        "forward_solves": counters["calls"],
-        "ivp_failures": counters["ivp_failures"],
-        "ivp_budget_stops": counters["ivp_budget_stops"],
-        "nonfinite_residuals": counters["nonfinite"],
-        "status": int(res.status),
-        "message": res.message,
-        "hit_cap": bool(res.status == 0),
-        "converged": bool(res.status > 0),
-        "cost": float(res.cost),
-        "other_processes_cores": other,
-    }
 
 
 # ----------------------------------------------------------------------------- WENDy
@@ -341,7 +253,7 @@ def main():
                     api_check = {"exception": f"{type(e).__name__}: {e}", "traceback": tb}
                     errors.append(f"MLE().fit noise {ratio} seed {seed}:\n{tb}")
                     print(tb)
-            run["scipy"] = fit_scipy(data, p0, p_true, args.rtol, args.atol, max_nfev, args.max_rhs)
+            run["scipy"] = fit_scipy(lorenz_rhs, data, p0, p_true, args.rtol, args.atol, max_nfev, args.max_rhs)
             runs.append(run)
             w, s = run["wendy"], run["scipy"]
             if "exception" in w:

@@ -112,14 +112,40 @@ def test_several_trajectories_of_different_lengths():
 
 def test_bounds_are_honoured(lv):
     bench, data = lv
-    # a box that excludes p3* = 6: the estimate stays inside it
+    # a box that excludes p3* = 6: the trust region ends on the bound (active set) ...
     lower, upper = np.zeros(4), np.array([10.0, 10.0, 5.0, 10.0])
-    # the optimum is on the bound, where the sigmoid change of variables saturates: LM
-    # approaches it but does not meet its step tolerance (documented in OutputError)
-    with pytest.warns(RuntimeWarning, match="step limit"):
-        fit = OutputError().fit(bench.model, data, [2.5, 1.2, 4.0, 1.2], bounds=(lower, upper))
+    fit = OutputError().fit(bench.model, data, [2.5, 1.2, 4.0, 1.2], bounds=(lower, upper))
+    assert fit.successful
     assert np.all(fit.params >= lower) and np.all(fit.params <= upper)
-    assert fit.params[2] > 4.5  # pushed towards the violated bound
+    assert fit.params[2] == 5.0
+    # ... optimistix's LM with the sigmoid change of variables stays strictly inside,
+    # approaching the bound without meeting its step tolerance
+    with pytest.warns(RuntimeWarning, match="step limit"):
+        fit = OutputError(optimizer="optimistix").fit(bench.model, data, [2.5, 1.2, 4.0, 1.2],
+                                                     bounds=(lower, upper))
+    assert np.all(fit.params >= lower) and np.all(fit.params <= upper) and fit.params[2] > 4.99
+
+
+def test_sensitivities_equal_forward_mode_and_optimizers_agree(lv):
+    bench, data = lv
+    problem = output_error_problem(bench.model, data)
+    p, x0 = jnp.asarray(bench.p_true) * 1.1, problem.x0
+
+    def jac(jacobian):
+        est = OutputError(jacobian=jacobian)
+        return jax.jit(jax.jacfwd(lambda p, x: est.residuals(problem, p, x)[0], argnums=(0, 1)))(p, x0)
+
+    for a, b in zip(jac("sensitivity"), jac("forward_mode")):
+        assert np.max(np.abs(a - b)) < 1e-10 * np.max(np.abs(b))
+    p0 = np.asarray(bench.p_true) * 1.2
+    tr = OutputError().fit(bench.model, data, p0)
+    ox = OutputError(optimizer="optimistix", jacobian="forward_mode").fit(bench.model, data, p0)
+    assert tr.successful and ox.successful
+    assert np.allclose(tr.params, ox.params, rtol=1e-5)
+    with pytest.raises(ValueError, match="optimizer must be"):
+        OutputError(optimizer="bfgs")
+    with pytest.raises(ValueError, match="jacobian must be"):
+        OutputError(jacobian="fd")
 
 
 def test_failed_forward_solves_are_reported(lv):
@@ -208,3 +234,22 @@ def test_bad_data_is_refused(lv):
         OutputError().fit(bench.model, data, [1.0, 2.0])
     with pytest.raises(ValueError, match="u0 is not used by Hybrid"):
         wj.Hybrid().fit(bench.model, data, bench.p_true, u0=[1.0, 1.0])
+
+
+def test_exploding_parameters_give_a_status_not_an_exception():
+    """u' = p1 u + p2 u² with u(0) = 0.01 and p2 > 0 blows up before t = 5 for every p in
+    the box (u(0) held fixed: a fitted u(0) ≤ 0 would escape the blow-up): the fit ends
+    with `forward_failed`, under jit and vmap, for both optimisers."""
+    bench = wj.models.logistic()
+    data = bench.simulate(jax.random.key(0), subsample=8)
+    problem = output_error_problem(bench.model, data)
+    lo, hi = jnp.array([0.5, 1.0]), jnp.array([2.0, 2.0])
+    p0s = jnp.array([[1.0, 1.5], [1.9, 1.1]])
+    x0 = jnp.array([[0.01]])
+    for optimizer in ("trust_region", "optimistix"):
+        est = OutputError(max_steps=20, fit_u0=False, optimizer=optimizer)
+        sols = jax.jit(jax.vmap(est.solve, in_axes=(None, 0, None, None, None)))(problem, p0s, lo, hi, x0)
+        assert np.all(np.asarray(sols.result == wj.RESULTS.forward_failed)), optimizer
+    with pytest.warns(RuntimeWarning, match="forward simulation"):
+        fit = OutputError(fit_u0=False).fit(bench.model, data, [1.0, 1.5], u0=[0.01], bounds=(lo, hi), throw=False)
+    assert not fit.successful

@@ -59,3 +59,20 @@ def test_subproblem_is_the_exact_minimiser(rng):
 def test_nonfinite_start_is_reported_not_raised():
     sol = _solve(jnp.array([jnp.nan, 1.0]), -jnp.full(2, jnp.inf), jnp.full(2, jnp.inf))
     assert sol.result == RESULTS.nonfinite
+
+
+def test_stops_at_the_noise_floor_of_the_objective():
+    """A quadratic whose values carry a deterministic 1e-9 jitter (like an objective
+    computed through an adaptive ODE solver) while the model (gradient, Hessian) is
+    smooth: once steps reach the noise floor the ratio test rejects them at random; the
+    collapsed trust region must end the solve successfully instead of running on."""
+
+    def fgh(x, _):
+        f = jnp.sum((x - 1.0) ** 2) + 1e-9 * jnp.sin(1e7 * jnp.sum(x))
+        return f, 2.0 * (x - 1.0), jnp.eye(x.shape[0])  # a model of half the curvature
+
+    sol = jax.jit(lambda x0: bounded_trust_region(fgh, x0, jnp.full(3, -jnp.inf), jnp.full(3, jnp.inf),
+                                                  rtol=1e-10, atol=1e-10))(jnp.array([3.0, -2.0, 0.5]))
+    assert sol.result == RESULTS.successful
+    assert int(sol.num_steps) < 100
+    assert np.allclose(sol.x, 1.0, atol=1e-4)

@@ -19,7 +19,9 @@ of WENDy ($J \lesssim 50$ parameters). Each step
 
 It stops when a step inside the trust region predicts a reduction below
 `atol + rtol·|f|` with every component below `atol + rtol·max|x|` (a Newton step that
-is both small and changes nothing), or after `max_steps`.
+is both small and changes nothing), when the scaled trust region shrinks below
+`atol + rtol·‖Dx‖` (MINPACK's xtol test: every step at the noise floor of f is
+rejected), or after `max_steps`.
 """
 
 from collections.abc import Callable
@@ -205,7 +207,10 @@ def bounded_trust_region(
         )
         small_x = jnp.max(jnp.abs(step)) <= atol + rtol * jnp.max(jnp.abs(x))
         small_f = predicted <= atol + rtol * jnp.abs(s.f)
-        converged = inside & small_x & small_f
+        # MINPACK's xtol test: a trust region shrunk below the step tolerance (rejections
+        # at the noise floor of f, e.g. an objective through an adaptive ODE solver)
+        collapsed = radius <= atol + rtol * jnp.linalg.norm(D * x)
+        converged = (inside & small_x & small_f) | collapsed
 
         def pick(new, old):
             return jnp.where(accept, new, old)

@@ -1,0 +1,136 @@
+"""wendyjax output error vs scipy output error: same data, same start, same objective.
+
+Run from the repository root::
+
+    python benchmarks/output_error_vs_scipy.py            # Lorenz and FitzHugh–Nagumo, 10 seeds
+    python benchmarks/output_error_vs_scipy.py --quick    # 2 seeds
+
+Per system (Lorenz: M = 1024 on [0, 10], p* = (10, 28, 8/3); FitzHugh–Nagumo: M = 1024 on
+[0, 25], 001's p*), 5 % additive noise, seeds 0…n−1 (data key `PRNGKey(seed)`), start
+p₀ = p*·(1 + 0.1·v), v ~ U(−1, 1)⁶ from `default_rng(1000 + seed)` (near the truth: both
+methods should reach the same minimum, so their accuracies are comparable), u₀ from the
+first data row; both fit (p, u₀) by unweighted least squares (000 eq. 11), unbounded:
+
+- **wendyjax**: `OutputError()` (Tsit5, rtol 1e-6, atol 1e-8; Levenberg–Marquardt of
+  optimistix, tolerances 1e-8, forward-mode Jacobians through diffrax), jitted `solve`;
+  time per fit = median of repeated calls after the first; compile = first − median.
+- **scipy**: `least_squares(method="lm")` (2-point Jacobian, default tolerances 1e-8,
+  max_nfev 600) around `solve_ivp(RK45, rtol 1e-6, atol 1e-8, t_eval = samples)` with a
+  NumPy right-hand side; one timed fit per seed.
+
+Target (issue 5): wendyjax ≥ 10× faster per fit after compilation, with equal accuracy.
+Writes `benchmarks/results/output_error_vs_scipy.{json,md}`.
+"""
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import wendyjax as wj  # noqa: E402
+from wendyjax.estimators import OutputError, output_error_problem  # noqa: E402
+from wendyjax.estimators._results import status_names  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _scipy_oe import fit_scipy, fitzhugh_nagumo_rhs, lorenz_rhs, rel_err  # noqa: E402
+from _suite import RESULTS, markdown_table  # noqa: E402
+from likelihood import bench, machine_info  # noqa: E402
+
+TARGET = 10.0
+SYSTEMS = {
+    "lorenz": (wj.models.lorenz, lorenz_rhs),
+    "fitzhugh_nagumo": (wj.models.fitzhugh_nagumo, fitzhugh_nagumo_rhs),
+}
+TIMING = {"min_reps": 3, "min_time": 0.5, "max_time": 10.0, "floor_reps": 2}
+
+
+def run_system(name, seeds, noise):
+    factory, rhs_np = SYSTEMS[name]
+    b = factory()
+    p_true = np.asarray(b.p_true, float)
+    unbounded = jnp.full(len(p_true), -jnp.inf), jnp.full(len(p_true), jnp.inf)
+    solve = jax.jit(OutputError().solve)
+    runs = []
+    for seed in seeds:
+        data = b.simulate(jax.random.key(seed), noise_ratio=noise)
+        p0 = p_true * (1 + 0.1 * np.random.default_rng(1000 + seed).uniform(-1, 1, len(p_true)))
+        problem = output_error_problem(b.model, data, weighted=False)
+        sol, timing = bench(solve, problem, jnp.asarray(p0), *unbounded, cfg=TIMING)
+        ours = {"params": np.asarray(sol.params).tolist(), "rel_err": rel_err(sol.params, p_true),
+                "status": str(status_names(sol.result)), "steps": int(sol.num_steps),
+                "time_s": timing["median_s"], "compile_s": timing["compile_s"] if not runs else None}
+        theirs = fit_scipy(rhs_np, data, p0, p_true, rtol=1e-6, atol=1e-8, max_nfev=600, max_rhs=200_000)
+        runs.append({"seed": seed, "p0": p0.tolist(), "wendyjax": ours, "scipy": theirs})
+        print(f"  {name} seed {seed}: wendyjax {ours['time_s'] * 1e3:.0f} ms err {ours['rel_err']:.2e} "
+              f"({ours['status']}, {ours['steps']} steps) | scipy {theirs['time_s'] * 1e3:.0f} ms err "
+              f"{theirs['rel_err']:.2e} (nfev {theirs['nfev']}, converged {theirs['converged']})", flush=True)
+    return runs
+
+
+def summarise(runs):
+    med = lambda xs: float(statistics.median(xs))  # noqa: E731
+    ours_t, scipy_t = med([r["wendyjax"]["time_s"] for r in runs]), med([r["scipy"]["time_s"] for r in runs])
+    return {
+        "wendyjax_time_s": ours_t, "scipy_time_s": scipy_t, "speedup": scipy_t / ours_t,
+        "wendyjax_err": med([r["wendyjax"]["rel_err"] for r in runs]),
+        "scipy_err": med([r["scipy"]["rel_err"] for r in runs]),
+        "compile_s": runs[0]["wendyjax"]["compile_s"],
+        "wendyjax_unsuccessful": sum(r["wendyjax"]["status"] != "successful" for r in runs),
+        "scipy_not_converged": sum(not r["scipy"]["converged"] for r in runs),
+        "median_speedup_per_seed": med([r["scipy"]["time_s"] / r["wendyjax"]["time_s"] for r in runs]),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--noise", type=float, default=0.05)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    seeds = range(2 if args.quick else args.seeds)
+    info = machine_info()
+    results = {}
+    for name in SYSTEMS:
+        runs = run_system(name, seeds, args.noise)
+        results[name] = {"runs": runs, "summary": summarise(runs)}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "output_error_vs_scipy.json").write_text(
+        json.dumps({"args": vars(args), "machine": info, "results": results}, indent=1, default=str) + "\n")
+    rows, targets = [], []
+    for name, res in results.items():
+        s = res["summary"]
+        rows.append([name, len(res["runs"]), s["wendyjax_time_s"] * 1e3, s["compile_s"], s["scipy_time_s"] * 1e3,
+                     s["speedup"], s["wendyjax_err"], s["scipy_err"], s["wendyjax_unsuccessful"],
+                     s["scipy_not_converged"]])
+        # equal accuracy: medians within 10 % of each other (both reach the same minimum)
+        equal = abs(s["wendyjax_err"] - s["scipy_err"]) <= 0.1 * max(s["wendyjax_err"], s["scipy_err"])
+        targets.append([name, f"{s['speedup']:.1f}x", f">= {TARGET:g}x", "PASS" if s["speedup"] >= TARGET else "MISS",
+                        f"{s['wendyjax_err']:.3g} vs {s['scipy_err']:.3g}", "PASS" if equal else "MISS"])
+    lines = [
+        "# Output error: wendyjax (diffrax + optimistix) vs scipy (solve_ivp + least_squares)", "",
+        f"Generated by `python benchmarks/output_error_vs_scipy.py {' '.join(sys.argv[1:])}` on "
+        f"{datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}; "
+        f"{info.get('cpu_model', info['processor'])}, {info['cpu_count']} CPUs, jax {info['jax']}, float64.", "",
+        __doc__.split("\n\n", 2)[2].split("Target")[0].strip(), "",
+        *markdown_table(["system", "seeds", "wendyjax ms/fit", "compile s", "scipy ms/fit", "speed-up",
+                         "wendyjax median err", "scipy median err", "wendyjax unsuccessful", "scipy not converged"],
+                        rows), "",
+        "## Targets", "",
+        *markdown_table(["system", "speed-up (median times)", "required", "result", "median rel. err (ours vs scipy)",
+                         "equal accuracy (±10 %)"], targets), "",
+    ]
+    (RESULTS / "output_error_vs_scipy.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
