@@ -90,6 +90,15 @@ class LogNormal(AbstractNoise):
         return True
 
 
+def is_log_space(noise: "str | AbstractNoise") -> bool:
+    """Whether `noise` ("gaussian", "lognormal" or a noise model) is fitted on log data."""
+    if isinstance(noise, AbstractNoise):
+        return noise.log_space
+    if noise in ("gaussian", "lognormal"):
+        return noise == "lognormal"
+    raise ValueError(f"noise must be 'gaussian', 'lognormal' or a noise model, got {noise!r}.")
+
+
 def fornberg_weights(x: np.ndarray, x0: float, order: int) -> np.ndarray:
     """Finite-difference weights of the `order`-th derivative at `x0` on nodes `x`
     (Fornberg 1988, the recursion over nodes and derivative orders)."""

@@ -23,7 +23,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from ..data import Dataset, Trajectory, as_dataset
 from ..model import ODEModel
-from ..noise import AbstractNoise, estimate_noise_std
+from ..noise import AbstractNoise, estimate_noise_std, is_log_space
 from ..weak import WeakLikelihood
 from ..weak._problem import log_space_rhs
 from ._results import RESULTS
@@ -60,14 +60,6 @@ class OutputErrorProblem(eqx.Module):
     @property
     def n_observed(self) -> Array:
         return jnp.sum(self.mask)
-
-
-def _log_space(noise) -> bool:
-    if isinstance(noise, AbstractNoise):
-        return noise.log_space
-    if noise in ("gaussian", "lognormal"):
-        return noise == "lognormal"
-    raise ValueError(f"noise must be 'gaussian', 'lognormal' or a noise model, got {noise!r}.")
 
 
 def _trajectory_arrays(tr: Trajectory, log_space: bool, d: int):
@@ -111,7 +103,7 @@ def output_error_problem(
     if not isinstance(model, ODEModel):
         raise TypeError(f"model must be an ODEModel, got {type(model).__name__}.")
     dataset = as_dataset(data)
-    log_space = _log_space(noise)
+    log_space = is_log_space(noise)
     d = model.n_states
     if dataset.n_states != d:
         raise ValueError(

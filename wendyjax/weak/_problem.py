@@ -7,7 +7,7 @@ from jaxtyping import Array, Float
 
 from ..data import Dataset, Trajectory, as_dataset
 from ..model import ODEModel
-from ..noise import AbstractNoise, estimate_noise_std
+from ..noise import AbstractNoise, estimate_noise_std, is_log_space
 from ._test_functions import TestFunctionConfig, TestFunctions, build_test_functions
 
 
@@ -106,12 +106,7 @@ def build_problem(
     - `k`: pad every trajectory to exactly `k` test functions (for batching).
     """
     dataset = as_dataset(data)
-    if isinstance(noise, AbstractNoise):
-        log_space = noise.log_space
-    elif noise in ("gaussian", "lognormal"):
-        log_space = noise == "lognormal"
-    else:
-        raise ValueError(f"noise must be 'gaussian', 'lognormal' or a noise model, got {noise!r}.")
+    log_space = is_log_space(noise)
     d = model.n_states
     if dataset.n_states != d:
         raise ValueError(
