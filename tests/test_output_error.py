@@ -232,6 +232,13 @@ def test_bad_data_is_refused(lv):
         output_error_problem(bench.model, short)
     with pytest.raises(ValueError, match="wrong length|p0"):
         OutputError().fit(bench.model, data, [1.0, 2.0])
+    positive = wj.Trajectory(data.t, np.abs(np.asarray(data.u)) + 0.1)
+    with pytest.raises(ValueError, match="u0 must be positive"):
+        OutputError().fit(bench.model, positive, bench.p_true, u0=[-1.0, 1.0], noise="lognormal")
+    with pytest.raises(TypeError, match="ODEModel"):
+        OutputError().fit(lambda u, p, t: u, data, bench.p_true)
+    with pytest.raises(TypeError, match="ODEModel"):
+        output_error_problem("lorenz", data)
     with pytest.raises(ValueError, match="u0 is not used by Hybrid"):
         wj.Hybrid().fit(bench.model, data, bench.p_true, u0=[1.0, 1.0])
 
