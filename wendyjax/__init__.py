@@ -6,7 +6,15 @@ _xla_flags.apply()
 
 # ruff: noqa: E402
 
-from . import estimators as estimators, inference as inference, models as models, studies as studies, weak as weak
+from . import (
+    collocation as collocation,
+    estimators as estimators,
+    inference as inference,
+    models as models,
+    neural as neural,
+    studies as studies,
+    weak as weak,
+)
 from .data import Dataset as Dataset, Trajectory as Trajectory, trapezoid_weights as trapezoid_weights
 from .estimators import (
     IRLS as IRLS,
@@ -14,10 +22,13 @@ from .estimators import (
     RESULTS as RESULTS,
     WLS as WLS,
     Hybrid as Hybrid,
+    IntegralMatching as IntegralMatching,
+    IntegralMatchingFit as IntegralMatchingFit,
     OutputError as OutputError,
     OutputErrorFit as OutputErrorFit,
     WENDyFit as WENDyFit,
 )
+from .library import PolynomialLibrary as PolynomialLibrary
 from .model import ODEModel as ODEModel
 from .noise import (
     AbstractNoise as AbstractNoise,

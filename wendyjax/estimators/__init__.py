@@ -1,6 +1,15 @@
-"""Estimators: WENDy (WLS, IRLS, MLE), output error and the WENDy → output-error hybrid,
-the bounded trust-region solver and fit results."""
+"""Estimators: WENDy (WLS, IRLS, MLE), output error, the WENDy → output-error hybrid,
+integral matching on LGR collocation, the bounded trust-region solver and fit results."""
 
+from ._integral_matching import (
+    IntegralMatching as IntegralMatching,
+    IntegralMatchingFit as IntegralMatchingFit,
+    IntegralMatchingProblem as IntegralMatchingProblem,
+    IntegralMatchingSolution as IntegralMatchingSolution,
+    collocation_residuals as collocation_residuals,
+    integral_matching_loss as integral_matching_loss,
+    integral_matching_problem as integral_matching_problem,
+)
 from ._output_error import (
     Hybrid as Hybrid,
     HybridProblem as HybridProblem,

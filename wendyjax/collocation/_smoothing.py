@@ -1,0 +1,108 @@
+r"""Denoising and projection of data onto collocation nodes (004 App. A, eq. 6's $r_i$).
+
+Both are weighted polynomial least squares on a window of samples, vmapped over windows
+and state components; a weight of 0 (missing value, or a sample outside the window)
+removes a sample (whatever it holds, NaN included), so missing data and non-uniform grids
+need no special case.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ._lgr import LGR
+
+
+def _weighted_lstsq(V: Float[Array, "m q"], y: Float[Array, " m"], w: Float[Array, " m"]) -> Float[Array, " q"]:
+    """argmin_c Σ w (V c − y)² (SVD, so a rank-deficient window gives the minimum-norm fit)."""
+    sw = jnp.sqrt(w)
+    return jnp.linalg.lstsq(V * sw[:, None], jnp.where(w > 0, y, 0.0) * sw)[0]
+
+
+def _legendre(x: Float[Array, " m"], degree: int) -> Float[Array, "m q"]:
+    """Legendre polynomials P_0..P_degree at `x` (three-term recurrence)."""
+    cols = [jnp.ones_like(x), x]
+    for k in range(1, degree):
+        cols.append(((2 * k + 1) * x * cols[k] - k * cols[k - 1]) / (k + 1))
+    return jnp.stack(cols[: degree + 1], axis=1)
+
+
+class SavitzkyGolay(eqx.Module):
+    r"""Savitzky–Golay smoother (004 App. A): at each sample, the value at that sample's
+    time of the degree-`degree` least-squares polynomial through the `window` samples
+    centred on it (windows are shifted inwards at the ends, like
+    `scipy.signal.savgol_filter(mode="interp")`, which it equals on a uniform grid; a
+    Legendre basis keeps high degrees well conditioned). Works on non-uniform grids and
+    with missing values (mask).
+
+    004 fits high-degree polynomials on long windows; the default (61 samples, degree 15)
+    was chosen on Lorenz-63 sampled at Δt = 0.01: it leaves noiseless data almost
+    untouched (integral-matching ẋ error 0.09 %, against 2.7 % for the classical 21/3)
+    while denoising as much as 21/3 at 5–10 % noise."""
+
+    window: int = 61
+    degree: int = 15
+
+    def __check_init__(self):
+        if self.window < 1 or self.window % 2 == 0:
+            raise ValueError(f"SavitzkyGolay.window must be a positive odd number of samples, got {self.window}.")
+        if not 0 <= self.degree < self.window:
+            raise ValueError(f"SavitzkyGolay.degree must be in [0, window), got {self.degree} with window "
+                             f"{self.window}.")
+
+    @eqx.filter_jit
+    def __call__(self, t: Float[Array, " n"], y: Float[Array, "n d"], mask: Float[Array, "n d"]) -> Float[Array, "n d"]:
+        n = t.shape[0]
+        if n < self.window:
+            raise ValueError(f"SavitzkyGolay.window = {self.window} is longer than the {n} samples.")
+        half = self.window // 2
+
+        def at(i):
+            start = jnp.clip(i - half, 0, n - self.window)
+            tw = jax.lax.dynamic_slice_in_dim(t, start, self.window)
+            span = jnp.maximum(tw[-1] - tw[0], jnp.finfo(t.dtype).tiny)
+            # Legendre basis on the window mapped to [-1, 1]: well conditioned at high degree
+            V = _legendre(2.0 * (jnp.append(tw, t[i]) - tw[0]) / span - 1.0, self.degree)
+            yw = jax.lax.dynamic_slice_in_dim(y, start, self.window)
+            ww = jax.lax.dynamic_slice_in_dim(mask, start, self.window)
+            # normal equations (Legendre columns keep them well conditioned; a tiny ridge
+            # covers windows emptied by missing values)
+            Vw = V[:-1].T[None] * ww.T[:, None, :]  # (d, q, window)
+            G = Vw @ V[:-1] + 1e-12 * self.window * jnp.eye(self.degree + 1)
+            c = jnp.linalg.solve(G, Vw @ jnp.where(ww > 0, yw, 0.0).T[:, :, None])[..., 0]
+            return c @ V[-1]
+
+        return jax.lax.map(at, jnp.arange(n), batch_size=256)
+
+
+@eqx.filter_jit
+def node_values(
+    lgr: LGR,
+    t: Float[Array, " n"],
+    y: Float[Array, "n d"],
+    mask: Float[Array, "n d"],
+    starts: Float[Array, " s"],
+    length: float,
+    window: int,
+) -> Float[Array, "s K1 d"]:
+    r"""Values at the LGR support of the least-squares degree-$K$ polynomial through the
+    samples in each subinterval $[a, a + h]$ (004 eq. 6, the regression $r_i$), one
+    subinterval per start index in `starts`, each component separately.
+
+    `window` is the (static) number of samples read from each start; samples past
+    $a + h$ get weight 0."""
+    n = t.shape[0]
+    mask = mask.astype(y.dtype)
+
+    def one(i):
+        start = jnp.minimum(i, n - window)
+        tw = jax.lax.dynamic_slice_in_dim(t, start, window)
+        tau = (tw - t[i]) / length
+        inside = ((tau >= -1e-12) & (tau <= 1.0 + 1e-9)).astype(y.dtype)
+        V = lgr.basis(jnp.clip(tau, 0.0, 1.0))
+        yw = jax.lax.dynamic_slice_in_dim(y, start, window)
+        ww = jax.lax.dynamic_slice_in_dim(mask, start, window) * inside[:, None]
+        return jax.vmap(lambda yk, wk: _weighted_lstsq(V, yk, wk), in_axes=1, out_axes=1)(yw, ww)
+
+    return jax.lax.map(one, starts, batch_size=256)

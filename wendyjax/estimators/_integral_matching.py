@@ -1,0 +1,509 @@
+r"""Integral matching on LGR collocation (paper 004 §3, Algorithm 1, App. C).
+
+On a subinterval $[a, a+h]$ the data give the state's values $X_0..X_K$ at the LGR
+support (a least-squares polynomial fit, after Savitzky–Golay denoising); the ODE then
+says $X_j = X_0 + h\sum_k A_{jk} f(X_k, \Theta, a + h\tau_k)$ (004 eq. 5, $A$ the
+$K\times K$ block of $D_K^{-1}$). Integral matching minimises
+
+$$\ell(\Theta) = \frac{1}{|S| K D}\sum_{s\in S} \big\| X_{s,0} + hAF(X_s, \Theta) - X_{s,1:K} \big\|^2$$
+
+over a set $S$ of overlapping subintervals (eq. 6 with the regression terms fixed), with
+no ODE solve: every term is an independent, vmapped evaluation of $f$ at known states.
+
+Three solvers, one loss:
+
+- `"least_squares"`: models linear in $\Theta$ (polynomial libraries) give a linear
+  least-squares problem, solved exactly (per state component, one shared Gram matrix),
+  with the sequential thresholding of 004 App. C for sparse recovery;
+- `"gauss_newton"`: [`bounded_trust_region`][] on the Gauss–Newton model over all
+  subintervals, for `ODEModel`s (parameters entering nonlinearly, with bounds);
+- `"gradient"`: optax (Adam by default) on random batches of subintervals, a `lax.scan`
+  over a chunk of steps per call (Algorithm 1), for neural vector fields.
+"""
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Literal
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray, PyTree
+
+from ..collocation import LGR, SavitzkyGolay, node_values
+from ..data import as_dataset
+from ..library import PolynomialLibrary
+from ..model import ODEModel
+from ._results import RESULTS
+from ._trust_region import bounded_trust_region
+
+METHODS = ("auto", "least_squares", "gauss_newton", "gradient")
+
+
+class IntegralMatchingProblem(eqx.Module):
+    r"""The subintervals an integral-matching fit runs on: node values `X` $(S, K+1, D)$ of
+    every candidate subinterval (all trajectories together), their start times `a`
+    $(S,)$, the subinterval length `length` and the collocation `lgr`."""
+
+    lgr: LGR
+    X: Float[Array, "S K1 D"]
+    a: Float[Array, " S"]
+    length: Float[Array, ""]
+
+
+def integral_matching_problem(
+    data,
+    *,
+    order: int = 30,
+    length: float = 1.0,
+    smoother: SavitzkyGolay | None = SavitzkyGolay(),
+    stride: int | None = None,
+) -> IntegralMatchingProblem:
+    r"""Denoise `data` (a `Trajectory`, `Dataset` or list of trajectories) with `smoother`
+    (004 App. A; `None` to skip), and fit the degree-`order` LGR polynomial to the samples
+    in $[t_i, t_i + h]$ for every `stride`-th sample $t_i$ with $t_i + h$ inside the data
+    (default stride: a tenth of the samples per subinterval). Missing values (mask) are
+    left out of both fits; non-uniform grids need nothing special."""
+    dataset = as_dataset(data)
+    if not length > 0:
+        raise ValueError(f"length (the subinterval length h) must be positive, got {length}.")
+    lgr = LGR(order)
+    X, a = [], []
+    for r, traj in enumerate(dataset):
+        t, y = np.asarray(traj.t, float), np.asarray(traj.u, float)
+        mask = np.ones_like(y) if traj.mask is None else np.asarray(traj.mask, float)
+        if np.any(mask.sum(axis=0) == 0):
+            k = int(np.argmin(mask.sum(axis=0)))
+            raise ValueError(f"trajectory {r}: state {k} is never observed; integral matching needs every state "
+                             "observed (partial observation, 004 §5, is not available yet).")
+        last = np.searchsorted(t, t[-1] - length * (1 + 1e-9), side="right")  # starts with t_i + h ≤ t_end
+        if last == 0:
+            raise ValueError(f"trajectory {r} spans {t[-1] - t[0]:.6g}, shorter than the subinterval length "
+                             f"h = {length}; lower `length`.")
+        ends = np.searchsorted(t, t[:last] + length * (1 + 1e-9), side="right")
+        cum = np.concatenate([np.zeros((1, y.shape[1])), np.cumsum(mask, axis=0)])
+        observed = (cum[ends] - cum[:last]).min()
+        if observed < order + 1:
+            raise ValueError(f"trajectory {r}: a subinterval of length h = {length} holds only {int(observed)} "
+                             f"observed samples of some state, but LGR order K = {order} needs at least K + 1 = "
+                             f"{order + 1}; lengthen `length` or lower `order`.")
+        window = int((ends - np.arange(last)).max())
+        step = max(1, window // 10) if stride is None else int(stride)
+        if step < 1:
+            raise ValueError(f"stride must be a positive integer, got {stride}.")
+        starts = np.arange(0, last, step)
+        tj, yj, mj = jnp.asarray(t), jnp.asarray(y), jnp.asarray(mask)
+        if smoother is not None:
+            yj = smoother(tj, yj, mj)
+        X.append(node_values(lgr, tj, yj, mj, jnp.asarray(starts), float(length), window))
+        a.append(t[starts])
+    return IntegralMatchingProblem(lgr, jnp.concatenate(X), jnp.asarray(np.concatenate(a)), jnp.asarray(length, float))
+
+
+def collocation_residuals(
+    rhs: Callable, theta: PyTree, problem: IntegralMatchingProblem, index: Int[Array, " b"] | None = None
+) -> Float[Array, "b K D"]:
+    r"""$X_{s,0} + hAF(X_s, \Theta) - X_{s,1:K}$ for the subintervals `index` (all by
+    default): 004 eq. 5, vmapped over subintervals and nodes."""
+    X, a = (problem.X, problem.a) if index is None else (problem.X[index], problem.a[index])
+    h, lgr = problem.length, problem.lgr
+
+    def one(Xs, a_s):
+        F = jax.vmap(rhs, (0, None, 0))(Xs[1:], theta, a_s + h * lgr.nodes[1:])
+        return Xs[0] + h * (lgr.A @ F) - Xs[1:]
+
+    return jax.vmap(one)(X, a)
+
+
+def integral_matching_loss(
+    rhs: Callable, theta: PyTree, problem: IntegralMatchingProblem, index: Int[Array, " b"] | None = None
+) -> Float[Array, ""]:
+    r"""$\ell(\Theta)$: the mean squared collocation residual over the subintervals `index`."""
+    return jnp.mean(collocation_residuals(rhs, theta, problem, index) ** 2)
+
+
+class IntegralMatchingSolution(eqx.Module):
+    """`theta` (same structure as the start), the full loss at it, the loss after each
+    chunk of gradient steps (`history`, NaN past the end; empty for the other solvers),
+    the number of steps and the status."""
+
+    theta: PyTree
+    loss: Float[Array, ""]
+    history: Float[Array, " c"]
+    num_steps: Int[Array, ""]
+    result: RESULTS
+
+
+class _Progress(eqx.Module):
+    """State of the chunked gradient loop: current and best iterates, chunks done and
+    chunks since the best loss last improved by the relative tolerance."""
+
+    params: PyTree
+    opt_state: PyTree
+    best: PyTree
+    best_loss: Float[Array, ""]
+    stale: Int[Array, ""]
+    chunks: Int[Array, ""]
+    history: Float[Array, " c"]
+    key: PRNGKeyArray
+
+
+def _solve_gram(G, b, mask, ridge):
+    r"""Least squares on the support `mask` from the normal equations, Jacobi-scaled:
+    $(SGS + \lambda I)\hat\theta = Sb$, $\theta = S\hat\theta$ (entries off the support 0)."""
+    d = jnp.diagonal(G)
+    s = jnp.where(d > 0, 1.0 / jnp.sqrt(jnp.where(d > 0, d, 1.0)), 1.0) * mask
+    Gs = s[:, None] * G * s[None, :] + jnp.diag(jnp.where(mask, ridge, 1.0))
+    return s * jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(Gs), s * b)
+
+
+class IntegralMatching(eqx.Module):
+    r"""Integral matching on LGR collocation (004).
+
+    - `order`, `length`: LGR order $K$ and subinterval length $h$ (004: $K = 30$, $h = 1$).
+    - `smoother`: denoising before the node fits (`None` for none); `stride`: spacing of
+      subinterval starts in samples (default: a tenth of a subinterval).
+    - `method`: `"least_squares"` (polynomial libraries; `threshold` turns on sequential
+      thresholding, App. C), `"gauss_newton"` (`ODEModel`s, bounded), `"gradient"`
+      (optax on random batches; neural fields) or `"auto"` (that choice by model kind).
+    - `optimizer`, `batch_size`, `chunk`, `max_steps`, `patience`, `rtol`: the gradient
+      loop: `chunk` steps per compiled call; it stops when the full loss has not improved
+      by a factor `1 - rtol` for `patience` chunks (returning the best iterate seen).
+    - `ridge`: Tikhonov weight on the Jacobi-scaled normal equations (least squares);
+      `gn_rtol`, `gn_atol`, `gn_max_steps`: the trust region's tolerances.
+    """
+
+    order: int = 30
+    length: float = 1.0
+    smoother: SavitzkyGolay | None = SavitzkyGolay()
+    stride: int | None = None
+    method: Literal["auto", "least_squares", "gauss_newton", "gradient"] = "auto"
+    optimizer: optax.GradientTransformation = eqx.field(default=optax.adam(1e-3), static=True)
+    batch_size: int = 32
+    chunk: int = 200
+    max_steps: int = 20_000
+    patience: int = 5
+    rtol: float = 1e-3
+    threshold: float | None = None
+    max_threshold_iter: int = 10
+    ridge: float = 1e-12
+    gn_rtol: float = 1e-10
+    gn_atol: float = 1e-10
+    gn_max_steps: int = 200
+
+    def __check_init__(self):
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}.")
+        for name in ("batch_size", "chunk", "max_steps", "patience", "max_threshold_iter", "gn_max_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}.")
+        if self.threshold is not None and not self.threshold >= 0:
+            raise ValueError(f"threshold must be non-negative or None, got {self.threshold}.")
+
+    def problem(self, data) -> IntegralMatchingProblem:
+        """The subintervals of `data` with this estimator's order, length, smoother and stride."""
+        return integral_matching_problem(data, order=self.order, length=self.length, smoother=self.smoother,
+                                         stride=self.stride)
+
+    # -- least squares (linear in Θ) -------------------------------------------------
+    def solve_least_squares(
+        self, library: PolynomialLibrary, problem: IntegralMatchingProblem
+    ) -> IntegralMatchingSolution:
+        r"""Exact minimiser of $\ell$ for $f = \Phi(u)\Theta$: per state $k$,
+        $\min_{\theta_k} \sum_s \|hA\Phi(X_s)\theta_k - (X_{s,1:K,k} - X_{s,0,k})\|^2$, all sharing
+        one Gram matrix, then (with `threshold`) sequential thresholding: zero the
+        coefficients below it, refit on the support, until the support stops changing."""
+        h, A = problem.length, problem.lgr.A
+
+        def blocks(Xs):
+            Z = h * A @ jax.vmap(library.features)(Xs[1:])  # (K, F)
+            return Z.T @ Z, Z.T @ (Xs[1:] - Xs[0])
+
+        def add(carry, Xs):
+            G, b = blocks(Xs)
+            return (carry[0] + G, carry[1] + b), None
+
+        F, D = library.n_features, library.n_states
+        zero = (jnp.zeros((F, F), problem.X.dtype), jnp.zeros((F, D), problem.X.dtype))
+        (G, b), _ = jax.lax.scan(add, zero, problem.X)
+        solve = jax.vmap(lambda m, bk: _solve_gram(G, bk, m, self.ridge), in_axes=(1, 1), out_axes=1)
+        threshold = 0.0 if self.threshold is None else self.threshold
+        iters = 0 if self.threshold is None else self.max_threshold_iter
+
+        def cond(state):
+            _, mask, prev, i = state
+            return (i < iters) & jnp.any(mask != prev)
+
+        def body(state):
+            theta, mask, _, i = state
+            new = mask & (jnp.abs(theta) >= threshold)
+            return solve(new, b), new, mask, i + 1
+
+        full = jnp.ones((F, D), bool)
+        theta0 = solve(full, b)
+        theta, _, _, i = jax.lax.while_loop(cond, body, (theta0, full, ~full, 0))
+        loss = integral_matching_loss(library.rhs, theta, problem)
+        result = RESULTS.where(jnp.isfinite(loss), RESULTS.successful, RESULTS.nonfinite)
+        return IntegralMatchingSolution(theta, loss, jnp.zeros((0,)), i, result)
+
+    # -- Gauss–Newton (ODEModel) -------------------------------------------------------
+    def solve_gauss_newton(
+        self, model: ODEModel, problem: IntegralMatchingProblem, p0: Float[Array, " J"],
+        lower: Float[Array, " J"], upper: Float[Array, " J"],
+    ) -> IntegralMatchingSolution:
+        r"""Bounded trust region on the Gauss–Newton model of $\ell$ over all subintervals."""
+        scale = 1.0 / jnp.sqrt(problem.X[:, 1:].size)
+
+        def fn(p, problem):
+            res = lambda q: scale * collocation_residuals(model.rhs, q, problem).reshape(-1)  # noqa: E731
+            r, jac = res(p), jax.jacfwd(res)(p)
+            return 0.5 * jnp.dot(r, r), jac.T @ r, jac.T @ jac
+
+        sol = bounded_trust_region(fn, p0, lower, upper, problem, rtol=self.gn_rtol, atol=self.gn_atol,
+                                   max_steps=self.gn_max_steps)
+        return IntegralMatchingSolution(sol.x, 2.0 * sol.value, jnp.zeros((0,)), sol.num_steps, sol.result)
+
+    # -- stochastic gradient (neural fields, Algorithm 1) --------------------------
+    def _advance(self, rhs: Callable, static: PyTree, problem: IntegralMatchingProblem, lower, upper,
+                 state: _Progress) -> _Progress:
+        """One compiled chunk of optimizer steps on random batches, then the full loss and
+        the stopping bookkeeping."""
+        n_sub = problem.X.shape[0]
+
+        def loss(params, index):
+            return integral_matching_loss(rhs, eqx.combine(params, static), problem, index)
+
+        def step(carry, key):
+            params, opt_state = carry
+            index = jax.random.randint(key, (self.batch_size,), 0, n_sub)
+            grads = jax.grad(loss)(params, index)
+            updates, opt_state = self.optimizer.update(grads, opt_state, params)
+            params = optax.apply_updates(params, updates)
+            if lower is not None:
+                params = jnp.clip(params, lower, upper)
+            return (params, opt_state), None
+
+        key, sub = jax.random.split(state.key)
+        (params, opt_state), _ = jax.lax.scan(step, (state.params, state.opt_state), jax.random.split(sub, self.chunk))
+        full = integral_matching_loss(rhs, eqx.combine(params, static), problem)
+        better = full < state.best_loss
+        improved = full < state.best_loss * (1.0 - self.rtol)
+        best = jax.tree.map(lambda new, old: jnp.where(better, new, old), params, state.best)
+        return _Progress(params, opt_state, best, jnp.where(better, full, state.best_loss),
+                         jnp.where(improved, 0, state.stale + 1), state.chunks + 1,
+                         state.history.at[state.chunks].set(full), key)
+
+    def _start(self, rhs, theta0, problem, key) -> tuple[PyTree, _Progress]:
+        params, static = eqx.partition(theta0, eqx.is_inexact_array)
+        n_chunks = -(-self.max_steps // self.chunk)
+        full = integral_matching_loss(rhs, theta0, problem)
+        state = _Progress(params, self.optimizer.init(params), params, full, jnp.asarray(0), jnp.asarray(0),
+                          jnp.full((n_chunks,), jnp.nan, full.dtype), key)
+        return static, state
+
+    @staticmethod
+    def _finite(state: _Progress) -> Array:
+        """The last full loss (the start's before the first chunk) is finite."""
+        last = jnp.where(state.chunks > 0, state.history[jnp.maximum(state.chunks - 1, 0)], state.best_loss)
+        return jnp.isfinite(last)
+
+    def _running(self, state: _Progress) -> Array:
+        return (state.stale < self.patience) & (state.chunks < state.history.shape[0]) & self._finite(state)
+
+    def _finish(self, static, state: _Progress) -> IntegralMatchingSolution:
+        finite = self._finite(state)
+        result = RESULTS.where(~finite, RESULTS.nonfinite, RESULTS.where(
+            state.stale >= self.patience, RESULTS.successful, RESULTS.max_steps_reached))
+        return IntegralMatchingSolution(eqx.combine(state.best, static), state.best_loss, state.history,
+                                        state.chunks * self.chunk, result)
+
+    def solve_gradient(
+        self, rhs: Callable, theta0: PyTree, problem: IntegralMatchingProblem, key: PRNGKeyArray,
+        lower: Float[Array, " J"] | None = None, upper: Float[Array, " J"] | None = None,
+    ) -> IntegralMatchingSolution:
+        """Algorithm 1 as one pure function (jit- and vmap-able): chunks of optimizer steps
+        in a `lax.while_loop` until the stopping rule holds."""
+        static, state = self._start(rhs, theta0, problem, key)
+        state = jax.lax.while_loop(self._running,
+                                   lambda s: self._advance(rhs, static, problem, lower, upper, s), state)
+        return self._finish(static, state)
+
+    # -- user-facing fit --------------------------------------------------------------
+    def fit(
+        self,
+        model: "ODEModel | PolynomialLibrary | eqx.Module",
+        data,
+        theta0: "ArrayLike | eqx.Module | None" = None,
+        *,
+        key: PRNGKeyArray | None = None,
+        bounds="model",
+        progress: bool = False,
+    ) -> "IntegralMatchingFit":
+        r"""Fit `model` to `data` (a `Trajectory`, `Dataset` or list of trajectories).
+
+        `model` is an `ODEModel` (`theta0` = the start $p_0$, required; `bounds` as in
+        WENDy's `fit`), a `PolynomialLibrary` (`theta0` defaults to zeros, 004's
+        initialisation) or a neural vector field: an `eqx.Module` called as `field(u, t)`
+        whose arrays are the parameters (it is its own start; `theta0` must be None).
+        `key` seeds the random subintervals of the gradient method; `progress` shows a
+        progress bar over its chunks."""
+        rhs, theta0, lower, upper = _vector_field(model, theta0, bounds)
+        method = self.method
+        if method == "auto":
+            method = ("least_squares" if isinstance(model, PolynomialLibrary) else
+                      "gauss_newton" if isinstance(model, ODEModel) else "gradient")
+        if method == "least_squares" and not isinstance(model, PolynomialLibrary):
+            raise ValueError("method='least_squares' needs a PolynomialLibrary model.")
+        if method == "gauss_newton" and not isinstance(model, ODEModel):
+            raise ValueError("method='gauss_newton' needs an ODEModel.")
+        if self.threshold is not None and method != "least_squares":
+            raise ValueError("threshold (sequential thresholding) is only available with method='least_squares'.")
+        if method == "gradient" and key is None:
+            raise ValueError("key (a jax.random key) is required by the gradient method: it draws the subintervals.")
+        data = as_dataset(data)
+        if isinstance(model, (ODEModel, PolynomialLibrary)) and data.n_states != model.n_states:
+            raise ValueError(f"data have {data.n_states} state columns but the model has {model.n_states} states.")
+        start = time.perf_counter()
+        problem = self.problem(data)
+        if method == "least_squares":
+            sol = _least_squares(self, model, problem)
+        elif method == "gauss_newton":
+            sol = _gauss_newton(self, model, problem, theta0, lower, upper)
+        elif progress:
+            sol = self._gradient_with_progress(rhs, theta0, problem, key, lower, upper)
+        else:
+            sol = _gradient(self, rhs, theta0, problem, key, lower, upper)
+        jax.block_until_ready(sol)
+        elapsed = time.perf_counter() - start
+        history = np.asarray(sol.history)
+        return IntegralMatchingFit(model=model, theta=sol.theta, loss=float(sol.loss), method=method,
+                                   num_steps=int(sol.num_steps), status=sol.result,
+                                   history=history[np.isfinite(history)], seconds=elapsed, rhs=rhs)
+
+    def _gradient_with_progress(self, rhs, theta0, problem, key, lower, upper) -> IntegralMatchingSolution:
+        from tqdm.auto import tqdm
+
+        static, state = eqx.filter_jit(self._start)(rhs, theta0, problem, key)
+        advance = eqx.filter_jit(self._advance)
+        with tqdm(total=self.max_steps, desc="integral matching", unit="step") as bar:
+            while bool(self._running(state)):
+                state = advance(rhs, static, problem, lower, upper, state)
+                bar.update(self.chunk)
+                bar.set_postfix(loss=f"{float(state.history[int(state.chunks) - 1]):.3e}")
+        return self._finish(static, state)
+
+
+_least_squares = eqx.filter_jit(lambda est, lib, problem: est.solve_least_squares(lib, problem))
+_gauss_newton = eqx.filter_jit(lambda est, m, problem, p0, lo, hi: est.solve_gauss_newton(m, problem, p0, lo, hi))
+_gradient = eqx.filter_jit(lambda est, rhs, th, problem, key, lo, hi: est.solve_gradient(rhs, th, problem, key, lo, hi))
+
+
+def _vector_field(model, theta0, bounds):
+    """(rhs(u, θ, t), θ0, lower, upper) for each model kind, with the argument checks."""
+    if isinstance(model, ODEModel):
+        if theta0 is None:
+            raise ValueError(f"theta0 (the start p0, shape ({model.n_params},)) is required for an ODEModel.")
+        p0 = model.check_params(theta0, "theta0")
+        if isinstance(bounds, str) and bounds == "model":
+            bounds = model.bounds
+        if bounds is None:
+            lower, upper = jnp.full_like(p0, -jnp.inf), jnp.full_like(p0, jnp.inf)
+        else:
+            lower, upper = (jnp.broadcast_to(jnp.asarray(b, float), p0.shape) for b in bounds)
+            if not bool(jnp.all((lower <= p0) & (p0 <= upper))):
+                raise ValueError(f"theta0 = {np.asarray(p0).tolist()} is outside the bounds "
+                                 f"[{np.asarray(lower).tolist()}, {np.asarray(upper).tolist()}].")
+        return model.rhs, p0, lower, upper
+    if isinstance(model, PolynomialLibrary):
+        theta = model.zeros() if theta0 is None else model.check_theta(theta0, "theta0")
+        return model.rhs, theta, None, None
+    if isinstance(model, eqx.Module) and callable(model):
+        if theta0 is not None:
+            raise ValueError("a neural vector field is its own starting point: leave theta0 None.")
+        return _call_field, model, None, None
+    raise TypeError(f"model must be an ODEModel, a PolynomialLibrary or an equinox Module called as field(u, t), "
+                    f"got {type(model).__name__}.")
+
+
+def _call_field(u, field, t):
+    return field(u, t)
+
+
+@dataclasses.dataclass(frozen=True)
+class IntegralMatchingFit:
+    """An integral-matching fit: the fitted `theta` (parameter vector, coefficient matrix
+    or trained module), the final `loss` ℓ(Θ̂), the `method` that ran, `num_steps`,
+    `status`, the loss `history` per chunk (gradient method), wall-clock `seconds`
+    (compilation included) and the vector field `rhs(u, θ, t)`.
+
+    No covariance: 004 gives no sampling theory for ℓ (the node values are correlated
+    smoothed data); refine with `OutputError` or `Hybrid` for confidence intervals."""
+
+    model: object
+    theta: PyTree
+    loss: float
+    method: str
+    num_steps: int
+    status: RESULTS
+    history: np.ndarray
+    seconds: float
+    rhs: Callable
+
+    @property
+    def successful(self) -> bool:
+        return bool(self.status == RESULTS.successful)
+
+    @property
+    def message(self) -> str:
+        return RESULTS[self.status]
+
+    @property
+    def params(self) -> np.ndarray:
+        """The parameter vector (ODEModel) or coefficient matrix (library) as NumPy."""
+        if isinstance(self.model, (ODEModel, PolynomialLibrary)):
+            return np.asarray(self.theta)
+        raise AttributeError("a neural fit has no parameter vector: use `theta` (the trained module).")
+
+    def vector_field(self, u: Float[Array, " D"], t: float = 0.0) -> Float[Array, " D"]:
+        return self.rhs(u, self.theta, t)
+
+    def simulate(self, u0: ArrayLike, t: ArrayLike, solver: diffrax.AbstractSolver = diffrax.Tsit5(),
+                 rtol: float = 1e-8, atol: float = 1e-8) -> np.ndarray:
+        """The fitted ODE solved from `u0` on the grid `t` (diffrax); rows after a failed
+        step are NaN."""
+        t = jnp.asarray(t, float)
+        ys = _simulate(self.rhs, self.theta, jnp.asarray(u0, float), t, solver, rtol, atol)
+        return np.asarray(ys)
+
+    def table(self) -> str:
+        head = [f"Integral-matching fit ({self.method}): "
+                f"{'converged' if self.successful else 'NOT CONVERGED: ' + self.message}",
+                f"  ℓ(Θ̂) = {self.loss:.6g}   steps = {self.num_steps}   time = {self.seconds:.3g} s"]
+        if isinstance(self.model, ODEModel):
+            width = max(len(n) for n in self.model.param_names)
+            return "\n".join(head + [f"  {n.ljust(width)}  {v: .6g}" for n, v in
+                                     zip(self.model.param_names, self.params)])
+        if isinstance(self.model, PolynomialLibrary):
+            return "\n".join(head + ["  " + line for line in self.model.equations(self.theta)])
+        n = sum(x.size for x in jax.tree.leaves(eqx.filter(self.theta, eqx.is_inexact_array)))
+        return "\n".join(head + [f"  neural vector field {type(self.theta).__name__} with {n} parameters"])
+
+    def summary(self) -> None:
+        print(self.table())
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+@eqx.filter_jit
+def _simulate(rhs, theta, u0, t, solver, rtol, atol):
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(lambda s, u, th: rhs(u, th, s)), solver, t0=t[0], t1=t[-1], dt0=None, y0=u0, args=theta,
+        saveat=diffrax.SaveAt(ts=t), stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        max_steps=100_000, throw=False)
+    return sol.ys
+

@@ -1,0 +1,100 @@
+r"""Polynomial function libraries: $\dot u = \Phi(u)\,\Theta$ with $\Phi$ the monomials of the
+states up to a degree and $\Theta$ a (features × states) coefficient matrix (004 §4,
+App. C; the SINDy parametrisation)."""
+
+import itertools
+from collections.abc import Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float, Int
+
+from .model import ODEModel, _names
+
+
+def _factors(n_states: int, degree: int) -> np.ndarray:
+    """Each monomial of total degree ≤ `degree` as `degree` indices into (1, u_1, …, u_D)
+    (0 pads), by degree then in the order of `itertools.combinations_with_replacement`
+    (pysindy's order)."""
+    rows = []
+    for d in range(degree + 1):
+        for combo in itertools.combinations_with_replacement(range(1, n_states + 1), d):
+            rows.append(list(combo) + [0] * (degree - d))
+    return np.asarray(rows, dtype=int)
+
+
+class PolynomialLibrary(eqx.Module):
+    r"""All monomials of the states of total degree ≤ `degree` (constant included):
+    $f(u, \Theta) = \Phi(u)\,\Theta$ with $\Theta$ of shape (`n_features`, `n_states`).
+
+    `state_names` (or a count) names the states in feature names and printed equations."""
+
+    factors: Int[Array, "F degree"]
+    degree: int = eqx.field(static=True)
+    state_names: tuple[str, ...] = eqx.field(static=True)
+
+    def __init__(self, state_names: int | Sequence[str], degree: int = 3):
+        if not isinstance(degree, (int, np.integer)) or degree < 1:
+            raise ValueError(f"degree must be a positive integer, got {degree!r}.")
+        self.state_names = _names(state_names, "x", "state_names")
+        self.degree = int(degree)
+        self.factors = jnp.asarray(_factors(len(self.state_names), self.degree))
+
+    @property
+    def n_states(self) -> int:
+        return len(self.state_names)
+
+    @property
+    def n_features(self) -> int:
+        return int(self.factors.shape[0])
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        out = []
+        for row in np.asarray(self.factors):
+            powers = np.bincount(row, minlength=self.n_states + 1)[1:]
+            terms = [n if e == 1 else f"{n}^{e}" for n, e in zip(self.state_names, powers) if e > 0]
+            out.append(" ".join(terms) if terms else "1")
+        return tuple(out)
+
+    def features(self, u: Float[Array, " D"]) -> Float[Array, " F"]:
+        r"""$\Phi(u)$: every monomial at the state `u` (products of factors: smooth in `u`)."""
+        return jnp.prod(jnp.concatenate([jnp.ones((1,), u.dtype), u])[self.factors], axis=1)
+
+    def rhs(self, u: Float[Array, " D"], theta: Float[Array, "F D"], t=None) -> Float[Array, " D"]:
+        return self.features(u) @ theta
+
+    def zeros(self) -> Float[Array, "F D"]:
+        """A coefficient matrix of zeros (004's initialisation)."""
+        return jnp.zeros((self.n_features, self.n_states))
+
+    def check_theta(self, theta: ArrayLike, argname: str = "theta") -> Float[Array, "F D"]:
+        theta = jnp.asarray(theta, float)
+        if theta.shape != (self.n_features, self.n_states):
+            raise ValueError(f"{argname} must have shape ({self.n_features}, {self.n_states}) (features × states "
+                             f"of a degree-{self.degree} library), got {theta.shape}.")
+        return theta
+
+    def coefficients(self, model: ODEModel, p: ArrayLike) -> np.ndarray:
+        r"""The coefficient matrix of `model` at `p` in this library (exact when `model.rhs` is
+        a polynomial of degree ≤ `degree` in the states): least squares on random states."""
+        rng = np.random.default_rng(0)
+        u = rng.uniform(-2.0, 2.0, (4 * self.n_features, self.n_states))
+        phi = np.asarray(jax.vmap(self.features)(jnp.asarray(u)))
+        f = np.asarray(jax.vmap(model.rhs, (0, None, None))(jnp.asarray(u), jnp.asarray(p, float), 0.0))
+        theta = np.linalg.lstsq(phi, f, rcond=None)[0]
+        return np.where(np.abs(theta) < 1e-9 * max(np.abs(theta).max(), 1.0), 0.0, theta)
+
+    def equations(self, theta: ArrayLike, precision: int = 4) -> list[str]:
+        """Each state's equation, e.g. `x' = -10 x + 10 y`, listing the non-zero terms."""
+        theta = np.asarray(self.check_theta(theta))
+        names = self.feature_names
+        lines = []
+        for k, state in enumerate(self.state_names):
+            terms = [f"{c:+.{precision}g}" + ("" if n == "1" else f" {n}")
+                     for c, n in zip(theta[:, k], names) if c != 0.0]
+            body = " ".join(terms).lstrip("+") if terms else "0"
+            lines.append(f"{state}' = {body}")
+        return lines

@@ -1,0 +1,59 @@
+r"""Neural vector fields for integral matching and the diffrax baselines (004 §4, Tables
+3–4): equinox modules called as `field(u, t)`, whose arrays are the parameters."""
+
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+from jaxtyping import Array, Float, PRNGKeyArray
+
+
+class MLPField(eqx.Module):
+    r"""$f(u) = W_{out}\,\sigma(\dots\sigma(W_1 g(u) + b_1)\dots) + b_{out}$: an MLP with `depth`
+    hidden layers of `width` units and activation `activation` (004 Table 3: one hidden
+    layer of 50, ReLU) applied to the features `g(u)` (`input_transform`, default the
+    identity; Chen et al.'s spiral demo uses $u^3$)."""
+
+    mlp: eqx.nn.MLP
+    input_transform: Callable | None = eqx.field(static=True)
+
+    def __init__(self, n_states: int, width: int = 50, depth: int = 1, *, key: PRNGKeyArray,
+                 activation: Callable = jax.nn.relu, input_transform: Callable | None = None):
+        self.mlp = eqx.nn.MLP(n_states, n_states, width, depth, activation=activation, key=key)
+        self.input_transform = input_transform
+
+    def __call__(self, u: Float[Array, " D"], t=None) -> Float[Array, " D"]:
+        return self.mlp(u if self.input_transform is None else self.input_transform(u))
+
+
+class ResNetField(eqx.Module):
+    r"""A residual network $h_0 = W_{in} u$, $h_{i+1} = h_i + W_{i,2}\,\sigma(W_{i,1} h_i + b_i)$,
+    $f(u) = W_{out} h_B + b_{out}$ with `blocks` residual blocks of `width` units (the
+    ResNet family 004 trains on Lorenz-63, Table 4)."""
+
+    inp: eqx.nn.Linear
+    blocks: tuple[tuple[eqx.nn.Linear, eqx.nn.Linear], ...]
+    out: eqx.nn.Linear
+    activation: Callable = eqx.field(static=True)
+
+    def __init__(self, n_states: int, width: int = 64, blocks: int = 2, *, key: PRNGKeyArray,
+                 activation: Callable = jax.nn.tanh):
+        keys = jax.random.split(key, 2 * blocks + 2)
+        self.inp = eqx.nn.Linear(n_states, width, key=keys[0])
+        self.blocks = tuple((eqx.nn.Linear(width, width, key=keys[2 * i + 1]),
+                             eqx.nn.Linear(width, width, use_bias=False, key=keys[2 * i + 2])) for i in range(blocks))
+        self.out = eqx.nn.Linear(width, n_states, key=keys[-1])
+        self.activation = activation
+
+    def __call__(self, u: Float[Array, " D"], t=None) -> Float[Array, " D"]:
+        h = self.inp(u)
+        for first, second in self.blocks:
+            h = h + second(self.activation(first(h)))
+        return self.out(h)
+
+
+def n_parameters(field: eqx.Module) -> int:
+    """Number of trainable scalars of a module."""
+    return sum(x.size for x in jax.tree.leaves(eqx.filter(field, eqx.is_inexact_array)))
+
+
