@@ -36,7 +36,7 @@ from .noise import (
     LogNormal as LogNormal,
     estimate_noise_std as estimate_noise_std,
 )
-from .simulate import simulate as simulate, solve as solve
+from .simulate import integrate as integrate, simulate as simulate, solve as solve
 from .weak import (
     TestFunctionConfig as TestFunctionConfig,
     WeakLikelihood as WeakLikelihood,

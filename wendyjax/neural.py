@@ -7,6 +7,8 @@ import equinox as eqx
 import jax
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from .simulate import integrate
+
 
 class MLPField(eqx.Module):
     r"""$f(u) = W_{out}\,\sigma(\dots\sigma(W_1 g(u) + b_1)\dots) + b_{out}$: an MLP with `depth`
@@ -50,6 +52,17 @@ class ResNetField(eqx.Module):
         for first, second in self.blocks:
             h = h + second(self.activation(first(h)))
         return self.out(h)
+
+
+def solve_field(field: eqx.Module, u0, t, **kwargs):
+    """A neural vector field `field(u, t)` solved from `u0` on the grid `t`
+    ([`wendyjax.integrate`][]: rows from a failed step on are NaN)."""
+    return integrate(field_rhs, field, u0, t, **kwargs)
+
+
+def field_rhs(u: Float[Array, " D"], field: eqx.Module, t) -> Float[Array, " D"]:
+    """A module as a right-hand side `rhs(u, θ, t)` whose parameters θ are the module."""
+    return field(u, t)
 
 
 def n_parameters(field: eqx.Module) -> int:

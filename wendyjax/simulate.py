@@ -12,8 +12,8 @@ from .noise import AbstractNoise
 
 
 @eqx.filter_jit
-def _solve(model, p, u0, t, solver, rtol, atol, max_steps):
-    term = diffrax.ODETerm(lambda s, u, args: model.rhs(u, args, s))
+def _solve(rhs, p, u0, t, solver, rtol, atol, max_steps):
+    term = diffrax.ODETerm(lambda s, u, args: rhs(u, args, s))
     sol = diffrax.diffeqsolve(
         term,
         solver,
@@ -57,7 +57,7 @@ def solve(
     if t.ndim != 1 or t.shape[0] < 2 or not bool(jnp.all(jnp.diff(t) > 0)):
         raise ValueError("t must be a strictly increasing 1-D array of at least 2 times.")
     solver = diffrax.Tsit5() if solver is None else solver
-    ys, result = _solve(model, p, u0, t, solver, jnp.asarray(rtol), jnp.asarray(atol), max_steps)
+    ys, result = _solve(model.rhs, p, u0, t, solver, jnp.asarray(rtol), jnp.asarray(atol), max_steps)
     ok = bool(result == diffrax.RESULTS.successful) and bool(jnp.all(jnp.isfinite(ys)))
     if not ok:
         raise RuntimeError(
@@ -65,6 +65,26 @@ def solve(
             f"({result}). Try a stiff solver (solver=diffrax.Kvaerno5()) or a larger max_steps."
         )
     return ys
+
+
+def integrate(
+    rhs,
+    theta,
+    u0: ArrayLike,
+    t: ArrayLike,
+    *,
+    solver: diffrax.AbstractSolver | None = None,
+    rtol: float = 1e-8,
+    atol: float = 1e-8,
+    max_steps: int = 100_000,
+) -> np.ndarray:
+    """Solve `u' = rhs(u, theta, t)` from `u0` on the grid `t` for any parameter pytree
+    `theta` (a vector, a coefficient matrix, a neural network); the rows from the first
+    failed step on are NaN instead of an error (fitted models may blow up)."""
+    t = jnp.asarray(t, dtype=float)
+    solver = diffrax.Tsit5() if solver is None else solver
+    ys, _ = _solve(rhs, theta, jnp.asarray(u0, float), t, solver, jnp.asarray(rtol), jnp.asarray(atol), max_steps)
+    return np.asarray(ys)
 
 
 def simulate(

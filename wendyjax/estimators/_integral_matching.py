@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -38,6 +37,8 @@ from ..collocation import LGR, SavitzkyGolay, node_values
 from ..data import as_dataset
 from ..library import PolynomialLibrary
 from ..model import ODEModel
+from ..neural import field_rhs
+from ..simulate import integrate
 from ._results import RESULTS
 from ._trust_region import bounded_trust_region
 
@@ -424,13 +425,9 @@ def _vector_field(model, theta0, bounds):
     if isinstance(model, eqx.Module) and callable(model):
         if theta0 is not None:
             raise ValueError("a neural vector field is its own starting point: leave theta0 None.")
-        return _call_field, model, None, None
+        return field_rhs, model, None, None
     raise TypeError(f"model must be an ODEModel, a PolynomialLibrary or an equinox Module called as field(u, t), "
                     f"got {type(model).__name__}.")
-
-
-def _call_field(u, field, t):
-    return field(u, t)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -471,13 +468,10 @@ class IntegralMatchingFit:
     def vector_field(self, u: Float[Array, " D"], t: float = 0.0) -> Float[Array, " D"]:
         return self.rhs(u, self.theta, t)
 
-    def simulate(self, u0: ArrayLike, t: ArrayLike, solver: diffrax.AbstractSolver = diffrax.Tsit5(),
-                 rtol: float = 1e-8, atol: float = 1e-8) -> np.ndarray:
-        """The fitted ODE solved from `u0` on the grid `t` (diffrax); rows after a failed
-        step are NaN."""
-        t = jnp.asarray(t, float)
-        ys = _simulate(self.rhs, self.theta, jnp.asarray(u0, float), t, solver, rtol, atol)
-        return np.asarray(ys)
+    def simulate(self, u0: ArrayLike, t: ArrayLike, **kwargs) -> np.ndarray:
+        """The fitted ODE solved from `u0` on the grid `t` ([`wendyjax.integrate`][]: rows
+        from a failed step on are NaN)."""
+        return integrate(self.rhs, self.theta, u0, t, **kwargs)
 
     def table(self) -> str:
         head = [f"Integral-matching fit ({self.method}): "
@@ -497,13 +491,4 @@ class IntegralMatchingFit:
 
     def __str__(self) -> str:
         return self.table()
-
-
-@eqx.filter_jit
-def _simulate(rhs, theta, u0, t, solver, rtol, atol):
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(lambda s, u, th: rhs(u, th, s)), solver, t0=t[0], t1=t[-1], dt0=None, y0=u0, args=theta,
-        saveat=diffrax.SaveAt(ts=t), stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-        max_steps=100_000, throw=False)
-    return sol.ys
 
