@@ -212,7 +212,7 @@ def test_bad_input_is_refused():
     mask = np.ones((101, 2), bool)
     mask[:, 1] = False
     with pytest.raises(ValueError, match="never observed"):
-        est.fit(model, wj.Trajectory(data.t, data.u, mask), np.zeros(4))
+        integral_matching_problem(wj.Trajectory(data.t, data.u, mask), order=10, length=0.5)
     with pytest.raises(ValueError, match="3 states"):
         est.fit(wj.PolynomialLibrary(3, 2), data)
     with pytest.raises(ValueError, match="shape \\(6, 2\\)"):
@@ -234,3 +234,57 @@ def test_bad_input_is_refused():
         wj.IntegralMatching(batch_size=0)
     with pytest.raises(ValueError, match="positive"):
         wj.IntegralMatching(length=-1.0).fit(model, data, np.zeros(4))
+
+
+def _lorenz_hidden_z(t1):
+    """Noiseless Lorenz on [0, t1] (Δt = 0.01) from a point on the attractor, z never observed."""
+    bench = wj.models.lorenz()
+    t = np.arange(0.0, t1 + 1e-9, 0.01)
+    clean = wj.simulate(bench.model, bench.p_true, [-8.0, 7.0, 27.0], t, None)
+    mask = np.ones(clean.u.shape, bool)
+    mask[:, 2] = False
+    return bench, np.asarray(clean.u), wj.Trajectory(t, np.where(mask, clean.u, np.nan), mask)
+
+
+def test_hidden_state_reconstruction_on_a_short_lorenz_window():
+    # 004 §5: z never observed; the model's parameters and z at the collocation nodes are
+    # found jointly, from p0 20–30 % off and z(0) = 20 (truth 27)
+    bench, clean, data = _lorenz_hidden_z(3.0)
+    fit = wj.IntegralMatching(order=30, length=1.0, smoother=None).fit(
+        bench.model, data, [8.0, 20.0, 2.0], hidden0=[20.0])
+    assert fit.successful and fit.hidden == (2,) and not fit.standardised
+    np.testing.assert_allclose(fit.params, bench.p_true, rtol=1e-3)
+    z = np.interp(fit.node_times, data.t, clean[:, 2])
+    assert fit.node_states.shape == (3 * 30 + 1, 3)
+    # the node fits of x, y are exact to ~1e-6 and z is linearly interpolated for the comparison
+    assert np.max(np.abs(fit.node_states[:, 2] - z)) < 1e-2 * np.ptp(z)
+    assert "hidden states reconstructed: z" in fit.table()
+    # the reconstructed full initial state simulates the truth
+    sim = fit.simulate(fit.node_states[0], data.t)
+    assert np.max(np.abs(sim - clean)) < 1e-2 * np.ptp(clean)
+
+
+def test_hidden_state_bad_input_is_refused():
+    bench, _, data = _lorenz_hidden_z(2.0)
+    est = wj.IntegralMatching(order=10, length=1.0, smoother=None)
+    p0 = np.asarray(bench.p_true)
+    with pytest.raises(ValueError, match="hidden0 .* is required"):
+        est.fit(bench.model, data, p0)
+    with pytest.raises(ValueError, match="hidden0 must hold 1 finite"):
+        est.fit(bench.model, data, p0, hidden0=[1.0, 2.0])
+    with pytest.raises(ValueError, match="hidden0 must hold 1 finite"):
+        est.fit(bench.model, data, p0, hidden0=[np.nan])
+    with pytest.raises(ValueError, match="theta0 is required with hidden states"):
+        est.fit(wj.PolynomialLibrary(["x", "y", "z"], 2), data, hidden0=[20.0])
+    with pytest.raises(ValueError, match="not for neural"):
+        est.fit(wj.neural.MLPField(3, 8, key=jax.random.key(0)), data, key=jax.random.key(0), hidden0=[20.0])
+    with pytest.raises(ValueError, match=r"thresholding\) is not available with hidden"):
+        wj.IntegralMatching(order=10, threshold=0.1).fit(
+            wj.PolynomialLibrary(["x", "y", "z"], 2), data, np.zeros((10, 3)), hidden0=[20.0])
+    with pytest.raises(ValueError, match="multiple of the sampling step"):
+        wj.IntegralMatching(order=10, length=0.995, smoother=None).fit(bench.model, data, p0, hidden0=[20.0])
+    with pytest.raises(ValueError, match="one trajectory"):
+        est.fit(bench.model, [data, data], p0, hidden0=[20.0])
+    full = wj.Trajectory(data.t, np.nan_to_num(data.u))
+    with pytest.raises(ValueError, match="every state is observed"):
+        est.fit(bench.model, full, p0, hidden0=[20.0])

@@ -63,12 +63,14 @@ def integral_matching_problem(
     length: float = 1.0,
     smoother: SavitzkyGolay | None = SavitzkyGolay(),
     stride: int | None = None,
+    hidden: bool = False,
 ) -> IntegralMatchingProblem:
     r"""Denoise `data` (a `Trajectory`, `Dataset` or list of trajectories) with `smoother`
     (004 App. A; `None` to skip), and fit the degree-`order` LGR polynomial to the samples
     in $[t_i, t_i + h]$ for every `stride`-th sample $t_i$ with $t_i + h$ inside the data
     (default stride: a tenth of the samples per subinterval). Missing values (mask) are
-    left out of both fits; non-uniform grids need nothing special."""
+    left out of both fits; non-uniform grids need nothing special. With `hidden`, states
+    never observed are allowed (their node values are 0: partial observation, 004 §5)."""
     dataset = as_dataset(data)
     if not length > 0:
         raise ValueError(f"length (the subinterval length h) must be positive, got {length}.")
@@ -77,17 +79,18 @@ def integral_matching_problem(
     for r, traj in enumerate(dataset):
         t, y = np.asarray(traj.t, float), np.asarray(traj.u, float)
         mask = np.ones_like(y) if traj.mask is None else np.asarray(traj.mask, float)
-        if np.any(mask.sum(axis=0) == 0):
-            k = int(np.argmin(mask.sum(axis=0)))
+        seen = mask.sum(axis=0) > 0
+        if not (hidden and seen.any()) and not seen.all():
+            k = int(np.argmin(seen))
             raise ValueError(f"trajectory {r}: state {k} is never observed; integral matching needs every state "
-                             "observed (partial observation, 004 §5, is not available yet).")
-        last = np.searchsorted(t, t[-1] - length * (1 + 1e-9), side="right")  # starts with t_i + h ≤ t_end
+                             "observed, or hidden-state reconstruction (004 §5: IntegralMatching.fit with hidden0).")
+        last = np.searchsorted(t, t[-1] - length * (1 - 1e-9), side="right")  # t_i + h ≤ t_end, to rounding
         if last == 0:
             raise ValueError(f"trajectory {r} spans {t[-1] - t[0]:.6g}, shorter than the subinterval length "
                              f"h = {length}; lower `length`.")
         ends = np.searchsorted(t, t[:last] + length * (1 + 1e-9), side="right")
         cum = np.concatenate([np.zeros((1, y.shape[1])), np.cumsum(mask, axis=0)])
-        observed = (cum[ends] - cum[:last]).min()
+        observed = (cum[ends] - cum[:last])[:, seen].min()
         if observed < order + 1:
             raise ValueError(f"trajectory {r}: a subinterval of length h = {length} holds only {int(observed)} "
                              f"observed samples of some state, but LGR order K = {order} needs at least K + 1 = "
@@ -343,6 +346,7 @@ class IntegralMatching(eqx.Module):
         key: PRNGKeyArray | None = None,
         bounds="model",
         progress: bool = False,
+        hidden0: ArrayLike | None = None,
     ) -> "IntegralMatchingFit":
         r"""Fit `model` to `data` (a `Trajectory`, `Dataset` or list of trajectories).
 
@@ -351,7 +355,13 @@ class IntegralMatching(eqx.Module):
         initialisation) or a neural vector field: an `eqx.Module` called as `field(u, t)`
         whose arrays are the parameters (it is its own start; `theta0` must be None).
         `key` seeds the random subintervals of the gradient method; `progress` shows a
-        progress bar over its chunks."""
+        progress bar over its chunks.
+
+        States never observed in `data` (mask all False) are *hidden*: they are
+        reconstructed jointly with the parameters (004 §5; see `_hidden`), starting from
+        `hidden0`, their values at the first sample time (required then), integrated
+        along the observed states with `theta0` (required, also for libraries)."""
+        given = theta0 is not None
         rhs, theta0, lower, upper = _vector_field(model, theta0, bounds)
         method = self.method
         if method == "auto":
@@ -369,6 +379,10 @@ class IntegralMatching(eqx.Module):
         if isinstance(model, (ODEModel, PolynomialLibrary)) and data.n_states != model.n_states:
             raise ValueError(f"data have {data.n_states} state columns but the model has {model.n_states} states.")
         start = time.perf_counter()
+        if any(traj.mask is not None and not np.all(np.any(traj.mask, axis=0)) for traj in data):
+            return self._fit_hidden(model, data, theta0, given, rhs, lower, upper, hidden0, method, start)
+        if hidden0 is not None:
+            raise ValueError("hidden0 is given but every state is observed somewhere in the data.")
         problem = self.problem(data)
         if method == "least_squares":
             sol = _least_squares(self, model, problem)
@@ -384,6 +398,43 @@ class IntegralMatching(eqx.Module):
         return IntegralMatchingFit(model=model, theta=sol.theta, loss=float(sol.loss), method=method,
                                    num_steps=int(sol.num_steps), status=sol.result,
                                    history=history[np.isfinite(history)], seconds=elapsed, rhs=rhs)
+
+    def _fit_hidden(self, model, data, theta0, given, rhs, lower, upper, hidden0, method, start):
+        from ._hidden import chained_problem, chained_states, fit_hidden, node_times  # (it imports this module)
+
+        if not isinstance(model, (ODEModel, PolynomialLibrary)):
+            raise ValueError("hidden states (never observed) are reconstructed for ODEModels and polynomial libraries "
+                             "only, not for neural vector fields.")
+        if self.threshold is not None:
+            raise ValueError("threshold (sequential thresholding) is not available with hidden states.")
+        if method == "least_squares" and isinstance(model, PolynomialLibrary):
+            method = "gauss_newton"  # the joint problem is nonlinear in the hidden states
+        if method != "gauss_newton":
+            raise ValueError(f"hidden states are reconstructed by method='gauss_newton' (joint over parameters and "
+                             f"hidden states), got method={self.method!r}.")
+        if not given:
+            raise ValueError("theta0 is required with hidden states: the hidden states start as the model's "
+                             "solution along the observed ones (zero coefficients would make them constant).")
+        seen = np.all(np.stack([np.any(traj.mask, axis=0) for traj in data]), axis=0)
+        hidden = np.flatnonzero(~seen)
+        if hidden0 is None:
+            raise ValueError(f"hidden0 (the values of the never-observed states {hidden.tolist()} at the first "
+                             "sample time) is required.")
+        z0 = jnp.asarray(hidden0, float).reshape(-1)
+        if z0.shape != (hidden.size,) or not bool(jnp.all(jnp.isfinite(z0))):
+            raise ValueError(f"hidden0 must hold {hidden.size} finite values (one per hidden state), got "
+                             f"{np.asarray(hidden0).tolist()}.")
+        problem = chained_problem(data, order=self.order, length=self.length, smoother=self.smoother)
+        standardised = isinstance(model, PolynomialLibrary)
+        sol = fit_hidden(self, rhs, theta0, problem, jnp.asarray(hidden), z0, lower, upper,
+                         model.features if standardised else None)
+        jax.block_until_ready(sol)
+        states = np.asarray(chained_states(problem, jnp.asarray(hidden), sol.Z))
+        return IntegralMatchingFit(model=model, theta=sol.theta, loss=float(sol.loss), method="gauss_newton",
+                                   num_steps=int(sol.num_steps), status=sol.result, history=np.zeros(0),
+                                   seconds=time.perf_counter() - start, rhs=rhs, hidden=tuple(hidden.tolist()),
+                                   node_times=np.asarray(node_times(problem)), node_states=states,
+                                   standardised=standardised)
 
     def _gradient_with_progress(self, rhs, theta0, problem, key, lower, upper) -> IntegralMatchingSolution:
         from tqdm.auto import tqdm
@@ -437,6 +488,11 @@ class IntegralMatchingFit:
     `status`, the loss `history` per chunk (gradient method), wall-clock `seconds`
     (compilation included) and the vector field `rhs(u, θ, t)`.
 
+    With hidden states (004 §5), `hidden` lists their indices and `node_states` holds
+    every state at the chained collocation nodes `node_times` (`node_states[0]` is a full
+    initial state for `simulate`); for libraries the hidden ones are `standardised`
+    (mean 0, variance 1: defined up to an affine map).
+
     No covariance: 004 gives no sampling theory for ℓ (the node values are correlated
     smoothed data); refine with `OutputError` or `Hybrid` for confidence intervals."""
 
@@ -449,6 +505,10 @@ class IntegralMatchingFit:
     history: np.ndarray
     seconds: float
     rhs: Callable
+    hidden: tuple[int, ...] = ()
+    node_times: np.ndarray | None = None
+    node_states: np.ndarray | None = None
+    standardised: bool = False
 
     @property
     def successful(self) -> bool:
@@ -477,6 +537,10 @@ class IntegralMatchingFit:
         head = [f"Integral-matching fit ({self.method}): "
                 f"{'converged' if self.successful else 'NOT CONVERGED: ' + self.message}",
                 f"  ℓ(Θ̂) = {self.loss:.6g}   steps = {self.num_steps}   time = {self.seconds:.3g} s"]
+        if self.hidden:
+            names = [self.model.state_names[k] for k in self.hidden]
+            head.append(f"  hidden states reconstructed: {', '.join(names)}"
+                        + (" (standardised)" if self.standardised else ""))
         if isinstance(self.model, ODEModel):
             width = max(len(n) for n in self.model.param_names)
             return "\n".join(head + [f"  {n.ljust(width)}  {v: .6g}" for n, v in
