@@ -122,16 +122,25 @@ def trajectory_loss_gradient(
 
     `vector_field(t, x, θ)` is diffrax's convention; `θ` any pytree of arrays (e.g. the
     parameters of an `eqx.nn.MLP`, split with `eqx.partition`). The computation is
-    jit-compiled per (vector field, shapes, mode)."""
+    jit-compiled per (vector field, shapes, mode).
+
+    A batch of windows (Chen et al. 2018's minibatches of short subtrajectories) is given
+    by a leading axis on all three: `x0` (B, d), `t` (B, n), `y` (B, n, d); the loss is
+    then the mean over windows, each solved from its own `x0` (vmapped)."""
     if mode not in GRADIENT_MODES:
         raise ValueError(f"mode must be one of {GRADIENT_MODES}, got {mode!r}.")
     t = jnp.asarray(t, float)
     y = jnp.asarray(y, float)
     x0 = jnp.asarray(x0, float)
-    if t.ndim != 1 or t.shape[0] < 2:
-        raise ValueError(f"t must be a 1-D array of at least 2 times, got shape {t.shape}.")
-    if y.shape != (t.shape[0],) + x0.shape:
-        raise ValueError(f"y must have shape {(t.shape[0],) + x0.shape} (len(t), state), got {y.shape}.")
+    windows = x0.ndim == 2
+    if t.ndim != 1 + windows or t.shape[-1] < 2:
+        raise ValueError(f"t must have shape (n,) ((B, n) with a batch of windows, x0 of shape (B, d)) with "
+                         f"n ≥ 2 times, got shape {t.shape} for x0 of shape {x0.shape}.")
+    if y.shape != t.shape + x0.shape[-1:]:
+        raise ValueError(f"y must have shape {t.shape + x0.shape[-1:]} (t's shape, state), got {y.shape}.")
+    if windows and (count or t.shape[0] != x0.shape[0]):
+        raise ValueError(f"a batch of windows needs x0 and t with the same leading axis (got {x0.shape[0]} and "
+                         f"{t.shape[0]}) and count=False.")
     counts = EvaluationCounts() if count else None
     f = _counted(vector_field, counts, mode) if count else vector_field
     controller = diffrax.PIDController(rtol=rtol, atol=atol)
@@ -142,7 +151,11 @@ def trajectory_loss_gradient(
 
 @eqx.filter_jit
 def _value_and_grad(f, theta, x0, t, y, solver, controller, adjoint, max_steps, mode):
-    loss = lambda th: _loss(f, th, x0, t, y, solver, controller, adjoint, max_steps)  # noqa: E731
+    one = lambda th, x0, t, y: _loss(f, th, x0, t, y, solver, controller, adjoint, max_steps)  # noqa: E731
+    if x0.ndim == 2:
+        loss = lambda th: jnp.mean(jax.vmap(one, (None, 0, 0, 0))(th, x0, t, y))  # noqa: E731
+    else:
+        loss = lambda th: one(th, x0, t, y)  # noqa: E731
     if mode == "forward":
         flat, unravel = jax.flatten_util.ravel_pytree(theta)
         value = loss(theta)
