@@ -88,6 +88,16 @@ def test_node_values_are_exact_for_polynomials(rng):
     np.testing.assert_allclose(X[..., 1], 1 + node_t, atol=1e-10)
 
 
+def test_uniform_node_values_equal_the_general_ones(rng):
+    # the shared-projection path (uniform, fully observed grid) is the same least squares
+    lgr = LGR(10)
+    t = np.linspace(0.0, 5.0, 501)
+    y = jnp.asarray(rng.normal(size=(501, 3)))
+    starts = jnp.arange(0, 400, 7)
+    args = (lgr, jnp.asarray(t), y, jnp.ones((501, 3)), starts, 1.0, 101)
+    np.testing.assert_allclose(node_values(*args, uniform=True), node_values(*args), atol=1e-10)
+
+
 def _linear_model():
     def rhs(u, p, t):
         return jnp.stack([p[0] * u[0] + p[1] * u[1], p[2] * u[0] + p[3] * u[1]])

@@ -95,7 +95,7 @@ def integral_matching_problem(
             raise ValueError(f"trajectory {r}: a subinterval of length h = {length} holds only {int(observed)} "
                              f"observed samples of some state, but LGR order K = {order} needs at least K + 1 = "
                              f"{order + 1}; lengthen `length` or lower `order`.")
-        window = int((ends - np.arange(last)).max())
+        window = int((ends - np.arange(last)).max())  # samples in the fullest subinterval
         step = max(1, window // 10) if stride is None else int(stride)
         if step < 1:
             raise ValueError(f"stride must be a positive integer, got {stride}.")
@@ -103,7 +103,10 @@ def integral_matching_problem(
         tj, yj, mj = jnp.asarray(t), jnp.asarray(y), jnp.asarray(mask)
         if smoother is not None:
             yj = smoother(tj, yj, mj)
-        X.append(node_values(lgr, tj, yj, mj, jnp.asarray(starts), float(length), window))
+        counts = ends - np.arange(last)
+        uniform = bool(mask.all() and np.allclose(np.diff(t), t[1] - t[0], rtol=1e-9, atol=0.0)
+                       and np.all(counts == window) and starts[-1] + window <= t.size)
+        X.append(node_values(lgr, tj, yj, mj, jnp.asarray(starts), float(length), window, uniform))
         a.append(t[starts])
     return IntegralMatchingProblem(lgr, jnp.concatenate(X), jnp.asarray(np.concatenate(a)), jnp.asarray(length, float))
 
