@@ -418,8 +418,9 @@ class IntegralMatching(eqx.Module):
         if not given:
             raise ValueError("theta0 is required with hidden states: the hidden states start as the model's "
                              "solution along the observed ones (zero coefficients would make them constant).")
-        seen = np.all(np.stack([np.any(traj.mask, axis=0) for traj in data]), axis=0)
-        hidden = np.flatnonzero(~seen)
+        if len(data) != 1:
+            raise ValueError(f"hidden-state reconstruction takes one trajectory, got {len(data)}.")
+        hidden = np.flatnonzero(~np.any(data[0].mask, axis=0))
         if hidden0 is None:
             raise ValueError(f"hidden0 (the values of the never-observed states {hidden.tolist()} at the first "
                              "sample time) is required.")
