@@ -39,6 +39,7 @@ from ..library import PolynomialLibrary
 from ..model import ODEModel
 from ..neural import field_rhs
 from ..simulate import integrate
+from ._result import StatusMixin
 from ._results import RESULTS
 from ._trust_region import bounded_trust_region
 
@@ -486,7 +487,7 @@ def _vector_field(model, theta0, bounds):
 
 
 @dataclasses.dataclass(frozen=True)
-class IntegralMatchingFit:
+class IntegralMatchingFit(StatusMixin):
     """An integral-matching fit: the fitted `theta` (parameter vector, coefficient matrix
     or trained module), the final `loss` ℓ(Θ̂), the `method` that ran, `num_steps`,
     `status`, the loss `history` per chunk (gradient method), wall-clock `seconds`
@@ -513,14 +514,6 @@ class IntegralMatchingFit:
     node_times: np.ndarray | None = None
     node_states: np.ndarray | None = None
     standardised: bool = False
-
-    @property
-    def successful(self) -> bool:
-        return bool(self.status == RESULTS.successful)
-
-    @property
-    def message(self) -> str:
-        return RESULTS[self.status]
 
     @property
     def params(self) -> np.ndarray:

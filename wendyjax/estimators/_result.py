@@ -13,8 +13,22 @@ from ..weak import TestFunctionInfo, WeakLikelihood
 from ._results import RESULTS
 
 
+class StatusMixin:
+    """`successful` and `message` of a result with a `status` (a `RESULTS` item)."""
+
+    status: RESULTS
+
+    @property
+    def successful(self) -> bool:
+        return bool(self.status == RESULTS.successful)
+
+    @property
+    def message(self) -> str:
+        return RESULTS[self.status]
+
+
 @dataclasses.dataclass(frozen=True)
-class AbstractFit(abc.ABC):
+class AbstractFit(StatusMixin, abc.ABC):
     """What every fit result has (plain NumPy arrays): `params`, their `covariance`
     (`covariance_method`), the start `p0`, `num_steps`, `status` (a `RESULTS` item,
     `message` its text) and `method`."""
@@ -27,14 +41,6 @@ class AbstractFit(abc.ABC):
     num_steps: int
     status: RESULTS
     method: str
-
-    @property
-    def successful(self) -> bool:
-        return bool(self.status == RESULTS.successful)
-
-    @property
-    def message(self) -> str:
-        return RESULTS[self.status]
 
     @property
     def stderr(self) -> np.ndarray:
