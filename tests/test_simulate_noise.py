@@ -114,3 +114,15 @@ def test_noise_estimate_recovers_sigma():
     assert np.all(np.asarray(wj.estimate_noise_std(clean)) < 1e-6)
     with pytest.raises(ValueError, match="at least 15 samples"):
         wj.estimate_noise_std(clean[:10])
+
+
+def test_integrate_any_rhs_with_nan_rows_after_a_failure():
+    bench = wj.models.lotka_volterra()
+    t = np.linspace(0.0, 2.0, 21)
+    ys = wj.integrate(bench.model.rhs, bench.p_true, bench.u0, t)
+    np.testing.assert_allclose(ys, wj.solve(bench.model, bench.p_true, bench.u0, t), rtol=1e-6)
+    # u' = u² from u0 = 1 blows up at t = 1: rows from the failure on are NaN, no exception
+    blow = wj.integrate(lambda u, p, t: u**2, None, [1.0], np.linspace(0.0, 2.0, 21), max_steps=200)
+    assert np.all(np.isfinite(blow[:10])) and np.all(np.isnan(blow[-5:]))
+    with pytest.raises(ValueError, match="strictly increasing"):
+        wj.integrate(bench.model.rhs, bench.p_true, bench.u0, t[::-1])

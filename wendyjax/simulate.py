@@ -30,6 +30,13 @@ def _solve(rhs, p, u0, t, solver, rtol, atol, max_steps):
     return sol.ys, sol.result
 
 
+def _check_grid(t: ArrayLike) -> Float[Array, " n"]:
+    t = jnp.asarray(t, dtype=float)
+    if t.ndim != 1 or t.shape[0] < 2 or not bool(jnp.all(jnp.diff(t) > 0)):
+        raise ValueError("t must be a strictly increasing 1-D array of at least 2 times.")
+    return t
+
+
 def solve(
     model: ODEModel,
     p: ArrayLike,
@@ -53,9 +60,7 @@ def solve(
         raise ValueError(
             f"u0 must have shape ({model.n_states},) for model '{model.name}', got {u0.shape}."
         )
-    t = jnp.asarray(t, dtype=float)
-    if t.ndim != 1 or t.shape[0] < 2 or not bool(jnp.all(jnp.diff(t) > 0)):
-        raise ValueError("t must be a strictly increasing 1-D array of at least 2 times.")
+    t = _check_grid(t)
     solver = diffrax.Tsit5() if solver is None else solver
     ys, result = _solve(model.rhs, p, u0, t, solver, jnp.asarray(rtol), jnp.asarray(atol), max_steps)
     ok = bool(result == diffrax.RESULTS.successful) and bool(jnp.all(jnp.isfinite(ys)))
@@ -81,10 +86,12 @@ def integrate(
     """Solve `u' = rhs(u, theta, t)` from `u0` on the grid `t` for any parameter pytree
     `theta` (a vector, a coefficient matrix, a neural network); the rows from the first
     failed step on are NaN instead of an error (fitted models may blow up)."""
-    t = jnp.asarray(t, dtype=float)
+    t = _check_grid(t)
     solver = diffrax.Tsit5() if solver is None else solver
     ys, _ = _solve(rhs, theta, jnp.asarray(u0, float), t, solver, jnp.asarray(rtol), jnp.asarray(atol), max_steps)
-    return np.asarray(ys)
+    ys = np.array(ys)
+    ys[~np.isfinite(ys)] = np.nan  # diffrax leaves the unreached save times at inf
+    return ys
 
 
 def simulate(
