@@ -3,7 +3,7 @@ import sys
 
 import numpy as np
 
-from wendyjax._demo import demo
+from wendyjax.cli._demo import demo
 
 
 def test_demo_fits_and_prints_table(capsys):

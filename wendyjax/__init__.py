@@ -44,3 +44,12 @@ from .weak import (
 )
 
 __version__ = "0.1.0.dev0"
+
+
+def __getattr__(name):
+    # `wj.plot` imports matplotlib: loaded on first use, not with the package.
+    if name == "plot":
+        import importlib
+
+        return importlib.import_module(".plot", __name__)
+    raise AttributeError(f"module 'wendyjax' has no attribute {name!r}")

@@ -6,8 +6,8 @@ import time
 import jax
 import numpy as np
 
-from . import models
-from .estimators import MLE, WLS
+from .. import models
+from ..estimators import MLE, WLS
 
 
 def demo(name: str = "lorenz", noise_ratio: float = 0.1, seed: int = 0):

@@ -1,0 +1,116 @@
+"""`python -m wendyjax fit / study / bench`: results, JSON, and clear errors for bad input."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+import wendyjax as wj
+from wendyjax.cli import main
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cli")
+    bench = wj.models.logistic()
+    data = bench.simulate(jax.random.key(0), 0.05, subsample=4)
+    u = np.array(data.u)
+    u[3, 0] = np.nan                                         # a missing value
+    np.savetxt(tmp / "logistic.csv", np.c_[data.t, u], delimiter=",", header="t,u", comments="")
+    lv = wj.models.lotka_volterra()
+    d = lv.simulate(jax.random.key(1), 0.02, subsample=4)
+    np.savez(tmp / "lv.npz", t=d.t, u=d.u)
+    # columns by name, in another order than the model's states, two trajectories
+    d2 = lv.simulate(jax.random.key(2), 0.02, subsample=4)
+    rows = [f"{k},{t},{y},{x}" for k, traj in enumerate([d, d2]) for t, (x, y) in zip(traj.t, traj.u)]
+    (tmp / "lv2.csv").write_text("trajectory,t,y,x\n" + "\n".join(rows) + "\n")
+    (tmp / "lv_model.py").write_text(
+        "states = ['x', 'y']\nparams = ['a', 'b', 'c', 'd']\n"
+        "def rhs(u, p, t):\n    import jax.numpy as jnp\n"
+        "    return jnp.stack([p[0] * u[0] - p[1] * u[0] * u[1], -p[2] * u[1] + p[3] * u[0] * u[1]])\n")
+    (tmp / "empty_model.py").write_text("x = 1\n")
+    (tmp / "mm_model.py").write_text("states = ['u']\nparams = ['v', 'k']\ndef rhs(u, p, t):\n"
+                                     "    return -p[0] * u / (p[1] + u)\n")
+    (tmp / "bad_columns.csv").write_text("t,u,v\n0,1,2\n1,2,3\n")
+    (tmp / "not_a_number.csv").write_text("t,u\n0,1\n1,abc\n")
+    (tmp / "no_time.csv").write_text("time,u\n0,1\n1,2\n")
+    (tmp / "garbage.npz").write_text("not an archive")
+    return tmp, bench, lv
+
+
+def _fails(argv, capsys, match):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert match in err, err
+
+
+def test_fit_csv_with_a_missing_value_prints_the_table(files, capsys):
+    tmp, bench, _ = files
+    assert main(["fit", "logistic", str(tmp / "logistic.csv"), "--radius", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "WENDy-MLE fit of 'logistic': converged" in out
+    rows = {line.split()[0]: [float(v) for v in line.split()[1:]] for line in out.splitlines()
+            if line.startswith(("p1 ", "p2 "))}
+    est = np.array([rows["p1"][0], rows["p2"][0]])
+    assert np.allclose(est, bench.p_true, rtol=0.1)
+
+
+def test_fit_json_from_npz_and_from_a_model_file(files, capsys):
+    tmp, _, lv = files
+    assert main(["fit", "lotka_volterra", str(tmp / "lv.npz"), "--method", "wls", "--json", "--level", "0.9"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    est = np.array(list(out["params"].values()))
+    assert out["method"] == "wls" and out["status"] == "successful"
+    assert np.allclose(est, lv.p_true, rtol=0.05)
+    lo, hi = np.array(list(out["ci90"].values())).T
+    assert np.all(lo < est) and np.all(est < hi) and np.all(hi - lo < np.array(list(out["ci95"].values()))[:, 1]
+                                                            - np.array(list(out["ci95"].values()))[:, 0])
+    # the same model from a file, data by column name with two trajectories
+    assert main(["fit", str(tmp / "lv_model.py"), str(tmp / "lv2.csv"), "--method", "wls", "--json"]) == 0
+    out2 = json.loads(capsys.readouterr().out)
+    assert list(out2["params"]) == ["a", "b", "c", "d"]
+    assert np.allclose(list(out2["params"].values()), lv.p_true, rtol=0.05)
+
+
+def test_fit_bad_input_is_named(files, capsys):
+    tmp, _, _ = files
+    _fails(["fit", "nope", str(tmp / "logistic.csv")], capsys, "unknown model 'nope'")
+    _fails(["fit", "logistic", str(tmp / "missing.csv")], capsys, "does not exist")
+    _fails(["fit", "logistic", str(tmp / "bad_columns.csv")], capsys, "has 1 states (u) but the file has 2 state")
+    _fails(["fit", "logistic", str(tmp / "not_a_number.csv")], capsys, "line 3 has a value that is not a number")
+    _fails(["fit", "logistic", str(tmp / "no_time.csv")], capsys, "time column 't'")
+    _fails(["fit", "logistic", str(tmp / "garbage.npz")], capsys, "not a readable NPZ archive")
+    _fails(["fit", str(tmp / "empty_model.py"), str(tmp / "lv.npz")], capsys, "must define `model")
+    _fails(["fit", str(tmp / "mm_model.py"), str(tmp / "logistic.csv"), "--radius", "0.5"], capsys, "--p0 is needed")
+    _fails(["fit", "logistic", str(tmp / "logistic.csv"), "--p0", "1,2,3"], capsys, "p0")
+    _fails(["fit", "logistic", str(tmp / "logistic.csv"), "--method", "output_error", "--covariance", "hessian"],
+           capsys, "only gauss_newton")
+    with pytest.raises(SystemExit):
+        main(["fit", "logistic", str(tmp / "logistic.csv"), "--p0", "a,b"])
+    assert "comma-separated numbers" in capsys.readouterr().err
+
+
+def test_study_writes_its_table(files, capsys):
+    tmp, _, _ = files
+    argv = ["study", "logistic", "--estimator", "wls", "--noise", "0.05", "--subsample", "8", "--runs", "3",
+            "--csv", str(tmp / "study.csv"), "--json", str(tmp / "study.json")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "Monte Carlo study of 'logistic'" in out
+    lines = (tmp / "study.csv").read_text().splitlines()
+    assert len(lines) == 1 + 2 and lines[0].startswith("noise_ratio")       # header + one row per parameter
+    assert json.loads((tmp / "study.json").read_text())["settings"]["n_runs"] == 3
+    with pytest.raises(SystemExit):
+        main(["study", "logistic", "--subsample", "0"])
+    assert "positive integers" in capsys.readouterr().err
+
+
+def test_bench_lists_runs_and_rejects_unknown(capsys):
+    assert main(["bench", "--list"]) == 0
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert "likelihood" in names and "spiral_neural" in names and "_suite" not in names   # helpers hidden
+    _fails(["bench", "nope"], capsys, "unknown benchmark 'nope'")
+    assert main(["bench", "interval_coverage", "--", "--help"]) == 0

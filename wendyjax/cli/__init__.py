@@ -1,0 +1,189 @@
+"""Command line: `python -m wendyjax {demo,fit,study,bench}` (`--help` on each)."""
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ._io import load_data, load_model, zoo_names
+
+_METHODS = ("mle", "irls", "wls", "output_error", "hybrid")
+_BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def _ints(text: str) -> list[int]:
+    values = _floats(text)
+    if any(v != int(v) or v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
+    return [int(v) for v in values]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m wendyjax", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="simulate a zoo model and fit it with WENDy-MLE (the README's main job)")
+    demo.add_argument("--model", default="lorenz", choices=zoo_names())
+    demo.add_argument("--noise", type=float, default=0.1, help="noise ratio (default 0.1)")
+    demo.add_argument("--seed", type=int, default=0)
+
+    fit = sub.add_parser("fit", help="fit a model to time series from a CSV or NPZ file",
+                         description="Fit MODEL to DATA and print the parameter table. MODEL: a zoo name or a "
+                                     "Python file defining `model = wendyjax.ODEModel(...)` or `rhs(u, p, t)` with "
+                                     "lists `states` and `params` (optional `bounds`). DATA: CSV with a header "
+                                     "(`t`, the states by name or in order, optional `trajectory`; empty or NaN "
+                                     "cells are missing values) or NPZ (`t` and `u`).")
+    fit.add_argument("model")
+    fit.add_argument("data")
+    fit.add_argument("--method", default="mle", choices=_METHODS)
+    fit.add_argument("--p0", type=_floats, help="start, comma-separated (default: the centre of the model's box; "
+                                                "not needed for WENDy on models linear in the parameters)")
+    fit.add_argument("--noise", choices=("gaussian", "lognormal"),
+                     help="noise model (default: the zoo model's, else gaussian)")
+    fit.add_argument("--covariance", help="sandwich or hessian (WENDy), gauss_newton (output error)")
+    fit.add_argument("--radius", type=float, help="test-function radius in time units (WENDy; default: selected "
+                                                  "from the data, which needs a uniform grid)")
+    fit.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
+    fit.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
+
+    study = sub.add_parser("study", help="Monte Carlo study of an estimator on a zoo model")
+    study.add_argument("model", choices=zoo_names())
+    study.add_argument("--estimator", default="mle", choices=_METHODS)
+    study.add_argument("--noise", type=_floats, default=[0.05], help="noise ratios, comma-separated")
+    study.add_argument("--subsample", type=_ints, default=[1], help="subsampling factors, comma-separated")
+    study.add_argument("--runs", type=int, default=100, help="runs per setting")
+    study.add_argument("--seed", type=int, default=0)
+    study.add_argument("--batch-size", type=int, default=64)
+    study.add_argument("--covariance", help="sandwich or hessian (WENDy), gauss_newton (output error)")
+    study.add_argument("--level", type=float, default=0.95)
+    study.add_argument("--csv", help="write the metric table here")
+    study.add_argument("--json", help="write metrics, every run and the settings here")
+
+    bench = sub.add_parser("bench", help="run benchmark scripts (source checkout only)",
+                           description="Run benchmarks/NAME.py for each NAME; arguments after `--` go to every "
+                                       "script. Results land in benchmarks/results/.")
+    bench.add_argument("names", nargs="*", help="benchmarks to run (see --list)")
+    bench.add_argument("--list", action="store_true", help="list the benchmark scripts")
+    return parser
+
+
+def _default_p0(model, p0):
+    if p0 is not None:
+        return np.asarray(p0, float)
+    lo, hi = (np.asarray(b, float) for b in model.bounds) if model.bounds is not None else (None, None)
+    if lo is not None and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)):
+        return (lo + hi) / 2
+    return None
+
+
+def _run_fit(args) -> int:
+    import diffrax
+
+    from .. import estimators
+
+    model, bench = load_model(args.model)
+    data = load_data(args.data, model)
+    noise = args.noise or ("lognormal" if bench is not None and bench.noise.log_space else "gaussian")
+    p0 = _default_p0(model, args.p0)
+    kwargs = {} if args.covariance is None else {"covariance": args.covariance}
+    if args.radius is not None:
+        from ..weak import TestFunctionConfig
+
+        kwargs["test_functions"] = TestFunctionConfig(radius=args.radius)
+    if args.method in ("output_error", "hybrid"):
+        if p0 is None:
+            raise ValueError(f"--p0 is needed: model '{model.name}' has no finite box to start from.")
+        oe = estimators.OutputError(solver=bench.solver if bench is not None else diffrax.Tsit5())
+        est = oe if args.method == "output_error" else estimators.Hybrid(output_error=oe)
+        if args.covariance not in (None, "gauss_newton"):
+            raise ValueError(f"--covariance {args.covariance}: output error has only gauss_newton.")
+        if args.radius is not None and args.method == "output_error":
+            raise ValueError("--radius sets WENDy's test functions; output error has none.")
+        extra = {k: v for k, v in kwargs.items() if k == "test_functions"}
+        result = est.fit(model, data, p0, noise=noise, **extra)
+    else:
+        if p0 is None and not model.linear_in_params:
+            raise ValueError(f"--p0 is needed: model '{model.name}' is nonlinear in its parameters and has no "
+                             f"finite box to start from.")
+        est = {"mle": estimators.MLE, "irls": estimators.IRLS, "wls": estimators.WLS}[args.method]()
+        result = est.fit(model, data, p0, noise=noise, **kwargs)
+    if args.json:
+        out = result.to_dict()
+        lo, hi = result.ci(args.level)
+        out[f"ci{100 * args.level:g}"] = {n: (a, b) for n, a, b in zip(model.param_names, lo.tolist(), hi.tolist())}
+        print(json.dumps(out, indent=1, default=lambda x: np.asarray(x).tolist()))
+    else:
+        result.summary(args.level)
+    return 0
+
+
+def _run_study(args) -> int:
+    import jax
+
+    from .. import models, studies
+
+    study = studies.monte_carlo(getattr(models, args.model)(), args.estimator, noise_levels=args.noise,
+                                subsamples=args.subsample, n_runs=args.runs, key=jax.random.key(args.seed),
+                                covariance=args.covariance, level=args.level, batch_size=args.batch_size)
+    print(study)
+    if args.csv:
+        study.to_csv(args.csv)
+    if args.json:
+        study.to_json(args.json)
+    return 0
+
+
+def _run_bench(args, extra: list[str]) -> int:
+    if not _BENCHMARKS.is_dir():
+        raise FileNotFoundError("the benchmark scripts come with the source checkout (benchmarks/ next to the "
+                                "wendyjax package); install from a clone with `pip install -e .`.")
+    scripts = {p.stem: p for p in sorted(_BENCHMARKS.glob("*.py")) if not p.stem.startswith("_")}
+    if args.list or not args.names:
+        for name, path in scripts.items():
+            doc = path.read_text().split('"""')[1].strip().splitlines()[0] if '"""' in path.read_text() else ""
+            print(f"{name:28s} {doc}")
+        return 0
+    unknown = [n for n in args.names if n not in scripts]
+    if unknown:
+        raise ValueError(f"unknown benchmark {unknown[0]!r}; one of: {', '.join(scripts)}.")
+    for name in args.names:
+        print(f"== benchmarks/{name}.py {' '.join(extra)}", flush=True)
+        code = subprocess.call([sys.executable, str(scripts[name]), *extra], cwd=_BENCHMARKS.parent)
+        if code:
+            return code
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status (2 for bad input, with the reason on stderr)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
+    parser = _parser()
+    args = parser.parse_args(argv)
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # fits and studies in float64
+    try:
+        if args.command == "demo":
+            from ._demo import demo
+
+            demo(args.model, args.noise, args.seed)
+            return 0
+        if args.command == "fit":
+            return _run_fit(args)
+        if args.command == "study":
+            return _run_study(args)
+        return _run_bench(args, extra)
+    except (ValueError, TypeError, FileNotFoundError) as e:
+        parser.exit(2, f"{parser.prog} {args.command}: error: {e}\n")

@@ -1,0 +1,144 @@
+"""Reading what the command line is given: a model (zoo name or Python file) and time
+series (CSV or NPZ), with errors that name the file and the problem."""
+
+import csv
+import runpy
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from .. import models
+from ..data import Trajectory
+from ..model import ODEModel
+
+
+def zoo_names() -> list[str]:
+    """The names of the model zoo's benchmarks (`wj.models.<name>()`)."""
+    return sorted(n for n in vars(models) if not n.startswith("_") and n != "Benchmark")
+
+
+def load_model(spec: str) -> "tuple[ODEModel, models.Benchmark | None]":
+    """A zoo name (returns its benchmark too) or a Python file defining either `model`
+    (an `ODEModel`) or `rhs(u, p, t)` with lists `states` and `params` (optional `bounds`
+    as (lower, upper) and `name`)."""
+    if spec in zoo_names():
+        bench = getattr(models, spec)()
+        return bench.model, bench
+    path = Path(spec)
+    if path.suffix != ".py":
+        raise ValueError(f"unknown model {spec!r}: give a zoo name ({', '.join(zoo_names())}) "
+                         f"or a Python file (.py) defining the model.")
+    if not path.is_file():
+        raise FileNotFoundError(f"model file {spec!r} does not exist.")
+    try:
+        scope = runpy.run_path(str(path))
+    except Exception as e:  # noqa: BLE001 - re-raised with the file named
+        raise ValueError(f"running model file {spec!r} failed: {type(e).__name__}: {e}") from e
+    if isinstance(scope.get("model"), ODEModel):
+        return scope["model"], None
+    if callable(scope.get("rhs")) and "states" in scope and "params" in scope:
+        return ODEModel(scope["rhs"], scope["states"], scope["params"], bounds=scope.get("bounds"),
+                        name=scope.get("name", path.stem)), None
+    raise ValueError(f"model file {spec!r} must define `model = wendyjax.ODEModel(...)` or a function "
+                     f"`rhs(u, p, t)` with lists `states` and `params`.")
+
+
+def _trajectories(t: np.ndarray, u: np.ndarray, groups: np.ndarray | None, where: str) -> list[Trajectory]:
+    """Split rows by trajectory id (order of first appearance); missing values (NaN) masked."""
+    ids = [None] if groups is None else list(dict.fromkeys(groups.tolist()))
+    out = []
+    for g in ids:
+        rows = slice(None) if g is None else groups == g
+        tg, ug = t[rows], u[rows]
+        try:
+            out.append(Trajectory(tg, ug, np.isfinite(ug)))
+        except ValueError as e:
+            label = "" if g is None else f" (trajectory {g})"
+            raise ValueError(f"{where}{label}: {e}") from e
+    return out
+
+
+def _columns(header: list[str], model: ODEModel, where: str) -> list[int]:
+    """Indices of the state columns (all columns but `t` and `trajectory`, one per state):
+    by state name when the header has them all, else in order."""
+    names = list(model.state_names)
+    rest = [i for i, h in enumerate(header) if h not in ("t", "trajectory")]
+    if len(rest) != len(names):
+        raise ValueError(f"{where}: model '{model.name}' has {len(names)} states ({', '.join(names)}) but the "
+                         f"file has {len(rest)} state columns ({', '.join(header[i] for i in rest)}).")
+    if all(n in header for n in names):
+        return [header.index(n) for n in names]
+    return rest
+
+
+def _read_csv(path: Path, model: ODEModel) -> list[Trajectory]:
+    with path.open(newline="") as fh:
+        rows = [row for row in csv.reader(fh) if row and not row[0].startswith("#")]
+    if not rows:
+        raise ValueError(f"{path}: the file is empty.")
+    header = [h.strip() for h in rows[0]]
+    if "t" not in header:
+        raise ValueError(f"{path}: the header row must name a time column 't' (got {', '.join(header)}).")
+    body = rows[1:]
+    bad = [i + 2 for i, r in enumerate(body) if len(r) != len(header)]
+    if bad:
+        raise ValueError(f"{path}: line {bad[0]} has a different number of columns than the header "
+                         f"({len(header)}).")
+    cols = _columns(header, model, str(path))
+
+    def number(text: str, line: int) -> float:
+        text = text.strip()
+        if text in ("", "nan", "NaN", "NA"):
+            return np.nan
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"{path}: line {line} has a value that is not a number: {text!r}.") from None
+
+    table = np.array([[number(r[c], i + 2) for c in [header.index("t"), *cols]] for i, r in enumerate(body)])
+    if table.size == 0:
+        raise ValueError(f"{path}: no data rows.")
+    groups = np.array([r[header.index("trajectory")].strip() for r in body]) if "trajectory" in header else None
+    return _trajectories(table[:, 0], table[:, 1:], groups, str(path))
+
+
+def _read_npz(path: Path, model: ODEModel) -> list[Trajectory]:
+    try:
+        with np.load(path) as npz:
+            arrays = dict(npz)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise ValueError(f"{path}: not a readable NPZ archive ({e}).") from e
+    if "t" not in arrays:
+        raise ValueError(f"{path}: the archive must hold an array 't' (has {', '.join(arrays) or 'nothing'}).")
+    t = np.asarray(arrays["t"], float)
+    if "u" in arrays:
+        u = np.asarray(arrays["u"], float)
+        u = u[:, None] if u.ndim == 1 else u
+    elif all(n in arrays for n in model.state_names):
+        u = np.stack([np.asarray(arrays[n], float) for n in model.state_names], axis=1)
+    else:
+        raise ValueError(f"{path}: the archive must hold 'u' (samples × states) or one array per state "
+                         f"({', '.join(model.state_names)}).")
+    if u.ndim != 2 or u.shape[1] != model.n_states:
+        raise ValueError(f"{path}: model '{model.name}' has {model.n_states} states but 'u' has shape {u.shape}.")
+    if len(t) != len(u):
+        raise ValueError(f"{path}: 't' has {len(t)} times but 'u' has {len(u)} rows.")
+    groups = np.asarray(arrays["trajectory"]) if "trajectory" in arrays else None
+    return _trajectories(t, u, groups, str(path))
+
+
+def load_data(spec: str, model: ODEModel) -> list[Trajectory]:
+    """Time series for `model` from a CSV (header with `t`, the states by name or in order,
+    optionally `trajectory`; empty or NaN cells are missing values) or an NPZ (`t` and `u`,
+    or `t` and one array per state name; optionally `trajectory`)."""
+    path = Path(spec)
+    if not path.is_file():
+        raise FileNotFoundError(f"data file {spec!r} does not exist.")
+    readers = {".csv": _read_csv, ".npz": _read_npz}
+    if path.suffix.lower() not in readers:
+        raise ValueError(f"data file {spec!r}: expected a .csv or .npz file.")
+    try:
+        return readers[path.suffix.lower()](path, model)
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise ValueError(f"data file {spec!r} could not be read: {e}") from e
