@@ -9,7 +9,8 @@ from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 EXPECT = {
-    "01_quick_start.ipynb": ["WENDy-MLE fit of 'lotka_volterra': converged", "Output-error fit", "relative coefficient"],
+    "01_quick_start.ipynb": ["WENDy-MLE fit of 'lotka_volterra': converged", "Output-error fit",
+                             "relative coefficient"],
     "02_lognormal_and_bounds.ipynb": ["WENDy-MLE fit of 'sir_tdi': converged", "all estimates inside the box: True"],
     "03_coverage_study.ipynb": ["Monte Carlo study of 'logistic'", "device(s)"],
     "04_neural_ode_integral_matching.ipynb": ["Integral-matching fit (gradient)", "adjoint steps in"],

@@ -7,6 +7,7 @@ _xla_flags.apply()
 # ruff: noqa: E402
 
 from . import (
+    baselines as baselines,
     collocation as collocation,
     estimators as estimators,
     inference as inference,

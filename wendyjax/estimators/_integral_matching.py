@@ -523,6 +523,7 @@ class IntegralMatchingFit(StatusMixin):
         raise AttributeError("a neural fit has no parameter vector: use `theta` (the trained module).")
 
     def vector_field(self, u: Float[Array, " D"], t: float = 0.0) -> Float[Array, " D"]:
+        """The fitted f(u, Θ̂, t)."""
         return self.rhs(u, self.theta, t)
 
     def simulate(self, u0: ArrayLike, t: ArrayLike, **kwargs) -> np.ndarray:
@@ -531,6 +532,7 @@ class IntegralMatchingFit(StatusMixin):
         return integrate(self.rhs, self.theta, u0, t, **kwargs)
 
     def table(self) -> str:
+        """Status, loss, steps and time, then the parameters, equations or network size."""
         head = [f"Integral-matching fit ({self.method}): "
                 f"{'converged' if self.successful else 'NOT CONVERGED: ' + self.message}",
                 f"  ℓ(Θ̂) = {self.loss:.6g}   steps = {self.num_steps}   time = {self.seconds:.3g} s"]
@@ -548,6 +550,7 @@ class IntegralMatchingFit(StatusMixin):
         return "\n".join(head + [f"  neural vector field {type(self.theta).__name__} with {n} parameters"])
 
     def summary(self) -> None:
+        """Print [`table`][]."""
         print(self.table())
 
     def __str__(self) -> str:

@@ -55,15 +55,19 @@ class WeakLikelihood(eqx.Module):
 
     @property
     def rhs(self) -> Callable:
+        """The right-hand side the residual uses: f, or f̃(x) = f(eˣ)/eˣ in log space (000 §2.6)."""
         return log_space_rhs(self.model.rhs) if self.problem.log_space else self.model.rhs
 
     def __call__(self, p: ArrayLike) -> Float[Array, ""]:
+        """ℓ(p) (000 eq. 6)."""
         return nll(self, jnp.asarray(p, dtype=float))
 
     def grad(self, p: ArrayLike) -> Float[Array, " j"]:
+        """∇ℓ(p) by reverse mode (000 eq. 7)."""
         return nll_grad(self, jnp.asarray(p, dtype=float))
 
     def hessian(self, p: ArrayLike) -> Float[Array, "j j"]:
+        """∇²ℓ(p), forward over reverse (000 eq. 8)."""
         return nll_hessian(self, jnp.asarray(p, dtype=float))
 
 
