@@ -1,6 +1,7 @@
 """Command line: `python -m wendyjax {demo,fit,study,bench}` (`--help` on each)."""
 
 import argparse
+import ast
 import json
 import subprocess
 import sys
@@ -150,8 +151,8 @@ def _run_bench(args, extra: list[str]) -> int:
     scripts = {p.stem: p for p in sorted(_BENCHMARKS.glob("*.py")) if not p.stem.startswith("_")}
     if args.list or not args.names:
         for name, path in scripts.items():
-            doc = path.read_text().split('"""')[1].strip().splitlines()[0] if '"""' in path.read_text() else ""
-            print(f"{name:28s} {doc}")
+            doc = (ast.get_docstring(ast.parse(path.read_text())) or "").splitlines()
+            print(f"{name:28s} {doc[0] if doc else ''}")
         return 0
     unknown = [n for n in args.names if n not in scripts]
     if unknown:
