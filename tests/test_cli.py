@@ -1,6 +1,7 @@
 """`python -m wendyjax fit / study / bench`: results, JSON, and clear errors for bad input."""
 
 import json
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -36,6 +37,12 @@ def files(tmp_path_factory):
     (tmp / "not_a_number.csv").write_text("t,u\n0,1\n1,abc\n")
     (tmp / "no_time.csv").write_text("time,u\n0,1\n1,2\n")
     (tmp / "garbage.npz").write_text("not an archive")
+    (tmp / "empty.csv").write_text("")
+    (tmp / "ragged.csv").write_text("t,u\n0,1\n1,2,3\n")
+    (tmp / "raises.py").write_text("raise RuntimeError('boom')\n")
+    np.savez(tmp / "no_t.npz", u=np.ones((5, 1)))
+    np.savez(tmp / "wide.npz", t=np.arange(5.0), u=np.ones((5, 3)))
+    np.savez(tmp / "short_t.npz", t=np.arange(4.0), u=np.ones((5, 1)))
     return tmp, bench, lv
 
 
@@ -88,6 +95,18 @@ def test_fit_bad_input_is_named(files, capsys):
     _fails(["fit", "logistic", str(tmp / "logistic.csv"), "--p0", "1,2,3"], capsys, "p0")
     _fails(["fit", "logistic", str(tmp / "logistic.csv"), "--method", "output_error", "--covariance", "hessian"],
            capsys, "only gauss_newton")
+    _fails(["fit", "logistic", str(tmp / "empty.csv")], capsys, "the file is empty")
+    _fails(["fit", "logistic", str(tmp / "ragged.csv")], capsys, "line 3 has a different number of columns")
+    _fails(["fit", "logistic", str(tmp / "data.txt")], capsys, "does not exist")
+    (tmp / "data.txt").write_text("t,u\n")
+    _fails(["fit", "logistic", str(tmp / "data.txt")], capsys, "expected a .csv or .npz file")
+    _fails(["fit", str(tmp / "raises.py"), str(tmp / "lv.npz")], capsys, "running model file")
+    _fails(["fit", str(tmp / "absent.py"), str(tmp / "lv.npz")], capsys, "model file")
+    _fails(["fit", "logistic", str(tmp / "no_t.npz")], capsys, "must hold an array 't'")
+    _fails(["fit", "logistic", str(tmp / "wide.npz")], capsys, "has 1 states but 'u' has shape (5, 3)")
+    _fails(["fit", "logistic", str(tmp / "short_t.npz")], capsys, "'t' has 4 times but 'u' has 5 rows")
+    _fails(["fit", "logistic", str(tmp / "logistic.csv"), "--method", "output_error", "--radius", "0.5"],
+           capsys, "output error has none")
     with pytest.raises(SystemExit):
         main(["fit", "logistic", str(tmp / "logistic.csv"), "--p0", "a,b"])
     assert "comma-separated numbers" in capsys.readouterr().err
@@ -108,9 +127,13 @@ def test_study_writes_its_table(files, capsys):
     assert "positive integers" in capsys.readouterr().err
 
 
-def test_bench_lists_runs_and_rejects_unknown(capsys):
+def test_bench_lists_runs_and_rejects_unknown(capsys, monkeypatch):
     assert main(["bench", "--list"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
     assert "likelihood" in names and "spiral_neural" in names and "_suite" not in names   # helpers hidden
     _fails(["bench", "nope"], capsys, "unknown benchmark 'nope'")
     assert main(["bench", "interval_coverage", "--", "--help"]) == 0
+    import wendyjax.cli
+
+    monkeypatch.setattr(wendyjax.cli, "_BENCHMARKS", Path("/nonexistent/benchmarks"))
+    _fails(["bench", "--list"], capsys, "source checkout")

@@ -164,3 +164,26 @@ def test_loss_curves():
         wj.plot.loss_curves({"a": ([0, 1], [1.0])})
     with pytest.raises(TypeError, match="non-empty mapping"):
         wj.plot.loss_curves({})
+
+
+def test_plot_bad_input_is_named(logistic):
+    bench, data, mle, wls = logistic
+    lv = wj.models.lotka_volterra()
+    lv_fit = wj.WLS().fit(lv.model, lv.simulate(jax.random.key(0), 0.02, subsample=8))
+    cases = [
+        (TypeError, "result must be a fit result", lambda: wj.plot.fit(data, data)),
+        (ValueError, "one trajectory per data trajectory", lambda: wj.plot.fit(mle, data, truth=[data, data])),
+        (ValueError, "need 1 axes", lambda: wj.plot.fit(mle, data, axes=plt.subplots(2)[1])),
+        (ValueError, "same parameters", lambda: wj.plot.forest([mle, lv_fit])),
+        (TypeError, "TestFunctions or a WENDyFit", lambda: wj.plot.test_functions(data)),
+        (ValueError, "columns", lambda: wj.plot.test_functions(wj.weak.build_test_functions(data.t, data.u),
+                                                                 np.asarray(data.t)[:-1])),
+        (TypeError, "RadiusSelection", lambda: wj.plot.radius(data)),
+        (TypeError, "WeakLikelihood or WENDyFit", lambda: wj.plot.likelihood(data)),
+        (ValueError, "centre: give", lambda: wj.plot.likelihood(mle.likelihood)),
+        (ValueError, "span > 0", lambda: wj.plot.likelihood(mle, span=0.0)),
+        (ValueError, "must be a pair", lambda: wj.plot.loss_curves({"a": ([0, 1], [1, 2], [3, 4])})),
+    ]
+    for exc, match, call in cases:
+        with pytest.raises(exc, match=match):
+            call()
