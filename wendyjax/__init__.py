@@ -9,8 +9,10 @@ _xla_flags.apply()
 from . import (
     baselines as baselines,
     collocation as collocation,
+    datasets as datasets,
     estimators as estimators,
     inference as inference,
+    linear as linear,
     models as models,
     neural as neural,
     studies as studies,
@@ -30,6 +32,13 @@ from .estimators import (
     WENDyFit as WENDyFit,
 )
 from .library import PolynomialLibrary as PolynomialLibrary
+from .linear import (
+    BSplineBasis as BSplineBasis,
+    Data2LD as Data2LD,
+    Data2LDFit as Data2LDFit,
+    LinearODE as LinearODE,
+    Pulse as Pulse,
+)
 from .model import ODEModel as ODEModel
 from .noise import (
     AbstractNoise as AbstractNoise,

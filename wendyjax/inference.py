@@ -76,7 +76,8 @@ def forward_simulation_error(
     r"""$\|\hat U(p, u_0) - U_{\rm ref}\|_F / \|U_{\rm ref}\|_F$ (000 eq. 13) and whether
     the forward solve succeeded (000 eq. 14 counts a failure); inf when it failed.
     Pure: vmappable over estimates and datasets."""
-    ys, result = _solve(model.rhs, p, u0, t, solver, jnp.asarray(rtol), jnp.asarray(atol), max_steps)
+    ys, result = _solve(model.rhs, p, u0, t, solver, jnp.asarray(rtol), jnp.asarray(atol), max_steps,
+                        model.jump_ts)
     ok = (result == diffrax.RESULTS.successful) & jnp.all(jnp.isfinite(ys))
     err = jnp.linalg.norm(jnp.where(ok, ys, 0.0) - reference) / jnp.linalg.norm(reference)
     return jnp.where(ok, err, jnp.inf), ok

@@ -2,6 +2,7 @@
 
 from collections.abc import Callable, Sequence
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -50,6 +51,8 @@ class ODEModel(eqx.Module):
     - `linear_in_params`: declare whether `f` is affine in `p`; `None` detects it by
       autodiff (the second derivative in `p` vanishing at random probe points).
     - `name`: a label used in summaries.
+    - `jump_ts`: times where `f` jumps in `t` (known forcing such as a pulse): every
+      diffrax solve of the model steps exactly onto them instead of stepping over them.
     """
 
     rhs: Callable = eqx.field(static=True)
@@ -58,6 +61,7 @@ class ODEModel(eqx.Module):
     bounds: tuple[Float[Array, " J"], Float[Array, " J"]] | None
     linear_in_params: bool = eqx.field(static=True)
     name: str = eqx.field(static=True)
+    jump_ts: tuple[float, ...] | None = eqx.field(static=True)
 
     def __init__(
         self,
@@ -67,6 +71,7 @@ class ODEModel(eqx.Module):
         bounds: tuple[ArrayLike, ArrayLike] | None = None,
         linear_in_params: bool | None = None,
         name: str = "ode",
+        jump_ts: Sequence[float] | None = None,
     ):
         if not callable(rhs):
             raise TypeError(f"rhs must be callable f(u, p, t), got {type(rhs).__name__}.")
@@ -105,6 +110,12 @@ class ODEModel(eqx.Module):
             if not bool(jnp.all(lo <= hi)):
                 raise ValueError("bounds: every lower bound must be <= its upper bound.")
             self.bounds = (lo, hi)
+        if jump_ts is not None:
+            jumps = np.asarray(jump_ts, dtype=float).reshape(-1)
+            if not np.all(np.isfinite(jumps)) or np.any(np.diff(jumps) <= 0):
+                raise ValueError(f"jump_ts must be strictly increasing finite times, got {jump_ts}.")
+            jump_ts = tuple(jumps.tolist()) or None
+        self.jump_ts = jump_ts
         if linear_in_params is None:
             linear_in_params = _detect_linear_in_params(rhs, d, j)
         self.linear_in_params = bool(linear_in_params)
@@ -128,6 +139,11 @@ class ODEModel(eqx.Module):
         if not bool(jnp.all(jnp.isfinite(p))):
             raise ValueError(f"{argname} contains NaN or inf: {p}.")
         return p
+
+    def stepsize_controller(self, rtol, atol, **kwargs) -> "diffrax.PIDController":
+        """diffrax's PID controller at these tolerances, stepping onto `jump_ts`."""
+        jumps = None if self.jump_ts is None else jnp.asarray(self.jump_ts)
+        return diffrax.PIDController(rtol=rtol, atol=atol, jump_ts=jumps, **kwargs)
 
     def __call__(self, u, p, t):
         return self.rhs(u, p, t)

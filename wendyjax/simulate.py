@@ -12,7 +12,7 @@ from .noise import AbstractNoise
 
 
 @eqx.filter_jit
-def _solve(rhs, p, u0, t, solver, rtol, atol, max_steps):
+def _solve(rhs, p, u0, t, solver, rtol, atol, max_steps, jump_ts=None):
     term = diffrax.ODETerm(lambda s, u, args: rhs(u, args, s))
     sol = diffrax.diffeqsolve(
         term,
@@ -23,7 +23,8 @@ def _solve(rhs, p, u0, t, solver, rtol, atol, max_steps):
         y0=u0,
         args=p,
         saveat=diffrax.SaveAt(ts=t),
-        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        stepsize_controller=diffrax.PIDController(
+            rtol=rtol, atol=atol, jump_ts=None if jump_ts is None else jnp.asarray(jump_ts)),
         max_steps=max_steps,
         throw=False,
     )
@@ -62,7 +63,8 @@ def solve(
         )
     t = _check_grid(t)
     solver = diffrax.Tsit5() if solver is None else solver
-    ys, result = _solve(model.rhs, p, u0, t, solver, jnp.asarray(rtol), jnp.asarray(atol), max_steps)
+    ys, result = _solve(model.rhs, p, u0, t, solver, jnp.asarray(rtol), jnp.asarray(atol), max_steps,
+                        model.jump_ts)
     ok = bool(result == diffrax.RESULTS.successful) and bool(jnp.all(jnp.isfinite(ys)))
     if not ok:
         raise RuntimeError(

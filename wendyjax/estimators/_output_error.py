@@ -214,7 +214,7 @@ def _states_norm(y):
 
 @eqx.filter_custom_jvp
 def _states_with_sensitivities(p, x0, *, est, problem):
-    xs, ok = jax.vmap(lambda t, x: est._solve(problem.rhs, t, x, p, False))(problem.t, x0)
+    xs, ok = jax.vmap(lambda t, x: est._solve(problem, t, x, p, False))(problem.t, x0)
     return xs, jnp.all(ok)
 
 
@@ -224,7 +224,7 @@ def _states_jvp(primals, tangents, *, est, problem):
     ∂x/∂x₀·dx₀ + ∂x/∂p·dp for any number of tangent directions (`jacfwd` batches them)."""
     p, x0 = primals
     dp, dx0 = tangents
-    (xs, sx, sp), ok = jax.vmap(lambda t, x: est._solve(problem.rhs, t, x, p, True))(problem.t, x0)
+    (xs, sx, sp), ok = jax.vmap(lambda t, x: est._solve(problem, t, x, p, True))(problem.t, x0)
     dxs = jnp.zeros_like(xs)
     if dp is not None:
         dxs = dxs + jnp.einsum("rnij,j->rni", sp, dp)
@@ -278,9 +278,11 @@ class OutputError(eqx.Module):
             raise ValueError(f"optimizer must be 'trust_region' or 'optimistix', got {self.optimizer!r}.")
     covariances: ClassVar[tuple[str, ...]] = ("gauss_newton",)
 
-    def _solve(self, rhs, t, x0, p, sensitivities: bool):
+    def _solve(self, problem, t, x0, p, sensitivities: bool):
         """One trajectory: states at `t` (and, with `sensitivities`, ∂x/∂x₀ and ∂x/∂p from
-        the variational equations Ṡ = ∂ₓf S (+ ∂ₚf), solved alongside), and success."""
+        the variational equations Ṡ = ∂ₓf S (+ ∂ₚf), solved alongside), and success.
+        The steps land on the model's `jump_ts`."""
+        rhs = problem.rhs
         if sensitivities:
             def field(s, y, p):
                 x, sx, sp = y
@@ -294,7 +296,7 @@ class OutputError(eqx.Module):
             diffrax.ODETerm(field), self.solver, t0=t[0], t1=t[-1], dt0=None, y0=y0, args=p,
             saveat=diffrax.SaveAt(ts=t),
             # step sizes controlled by the states alone: the same steps as the plain solve
-            stepsize_controller=diffrax.PIDController(rtol=self.ode_rtol, atol=self.ode_atol, norm=_states_norm),
+            stepsize_controller=problem.model.stepsize_controller(self.ode_rtol, self.ode_atol, norm=_states_norm),
             max_steps=self.ode_max_steps, adjoint=diffrax.ForwardMode(), throw=False,
         )
         finite = jnp.stack([jnp.all(jnp.isfinite(y)) for y in jax.tree_util.tree_leaves(sol.ys)])
@@ -308,7 +310,7 @@ class OutputError(eqx.Module):
         the solver (`"forward_mode"`)."""
         if self.jacobian == "sensitivity":
             return _states_with_sensitivities(p, x0, est=self, problem=problem)
-        xs, ok = jax.vmap(lambda t, x: self._solve(problem.rhs, t, x, p, False))(problem.t, x0)
+        xs, ok = jax.vmap(lambda t, x: self._solve(problem, t, x, p, False))(problem.t, x0)
         return xs, jnp.all(ok)
 
     def residuals(self, problem: OutputErrorProblem, p, x0) -> tuple[Float[Array, "r n d"], Bool[Array, ""]]:

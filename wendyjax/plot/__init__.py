@@ -2,6 +2,7 @@
 and returns `(figure, axes)`, so notebooks can restyle or save them."""
 
 from ._fits import fit as fit, forest as forest
+from ._linear import bands as bands, continuation as continuation
 from ._studies import study as study
 from ._training import loss_curves as loss_curves
 from ._weak import likelihood as likelihood, radius as radius, test_functions as test_functions

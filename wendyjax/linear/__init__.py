@@ -1,0 +1,26 @@
+"""Linear dynamical systems: B-spline bases, linear ODE models with known forcing and the
+Data2LD estimator (paper 002, Carey & Ramsay 2021)."""
+
+from ._bspline import BSplineBasis as BSplineBasis, breakpoint_quadrature as breakpoint_quadrature
+from ._data2ld import (
+    CODE_LADDER as CODE_LADDER,
+    Continuation as Continuation,
+    Data2LD as Data2LD,
+    Data2LDSolution as Data2LDSolution,
+    Uncertainty as Uncertainty,
+    criterion as criterion,
+    dtheta_dy as dtheta_dy,
+    fitted as fitted,
+    residuals as residuals,
+    residuals_and_jacobian as residuals_and_jacobian,
+    rho_of as rho_of,
+    smooth as smooth,
+    uncertainty as uncertainty,
+)
+from ._model import Input as Input, LinearODE as LinearODE, Pulse as Pulse, Term as Term, TimeVarying as TimeVarying
+from ._problem import (
+    Data2LDProblem as Data2LDProblem,
+    data2ld_problem as data2ld_problem,
+    penalty_matrices as penalty_matrices,
+)
+from ._result import Data2LDFit as Data2LDFit

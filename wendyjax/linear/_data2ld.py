@@ -1,0 +1,353 @@
+r"""Data2LD (002): parameter cascading for linear ODEs with a closed-form inner smooth and
+a continuation in the smoothing weight $\rho$.
+
+- inner: $\hat c(\theta,\rho) = A^{-1}b$, $A = \frac{1-\rho}{N}\Phi^T\Phi + \frac{\rho}{T}R(\theta)$,
+  $b = \frac{1-\rho}{N}\Phi^Ty - \frac{\rho}{T}S(\theta)$ by Cholesky (eq. 11);
+- outer: $H(\theta|\rho) = \|y - \Phi\hat c\|^2/N$ (eq. 12) by a Gauss–Newton trust region,
+  its Jacobian by forward-mode autodiff through the solve (the implicit derivative of eq. 13);
+- continuation over $\rho = \mathrm{logistic}(\gamma)$: the Data2LD code's fixed ladder with
+  warm starts and its $\hat\rho$ rule, or the paper's adaptive rule (§3.2 steps 1–4);
+- uncertainty (§3.3): $df = \mathrm{tr}(2Y - YY^T)$ with $Y = \frac{1-\rho}{N}\Phi A^{-1}\Phi^T$,
+  $\hat\sigma^2 = SSE/(N - df)$, GCV, and the delta-method covariance of $\hat\theta$.
+"""
+
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Bool, Float, Int
+
+from ..estimators import RESULTS, bounded_trust_region
+from ._bspline import BSplineBasis
+from ._model import LinearODE
+from ._problem import Data2LDProblem, data2ld_problem, penalty_matrices
+
+#: The Data2LD code's ladder (`D2LD_ODE.m`): γ = −4…2 by 1, then 3…10 by ½ (ρ from 0.018 to 0.99995).
+CODE_LADDER = tuple(float(g) for g in np.concatenate([np.arange(-4, 3), np.arange(3, 10.25, 0.5)]))
+COVARIANCES = ("gauss_newton", "implicit")
+
+
+def rho_of(gamma):
+    """$\\rho = e^\\gamma / (1 + e^\\gamma)$ (002 §3.2 step 2)."""
+    return jax.nn.sigmoid(gamma)
+
+
+def _take(tree, i):
+    """Entry `i` of every leaf (a stage of a stacked pytree, e.g. a `RESULTS` array)."""
+    return jax.tree.map(lambda leaf: leaf[i], tree)
+
+
+def _set(tree, i, value):
+    """Set entry `i` of every leaf of a stacked pytree to the leaves of `value`."""
+    return jax.tree.map(lambda leaf, v: leaf.at[i].set(v), tree, value)
+
+
+def _data_gram(problem: Data2LDProblem) -> Float[Array, "DK DK"]:
+    """$\\Phi^T\\Phi$ over the observed entries, block diagonal in the variables."""
+    D, K = problem.y.shape[1], problem.phi.shape[1]
+    blocks = jnp.einsum("nd,nk,nl->dkl", problem.mask, problem.phi, problem.phi)
+    return jnp.einsum("dkl,de->dkel", blocks, jnp.eye(D, dtype=blocks.dtype)).reshape(D * K, D * K)
+
+
+def smooth(problem: Data2LDProblem, theta: Float[Array, " J"], rho, y: Float[Array, "n D"] | None = None):
+    r"""$\hat c(\theta, \rho)$ of 002 eq. (11), flattened variable by variable `(D·K,)`, and the
+    Cholesky factor of $A$ (NaN when $A$ is not positive definite)."""
+    y = problem.y if y is None else y
+    N, T = problem.num_obs, problem.span
+    R, S, _ = penalty_matrices(problem, theta)
+    A = (1 - rho) / N * _data_gram(problem) + rho / T * R
+    b = (1 - rho) / N * jnp.einsum("nd,nk->dk", problem.mask * y, problem.phi).reshape(-1) - rho / T * S
+    chol = jnp.linalg.cholesky(A)
+    return jax.scipy.linalg.cho_solve((chol, True), b), chol
+
+
+def fitted(problem: Data2LDProblem, coef: Float[Array, " DK"], phi: Float[Array, "n K"] | None = None):
+    """$\\hat x_v(t_i) = \\phi(t_i)^T\\hat c_v$, shape `(n, D)`."""
+    phi = problem.phi if phi is None else phi
+    return phi @ coef.reshape(problem.y.shape[1], -1).T
+
+
+def residuals(problem: Data2LDProblem, theta, rho, y=None) -> Float[Array, " nD"]:
+    r"""$y - \Phi\hat c(\theta,\rho)$ on the observed entries (0 elsewhere), flattened."""
+    y = problem.y if y is None else y
+    coef, _ = smooth(problem, theta, rho, y)
+    return (problem.mask * (y - fitted(problem, coef))).reshape(-1)
+
+
+def residuals_and_jacobian(problem: Data2LDProblem, theta, rho):
+    r"""The residuals and their Jacobian $-\Phi\,\partial\hat c/\partial\theta$ by implicit
+    differentiation of eq. (11) with the same Cholesky factor (the derivative behind eq. 13):
+    $\partial_j\hat c = -A^{-1}\frac{\rho}{T}(\partial_j R\,\hat c + \partial_j S)$, with
+    $\partial_j R = \sum_{ab}(E_{aj}\kappa_b + \kappa_a E_{bj})G_{ab}$ and
+    $\partial_j S = \sum_{af}(E_{aj}\lambda_f + \kappa_a E^\lambda_{fj})F_{af}$."""
+    coef, chol = smooth(problem, theta, rho)
+    kappa = problem.kappa0 + problem.kappa_theta @ theta
+    lam = problem.lam0 + problem.lam_theta @ theta
+    Gc = jnp.einsum("abkl,l->abk", problem.gram, coef)
+    dRc = jnp.einsum("aj,b,abk->kj", problem.kappa_theta, kappa, Gc) \
+        + jnp.einsum("a,bj,abk->kj", kappa, problem.kappa_theta, Gc)
+    dS = jnp.einsum("aj,f,afk->kj", problem.kappa_theta, lam, problem.cross) \
+        + jnp.einsum("a,fj,afk->kj", kappa, problem.lam_theta, problem.cross)
+    dcoef = -rho / problem.span * jax.scipy.linalg.cho_solve((chol, True), dRc + dS)  # (DK, J)
+    D = problem.y.shape[1]
+    dx = jnp.einsum("nk,dkj->ndj", problem.phi, dcoef.reshape(D, -1, theta.size))
+    r = (problem.mask * (problem.y - fitted(problem, coef))).reshape(-1)
+    return r, -(problem.mask[..., None] * dx).reshape(-1, theta.size)
+
+
+def criterion(problem: Data2LDProblem, theta, rho) -> Float[Array, ""]:
+    """$H(\\theta|\\rho) = \\|y - \\Phi\\hat c\\|^2 / N$ (002 eq. 12, per observation as in the code)."""
+    r = residuals(problem, theta, rho)
+    return r @ r / problem.num_obs
+
+
+class Uncertainty(eqx.Module):
+    """Diagnostics of a fit at $(\\hat\\theta, \\rho)$: `sse`, `df`, `dof` = N − df, `sigma2`
+    = SSE/dof, `gcv`, and the `covariance` of $\\hat\\theta$."""
+
+    sse: Float[Array, ""]
+    df: Float[Array, ""]
+    dof: Float[Array, ""]
+    sigma2: Float[Array, ""]
+    gcv: Float[Array, ""]
+    covariance: Float[Array, "J J"]
+
+
+@eqx.filter_jit
+def dtheta_dy(problem: Data2LDProblem, theta, rho) -> Float[Array, "J nD"]:
+    r"""$\partial\hat\theta/\partial y = -H_{\theta\theta}^{-1}H_{\theta y}$ at a minimiser of
+    $H(\theta, y) = \frac12\|y - \Phi\hat c(\theta, \rho; y)\|^2$ (implicit function theorem,
+    exact second derivatives; $\hat c$ depends on $y$ directly too). Zero columns where
+    `y` is missing."""
+    def half_sse(th, y):
+        res = residuals(problem, th, rho, y)
+        return 0.5 * res @ res
+
+    H_tt = jax.hessian(half_sse)(theta, problem.y)
+    H_ty = jax.jacfwd(jax.grad(half_sse), argnums=1)(theta, problem.y).reshape(theta.size, -1)
+    return -jnp.linalg.solve(H_tt, H_ty * problem.mask.reshape(-1))
+
+
+@eqx.filter_jit
+def uncertainty(problem: Data2LDProblem, theta, rho, kind: str = "gauss_newton") -> Uncertainty:
+    r"""002 §3.2–3.3 at $(\theta, \rho)$: $df = \mathrm{tr}(2Y - YY^T)$ computed as
+    $2\,\mathrm{tr}M - \mathrm{tr}M^2$ with $M = \frac{1-\rho}{N}A^{-1}\Phi^T\Phi$;
+    $\hat\sigma^2 = SSE/(N-df)$; GCV $= (SSE/N)/((N-df)/N)^2$; covariance
+    $\hat\sigma^2\,(\partial\hat\theta/\partial y)(\partial\hat\theta/\partial y)^T$ with
+    `kind` "gauss_newton": $\partial\hat\theta/\partial y = (J^TJ)^{-1}J^T$ (the Data2LD code,
+    ignoring $\hat c$'s direct dependence on $y$), or "implicit": $-H_{\theta\theta}^{-1}H_{\theta y}$
+    from the exact second derivatives of $H(\theta, y)$ (implicit function theorem)."""
+    N = problem.num_obs
+    coef, chol = smooth(problem, theta, rho)
+    r = (problem.mask * (problem.y - fitted(problem, coef))).reshape(-1)
+    sse = r @ r
+    M = (1 - rho) / N * jax.scipy.linalg.cho_solve((chol, True), _data_gram(problem))
+    df = 2 * jnp.trace(M) - jnp.sum(M * M.T)
+    dof = N - df
+    sigma2 = sse / dof
+    if kind == "gauss_newton":
+        _, J = residuals_and_jacobian(problem, theta, rho)
+        cov = sigma2 * jnp.linalg.inv(J.T @ J)
+    elif kind == "implicit":
+        sens = dtheta_dy(problem, theta, rho)
+        cov = sigma2 * sens @ sens.T
+    else:
+        raise ValueError(f"covariance must be one of {COVARIANCES}, got {kind!r}.")
+    return Uncertainty(sse, df, dof, sigma2, (sse / N) / (dof / N) ** 2, 0.5 * (cov + cov.T))
+
+
+class Continuation(eqx.Module):
+    r"""The stages of the $\rho$ continuation: `gamma`, `rho`, `theta`, `H` (eq. 12 at the
+    stage minimum), `result` and `num_steps` per stage; `valid` marks the stages that ran
+    (the adaptive rule fills a fixed-size buffer), `selected` the one reported and
+    `stderr` the standard errors of $\hat\theta$ at every stage (002 Fig. 3)."""
+
+    gamma: Float[Array, " U"]
+    rho: Float[Array, " U"]
+    theta: Float[Array, "U J"]
+    H: Float[Array, " U"]
+    result: RESULTS
+    num_steps: Int[Array, " U"]
+    valid: Bool[Array, " U"]
+    selected: Int[Array, ""]
+    stderr: Float[Array, "U J"]
+
+
+class Data2LDSolution(eqx.Module):
+    """Result of [`Data2LD.solve`][]: `theta` at the selected $\\rho$, the spline
+    coefficients `coef`, `rho`, `gamma`, the [`Uncertainty`][] there, the
+    [`Continuation`][] path and the `result` of the selected stage. Pure arrays: vmappable."""
+
+    theta: Float[Array, " J"]
+    coef: Float[Array, " DK"]
+    rho: Float[Array, ""]
+    gamma: Float[Array, ""]
+    uncertainty: Uncertainty
+    path: Continuation
+    result: RESULTS
+
+
+class Data2LD(eqx.Module):
+    r"""Data2LD estimator for a [`LinearODE`][] (002, Carey & Ramsay 2021).
+
+    - `basis`: the [`BSplineBasis`][] of every $x_v$ (002 §3.1: order > p + 3 recommended,
+      breaks repeated at forcing jumps so $D^p x$ can jump there);
+    - `continuation`: "ladder" (default; the Data2LD code: warm-started stages at
+      `gammas`, then $\hat\rho$ by `select`) or "adaptive" (002 §3.2 steps 1–4, with the
+      readings of the digest: from $\gamma$ = `gamma_start` step $\gamma$ by 1; a stage
+      whose relative change $|H_u - H_{u-1}|/H_{u-1}$ is not below `eps0` is retried from
+      the previous $\hat\theta$ with half the step (down to 1/64, then accepted); stop when
+      $\|\hat\theta_u - \hat\theta_{u-1}\|_2$ < `eps1`, at `gamma_max` or after `max_stages`);
+    - `select` (ladder): "min_change" (the code: among stages with $\rho > 0.99$, the one
+      after the smallest $\sum_j|\Delta\hat\theta_j|$ between consecutive stages) or "last";
+    - `covariance`: "gauss_newton" (the code) or "implicit" (see [`uncertainty`][]);
+    - `rtol`, `atol`, `max_steps`: of the Gauss–Newton trust region at every stage;
+    - `num_quad`: Gauss–Legendre points per break interval (default exact).
+    """
+
+    basis: BSplineBasis
+    continuation: str = "ladder"
+    gammas: tuple[float, ...] = CODE_LADDER
+    select: str = "min_change"
+    gamma_start: float = -4.0
+    gamma_max: float = 14.0
+    eps0: float = 0.2
+    eps1: float = 1e-4
+    max_stages: int = 64
+    covariance: str = "gauss_newton"
+    rtol: float = 1e-10
+    atol: float = 1e-12
+    max_steps: int = 200
+    num_quad: int | None = None
+    method: ClassVar[str] = "data2ld"
+
+    def __check_init__(self):
+        if not isinstance(self.basis, BSplineBasis):
+            raise TypeError(f"basis must be a BSplineBasis, got {type(self.basis).__name__}.")
+        if self.continuation not in ("ladder", "adaptive"):
+            raise ValueError(f"continuation must be 'ladder' or 'adaptive', got {self.continuation!r}.")
+        if self.select not in ("min_change", "last"):
+            raise ValueError(f"select must be 'min_change' or 'last', got {self.select!r}.")
+        if self.covariance not in COVARIANCES:
+            raise ValueError(f"covariance must be one of {COVARIANCES}, got {self.covariance!r}.")
+        g = np.asarray(self.gammas, float)
+        if g.ndim != 1 or g.size < 1 or not np.all(np.isfinite(g)) or np.any(np.diff(g) <= 0):
+            raise ValueError(f"gammas must be a non-empty increasing sequence of finite values, got {self.gammas}.")
+        if not (self.eps0 > 0 and self.eps1 > 0 and self.gamma_max > self.gamma_start and self.max_stages >= 2):
+            raise ValueError("adaptive continuation needs eps0 > 0, eps1 > 0, gamma_max > gamma_start and "
+                             "max_stages >= 2.")
+
+    def problem(self, model: LinearODE, t, y) -> Data2LDProblem:
+        """The [`Data2LDProblem`][] of `model` with this estimator's basis and data (`t`, `y`)."""
+        return data2ld_problem(model, self.basis, t, y, self.num_quad)
+
+    def _stage(self, problem, theta, gamma):
+        """Minimise $H(\\theta|\\rho(\\gamma))$ from `theta`: (θ̂, H, result, steps)."""
+        rho = rho_of(gamma)
+        N = problem.num_obs
+
+        def fn(th, _):
+            r, J = residuals_and_jacobian(problem, th, rho)
+            return 0.5 * (r @ r) / N, J.T @ r / N, J.T @ J / N
+
+        lower = jnp.full_like(theta, -jnp.inf)
+        sol = bounded_trust_region(fn, theta, lower, -lower, rtol=self.rtol, atol=self.atol,
+                                   max_steps=self.max_steps)
+        return sol.x, 2 * sol.value, sol.result, sol.num_steps
+
+    def _ladder(self, problem, theta0) -> Continuation:
+        gammas = jnp.asarray(self.gammas)
+
+        def body(theta, gamma):
+            th, H, result, steps = self._stage(problem, theta, gamma)
+            ok = (result == RESULTS.successful) | (result == RESULTS.max_steps_reached)
+            ok = ok & jnp.all(jnp.isfinite(th))
+            return jnp.where(ok, th, theta), (th, H, result, steps)
+
+        _, (thetas, H, result, steps) = jax.lax.scan(body, theta0, gammas)
+        U = gammas.size
+        if self.select == "last":
+            selected = jnp.array(U - 1)
+        else:
+            good = (result == RESULTS.successful) & (rho_of(gammas) > 0.99)
+            change = jnp.sum(jnp.abs(jnp.diff(thetas, axis=0)), axis=1)
+            change = jnp.where(good[1:] & good[:-1], change, jnp.inf)
+            selected = jnp.where(jnp.isfinite(jnp.min(change)), jnp.argmin(change) + 1, U - 1)
+        return Continuation(gammas, rho_of(gammas), thetas, H, result, steps, jnp.ones(U, bool), selected,
+                            jnp.zeros_like(thetas))
+
+    def _adaptive(self, problem, theta0) -> Continuation:
+        U, J = self.max_stages, theta0.size
+        th, H, result, steps = self._stage(problem, theta0, jnp.asarray(self.gamma_start))
+        empty = Continuation(
+            jnp.zeros(U).at[0].set(self.gamma_start), jnp.zeros(U).at[0].set(rho_of(self.gamma_start)),
+            jnp.zeros((U, J)).at[0].set(th), jnp.zeros(U).at[0].set(H),
+            _set(jax.tree.map(lambda v: jnp.full(U, v), RESULTS.successful), 0, result),
+            jnp.zeros(U, int).at[0].set(steps), jnp.arange(U) == 0, jnp.array(0), jnp.zeros((U, J)))
+        # carry: path, step δ, number of solves, done
+        init = (empty, jnp.asarray(1.0), jnp.array(1), jnp.array(False))
+
+        def cond(carry):
+            path, _, solves, done = carry
+            return ~done & (solves < 4 * U) & (path.selected < U - 1)
+
+        def body(carry):
+            path, delta, solves, _ = carry
+            u = path.selected
+            gamma = path.gamma[u] + delta
+            th, H, result, steps = self._stage(problem, path.theta[u], gamma)
+            ok = (result == RESULTS.successful) & jnp.isfinite(H)
+            rel = jnp.abs(H - path.H[u]) / path.H[u]
+            accept = ok & ((rel < self.eps0) | (delta <= 1 / 64))
+            stop = accept & ((jnp.linalg.norm(th - path.theta[u]) < self.eps1) | (gamma >= self.gamma_max))
+            v = u + 1
+            grown = Continuation(path.gamma.at[v].set(gamma), path.rho.at[v].set(rho_of(gamma)),
+                                 path.theta.at[v].set(th), path.H.at[v].set(H),
+                                 _set(path.result, v, result),
+                                 path.num_steps.at[v].set(steps), path.valid.at[v].set(True), v, path.stderr)
+            path = jax.tree.map(lambda a, b: jnp.where(accept, a, b), grown, path)
+            delta = jnp.where(accept, 1.0, delta / 2)
+            give_up = ~ok & (delta < 1 / 64)
+            return path, delta, solves + 1, stop | give_up
+
+        path, *_ = jax.lax.while_loop(cond, body, init)
+        return path
+
+    def solve(self, problem: Data2LDProblem, theta0: Float[Array, " J"]) -> Data2LDSolution:
+        """Run the continuation from `theta0` and report the selected stage. Pure JAX:
+        jit it, vmap it over problems that differ in their data ([`Data2LDProblem.with_data`][])."""
+        path = self._ladder(problem, theta0) if self.continuation == "ladder" else self._adaptive(problem, theta0)
+        stage_cov = jax.vmap(lambda th, r: uncertainty(problem, th, r, self.covariance).covariance)(
+            path.theta, path.rho)
+        path = eqx.tree_at(lambda p: p.stderr, path, jnp.sqrt(jnp.diagonal(stage_cov, axis1=1, axis2=2)))
+        u = path.selected
+        theta, gamma = path.theta[u], path.gamma[u]
+        rho = rho_of(gamma)
+        coef, _ = smooth(problem, theta, rho)
+        unc = uncertainty(problem, theta, rho, self.covariance)
+        stage_result = _take(path.result, u)
+        result = RESULTS.where(jnp.all(jnp.isfinite(unc.covariance)) | (stage_result != RESULTS.successful),
+                               stage_result, RESULTS.nonfinite)
+        return Data2LDSolution(theta, coef, rho, gamma, unc, path, result)
+
+    def fit(self, model: LinearODE, t: Float[ArrayLike, " n"], y: Float[ArrayLike, "n ..."],
+            theta0: Float[ArrayLike, " J"] | None = None):
+        """Fit `model` to data `y` at times `t` (NaN = missing) from `theta0` (default: 0.01
+        for every parameter, 002 §3.2 step 1) and return a [`Data2LDFit`][]."""
+        from ._result import Data2LDFit
+
+        problem = self.problem(model, t, y)
+        theta0 = np.full(model.n_params, 0.01) if theta0 is None else np.asarray(theta0, dtype=float)
+        if theta0.shape != (model.n_params,) or not np.all(np.isfinite(theta0)):
+            raise ValueError(f"theta0 must be {model.n_params} finite values (parameters "
+                             f"{', '.join(model.param_names)}), got {theta0}.")
+        sol = _solve_jit(self, problem, jnp.asarray(theta0))
+        return Data2LDFit.from_solution(self, model, problem, np.asarray(t, float), np.asarray(y, float),
+                                        theta0, sol)
+
+
+@eqx.filter_jit
+def _solve_jit(estimator: Data2LD, problem: Data2LDProblem, theta0) -> Data2LDSolution:
+    return estimator.solve(problem, theta0)
