@@ -108,6 +108,53 @@ def test_companion_ode_matches_the_analytic_solution():
     np.testing.assert_allclose(np.asarray(sim)[:, 0], ds.head_impact_solution(t), atol=1e-8)
 
 
+def test_output_error_on_the_companion_system_with_a_hidden_derivative():
+    # NLS of 002 §2.1: x observed, Dx never observed (its start given by x0), the pulse
+    # edges as jump_ts; noiseless data from the truth come back from a 10 % perturbed start
+    t = np.linspace(0, 60, 31)
+    x = ds.head_impact_solution(t)
+    model = ds.head_impact_model().ode_model()
+    assert model.jump_ts == (14.0, 15.0)
+    data = wj.Trajectory(t, np.c_[x, np.zeros_like(x)], np.c_[np.ones_like(t, bool), np.zeros_like(t, bool)])
+    problem = wj.estimators.output_error_problem(model, data, weighted=False, x0=[0.0, 0.0])
+    est = wj.OutputError(ode_rtol=1e-10, ode_atol=1e-12)
+    sol = eqx.filter_jit(est.solve)(problem, 1.1 * np.array(ds.SIMULATION_THETA), np.full(3, -np.inf),
+                                    np.full(3, np.inf))
+    assert sol.result == wj.RESULTS.successful
+    np.testing.assert_allclose(sol.params, ds.SIMULATION_THETA, rtol=1e-6)
+    with pytest.raises(ValueError, match="never observed"):
+        wj.estimators.output_error_problem(model, data, weighted=False)
+    with pytest.raises(ValueError, match="x0 must be 2 finite"):
+        wj.estimators.output_error_problem(model, data, weighted=False, x0=[0.0])
+
+
+def test_parameter_cascading_reports_the_least_gcv(head_impact_fit):
+    fit = head_impact_fit
+    est = L.Data2LD(fit.basis, continuation="gcv", gammas=(2.0, 4.0, 6.0, 8.0, 9.0))
+    sol = eqx.filter_jit(est.solve)(fit.problem, jnp.full(3, 0.01))
+    gcv = [float(L.uncertainty(fit.problem, th, L.rho_of(g)).gcv) for th, g in zip(sol.path.theta, est.gammas)]
+    assert int(sol.path.selected) == int(np.argmin(gcv))
+    assert float(sol.uncertainty.gcv) == pytest.approx(min(gcv), rel=1e-10)
+
+
+def test_solve_many_equals_single_fits_and_handles_missing_values(head_impact_fit):
+    fit = head_impact_fit
+    est = L.Data2LD(fit.basis, gammas=(6.0, 8.0, 9.0))
+    rng = np.random.default_rng(3)
+    ys = fit.y[None, :] + 0.05 * rng.standard_normal((3, fit.y.size))
+    ys[1, 10:20] = np.nan
+    many = est.solve_many(fit.problem, ys, np.full(3, 0.01), batch_size=2)
+    single = eqx.filter_jit(est.solve)
+    for r in range(3):
+        mask = np.isfinite(ys[r])[:, None].astype(float)
+        one = single(fit.problem.with_data(jnp.asarray(np.nan_to_num(ys[r]))[:, None], jnp.asarray(mask)),
+                     jnp.full(3, 0.01))
+        # batched and single solves round differently and stop ~1e-8 apart on the ridge of H
+        np.testing.assert_allclose(many.theta[r], one.theta, rtol=1e-6)
+        assert float(one.uncertainty.dof) == pytest.approx(mask.sum() - float(one.uncertainty.df))
+    assert not np.allclose(many.theta[0], many.theta[1])
+
+
 def test_jacobian_matches_autodiff_and_dtheta_dy_matches_refits(head_impact_fit):
     fit = head_impact_fit
     problem, rho = fit.problem, jnp.asarray(fit.rho)
@@ -221,6 +268,11 @@ def test_fit_result_and_plots(head_impact_fit):
     (lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5)).fit(
         ds.head_impact_model(), np.linspace(0, 2, 9), np.zeros(9), theta0=[1.0]), "theta0"),
     (lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5), continuation="anneal"), "continuation"),
+    (lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5), select="best"), "select"),
+    (lambda: L.Data2LD([0, 1, 2]), "BSplineBasis"),
+    (lambda: L.BSplineBasis([0, 1, 2], order=5)([0.5], deriv=-1), "deriv"),
+    (lambda: L.LinearODE({"x": 0}, [L.Term("x", "x", 0, "a")]), "must be >= 1"),
+    (lambda: L.LinearODE({"x": 2}, [L.Term("x", "x", 0, "a"), L.Term("x", "x", 0, "b")]), "second term"),
     (lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5), gammas=(1.0, 0.0)), "gammas"),
     (lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5), covariance="hessian"), "covariance"),
     (lambda: L.LinearODE.scalar(2, ["b0"]), "one entry per derivative"),

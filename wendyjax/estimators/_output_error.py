@@ -62,7 +62,7 @@ class OutputErrorProblem(eqx.Module):
         return jnp.sum(self.mask)
 
 
-def _trajectory_arrays(tr: Trajectory, log_space: bool, d: int):
+def _trajectory_arrays(tr: Trajectory, log_space: bool, d: int, hidden_ok: bool = False):
     t, u = np.asarray(tr.t), np.asarray(tr.u)
     mask = np.ones(u.shape, bool) if tr.mask is None else np.asarray(tr.mask)
     if log_space:
@@ -75,10 +75,10 @@ def _trajectory_arrays(tr: Trajectory, log_space: bool, d: int):
             )
         u = np.where(mask, np.log(np.where(mask, u, 1.0)), 0.0)
     u = np.where(mask, u, 0.0)
-    if not mask.any(axis=0).all():
+    if not hidden_ok and not mask.any(axis=0).all():
         missing = [j for j in range(d) if not mask[:, j].any()]
         raise ValueError(f"states {missing} are never observed in a trajectory: their initial "
-                         f"condition cannot be started from the data.")
+                         f"condition cannot be started from the data (pass x0=...).")
     x0 = np.array([u[np.argmax(mask[:, j]), j] for j in range(d)])
     return t, u, mask, x0
 
@@ -90,6 +90,7 @@ def output_error_problem(
     *,
     sigma=None,
     weighted: bool = True,
+    x0=None,
 ) -> OutputErrorProblem:
     """Validate data and stack the arrays of an output-error fit.
 
@@ -99,6 +100,9 @@ def output_error_problem(
       likelihood); `False` gives 000 eq. (11)'s plain least squares.
     - `sigma`: noise level per state (scalar or `(D,)`; log space for log-normal noise);
       `None` estimates it from each trajectory's fully observed rows (001 §2.2).
+    - `x0`: default start of the initial states, `(D,)` or `(R, D)` (log space for
+      log-normal noise); `None` takes each state's first observation, so every state must
+      be observed somewhere; with `x0` states may be hidden (never observed).
     """
     if not isinstance(model, ODEModel):
         raise TypeError(f"model must be an ODEModel, got {type(model).__name__}.")
@@ -110,7 +114,14 @@ def output_error_problem(
             f"data have {dataset.n_states} state columns but model '{model.name}' has {d} "
             f"states ({', '.join(model.state_names)})."
         )
-    arrays = [_trajectory_arrays(tr, log_space, d) for tr in dataset]
+    arrays = [_trajectory_arrays(tr, log_space, d, hidden_ok=x0 is not None) for tr in dataset]
+    if x0 is not None:
+        x0 = np.asarray(x0, dtype=float)
+        x0 = np.broadcast_to(x0, (len(arrays), d)) if x0.shape == (d,) else x0
+        if x0.shape != (len(arrays), d) or not np.all(np.isfinite(x0)):
+            raise ValueError(f"x0 must be {d} finite initial states, or one row per trajectory "
+                             f"({len(arrays)}, {d}), got shape {x0.shape}.")
+        arrays = [(t, u, m, row) for (t, u, m, _), row in zip(arrays, x0)]
     if not weighted:
         scales = [np.ones(d)] * len(arrays)
     elif sigma is not None:

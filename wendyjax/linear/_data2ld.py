@@ -27,6 +27,7 @@ from ._problem import Data2LDProblem, data2ld_problem, penalty_matrices
 #: The Data2LD code's ladder (`D2LD_ODE.m`): γ = −4…2 by 1, then 3…10 by ½ (ρ from 0.018 to 0.99995).
 CODE_LADDER = tuple(float(g) for g in np.concatenate([np.arange(-4, 3), np.arange(3, 10.25, 0.5)]))
 COVARIANCES = ("gauss_newton", "implicit")
+CONTINUATIONS = ("ladder", "adaptive", "gcv")
 
 
 def rho_of(gamma):
@@ -162,7 +163,7 @@ class Continuation(eqx.Module):
     r"""The stages of the $\rho$ continuation: `gamma`, `rho`, `theta`, `H` (eq. 12 at the
     stage minimum), `result` and `num_steps` per stage; `valid` marks the stages that ran
     (the adaptive rule fills a fixed-size buffer), `selected` the one reported and
-    `stderr` the standard errors of $\hat\theta$ at every stage (002 Fig. 3)."""
+    `stderr` the Gauss–Newton standard errors of $\hat\theta$ at every stage (002 Fig. 3)."""
 
     gamma: Float[Array, " U"]
     rho: Float[Array, " U"]
@@ -199,7 +200,9 @@ class Data2LD(eqx.Module):
       readings of the digest: from $\gamma$ = `gamma_start` step $\gamma$ by 1; a stage
       whose relative change $|H_u - H_{u-1}|/H_{u-1}$ is not below `eps0` is retried from
       the previous $\hat\theta$ with half the step (down to 1/64, then accepted); stop when
-      $\|\hat\theta_u - \hat\theta_{u-1}\|_2$ < `eps1`, at `gamma_max` or after `max_stages`);
+      $\|\hat\theta_u - \hat\theta_{u-1}\|_2$ < `eps1`, at `gamma_max` or after `max_stages`),
+      or "gcv": parameter cascading with one smoothing level (002 §2.3, PC): every $\gamma$ in
+      `gammas` solved from `theta0` without warm starts, the one of least GCV reported;
     - `select` (ladder): "min_change" (the code: among stages with $\rho > 0.99$, the one
       after the smallest $\sum_j|\Delta\hat\theta_j|$ between consecutive stages) or "last";
     - `covariance`: "gauss_newton" (the code) or "implicit" (see [`uncertainty`][]);
@@ -226,8 +229,8 @@ class Data2LD(eqx.Module):
     def __check_init__(self):
         if not isinstance(self.basis, BSplineBasis):
             raise TypeError(f"basis must be a BSplineBasis, got {type(self.basis).__name__}.")
-        if self.continuation not in ("ladder", "adaptive"):
-            raise ValueError(f"continuation must be 'ladder' or 'adaptive', got {self.continuation!r}.")
+        if self.continuation not in CONTINUATIONS:
+            raise ValueError(f"continuation must be one of {CONTINUATIONS}, got {self.continuation!r}.")
         if self.select not in ("min_change", "last"):
             raise ValueError(f"select must be 'min_change' or 'last', got {self.select!r}.")
         if self.covariance not in COVARIANCES:
@@ -315,11 +318,21 @@ class Data2LD(eqx.Module):
         path, *_ = jax.lax.while_loop(cond, body, init)
         return path
 
+    def _gcv(self, problem, theta0) -> Continuation:
+        gammas = jnp.asarray(self.gammas)
+        thetas, H, result, steps = jax.vmap(lambda g: self._stage(problem, theta0, g))(gammas)
+        gcv = jax.vmap(lambda th, g: uncertainty(problem, th, rho_of(g), "gauss_newton").gcv)(thetas, gammas)
+        ok = (result == RESULTS.successful) & jnp.isfinite(gcv)
+        selected = jnp.argmin(jnp.where(ok, gcv, jnp.inf))
+        return Continuation(gammas, rho_of(gammas), thetas, H, result, steps, jnp.ones(gammas.size, bool),
+                            selected, jnp.zeros_like(thetas))
+
     def solve(self, problem: Data2LDProblem, theta0: Float[Array, " J"]) -> Data2LDSolution:
         """Run the continuation from `theta0` and report the selected stage. Pure JAX:
         jit it, vmap it over problems that differ in their data ([`Data2LDProblem.with_data`][])."""
-        path = self._ladder(problem, theta0) if self.continuation == "ladder" else self._adaptive(problem, theta0)
-        stage_cov = jax.vmap(lambda th, r: uncertainty(problem, th, r, self.covariance).covariance)(
+        run = {"ladder": self._ladder, "adaptive": self._adaptive, "gcv": self._gcv}[self.continuation]
+        path = run(problem, theta0)
+        stage_cov = jax.vmap(lambda th, r: uncertainty(problem, th, r, "gauss_newton").covariance)(
             path.theta, path.rho)
         path = eqx.tree_at(lambda p: p.stderr, path, jnp.sqrt(jnp.diagonal(stage_cov, axis1=1, axis2=2)))
         u = path.selected
@@ -331,6 +344,18 @@ class Data2LD(eqx.Module):
         result = RESULTS.where(jnp.all(jnp.isfinite(unc.covariance)) | (stage_result != RESULTS.successful),
                                stage_result, RESULTS.nonfinite)
         return Data2LDSolution(theta, coef, rho, gamma, unc, path, result)
+
+    def solve_many(self, problem: Data2LDProblem, ys: Float[Array, "R n D"], theta0: Float[Array, " J"],
+                   batch_size: int | None = None) -> Data2LDSolution:
+        """[`solve`][] for every dataset `ys[r]` (same times, NaN = missing) in one compiled
+        call (e.g. the replicates of a simulation study): `lax.map` over batches of
+        `batch_size` vmapped fits. Default 32 on a CPU, all at once on an accelerator.
+        Measured on the 2-core CPU (002 §5, N = 21, σ = 0.1): 1000 replicates take 21 s in
+        batches of 1 and 19 s in batches of 50, while one vmap of all 1000 had not finished
+        after 7 minutes (a vmapped iterative solve runs until its slowest member stops)."""
+        if batch_size is None:
+            batch_size = 32 if jax.default_backend() == "cpu" else len(ys)
+        return _solve_many(self, problem, jnp.asarray(ys, float), jnp.asarray(theta0, float), int(batch_size))
 
     def fit(self, model: LinearODE, t: Float[ArrayLike, " n"], y: Float[ArrayLike, "n ..."],
             theta0: Float[ArrayLike, " J"] | None = None):
@@ -351,3 +376,12 @@ class Data2LD(eqx.Module):
 @eqx.filter_jit
 def _solve_jit(estimator: Data2LD, problem: Data2LDProblem, theta0) -> Data2LDSolution:
     return estimator.solve(problem, theta0)
+
+
+@eqx.filter_jit
+def _solve_many(estimator: Data2LD, problem: Data2LDProblem, ys, theta0, batch_size: int) -> Data2LDSolution:
+    def one(y):
+        mask = jnp.isfinite(y).astype(y.dtype)
+        return estimator.solve(problem.with_data(jnp.where(mask > 0, y, 0.0), mask), theta0)
+
+    return jax.lax.map(one, ys.reshape(ys.shape[:2] + problem.y.shape[1:]), batch_size=batch_size)

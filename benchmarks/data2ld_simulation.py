@@ -1,0 +1,226 @@
+"""The simulation study of paper 002 §5 (Tables 1–3): Data2LD and competitors on model (14).
+
+Run from the repository root::
+
+    python benchmarks/data2ld_simulation.py                  # 1000 replicates per cell, NLS on 200
+    python benchmarks/data2ld_simulation.py --replicates 100 --nls-replicates 50   # quicker
+
+Truth: D²x = −0.05x − 0.15Dx + 0.39u from rest, u the unit pulse on [14, 15) (the exact
+solution `wj.datasets.head_impact_solution`), N ∈ {21, 51, 101} equally spaced points on
+[0, 60], noise sd σ·range(x) with σ ∈ {0.01, 0.05, 0.10}, seed 0 per cell (NumPy
+`default_rng(1000·N + 100·σ)`). Every method gets the same replicates of a cell, as one
+vmapped compiled call:
+
+- **Data2LD** (order 5, the text's; and order 6, the code's): basis of §4 on [0, 60]
+  (triple breaks at 14 and 15, eleven from 15 to 60), start θ = 0.01 (§3.2 step 1), the
+  code's ρ ladder and ρ̂ rule, Gauss–Newton covariance, t intervals with N − df dof;
+- **PC** (parameter cascading with one smoothing level chosen by GCV, 002 §2.3): the same
+  basis (order 5) and start, each γ of the ladder solved from the start without warm
+  starts, the γ of least GCV reported (choice made: the paper does not give its λ grid);
+- **NLS** (output error, 002 §2.1): `wj.OutputError` on the companion system x, Dx
+  (Tsit5, rtol 1e-8, atol 1e-10, steps landing on the pulse edges via `jump_ts`), fitting
+  θ and the initial state by unweighted least squares, started at the truth θ and
+  (y₁, 0) (choices made: the paper gives neither start nor whether the initial state is
+  fitted — the truth start favours NLS), normal intervals from the Gauss–Newton covariance;
+  on the first `--nls-replicates` replicates of each cell.
+
+SA and SFT (the paper's Bayesian competitors) are not run (see the README's status).
+Metrics beside the paper's tables: 100·RMSE(θ̂) (Table 1), 95 % coverage in % (Table 2),
+100·RMSE(x̂) at the data points (Table 3), failures, seconds per cell and per fit.
+Writes `benchmarks/results/data2ld_simulation.{json,md}`.
+"""
+
+import argparse
+import datetime
+import json
+import sys
+import time
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import equinox as eqx  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import scipy.stats  # noqa: E402
+
+import wendyjax as wj  # noqa: E402
+from wendyjax import datasets as ds, linear as L  # noqa: E402
+from wendyjax.estimators import RESULTS, output_error_problem, stack_problems  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from likelihood import machine_info  # noqa: E402
+
+RESULTS_DIR = Path(__file__).parent / "results"
+TRUTH = np.array(ds.SIMULATION_THETA)
+NS, SIGMAS = (21, 51, 101), (0.10, 0.05, 0.01)
+# Tables 1–3 of 002, Data2LD / NLS / PC rows: {σ: {method: [β₀ ×3 N, β₁ ×3, α ×3]}}; Table 3: x̂ per σ, N
+PAPER_RMSE = {
+    0.10: {"Data2LD": [0.25, 0.17, 0.11, 1.79, 1.19, 0.12, 4.12, 2.37, 1.69],
+           "NLS": [0.61, 0.30, 0.23, 4.63, 2.05, 1.86, 13.19, 4.05, 4.71],
+           "PC": [0.27, 0.23, 0.21, 2.57, 2.06, 1.70, 27.34, 27.31, 27.16]},
+    0.05: {"Data2LD": [0.11, 0.07, 0.06, 0.86, 0.62, 0.40, 1.84, 1.02, 0.96],
+           "NLS": [0.28, 0.14, 0.09, 2.52, 0.85, 0.58, 5.94, 2.22, 1.85],
+           "PC": [0.36, 0.23, 0.22, 10.39, 1.97, 1.81, 27.32, 27.11, 23.19]},
+    0.01: {"Data2LD": [0.03, 0.02, 0.01, 0.18, 0.10, 0.08, 0.03, 0.02, 0.01],
+           "NLS": [0.07, 0.02, 0.02, 0.44, 0.12, 0.13, 1.33, 0.31, 0.56],
+           "PC": [22.84, 0.90, 0.46, 25.84, 3.56, 3.31, 26.15, 19.56, 17.02]},
+}
+PAPER_COVERAGE = {
+    0.10: {"Data2LD": [88, 90, 92, 86, 89, 91, 87, 86, 87], "NLS": [82, 86, 71, 78, 78, 64, 53, 61, 55],
+           "PC": [55, 61, 61, 41, 52, 57, 0, 0, 0]},
+    0.05: {"Data2LD": [82, 91, 92, 81, 91, 85, 86, 89, 86], "NLS": [78, 74, 74, 69, 72, 68, 51, 57, 56],
+           "PC": [76, 51, 38, 30, 24, 17, 0, 0, 3]},
+    0.01: {"Data2LD": [82, 82, 91, 85, 90, 90, 89, 84, 94], "NLS": [79, 75, 59, 78, 80, 79, 54, 61, 53],
+           "PC": [0, 21, 91, 0, 13, 76, 0, 8, 9]},
+}
+PAPER_X = {"Data2LD": {0.10: [3.36, 2.30, 1.60], 0.05: [1.82, 1.14, 0.85], 0.01: [0.32, 0.26, 0.20]},
+           "NLS": {0.10: [5.28, 2.88, 2.27], 0.05: [3.19, 1.36, 1.18], 0.01: [0.75, 0.29, 0.29]},
+           "PC": {0.10: [4.41, 3.11, 2.76], 0.05: [3.85, 2.55, 2.39], 0.01: [1.17, 0.76, 0.34]}}
+
+
+def replicates(N, sigma, R):
+    t = np.linspace(0, 60, N)
+    x = ds.head_impact_solution(t)
+    rng = np.random.default_rng(int(1000 * N + 100 * sigma))
+    return t, x, x + sigma * np.ptp(x) * rng.standard_normal((R, N))
+
+
+def metrics(theta, lower, upper, xhat, x, ok):
+    """100·RMSE(θ̂), coverage %, 100·RMSE(x̂) over the replicates that did not fail."""
+    theta, lower, upper, xhat = theta[ok], lower[ok], upper[ok], xhat[ok]
+    return {"rmse_theta_x100": (100 * np.sqrt(np.mean((theta - TRUTH) ** 2, axis=0))).tolist(),
+            "coverage_pct": (100 * np.mean((lower <= TRUTH) & (TRUTH <= upper), axis=0)).tolist(),
+            "rmse_x_x100": float(100 * np.sqrt(np.mean((xhat - x) ** 2))),
+            "n_ok": int(ok.sum()), "n_failed": int((~ok).sum())}
+
+
+def run_data2ld(t, x, Y, order, continuation):
+    est = L.Data2LD(ds.head_impact_basis(0.0, 60.0, order=order), continuation=continuation)
+    problem = est.problem(ds.head_impact_model(), t, Y[0])
+    theta0 = np.full(3, 0.01)
+    start = time.perf_counter()
+    jax.block_until_ready(est.solve_many(problem, Y, theta0))
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    sol = jax.block_until_ready(est.solve_many(problem, Y, theta0))
+    seconds = time.perf_counter() - start
+    unc = sol.uncertainty
+    se = np.sqrt(np.diagonal(np.asarray(unc.covariance), axis1=1, axis2=2))
+    q = scipy.stats.t.ppf(0.975, np.asarray(unc.dof))[:, None]
+    theta = np.asarray(sol.theta)
+    xhat = np.asarray(jax.vmap(lambda c: L.fitted(problem, c))(sol.coef))[..., 0]
+    ok = np.asarray(sol.result == RESULTS.successful) & np.all(np.isfinite(se), axis=1)
+    return metrics(theta, theta - q * se, theta + q * se, xhat, x, ok), seconds, first - seconds
+
+
+@eqx.filter_jit
+def _nls_batch(est, problems, p0):
+    lower, upper = jnp.full(3, -jnp.inf), jnp.full(3, jnp.inf)
+
+    def one(problem):
+        sol = est.solve(problem, p0, lower, upper)
+        cov = est.covariance(problem, sol)
+        xs, _ = est.trajectories(problem, sol.params, sol.u0)
+        return sol, cov, xs[0, :, 0]
+
+    return jax.lax.map(one, problems, batch_size=32)  # batches: a vmapped solve waits for its slowest member
+
+
+def run_nls(t, x, Y):
+    est = wj.OutputError(ode_rtol=1e-8, ode_atol=1e-10)
+    model = ds.head_impact_model().ode_model()
+    observed = np.c_[np.ones_like(t, bool), np.zeros_like(t, bool)]  # x observed, Dx not
+    problems = stack_problems([output_error_problem(model, wj.Trajectory(t, np.c_[y, np.zeros_like(y)], observed),
+                                                    weighted=False, x0=[y[0], 0.0]) for y in Y])
+    start = time.perf_counter()
+    jax.block_until_ready(_nls_batch(est, problems, jnp.asarray(TRUTH)))
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    sol, cov, xhat = jax.block_until_ready(_nls_batch(est, problems, jnp.asarray(TRUTH)))
+    seconds = time.perf_counter() - start
+    se = np.sqrt(np.diagonal(np.asarray(cov), axis1=1, axis2=2))
+    z = scipy.stats.norm.ppf(0.975)
+    theta = np.asarray(sol.params)
+    ok = np.asarray(sol.result == RESULTS.successful) & np.all(np.isfinite(se), axis=1)
+    return metrics(theta, theta - z * se, theta + z * se, np.asarray(xhat), x, ok), seconds, first - seconds
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replicates", type=int, default=1000)
+    parser.add_argument("--nls-replicates", type=int, default=200)
+    args = parser.parse_args()
+    cells = []
+    for sigma in SIGMAS:
+        for N in NS:
+            t, x, Y = replicates(N, sigma, args.replicates)
+            row = {"sigma": sigma, "N": N, "replicates": args.replicates}
+            for name, run, extra in (("Data2LD", run_data2ld, (5, "ladder")),
+                                     ("Data2LD order 6", run_data2ld, (6, "ladder")),
+                                     ("PC", run_data2ld, (5, "gcv")),
+                                     ("NLS", run_nls, ())):
+                m, seconds, compile_s = run(t, x, Y[: args.nls_replicates] if name == "NLS" else Y, *extra)
+                reps = args.nls_replicates if name == "NLS" else args.replicates
+                m.update(seconds_cell=seconds, seconds_per_fit=seconds / reps, compile_seconds=compile_s,
+                         replicates=min(reps, args.replicates))
+                row[name] = m
+                print(f"σ={sigma} N={N} {name}: RMSE×100 {np.round(m['rmse_theta_x100'], 2)} coverage "
+                      f"{np.round(m['coverage_pct'], 1)} x̂ {m['rmse_x_x100']:.2f} failed {m['n_failed']} "
+                      f"{seconds:.1f} s", flush=True)
+            cells.append(row)
+    RESULTS_DIR.mkdir(exist_ok=True)
+    out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "args": vars(args), "cells": cells,
+           "paper": {"rmse": {str(k): v for k, v in PAPER_RMSE.items()},
+                     "coverage": {str(k): v for k, v in PAPER_COVERAGE.items()},
+                     "rmse_x": {m: {str(k): v for k, v in d.items()} for m, d in PAPER_X.items()}}}
+    (RESULTS_DIR / "data2ld_simulation.json").write_text(json.dumps(out, indent=1))
+    (RESULTS_DIR / "data2ld_simulation.md").write_text(report(out))
+    print(report(out))
+
+
+def report(out) -> str:
+    m = out["machine"]
+    lines = ["# Paper 002 §5 simulation study: ours beside the paper", "",
+             f"{out['date']}, {m['processor'] or m['uname']['machine']}, {m['cpu_count']} cores; "
+             f"`python benchmarks/data2ld_simulation.py --replicates {out['args']['replicates']} "
+             f"--nls-replicates {out['args']['nls_replicates']}`. Each cell: ours / paper.", ""]
+    methods = ("Data2LD", "Data2LD order 6", "PC", "NLS")
+    for title, key, paper in (("100·RMSE(θ̂) (Table 1)", "rmse_theta_x100", PAPER_RMSE),
+                              ("95 % coverage, % (Table 2)", "coverage_pct", PAPER_COVERAGE)):
+        lines += [f"## {title}", "", "| σ | method | β₀ N=21 | 51 | 101 | β₁ 21 | 51 | 101 | α 21 | 51 | 101 |",
+                  "|---|---|" + "---|" * 9]
+        for sigma in SIGMAS:
+            for method in methods:
+                cells = [c for c in out["cells"] if c["sigma"] == sigma]
+                ref = paper[sigma].get(method.split(" order")[0]) if method != "Data2LD order 6" else None
+                vals = []
+                for j in range(3):
+                    for i, c in enumerate(cells):
+                        v = c[method][key][j]
+                        vals.append(f"{v:.2f}" + (f" / {ref[3 * j + i]}" if ref else ""))
+                lines.append(f"| {sigma} | {method} | " + " | ".join(vals) + " |")
+        lines.append("")
+    lines += ["## 100·RMSE(x̂) at the data points (Table 3)", "", "| method | σ | N=21 | 51 | 101 |",
+              "|---|---|---|---|---|"]
+    for method in methods:
+        for sigma in SIGMAS:
+            cells = [c for c in out["cells"] if c["sigma"] == sigma]
+            ref = PAPER_X.get(method, {}).get(sigma)
+            vals = [f"{c[method]['rmse_x_x100']:.2f}" + (f" / {ref[i]}" if ref else "") for i, c in enumerate(cells)]
+            lines.append(f"| {method} | {sigma} | " + " | ".join(vals) + " |")
+    lines += ["", "## Time", "", "| σ | N | method | replicates | s per cell | ms per fit | failed | compile s |",
+              "|---|---|---|---|---|---|---|---|"]
+    for c in out["cells"]:
+        for method in methods:
+            r = c[method]
+            lines.append(f"| {c['sigma']} | {c['N']} | {method} | {r['replicates']} | {r['seconds_cell']:.1f} | "
+                         f"{1000 * r['seconds_per_fit']:.1f} | {r['n_failed']} | {r['compile_seconds']:.1f} |")
+    lines += ["", "Paper (MATLAB, 4 GHz iMac): 3.64 s per Data2LD fit, 284.67 s per NLS fit, 36.65 s per PC fit."]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
