@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _zoo import zoo
 
 import wendyjax as wj
 from wendyjax.weak import build_test_functions
@@ -41,7 +42,7 @@ def test_radius_search_needs_room():
 
 
 def test_prebuilt_test_functions_must_match_the_data():
-    b = wj.models.logistic()
+    b = zoo("logistic")
     d1 = b.simulate(jax.random.key(0), subsample=8)
     d2 = b.simulate(jax.random.key(1), subsample=4)
     tf = build_test_functions(d1.t, d1.u)
@@ -52,7 +53,7 @@ def test_prebuilt_test_functions_must_match_the_data():
 
 
 def test_diag_reg_range():
-    b = wj.models.logistic()
+    b = zoo("logistic")
     d = b.simulate(jax.random.key(0), subsample=8)
     with pytest.raises(ValueError, match=r"diag_reg must lie in \[0, 1\)"):
         wj.weak_likelihood(b.model, d, diag_reg=1.0)

@@ -6,20 +6,20 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from _zoo import zoo
 
-import wendyjax as wj
 from wendyjax.cli import main
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cli")
-    bench = wj.models.logistic()
+    bench = zoo("logistic")
     data = bench.simulate(jax.random.key(0), 0.05, subsample=4)
     u = np.array(data.u)
     u[3, 0] = np.nan                                         # a missing value
     np.savetxt(tmp / "logistic.csv", np.c_[data.t, u], delimiter=",", header="t,u", comments="")
-    lv = wj.models.lotka_volterra()
+    lv = zoo("lotka_volterra")
     d = lv.simulate(jax.random.key(1), 0.02, subsample=4)
     np.savez(tmp / "lv.npz", t=d.t, u=d.u)
     # columns by name, in another order than the model's states, two trajectories

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _zoo import zoo
 
 import wendyjax as wj
 from wendyjax.estimators import RESULTS
@@ -49,16 +50,25 @@ def _study(name) -> Study:
     """Stacked likelihoods of the protocol's seeds (built once per test session)."""
     if name not in _STUDIES:
         nr, sub, n = PROTOCOLS[name]
-        b = getattr(wj.models, name)()
+        b = zoo(name)
         liks = [wj.weak_likelihood(b.model, b.simulate(jax.random.key(s), nr, subsample=sub), _noise(b))
                 for s in range(n)]
         _STUDIES[name] = Study(b, wj.weak.stack_likelihoods(liks), jnp.asarray(_box_starts(b, n)))
     return _STUDIES[name]
 
 
+_FITS = {}
+
+
 def _fit_all(study: Study, est):
-    lo, hi = (jnp.asarray(x) for x in study.bench.model.bounds)
-    return _solve(est, study.lik, study.p0, lo, hi)
+    """The vmapped fits of every seed of `study` by `est`, computed once per test session:
+    several tests check different properties of the same fits (Lorenz's MLE fits, run by
+    three tests, took ~25 s each time)."""
+    key = (id(study), est)
+    if key not in _FITS:
+        lo, hi = (jnp.asarray(x) for x in study.bench.model.bounds)
+        _FITS[key] = _solve(est, study.lik, study.p0, lo, hi)
+    return _FITS[key]
 
 
 def _rel_err(p, truth):
@@ -137,7 +147,7 @@ def test_vmapped_fits_equal_single_fits():
 
 @pytest.fixture(scope="module")
 def lorenz_data():
-    b = wj.models.lorenz()
+    b = zoo("lorenz")
     return b, b.simulate(jax.random.key(3), 0.05, subsample=2)
 
 
@@ -160,7 +170,7 @@ def test_fit_result_object(lorenz_data, capsys):
 
 
 def test_several_trajectories_in_one_fit():
-    b = wj.models.lotka_volterra()
+    b = zoo("lotka_volterra")
     one = b.simulate(jax.random.key(0), 0.05, subsample=2)
     two = [one, b.simulate(jax.random.key(1), 0.05, subsample=2)]
     f1 = wj.IRLS().fit(b.model, one)
@@ -172,7 +182,7 @@ def test_several_trajectories_in_one_fit():
 
 
 def test_noiseless_data_switch_to_wls_with_warning():
-    b = wj.models.logistic()
+    b = zoo("logistic")
     data = b.simulate(None, 0.0, subsample=2)
     with pytest.warns(UserWarning, match="noiseless"):
         fit = wj.MLE().fit(b.model, data)
@@ -206,7 +216,7 @@ def _nan_model():
 
 def test_nonfinite_start_raises_or_reports():
     model = _nan_model()
-    data = wj.models.logistic().simulate(jax.random.key(0), 0.05, subsample=4)
+    data = zoo("logistic").simulate(jax.random.key(0), 0.05, subsample=4)
     data = wj.Trajectory(data.t, np.asarray(data.u))
     with pytest.raises(RuntimeError, match="failed on model 'nan_model'"):
         wj.MLE().fit(model, data, [1.0, -1.0])
@@ -217,7 +227,7 @@ def test_nonfinite_start_raises_or_reports():
 
 def test_bounds_are_respected():
     """Logistic with p1 capped below its true value 1: the estimate sits on the bound."""
-    b = wj.models.logistic()
+    b = zoo("logistic")
     data = b.simulate(jax.random.key(0), 0.05, subsample=2)
     fit = wj.MLE().fit(b.model, data, [0.5, -0.5], bounds=([0.0, -10.0], [0.8, 0.0]))
     assert fit.successful and fit.params[0] == pytest.approx(0.8)
@@ -250,14 +260,14 @@ def test_fit_rejects_bad_input(lorenz_data, kwargs, match):
 
 
 def test_p0_required_for_nonlinear_models():
-    b = wj.models.goodwin_3d()
+    b = zoo("goodwin_3d")
     data = b.simulate(jax.random.key(0), 0.05, subsample=4)
     with pytest.raises(ValueError, match="p0 is required"):
         wj.MLE().fit(b.model, data, noise="lognormal")
 
 
 def test_stack_likelihoods_rejects_mismatched_grids():
-    b = wj.models.logistic()
+    b = zoo("logistic")
     a = wj.weak_likelihood(b.model, b.simulate(jax.random.key(0), 0.05, subsample=2))
     c = wj.weak_likelihood(b.model, b.simulate(jax.random.key(0), 0.05, subsample=4))
     with pytest.raises(ValueError, match="equal grid lengths"):

@@ -8,6 +8,7 @@ import numpy as np
 import optax
 import pytest
 import scipy.signal
+from _zoo import zoo
 from numpy.polynomial import legendre
 
 import wendyjax as wj
@@ -119,7 +120,7 @@ def test_exact_recovery_of_a_linear_ode_from_noiseless_data():
 
 
 def test_loss_gradient_matches_finite_differences(central_difference):
-    bench = wj.models.fitzhugh_nagumo()
+    bench = zoo("fitzhugh_nagumo")
     problem = integral_matching_problem(bench.simulate(jax.random.key(0), 0.05), order=10, length=1.0)
     p = np.asarray(bench.p_true) * 1.2
     loss = jax.jit(lambda q: integral_matching_loss(bench.model.rhs, q, problem))
@@ -138,7 +139,7 @@ def test_fitzhugh_nagumo_nonlinear_parameters():
     # 004 §4.1: under 2 % coefficient error on FitzHugh–Nagumo. At 5 % noise over 20 seeds
     # the mean relative error was 1.19 % with a seed-to-seed sd of 0.40 %: the mean of 4
     # seeds has a standard error of 0.2 %, so 2 % is four standard errors away.
-    bench = wj.models.fitzhugh_nagumo()
+    bench = zoo("fitzhugh_nagumo")
     est = wj.IntegralMatching(order=10, length=1.0)
     errs = []
     for seed in range(4):
@@ -149,7 +150,7 @@ def test_fitzhugh_nagumo_nonlinear_parameters():
 
 
 def test_sequential_thresholding_recovers_the_lorenz_support():
-    bench = wj.models.lorenz()
+    bench = zoo("lorenz")
     lib = wj.PolynomialLibrary(["x", "y", "z"], 3)
     truth = lib.coefficients(bench.model, bench.p_true)
     t = np.linspace(0, 10, 1001)
@@ -171,7 +172,7 @@ def test_sequential_thresholding_recovers_the_lorenz_support():
 
 
 def test_neural_field_training_decreases_loss_and_beats_baselines():
-    bench = wj.models.spiral()
+    bench = zoo("spiral")
     data = bench.simulate(jax.random.key(0), 0.01)
     field = wj.neural.MLPField(2, 32, 1, key=jax.random.key(1), input_transform=lambda u: u**3)
     est = wj.IntegralMatching(order=10, length=0.5, optimizer=optax.adam(3e-3), max_steps=3000, chunk=250,
@@ -248,7 +249,7 @@ def test_bad_input_is_refused():
 
 def _lorenz_hidden_z(t1):
     """Noiseless Lorenz on [0, t1] (Δt = 0.01) from a point on the attractor, z never observed."""
-    bench = wj.models.lorenz()
+    bench = zoo("lorenz")
     t = np.arange(0.0, t1 + 1e-9, 0.01)
     clean = wj.simulate(bench.model, bench.p_true, [-8.0, 7.0, 27.0], t, None)
     mask = np.ones(clean.u.shape, bool)

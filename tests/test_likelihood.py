@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _zoo import zoo
 from scipy import stats
 
 import wendyjax as wj
@@ -24,7 +25,7 @@ def _lik(bench, data, **kw):
 
 @pytest.mark.parametrize("name", ["logistic", "lorenz", "goodwin_2d", "goodwin_3d"])
 def test_noiseless_residual_is_integration_error_only(name):
-    b = getattr(wj.models, name)()
+    b = zoo(name)
     data = b.simulate(None, noise_ratio=0.0)
     lik = _lik(b, data, sigma=1.0)
     r_true = np.asarray(wj.weak.residual(lik, b.p_true))
@@ -40,7 +41,7 @@ def test_noiseless_residual_is_integration_error_only(name):
 
 
 def _small_case(name):
-    b = getattr(wj.models, name)()
+    b = zoo(name)
     data = b.simulate(jax.random.key(2), subsample=8)
     lik = _lik(b, data, test_functions=TestFunctionConfig(k_max=15), linear=False)
     p = b.p_true * (1 + 0.05 * np.cos(np.arange(b.model.n_params)))
@@ -137,7 +138,7 @@ def test_derivatives_match_finite_differences(name, central_difference):
                                   "fitzhugh_nagumo", "lotka_volterra_lognormal"])
 def test_linear_fast_path_agrees_with_general_path(name):
     lognormal = name.endswith("_lognormal")
-    b = getattr(wj.models, name.removesuffix("_lognormal"))()
+    b = zoo(name.removesuffix("_lognormal"))
     if lognormal:
         b = eqx.tree_at(lambda b: b.noise, b, wj.LogNormal(0.05))
     data = b.simulate(jax.random.key(4), subsample=4)
@@ -157,7 +158,7 @@ def test_linear_path_forms_only_structurally_nonzero_grams():
     # 1 at (2, 1) and -1 at (3, 3)
     from wendyjax.weak._linear import jacobian_pattern, term_structure
 
-    b = wj.models.lorenz()
+    b = zoo("lorenz")
     pattern = jacobian_pattern(b.model.rhs, 3, 3)
     expected = np.zeros((4, 3, 3), bool)
     expected[0, 1] = True
@@ -175,7 +176,7 @@ def test_linear_path_forms_only_structurally_nonzero_grams():
 
 
 def test_forcing_the_linear_path_on_a_nonlinear_model_raises():
-    b = wj.models.goodwin_2d()
+    b = zoo("goodwin_2d")
     with pytest.raises(ValueError, match="not linear in its parameters"):
         _lik(b, b.simulate(jax.random.key(0), subsample=8), linear=True)
 
@@ -198,7 +199,7 @@ def _monte_carlo_whitened(bench, noise, n_runs, subsample, key):
 
 
 def test_whitened_residual_is_standard_normal_lotka_volterra():
-    b = wj.models.lotka_volterra()
+    b = zoo("lotka_volterra")
     w = _monte_carlo_whitened(b, wj.AdditiveGaussian(0.05), 100, 4, jax.random.key(11))
     n_runs, n = w.shape
     # per-run mean and second moment; across independent runs their Monte Carlo standard
@@ -215,7 +216,7 @@ def test_whitened_residual_is_standard_normal_lotka_volterra():
 
 
 def test_whitened_residual_lognormal_goodwin_3d():
-    b = wj.models.goodwin_3d()
+    b = zoo("goodwin_3d")
     w = _monte_carlo_whitened(b, wj.LogNormal(0.02), 40, 4, jax.random.key(12))
     m, v = w.mean(axis=1), (w**2).mean(axis=1)
     assert abs(m.mean()) < 4 * m.std(ddof=1) / math.sqrt(len(m))
@@ -226,7 +227,7 @@ def test_whitened_residual_lognormal_goodwin_3d():
 
 
 def test_padding_and_several_trajectories_of_different_lengths():
-    b = wj.models.lorenz()
+    b = zoo("lorenz")
     d1 = b.simulate(jax.random.key(5), subsample=4)
     d2 = b.simulate(jax.random.key(6), subsample=8)
     p = b.p_true * 1.05
@@ -243,7 +244,7 @@ def test_padding_and_several_trajectories_of_different_lengths():
 
 
 def test_vmap_over_parameters_and_over_datasets():
-    b = wj.models.goodwin_2d()
+    b = zoo("goodwin_2d")
     ps = b.p_true * (1 + 0.05 * jax.random.normal(jax.random.key(0), (4, 5)))
     data = [b.simulate(jax.random.key(i), subsample=8) for i in range(3)]
     liks = [_lik(b, d, k=100) for d in data]
@@ -262,7 +263,7 @@ def test_vmap_over_parameters_and_over_datasets():
 
 
 def test_nonuniform_grid_and_missing_rows():
-    b = wj.models.logistic()
+    b = zoo("logistic")
     full = b.simulate(None, noise_ratio=0.0)
     t, u = np.asarray(full.t), np.asarray(full.u)
     mask = np.ones_like(u, bool)
@@ -282,10 +283,10 @@ def test_nonuniform_grid_and_missing_rows():
 
 
 def test_bad_input_is_refused_before_work():
-    b = wj.models.lorenz()
+    b = zoo("lorenz")
     data = b.simulate(jax.random.key(0), subsample=8)
     with pytest.raises(ValueError, match="3 state columns but model .logistic. has 1"):
-        wj.weak_likelihood(wj.models.logistic().model, data)
+        wj.weak_likelihood(zoo("logistic").model, data)
     with pytest.raises(ValueError, match="strictly positive"):
         wj.weak_likelihood(b.model, data, "lognormal")
     with pytest.raises(ValueError, match="noise must be"):

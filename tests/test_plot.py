@@ -5,6 +5,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from _zoo import zoo
 
 import wendyjax as wj
 
@@ -13,7 +14,7 @@ matplotlib.use("Agg")
 
 @pytest.fixture(scope="module")
 def logistic():
-    bench = wj.models.logistic()
+    bench = zoo("logistic")
     data = bench.simulate(jax.random.key(0), 0.05, subsample=4)
     mle = wj.MLE().fit(bench.model, data, [0.5, -0.5])
     wls = wj.WLS().fit(bench.model, data)
@@ -45,7 +46,7 @@ def test_fit_plot_draws_data_fit_and_truth_per_state(logistic):
 
 
 def test_fit_plot_leaves_out_missing_entries_and_takes_integral_matching_fits():
-    bench = wj.models.lotka_volterra()
+    bench = zoo("lotka_volterra")
     data = bench.simulate(jax.random.key(1), 0.02, subsample=4)
     mask = np.ones((data.n_samples, 2), bool)
     mask[5:40, 1] = False
@@ -168,7 +169,7 @@ def test_loss_curves():
 
 def test_plot_bad_input_is_named(logistic):
     bench, data, mle, wls = logistic
-    lv = wj.models.lotka_volterra()
+    lv = zoo("lotka_volterra")
     lv_fit = wj.WLS().fit(lv.model, lv.simulate(jax.random.key(0), 0.02, subsample=8))
     cases = [
         (TypeError, "result must be a fit result", lambda: wj.plot.fit(data, data)),

@@ -5,12 +5,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _zoo import zoo
 
 import wendyjax as wj
 
 
 def test_logistic_matches_exact_solution():
-    b = wj.models.logistic()
+    b = zoo("logistic")
     u = np.asarray(wj.solve(b.model, b.p_true, b.u0, b.t))[:, 0]
     t = np.asarray(b.t)
     exact = 0.01 * np.exp(t) / (1 - 0.01 + 0.01 * np.exp(t))
@@ -18,7 +19,7 @@ def test_logistic_matches_exact_solution():
 
 
 def test_stiff_solver_agrees_with_explicit():
-    b = wj.models.goodwin_3d()
+    b = zoo("goodwin_3d")
     t = np.asarray(b.t)[::8]
     a = wj.solve(b.model, b.p_true, b.u0, t, solver=diffrax.Kvaerno5())
     c = wj.solve(b.model, b.p_true, b.u0, t, solver=diffrax.Tsit5())
@@ -26,7 +27,7 @@ def test_stiff_solver_agrees_with_explicit():
 
 
 def test_simulate_bad_input():
-    b = wj.models.lorenz()
+    b = zoo("lorenz")
     with pytest.raises(ValueError, match=r"u0 must have shape \(3,\)"):
         wj.simulate(b.model, b.p_true, [1.0, 2.0], b.t, None)
     with pytest.raises(ValueError, match=r"p must have shape \(3,\)"):
@@ -55,7 +56,7 @@ def _noise_draws(noise, clean, n_keys=40):
 
 
 def test_additive_gaussian_scale():
-    b = wj.models.lorenz()
+    b = zoo("lorenz")
     clean = wj.solve(b.model, b.p_true, b.u0, np.asarray(b.t)[::4])
     rms = math.sqrt(float(jnp.mean(clean**2)))
     eps = _noise_draws(wj.AdditiveGaussian(0.1), clean) - np.asarray(clean)
@@ -72,7 +73,7 @@ def test_additive_gaussian_scale():
 
 
 def test_lognormal_scale():
-    b = wj.models.goodwin_3d()
+    b = zoo("goodwin_3d")
     clean = wj.solve(b.model, b.p_true, b.u0, np.asarray(b.t)[::4])
     z = np.log(_noise_draws(wj.LogNormal(0.05), clean) / np.asarray(clean))
     assert abs(z.std() / 0.05 - 1) < 5 / math.sqrt(2 * z.size)
@@ -117,7 +118,7 @@ def test_noise_estimate_recovers_sigma():
 
 
 def test_integrate_any_rhs_with_nan_rows_after_a_failure():
-    bench = wj.models.lotka_volterra()
+    bench = zoo("lotka_volterra")
     t = np.linspace(0.0, 2.0, 21)
     ys = wj.integrate(bench.model.rhs, bench.p_true, bench.u0, t)
     np.testing.assert_allclose(ys, wj.solve(bench.model, bench.p_true, bench.u0, t), rtol=1e-6)

@@ -1,6 +1,7 @@
 import jax
 import numpy as np
 import pytest
+from _zoo import zoo
 
 import wendyjax as wj
 from wendyjax.weak import TestFunctionConfig, build_test_functions, bump, bump_derivative, select_radius
@@ -18,7 +19,7 @@ def test_bump_derivative_matches_finite_differences():
 
 @pytest.fixture(scope="module")
 def logistic_data():
-    return wj.models.logistic().simulate(jax.random.key(0), noise_ratio=0.05, subsample=4)
+    return zoo("logistic").simulate(jax.random.key(0), noise_ratio=0.05, subsample=4)
 
 
 def test_orthonormal_basis_and_weak_derivative(logistic_data):
@@ -76,7 +77,7 @@ def test_radius_selection_curve_is_exposed(logistic_data):
 
 def test_minimum_radius_grows_as_noise_drops():
     # 001 Fig. 2: for low noise the selected minimum radius increases
-    b = wj.models.logistic()
+    b = zoo("logistic")
     radii = []
     for nr in (1e-1, 1e-6):
         d = b.simulate(jax.random.key(1), noise_ratio=nr, subsample=2)
