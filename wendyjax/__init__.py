@@ -10,8 +10,10 @@ from . import (
     baselines as baselines,
     collocation as collocation,
     datasets as datasets,
+    discovery as discovery,
     estimators as estimators,
     inference as inference,
+    library as library,
     linear as linear,
     models as models,
     neural as neural,
@@ -19,6 +21,7 @@ from . import (
     weak as weak,
 )
 from .data import Dataset as Dataset, Trajectory as Trajectory, trapezoid_weights as trapezoid_weights
+from .discovery import Discovery as Discovery, StateParameterRegression as StateParameterRegression
 from .estimators import (
     IRLS as IRLS,
     MLE as MLE,
@@ -31,7 +34,7 @@ from .estimators import (
     OutputErrorFit as OutputErrorFit,
     WENDyFit as WENDyFit,
 )
-from .library import PolynomialLibrary as PolynomialLibrary
+from .library import FiniteDifferenceLibrary as FiniteDifferenceLibrary, PolynomialLibrary as PolynomialLibrary
 from .linear import (
     BSplineBasis as BSplineBasis,
     Data2LD as Data2LD,

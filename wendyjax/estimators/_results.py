@@ -23,6 +23,11 @@ class RESULTS(eqx.Enumeration):
         "the last sample time or the states became non-finite): 000's definition of a "
         "failed fit."
     )
+    stalled = (
+        "Levenberg-Marquardt stopped: its damping grew past 1e16 without a step that lowers "
+        "the objective (the Hessian is far from positive definite or the objective is not "
+        "smooth there)."
+    )
     shapiro_wilk_stop = (
         "IRLS stopped early because the whitened residual failed the Shapiro-Wilk "
         "normality test (001 §2.4); the previous iterate is returned."

@@ -1,6 +1,6 @@
 r"""Polynomial function libraries: $\dot u = \Phi(u)\,\Theta$ with $\Phi$ the monomials of the
 states up to a degree and $\Theta$ a (features × states) coefficient matrix (004 §4,
-App. C; the SINDy parametrisation)."""
+App. C; 003 eq. 14; the SINDy parametrisation)."""
 
 import itertools
 from collections.abc import Sequence
@@ -11,40 +11,40 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 
-from .model import ODEModel, _names
+from ..model import ODEModel, _names
+from ._base import AbstractLibrary
 
 
-def _factors(n_states: int, degree: int) -> np.ndarray:
+def _factors(n_states: int, degree: int, constant: bool) -> np.ndarray:
     """Each monomial of total degree ≤ `degree` as `degree` indices into (1, u_1, …, u_D)
     (0 pads), by degree then in the order of `itertools.combinations_with_replacement`
-    (pysindy's order)."""
+    (pysindy's order); the constant first where `constant`."""
     rows = []
-    for d in range(degree + 1):
+    for d in range(0 if constant else 1, degree + 1):
         for combo in itertools.combinations_with_replacement(range(1, n_states + 1), d):
             rows.append(list(combo) + [0] * (degree - d))
     return np.asarray(rows, dtype=int)
 
 
-class PolynomialLibrary(eqx.Module):
-    r"""All monomials of the states of total degree ≤ `degree` (constant included):
-    $f(u, \Theta) = \Phi(u)\,\Theta$ with $\Theta$ of shape (`n_features`, `n_states`).
+class PolynomialLibrary(AbstractLibrary):
+    r"""All monomials of the states of total degree ≤ `degree`, the constant included unless
+    `constant=False` (003's libraries have none): $f(u, \Theta) = \Phi(u)\,\Theta$ with
+    $\Theta$ of shape (`n_features`, `n_states`).
 
     `state_names` (or a count) names the states in feature names and printed equations."""
 
     factors: Int[Array, "F degree"]
     degree: int = eqx.field(static=True)
     state_names: tuple[str, ...] = eqx.field(static=True)
+    constant: bool = eqx.field(static=True)
 
-    def __init__(self, state_names: int | Sequence[str], degree: int = 3):
+    def __init__(self, state_names: int | Sequence[str], degree: int = 3, constant: bool = True):
         if not isinstance(degree, (int, np.integer)) or degree < 1:
             raise ValueError(f"degree must be a positive integer, got {degree!r}.")
         self.state_names = _names(state_names, "x", "state_names")
         self.degree = int(degree)
-        self.factors = jnp.asarray(_factors(len(self.state_names), self.degree))
-
-    @property
-    def n_states(self) -> int:
-        return len(self.state_names)
+        self.constant = bool(constant)
+        self.factors = jnp.asarray(_factors(len(self.state_names), self.degree, self.constant))
 
     @property
     def n_features(self) -> int:
@@ -66,17 +66,6 @@ class PolynomialLibrary(eqx.Module):
     def rhs(self, u: Float[Array, " D"], theta: Float[Array, "F D"], t=None) -> Float[Array, " D"]:
         return self.features(u) @ theta
 
-    def zeros(self) -> Float[Array, "F D"]:
-        """A coefficient matrix of zeros (004's initialisation)."""
-        return jnp.zeros((self.n_features, self.n_states))
-
-    def check_theta(self, theta: ArrayLike, argname: str = "theta") -> Float[Array, "F D"]:
-        theta = jnp.asarray(theta, float)
-        if theta.shape != (self.n_features, self.n_states):
-            raise ValueError(f"{argname} must have shape ({self.n_features}, {self.n_states}) (features × states "
-                             f"of a degree-{self.degree} library), got {theta.shape}.")
-        return theta
-
     def coefficients(self, model: ODEModel, p: ArrayLike) -> np.ndarray:
         r"""The coefficient matrix of `model` at `p` in this library (exact when `model.rhs` is
         a polynomial of degree ≤ `degree` in the states): least squares on random states."""
@@ -86,15 +75,3 @@ class PolynomialLibrary(eqx.Module):
         f = np.asarray(jax.vmap(model.rhs, (0, None, None))(jnp.asarray(u), jnp.asarray(p, float), 0.0))
         theta = np.linalg.lstsq(phi, f, rcond=None)[0]
         return np.where(np.abs(theta) < 1e-9 * max(np.abs(theta).max(), 1.0), 0.0, theta)
-
-    def equations(self, theta: ArrayLike, precision: int = 4) -> list[str]:
-        """Each state's equation, e.g. `x' = -10 x + 10 y`, listing the non-zero terms."""
-        theta = np.asarray(self.check_theta(theta))
-        names = self.feature_names
-        lines = []
-        for k, state in enumerate(self.state_names):
-            terms = [f"{c:+.{precision}g}" + ("" if n == "1" else f" {n}")
-                     for c, n in zip(theta[:, k], names) if c != 0.0]
-            body = " ".join(terms).lstrip("+") if terms else "0"
-            lines.append(f"{state}' = {body}")
-        return lines

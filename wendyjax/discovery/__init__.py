@@ -1,0 +1,15 @@
+"""Equation discovery by sparse state and parameter regression (paper 003): states and
+library coefficients fitted jointly (Levenberg–Marquardt on a star-coloured sparse Hessian),
+terms selected by drop-k subset search scored by BIC or AIC."""
+
+from ._colouring import star_colouring as star_colouring
+from ._levenberg_marquardt import LevenbergMarquardt as LevenbergMarquardt, LMSolution as LMSolution
+from ._problem import (
+    DiscoveryProblem as DiscoveryProblem,
+    discovery_problem as discovery_problem,
+    fill_missing as fill_missing,
+    objective as objective,
+    residual as residual,
+)
+from ._regression import StateParameterRegression as StateParameterRegression
+from ._result import Candidate as Candidate, Discovery as Discovery

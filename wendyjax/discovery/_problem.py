@@ -1,0 +1,188 @@
+r"""The joint state-and-parameter regression problem of 003: data on a uniform time grid
+(a mask marks the observed entries), a library, the midpoint one-step residual (eq. 13),
+the objective (eq. 12), and the structure of its Hessian in the states (eq. 17)."""
+
+import itertools
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.sparse
+from jaxtyping import Array, ArrayLike, Bool, Float, Int
+
+from ..library import AbstractLibrary
+from ._colouring import recovery_indices, star_colouring
+
+
+class HessianStructure(eqx.Module):
+    r"""Where the non-zeros of the state–state Hessian block lie and how to read them off
+    $n_c$ compressed Hessian–vector products.
+
+    With the states ordered by time level (level $t$ holds $S$ values), a residual couples
+    levels $t$ and $t+1$ only, so the block is block tridiagonal. `colour` is a star
+    colouring of its sparsity graph; the entry `(dst_block, dst_row, dst_col)` of the
+    stacked blocks (diagonal blocks $0..T-1$, then sub-diagonal blocks $(t+1, t)$) is the
+    compressed product's entry `(src_row, src_colour)`."""
+
+    colour: Int[Array, " n"]
+    src_row: Int[Array, " nnz"]
+    src_colour: Int[Array, " nnz"]
+    dst_block: Int[Array, " nnz"]
+    dst_row: Int[Array, " nnz"]
+    dst_col: Int[Array, " nnz"]
+    n_colours: int = eqx.field(static=True)
+
+
+def _pattern(shape: tuple[int, ...], reach: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair (i, j), both orders and i = j, of flat state indices of an array of
+    `shape` = (T, *space, D) within one time level and `reach` grid points per spatial axis."""
+    index = np.arange(int(np.prod(shape))).reshape(shape)
+    rows, cols = [], []
+    offsets = itertools.product((-1, 0, 1), *(range(-r, r + 1) for r in reach))
+    for offset in offsets:
+        src = tuple(slice(max(0, -o), n - max(0, o)) for o, n in zip(offset, shape))
+        dst = tuple(slice(max(0, o), n - max(0, -o)) for o, n in zip(offset, shape))
+        a, b = index[src], index[dst]  # (..., D) each: every component pair couples
+        rows.append(np.repeat(a[..., :, None], shape[-1], -1).ravel())
+        cols.append(np.repeat(b[..., None, :], shape[-1], -2).ravel())
+    return np.concatenate(rows), np.concatenate(cols)
+
+
+def hessian_structure(shape: tuple[int, ...], halfwidth: tuple[int, ...]) -> HessianStructure:
+    """The state–state Hessian structure for states of `shape` = (T, *space, D) and a library
+    whose terms reach `halfwidth` points along each spatial axis (two residuals at most
+    2·halfwidth apart share a state)."""
+    rows, cols = _pattern(shape, tuple(2 * w for w in halfwidth))
+    n = int(np.prod(shape))
+    off = rows != cols
+    graph = scipy.sparse.csr_matrix((np.ones(off.sum()), (rows[off], cols[off])), shape=(n, n))
+    graph.sort_indices()
+    colour = star_colouring(graph.indptr, graph.indices)
+    src_row, src_colour = recovery_indices(rows, cols, colour)
+    size = n // shape[0]
+    t_row, t_col = rows // size, cols // size
+    keep = t_row >= t_col  # the diagonal blocks and the sub-diagonal blocks (t + 1, t)
+    block = np.where(t_row == t_col, t_row, shape[0] + t_col)
+    return HessianStructure(
+        colour=jnp.asarray(colour),
+        src_row=jnp.asarray(src_row[keep]),
+        src_colour=jnp.asarray(src_colour[keep]),
+        dst_block=jnp.asarray(block[keep]),
+        dst_row=jnp.asarray(rows[keep] % size),
+        dst_col=jnp.asarray(cols[keep] % size),
+        n_colours=int(colour.max()) + 1,
+    )
+
+
+class DiscoveryProblem(eqx.Module):
+    r"""Observations `data` of shape `(T, *space, D)` on a uniform time grid of step `dt`,
+    `observed` marking the entries that were observed (others hold 0), a `library`, and
+    the Hessian structure of the objective."""
+
+    data: Float[Array, "T *space D"]
+    observed: Bool[Array, "T *space D"]
+    dt: Float[Array, ""]
+    library: AbstractLibrary
+    structure: HessianStructure
+
+    @property
+    def state_shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape)
+
+    @property
+    def n_observed(self) -> Array:
+        return jnp.sum(self.observed)
+
+
+def residual(problem: DiscoveryProblem, u: Float[Array, "T *space D"], theta: Float[Array, "F D"]) -> Array:
+    r"""003 eq. 13: $(u_{t+1} - u_t)/\Delta t - \Phi(\tfrac12(u_{t+1} + u_t))\,\Theta$ on the interior
+    points of every time step."""
+    mid = 0.5 * (u[1:] + u[:-1])
+    features = jax.vmap(problem.library.features)(mid)
+    crop = (slice(None),) + tuple(slice(w, n - w) for w, n in zip(problem.library.halfwidth, u.shape[1:-1]))
+    return ((u[1:] - u[:-1]) / problem.dt)[crop] - features @ theta
+
+
+def smoothed_l0(theta: Array, eps: ArrayLike) -> Array:
+    r"""003 eq. 7: $\sum_i 1 - \exp(-\theta_i^2 / 2\varepsilon^2)$."""
+    return jnp.sum(1.0 - jnp.exp(-(theta**2) / (2.0 * eps**2)))
+
+
+def objective(problem: DiscoveryProblem, u: Array, theta: Array, mask: Array, lam: ArrayLike, penalty: ArrayLike,
+              eps: ArrayLike) -> Array:
+    r"""003 eq. 12: mean squared model residual + $\lambda$ × mean squared misfit on the observed
+    entries + $R/d$ × smoothed $\ell_0$ of the active coefficients $\Theta \odot M$ ($d$ the library
+    size). `penalty` = 0 gives $\mathcal L_\lambda$."""
+    theta = theta * mask
+    misfit = jnp.where(problem.observed, problem.data - u, 0.0)
+    return (jnp.mean(residual(problem, u, theta) ** 2) + lam * jnp.sum(misfit**2) / problem.n_observed
+            + penalty * smoothed_l0(theta, eps) / theta.size)
+
+
+def _check_data(data: np.ndarray, mask: np.ndarray | None, n_states: int, n_space: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    if data.ndim == n_space + 1 and n_states == 1:
+        data = data[..., None]
+        mask = None if mask is None else mask[..., None]
+    if data.ndim != n_space + 2 or data.shape[-1] != n_states:
+        raise ValueError(f"data must have shape (T, {'*space, ' * bool(n_space)}D) with {n_space} spatial axes and "
+                         f"D = {n_states} states (the library's), got {data.shape}.")
+    observed = np.isfinite(data) if mask is None else np.asarray(mask, bool)
+    if observed.shape != data.shape:
+        raise ValueError(f"mask must have the shape of data {data.shape}, got {observed.shape}.")
+    if not np.all(np.isfinite(data[observed])):
+        raise ValueError("data holds NaN or inf at entries the mask marks as observed.")
+    if not observed.any():
+        raise ValueError("every entry of data is missing: there is nothing to fit.")
+    empty = np.flatnonzero(~observed.reshape(-1, n_states).any(axis=0))
+    if empty.size:
+        raise ValueError(f"state(s) {empty.tolist()} are never observed: give u0 for them or leave them out.")
+    return data, observed
+
+
+def discovery_problem(data: ArrayLike, library: AbstractLibrary, dt: float, mask: ArrayLike | None = None
+                      ) -> DiscoveryProblem:
+    """Check the data against the library and precompute the Hessian structure.
+
+    `data` has shape `(T, D)` for ODEs, `(T, *space, D)` for fields (`D` may be left out
+    for one field); missing entries are NaN or marked False in `mask`."""
+    if not isinstance(library, AbstractLibrary):
+        raise TypeError(f"library must be a wendyjax library (PolynomialLibrary, FiniteDifferenceLibrary), "
+                        f"got {type(library).__name__}.")
+    if not (np.isscalar(dt) and np.isfinite(dt) and dt > 0):
+        raise ValueError(f"dt must be a positive time step, got {dt!r}.")
+    n_space = len(library.halfwidth)
+    data, observed = _check_data(np.asarray(data, float), None if mask is None else np.asarray(mask), library.n_states,
+                                 n_space)
+    if data.shape[0] < 2:
+        raise ValueError(f"data needs at least 2 time levels, got {data.shape[0]}.")
+    for axis, (w, n) in enumerate(zip(library.halfwidth, data.shape[1:-1])):
+        if n <= 2 * w:
+            raise ValueError(f"spatial axis {axis} has {n} points: the library's stencils need more than {2 * w}.")
+    return DiscoveryProblem(
+        data=jnp.asarray(np.where(observed, data, 0.0)),
+        observed=jnp.asarray(observed),
+        dt=jnp.asarray(float(dt)),
+        library=library,
+        structure=hessian_structure(data.shape, library.halfwidth),
+    )
+
+
+def fill_missing(problem: DiscoveryProblem) -> np.ndarray:
+    """Initial states from the data: each missing entry takes the next observed value of its
+    point in time (the last observed one after the final observation) (003 §5)."""
+    data = np.asarray(problem.data).copy()
+    observed = np.asarray(problem.observed)
+    flat, seen = data.reshape(data.shape[0], -1), observed.reshape(observed.shape[0], -1)
+    for column in range(flat.shape[1]):
+        times = np.flatnonzero(seen[:, column])
+        if times.size == 0:  # a point never observed: the mean of its level's observations
+            continue
+        nxt = np.searchsorted(times, np.arange(flat.shape[0]))
+        flat[:, column] = flat[times[np.minimum(nxt, times.size - 1)], column]
+    missing_cols = ~seen.any(axis=0)
+    if missing_cols.any():
+        level_mean = np.nanmean(np.where(seen, flat, np.nan), axis=1, keepdims=True)
+        flat[:, missing_cols] = np.nan_to_num(level_mean)
+    return flat.reshape(data.shape)
