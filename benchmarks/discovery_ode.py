@@ -65,6 +65,13 @@ def system(name):
     return clean, library, library.coefficients(model, p)
 
 
+def realisation(clean, noise, missing, seed):
+    """The noisy data of one realisation, NaN at the missing entries."""
+    rng = np.random.default_rng(seed)
+    noisy = clean + noise * clean.std(axis=0) * rng.standard_normal(clean.shape)
+    return np.where(rng.uniform(size=clean.shape) >= missing, noisy, np.nan)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, default=5)
@@ -76,11 +83,9 @@ def main():
         clean, library, true = system(name)
         for cell, (noise, missing) in enumerate(CELLS):
             for seed in range(args.seeds):
-                rng = np.random.default_rng(seed)
-                noisy = clean + noise * clean.std(axis=0) * rng.standard_normal(clean.shape)
-                observed = rng.uniform(size=clean.shape) >= missing
+                data = realisation(clean, noise, missing, seed)
                 start = time.perf_counter()
-                found = est.fit(np.where(observed, noisy, np.nan), library, 0.02)
+                found = est.fit(data, library, 0.02)
                 seconds = time.perf_counter() - start
                 row = {"system": name, "noise": noise, "missing": missing, "seed": seed, "seconds": seconds,
                        "models_tested": len(found.history), **found.compare(true), **{

@@ -2,6 +2,7 @@
 
 import functools
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,7 +12,7 @@ import scipy.sparse
 import wendyjax as wj
 from wendyjax.discovery import _colouring, _problem
 from wendyjax.discovery._block_solve import bordered_solve
-from wendyjax.discovery._levenberg_marquardt import _gradient_and_hessian
+from wendyjax.discovery._levenberg_marquardt import _gradient_and_diagonal, _gradient_and_hessian, _linearisation
 
 EPS = 1.0 / np.sqrt(2.0)
 
@@ -51,16 +52,32 @@ def test_greedy_star_colouring_is_a_star_colouring(seed):
     assert _colouring.is_star_colouring(*path, _colouring.star_colouring(*path))
 
 
-def _check_hessian(problem, u, theta, mask, penalty=1e-3):
+def _check_hessian(problem, u, theta, mask, penalty=1e-3, kinds=("exact",)):
+    """The gradient and the Hessian blocks from coloured products equal jax.hessian's (exact)
+    and 2JᵀJ + the penalty's positive curvature (Gauss–Newton); so does the diagonal from a
+    lattice colouring."""
     n_u = u.size
-
-    def fn(x):
-        return _problem.objective(problem, x[:n_u].reshape(u.shape), x[n_u:].reshape(theta.shape), mask, 0.3,
-                                  penalty, EPS)
-
     x = jnp.concatenate([u.ravel(), theta.ravel()])
-    grad, h = jax.jit(_gradient_and_hessian, static_argnums=(0, 3))(fn, x, problem, theta.size)
-    dense = jax.jit(jax.hessian(fn))(x)
+    for kind in kinds:
+        fn, linearised = _linearisation(kind, problem, u.shape, theta.shape, mask, 0.3, penalty, EPS)
+        grad, h = jax.jit(_gradient_and_hessian, static_argnums=(0, 3))(linearised, x, problem, theta.size)
+        if kind == "exact":
+            dense = jax.jit(jax.hessian(fn))(x)
+        else:
+            jac = jax.jit(jax.jacfwd(lambda y: _problem.weighted_residuals(
+                problem, y[:n_u].reshape(u.shape), y[n_u:].reshape(theta.shape), mask, 0.3)))(x)
+            pen = jax.hessian(lambda th: penalty * _problem.smoothed_l0(th * mask.ravel(), EPS) / th.size)(x[n_u:])
+            dense = 2 * jac.T @ jac + jax.scipy.linalg.block_diag(jnp.zeros((n_u, n_u)), jnp.maximum(pen, 0.0))
+        _compare_blocks(problem, u, grad, h, dense, jax.jit(jax.grad(fn))(x))
+        # the diagonal alone, from a lattice colouring (matrix-free solves)
+        lattice = eqx.tree_at(lambda p: p.structure, problem, _problem.hessian_structure(
+            u.shape, problem.library.halfwidth, "diagonal"))
+        _, diag = jax.jit(_gradient_and_diagonal, static_argnums=(0, 3))(linearised, x, lattice, theta.size)
+        np.testing.assert_allclose(diag, jnp.diagonal(dense), atol=1e-12 * float(jnp.max(jnp.abs(dense))))
+
+
+def _compare_blocks(problem, u, grad, h, dense, want_grad):
+    n_u = u.size
     T, S = u.shape[0], n_u // u.shape[0]
     blocks = dense[:n_u, :n_u].reshape(T, S, T, S)
     scale = float(jnp.max(jnp.abs(dense)))
@@ -71,7 +88,7 @@ def _check_hessian(problem, u, theta, mask, penalty=1e-3):
             assert np.all(blocks[t + 2:, :, t] == 0)  # block tridiagonal indeed
     np.testing.assert_allclose(h.border, dense[:n_u, n_u:].reshape(T, S, -1), atol=1e-12 * scale)
     np.testing.assert_allclose(h.corner, dense[n_u:, n_u:], atol=1e-12 * scale)
-    np.testing.assert_allclose(grad, jax.grad(fn)(x), rtol=1e-12, atol=1e-14 * scale)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-12, atol=1e-14 * scale)
     # one product per colour: at most the columns of three time levels (ODEs: all three
     # levels' states are mutual neighbours, so 3S colours exactly), far fewer than the states
     assert problem.structure.n_colours <= 3 * S and problem.structure.n_colours < n_u / 2
@@ -84,7 +101,8 @@ def test_coloured_hessian_equals_jax_hessian_ode():
     data[rng.uniform(size=data.shape) < 0.3] = np.nan
     problem = _problem.discovery_problem(data, library, 0.02)
     mask = jnp.asarray(rng.uniform(size=(9, 3)) < 0.7, float)
-    _check_hessian(problem, jnp.asarray(clean[:15]), jnp.asarray(rng.standard_normal((9, 3))), mask)
+    _check_hessian(problem, jnp.asarray(clean[:15]), jnp.asarray(rng.standard_normal((9, 3))), mask,
+                   kinds=("exact", "gauss_newton"))
 
 
 @pytest.mark.parametrize("shape,terms,spacing", [
@@ -163,6 +181,28 @@ def test_levenberg_marquardt_decreases_the_objective_monotonically():
         assert int(sol.n_steps) <= steps and np.isfinite(float(sol.loss))
         losses.append(float(sol.loss))
     assert all(b <= a for a, b in zip(losses, losses[1:])) and losses[-1] < 1e-2 * start, losses
+
+
+def test_gauss_newton_and_conjugate_gradients_reach_the_same_minimum():
+    """Gauss–Newton LM with the block Cholesky and with matrix-free CG, and exact-Hessian LM,
+    end at the same minimiser (the true support's terms)."""
+    clean, library, true = _lorenz(1.0)
+    data = clean + 0.3 * clean.std(0) * np.random.default_rng(5).standard_normal(clean.shape)
+    mask = jnp.asarray(true != 0, float)
+    theta0 = 0.1 * mask
+    sols = {}
+    for hessian, solver in (("exact", "cholesky"), ("gauss_newton", "cholesky"), ("gauss_newton", "cg")):
+        problem = _problem.discovery_problem(data, library, 0.02, hessian="diagonal" if solver == "cg" else "blocks")
+        lm = wj.discovery.LevenbergMarquardt(hessian=hessian, linear_solver=solver, cg_max_steps=400, cg_rtol=1e-10)
+        sols[hessian, solver] = sol = jax.jit(lm.__call__)(problem, jnp.asarray(data), theta0, mask, 1e-2, 0.0, EPS)
+        assert sol.result == wj.RESULTS.successful
+    ref = sols["exact", "cholesky"]
+    for sol in sols.values():
+        np.testing.assert_allclose(sol.theta, ref.theta, rtol=1e-5, atol=1e-6)
+        assert float(sol.loss) == pytest.approx(float(ref.loss), rel=1e-8)
+    with pytest.raises(ValueError, match="needs a problem built with hessian='diagonal'"):
+        wj.discovery.LevenbergMarquardt(linear_solver="cg")(
+            _problem.discovery_problem(data, library, 0.02), jnp.asarray(data), theta0, mask, 1e-2, 0.0, EPS)
 
 
 def test_exact_support_from_complete_lorenz_data_at_low_noise():

@@ -6,21 +6,27 @@ objective decreases ($\alpha \leftarrow \alpha/\tau_1$), else grows the damping
 The Hessian in the states is read off one vmapped Hessian–vector product per colour of
 the star colouring (`HessianStructure`), the state–coefficient border and the coefficient
 block off one product per coefficient (003 §4.1); the solve is the block Cholesky of
-`bordered_solve`. Unstated in 003 and chosen here (its authors' code values where they
+`bordered_solve`, or (`linear_solver="cg"`, for problems too large to factor: 003 §4 uses
+CG on its 2-D Allen–Cahn case) matrix-free conjugate gradients on Hessian–vector products,
+preconditioned by the damped diagonal (read off one product per colour of a lattice
+colouring). Unstated in 003 and chosen here (its authors' code values where they
 exist): $\alpha_0 = 100$, $\tau_1 = 5$, $\tau_2 = 3$, $\alpha \ge 10^{-16}$, diagonal entries
 $\le 0$ scaled as $10^{-8}$; a step that is not finite (a matrix that is not positive
 definite) is rejected. It stops on an accepted step that lowers the objective by less than
 `rtol` relative, on a gradient below `gtol` (sup norm), with status `stalled` when
 $\alpha > 10^{16}$, or after `max_steps`."""
 
+from typing import Literal
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int
 
 from ..estimators._results import RESULTS
 from ._block_solve import bordered_solve
-from ._problem import DiscoveryProblem, objective
+from ._problem import DiscoveryProblem, objective, smoothed_l0, weighted_residuals
 
 
 class LMSolution(eqx.Module):
@@ -46,12 +52,14 @@ class _Hessian(eqx.Module):
     corner: Array  # (p, p)
 
 
-def _gradient_and_hessian(fn, x: Array, problem: DiscoveryProblem, n_theta: int) -> tuple[Array, _Hessian]:
+def _gradient_and_hessian(linearised, x: Array, problem: DiscoveryProblem, n_theta: int) -> tuple[Array, _Hessian]:
+    """The gradient and the Hessian blocks at `x`; `linearised(x)` gives the gradient and the
+    Hessian–vector product (the exact Hessian's or the Gauss–Newton matrix's)."""
     st = problem.structure
     T = problem.state_shape[0]
     n_u = x.size - n_theta
     S = n_u // T
-    grad, hvp = jax.linearize(jax.grad(fn), x)
+    grad, hvp = linearised(x)
     colours = jnp.concatenate([jax.nn.one_hot(st.colour, st.n_colours, dtype=x.dtype).T,
                                jnp.zeros((st.n_colours, n_theta), x.dtype)], axis=1)
     coefficients = jnp.concatenate([jnp.zeros((n_theta, n_u), x.dtype), jnp.eye(n_theta, dtype=x.dtype)], axis=1)
@@ -62,6 +70,20 @@ def _gradient_and_hessian(fn, x: Array, problem: DiscoveryProblem, n_theta: int)
     border = products[st.n_colours:, :n_u].T.reshape(T, S, n_theta)
     corner = products[st.n_colours:, n_u:]
     return grad, _Hessian(blocks[:T], blocks[T:], border, 0.5 * (corner + corner.T))
+
+
+def _gradient_and_diagonal(linearised, x: Array, problem: DiscoveryProblem, n_theta: int) -> tuple[Array, Array]:
+    """The gradient and the Hessian's diagonal (states: one product per colour of a proper
+    colouring; coefficients: one product each)."""
+    st = problem.structure
+    n_u = x.size - n_theta
+    grad, hvp = linearised(x)
+    colours = jnp.concatenate([jax.nn.one_hot(st.colour, st.n_colours, dtype=x.dtype).T,
+                               jnp.zeros((st.n_colours, n_theta), x.dtype)], axis=1)
+    products = jax.vmap(hvp)(colours)
+    diag_u = products[st.colour, jnp.arange(n_u)]
+    diag_theta = jax.vmap(lambda i: hvp(jnp.zeros_like(x).at[n_u + i].set(1.0))[n_u + i])(jnp.arange(n_theta))
+    return grad, jnp.concatenate([diag_u, diag_theta])
 
 
 class _State(eqx.Module):
@@ -75,10 +97,46 @@ class _State(eqx.Module):
     result: RESULTS
 
 
-class LevenbergMarquardt(eqx.Module):
-    """003 Algorithm 2 (settings above)."""
+def _smoothed_l0_curvature(theta: Array, eps, penalty, size: int) -> Array:
+    """The penalty's second derivative per coefficient, where it is positive (Gauss–Newton)."""
+    g = jnp.exp(-(theta**2) / (2 * eps**2)) * (1 / eps**2 - theta**2 / eps**4)
+    return jnp.maximum(penalty * g / size, 0.0)
 
+
+def _linearisation(hessian: str, problem: DiscoveryProblem, shape, theta_shape, mask, lam, penalty, eps):
+    """The objective of x = (u, Θ) flattened, and x ↦ (gradient, Hessian–vector product)."""
+    n_u, n_theta = int(np.prod(shape)), int(np.prod(theta_shape))
+    active = mask.ravel()
+
+    def split(x):
+        return x[:n_u].reshape(shape), x[n_u:].reshape(theta_shape)
+
+    def fn(x):
+        return objective(problem, *split(x), mask, lam, penalty, eps)
+
+    def linearised(x):
+        if hessian == "exact":
+            return jax.linearize(jax.grad(fn), x)
+        res, jvp = jax.linearize(lambda y: weighted_residuals(problem, *split(y), mask, lam), x)
+        vjp = jax.linear_transpose(jvp, x)
+        curvature = jnp.concatenate([jnp.zeros(n_u, x.dtype),
+                                     _smoothed_l0_curvature(x[n_u:] * active, eps, penalty, n_theta) * active])
+        grad = 2 * vjp(res)[0] + jax.grad(lambda y: penalty * smoothed_l0(y[n_u:] * active, eps) / n_theta)(x)
+        return grad, lambda v: 2 * vjp(jvp(v))[0] + curvature * v
+
+    return fn, linearised
+
+
+class LevenbergMarquardt(eqx.Module):
+    """003 Algorithm 2 (settings above). `hessian="gauss_newton"` replaces the true Hessian by
+    $2J^\top J$ of the weighted residuals plus the penalty's positive curvature (positive
+    semi-definite, so every damped step is defined; not 003's choice)."""
+
+    hessian: Literal["exact", "gauss_newton"] = eqx.field(static=True, default="exact")
+    linear_solver: Literal["cholesky", "cg"] = eqx.field(static=True, default="cholesky")
     max_steps: int = eqx.field(static=True, default=500)
+    cg_max_steps: int = eqx.field(static=True, default=200)
+    cg_rtol: float = 1e-6
     rtol: float = 1e-10
     gtol: float = 1e-12
     alpha0: float = 100.0
@@ -92,10 +150,25 @@ class LevenbergMarquardt(eqx.Module):
         S = n_u // T
         active = mask.ravel().astype(u0.dtype)
 
-        def fn(x):
-            return objective(problem, x[:n_u].reshape(shape), x[n_u:].reshape(theta0.shape), mask, lam, penalty, eps)
+        fn, linearised = _linearisation(self.hessian, problem, shape, theta0.shape, mask, lam, penalty, eps)
+        if (problem.structure.kind == "diagonal") != (self.linear_solver == "cg"):
+            raise ValueError(f"linear_solver={self.linear_solver!r} needs a problem built with "
+                             f"hessian={'diagonal' if self.linear_solver == 'cg' else 'blocks'!r}.")
+        keep = jnp.concatenate([jnp.ones(n_u, u0.dtype), active])
+        curvature = _gradient_and_diagonal if self.linear_solver == "cg" else _gradient_and_hessian
+
+        def cg_step(state: _State) -> Array:
+            """Matrix-free: Jacobi-preconditioned conjugate gradients on Hessian–vector products."""
+            _, hvp = linearised(state.x)
+            scale = state.alpha * jnp.where(state.hessian > 0, state.hessian, 1e-8) + (1.0 - keep)
+            diag = jnp.where(state.hessian > 0, state.hessian, 0.0) + scale
+            d, _ = jax.scipy.sparse.linalg.cg(lambda v: hvp(v * keep) * keep + scale * v, -state.grad * keep,
+                                              tol=self.cg_rtol, maxiter=self.cg_max_steps, M=lambda v: v / diag)
+            return d * keep
 
         def damped_step(state: _State) -> Array:
+            if self.linear_solver == "cg":
+                return cg_step(state)
             h, a = state.hessian, state.alpha
             d_blocks = jnp.diagonal(h.diag, axis1=1, axis2=2)
             scale_u = a * jnp.where(d_blocks > 0, d_blocks, 1e-8)
@@ -112,7 +185,7 @@ class LevenbergMarquardt(eqx.Module):
             f_trial = fn(trial)
             accept = jnp.all(jnp.isfinite(d)) & jnp.isfinite(f_trial) & (f_trial < state.f)
             x = jnp.where(accept, trial, state.x)
-            grad, hessian = jax.lax.cond(accept, lambda: _gradient_and_hessian(fn, trial, problem, n_theta),
+            grad, hessian = jax.lax.cond(accept, lambda: curvature(linearised, trial, problem, n_theta),
                                          lambda: (state.grad, state.hessian))
             alpha = jnp.where(accept, jnp.maximum(state.alpha / self.tau_accept, 1e-16), state.alpha * self.tau_reject)
             converged = (accept & (state.f - f_trial <= self.rtol * jnp.abs(state.f))) | (
@@ -124,7 +197,7 @@ class LevenbergMarquardt(eqx.Module):
 
         x0 = jnp.concatenate([u0.ravel(), (theta0 * mask).ravel()])
         f0 = fn(x0)
-        g0, h0 = _gradient_and_hessian(fn, x0, problem, n_theta)
+        g0, h0 = curvature(linearised, x0, problem, n_theta)
         ok0 = jnp.isfinite(f0) & jnp.all(jnp.isfinite(g0))
         init = _State(x0, f0, g0, h0, jnp.asarray(self.alpha0, x0.dtype), jnp.asarray(0), ~ok0,
                       RESULTS.where(ok0, RESULTS.max_steps_reached, RESULTS.nonfinite))

@@ -20,10 +20,12 @@ class HessianStructure(eqx.Module):
     $n_c$ compressed Hessian–vector products.
 
     With the states ordered by time level (level $t$ holds $S$ values), a residual couples
-    levels $t$ and $t+1$ only, so the block is block tridiagonal. `colour` is a star
-    colouring of its sparsity graph; the entry `(dst_block, dst_row, dst_col)` of the
-    stacked blocks (diagonal blocks $0..T-1$, then sub-diagonal blocks $(t+1, t)$) is the
-    compressed product's entry `(src_row, src_colour)`."""
+    levels $t$ and $t+1$ only, so the block is block tridiagonal. For `kind="blocks"`,
+    `colour` is a star colouring of its sparsity graph and the entry `(dst_block, dst_row,
+    dst_col)` of the stacked blocks (diagonal blocks $0..T-1$, then sub-diagonal blocks
+    $(t+1, t)$) is the compressed product's entry `(src_row, src_colour)`. For
+    `kind="diagonal"` (matrix-free solves) `colour` is a proper colouring of the grid's
+    stencil lattice, which yields the diagonal only."""
 
     colour: Int[Array, " n"]
     src_row: Int[Array, " nnz"]
@@ -32,6 +34,16 @@ class HessianStructure(eqx.Module):
     dst_row: Int[Array, " nnz"]
     dst_col: Int[Array, " nnz"]
     n_colours: int = eqx.field(static=True)
+    kind: str = eqx.field(static=True, default="blocks")
+
+
+def _lattice_colouring(shape: tuple[int, ...], reach: tuple[int, ...]) -> np.ndarray:
+    """A proper colouring of the pattern graph without building it: two states within one
+    time level and `reach` points of each other along every axis get different colours
+    (time level mod 2, each spatial index mod 2·reach + 1, and the component)."""
+    periods = (2, *(2 * r + 1 for r in reach), shape[-1])
+    grids = np.meshgrid(*(np.arange(n) % p for n, p in zip(shape, periods)), indexing="ij")
+    return np.ravel_multi_index(tuple(grids), periods).ravel()
 
 
 def _pattern(shape: tuple[int, ...], reach: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -49,11 +61,16 @@ def _pattern(shape: tuple[int, ...], reach: tuple[int, ...]) -> tuple[np.ndarray
     return np.concatenate(rows), np.concatenate(cols)
 
 
-def hessian_structure(shape: tuple[int, ...], halfwidth: tuple[int, ...]) -> HessianStructure:
+def hessian_structure(shape: tuple[int, ...], halfwidth: tuple[int, ...], kind: str = "blocks") -> HessianStructure:
     """The state–state Hessian structure for states of `shape` = (T, *space, D) and a library
     whose terms reach `halfwidth` points along each spatial axis (two residuals at most
     2·halfwidth apart share a state)."""
-    rows, cols = _pattern(shape, tuple(2 * w for w in halfwidth))
+    reach = tuple(2 * w for w in halfwidth)
+    if kind == "diagonal":
+        colour = _lattice_colouring(shape, reach)
+        empty = jnp.zeros(0, int)
+        return HessianStructure(jnp.asarray(colour), empty, empty, empty, empty, empty, int(colour.max()) + 1, kind)
+    rows, cols = _pattern(shape, reach)
     n = int(np.prod(shape))
     off = rows != cols
     graph = scipy.sparse.csr_matrix((np.ones(off.sum()), (rows[off], cols[off])), shape=(n, n))
@@ -109,15 +126,21 @@ def smoothed_l0(theta: Array, eps: ArrayLike) -> Array:
     return jnp.sum(1.0 - jnp.exp(-(theta**2) / (2.0 * eps**2)))
 
 
+def weighted_residuals(problem: DiscoveryProblem, u: Array, theta: Array, mask: Array, lam: ArrayLike) -> Array:
+    r"""The vector whose squared norm is $\mathcal L_\lambda$ (003 eq. 12 without the penalty): the
+    model residuals over $\sqrt{n}$ and the misfits on the observed entries times $\sqrt{\lambda/\hat n}$."""
+    r = residual(problem, u, theta * mask)
+    misfit = jnp.where(problem.observed, problem.data - u, 0.0)
+    return jnp.concatenate([r.ravel() / jnp.sqrt(r.size), misfit.ravel() * jnp.sqrt(lam / problem.n_observed)])
+
+
 def objective(problem: DiscoveryProblem, u: Array, theta: Array, mask: Array, lam: ArrayLike, penalty: ArrayLike,
               eps: ArrayLike) -> Array:
     r"""003 eq. 12: mean squared model residual + $\lambda$ × mean squared misfit on the observed
     entries + $R/d$ × smoothed $\ell_0$ of the active coefficients $\Theta \odot M$ ($d$ the library
     size). `penalty` = 0 gives $\mathcal L_\lambda$."""
-    theta = theta * mask
-    misfit = jnp.where(problem.observed, problem.data - u, 0.0)
-    return (jnp.mean(residual(problem, u, theta) ** 2) + lam * jnp.sum(misfit**2) / problem.n_observed
-            + penalty * smoothed_l0(theta, eps) / theta.size)
+    return (jnp.sum(weighted_residuals(problem, u, theta, mask, lam) ** 2)
+            + penalty * smoothed_l0(theta * mask, eps) / theta.size)
 
 
 def _check_data(data: np.ndarray, mask: np.ndarray | None, n_states: int, n_space: int
@@ -141,9 +164,10 @@ def _check_data(data: np.ndarray, mask: np.ndarray | None, n_states: int, n_spac
     return data, observed
 
 
-def discovery_problem(data: ArrayLike, library: AbstractLibrary, dt: float, mask: ArrayLike | None = None
-                      ) -> DiscoveryProblem:
-    """Check the data against the library and precompute the Hessian structure.
+def discovery_problem(data: ArrayLike, library: AbstractLibrary, dt: float, mask: ArrayLike | None = None,
+                      hessian: str = "blocks") -> DiscoveryProblem:
+    """Check the data against the library and precompute the Hessian structure (`"blocks"`
+    for direct solves, `"diagonal"` for conjugate gradients).
 
     `data` has shape `(T, D)` for ODEs, `(T, *space, D)` for fields (`D` may be left out
     for one field); missing entries are NaN or marked False in `mask`."""
@@ -165,7 +189,7 @@ def discovery_problem(data: ArrayLike, library: AbstractLibrary, dt: float, mask
         observed=jnp.asarray(observed),
         dt=jnp.asarray(float(dt)),
         library=library,
-        structure=hessian_structure(data.shape, library.halfwidth),
+        structure=hessian_structure(data.shape, library.halfwidth, hessian),
     )
 
 

@@ -3,6 +3,7 @@ Levenberg–Marquardt (Algorithm 2), terms selected by drop-$k$ subset search sc
 information criterion (Algorithm 1)."""
 
 import math
+import time
 from typing import Literal
 
 import equinox as eqx
@@ -82,7 +83,8 @@ class StateParameterRegression(eqx.Module):
         return n_hat * math.log(float(loss_lambda)) + weight * n_terms
 
     def fit(self, data: ArrayLike, library: AbstractLibrary, dt: float, mask: ArrayLike | None = None,
-            theta0: ArrayLike | float = 0.1, u0: ArrayLike | None = None, max_models: int = 100) -> Discovery:
+            theta0: ArrayLike | float = 0.1, u0: ArrayLike | None = None, max_models: int = 100,
+            verbose: bool = False) -> Discovery:
         """Discover which library terms the data follow.
 
         **Arguments:**
@@ -95,8 +97,10 @@ class StateParameterRegression(eqx.Module):
         - `u0`: starting states (default: the data, missing entries filled from the next
           observation of the same point, 003 §5).
         - `max_models`: a bound on the number of masks tested.
+        - `verbose`: print a line per tested model (terms, score, steps, seconds).
         """
-        problem = discovery_problem(data, library, dt, mask)
+        problem = discovery_problem(data, library, dt, mask,
+                                    hessian="diagonal" if self.solver.linear_solver == "cg" else "blocks")
         shape = problem.state_shape
         u0 = jnp.asarray(fill_missing(problem) if u0 is None else u0, float)
         if u0.shape != shape:
@@ -111,6 +115,7 @@ class StateParameterRegression(eqx.Module):
         accepted: list[Candidate] = []
 
         def test(mask: np.ndarray, start: tuple[Array, Array]) -> tuple[Candidate, bool]:
+            clock = time.perf_counter()
             pair = self._solve_pair(problem, *start, jnp.asarray(mask, float))
             plain, sparse = (jax.tree.map(lambda x, i=i: x[i], pair) for i in (0, 1))
             ok = bool(plain.successful) or bool(plain.result == RESULTS.max_steps_reached)
@@ -121,6 +126,10 @@ class StateParameterRegression(eqx.Module):
                                   status=(plain.result, sparse.result),
                                   n_steps=(int(plain.n_steps), int(sparse.n_steps)))
             history.append(candidate)
+            if verbose:
+                print(f"model {len(history) - 1}: {candidate.n_terms} terms, {self.criterion.upper()} {ic:.6g}"
+                      f"{' (accepted)' if ic < best else ''}, {candidate.n_steps[0]}/{candidate.n_steps[1]} steps, "
+                      f"{time.perf_counter() - clock:.1f} s", flush=True)
             return candidate, ic < best
 
         mask = np.ones((library.n_features, library.n_states), bool)

@@ -1,5 +1,7 @@
-"""Model zoo: the benchmark systems of the papers with their protocols."""
+"""Model zoo: the benchmark systems of the papers with their protocols (ODEs), and reference
+solutions of the papers' PDEs."""
 
+from ._pde import allen_cahn_2d as allen_cahn_2d, kuramoto_sivashinsky as kuramoto_sivashinsky
 from ._zoo import (
     Benchmark as Benchmark,
     duffing as duffing,
