@@ -225,10 +225,19 @@ def other_cpu_load(start, end, elapsed):
     return max((end[0] - start[0]) - (end[1] - start[1]), 0.0) / elapsed
 
 
+def _cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), where `platform.processor()` is empty."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return ""
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "")
+
+
 def machine_info():
     u = platform.uname()
     info = {
-        "processor": platform.processor(),
+        "processor": platform.processor() or _cpu_model(),
         "uname": {"system": u.system, "node": u.node, "release": u.release,
                   "version": u.version, "machine": u.machine},
         "cpu_count": os.cpu_count(),
