@@ -173,6 +173,34 @@ def test_linear_path_forms_only_structurally_nonzero_grams():
     assert len(jj) == 4 * 5 // 2 + 3 * 4 // 2 + 2 * 3 // 2
     lik = _lik(b, b.simulate(jax.random.key(4), subsample=4))
     assert lik.linear.grams.shape[1] == len(jj) + 2 * len(entries) + 1
+    # ∂S/∂p_i lives in block row and column of the equations p_i enters (with their
+    # Jacobian columns): σ and ρ touch 5 of the 9 blocks, β 3 (the Hessian multiplies only these)
+    blocks = {i: {(e, f) for j, e, f in lik.linear.derivative_pattern() if j == i} for i in range(3)}
+    assert blocks[0] == {(0, 0), (0, 1), (0, 2), (1, 0), (2, 0)}
+    assert blocks[1] == {(1, 1), (1, 0), (1, 2), (0, 1), (2, 1)}
+    assert blocks[2] == {(2, 2), (1, 2), (2, 1)}
+
+
+def test_linear_path_with_a_parameter_in_several_equations():
+    # p0 enters all three equations, p2 none of the state Jacobian (a constant forcing):
+    # the block pattern of ∂S/∂p_i must cover every equation p_i touches
+    def rhs(u, p, t):
+        x, y, z = u
+        return jnp.array([p[0] * (y - x), -p[0] * y + p[1] * x * z, p[0] * x - p[1] * z + p[2]])
+
+    model = wj.ODEModel(rhs, ["x", "y", "z"], ["a", "b", "c"], name="shared")
+    p_true = jnp.array([0.8, 0.5, 0.3])
+    t = jnp.linspace(0.0, 10.0, 257)
+    data = wj.simulate(model, p_true, jnp.array([1.0, 0.5, 2.0]), t, wj.AdditiveGaussian(0.05), jax.random.key(0))
+    fast = wj.weak_likelihood(model, data, "gaussian")
+    general = wj.weak_likelihood(model, data, "gaussian", linear=False)
+    assert fast.linear is not None
+    assert {e for i, e, f in fast.linear.derivative_pattern() if i == 0} == {0, 1, 2}
+    assert not any(i == 2 for i, _, _ in fast.linear.derivative_pattern())
+    p = p_true * 1.1
+    for f in (wj.weak.nll, wj.weak.nll_grad, wj.weak.nll_hessian):
+        a, c = np.asarray(f(fast, p)), np.asarray(f(general, p))
+        assert np.max(np.abs(a - c)) <= 1e-10 * np.max(np.abs(c)), f.__name__
 
 
 def test_forcing_the_linear_path_on_a_nonlinear_model_raises():

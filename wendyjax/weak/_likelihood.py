@@ -197,17 +197,20 @@ def _linear_derivatives(lik: WeakLikelihood, p):
     $$\partial_i\ell = \tfrac12\sum_t \partial_i c_t\,\tau_t + w^T\partial_i g,\qquad
       H_{ij} = -\tfrac12\mathrm{tr}(M_i M_j) + \tfrac12\sum_t \partial_{ij} c_t\,\tau_t
       + a_i^T S^{-1} a_j ,$$
-    so the cost is one batch of $J$ products $S^{-1}\partial_i S$, where
-    forward-over-reverse autodiff needs $2J$ (and its own factorisations)."""
+    so the cost is the $J$ products $S^{-1}\partial_i S$, where forward-over-reverse
+    autodiff needs $2J$ (and its own factorisations). Only the structurally non-zero
+    $K\times K$ blocks of $\partial_i S$ are formed and multiplied."""
     _check_shape(lik, p)
     lin = lik.linear
+    n_params, d = p.shape[0], lin.n_states
     scale = 1.0 - lik.diag_reg  # (1-α)S + αI: every derivative of S carries 1-α
-    c = lin.term_coefficients(p)  # (r, t)
     dc = scale * jnp.moveaxis(jax.jacfwd(lin.term_coefficients)(p), 2, 0)  # (j, r, t)
     d2c = scale * jax.hessian(lin.term_coefficients)(p)  # (r, t, j, j)
-    both = lin.assemble(jnp.concatenate([c[None], dc]))  # S and every ∂_i S in one product
-    S, dS = both[0], both[1:]  # (r, n, n), (j, r, n, n)
+    S = lin.assemble(lin.term_coefficients(p))  # (r, n, n)
+    pattern = lin.derivative_pattern()
+    dS = lin.derivative_blocks(dc)  # (r, b, K, K): the non-zero blocks of every ∂_i S
     n = S.shape[-1]
+    k = n // d
     r = jnp.einsum("rij,j->ri", lin.G, p) + lin.g0 - lik.problem.b
     chol = jnp.linalg.cholesky(_regularise(lik, S))
     S_inv = jax.vmap(lambda c: jax.scipy.linalg.cho_solve((c, True), jnp.eye(n, dtype=c.dtype)))(chol)
@@ -216,9 +219,16 @@ def _linear_derivatives(lik: WeakLikelihood, p):
     value = 0.5 * (log_det + jnp.sum(w * r) + lik.problem.n_residuals * math.log(2 * math.pi))
     t = lin.contract(S_inv - jnp.einsum("rk,rl->rkl", w, w))  # (r, t)
     grad = 0.5 * jnp.einsum("jrt,rt->j", dc, t) + jnp.einsum("rkj,rk->j", lin.G, w)
-    M = jnp.einsum("rkl,jrlm->jrkm", S_inv, dS)
+    rows = lambda x, e: x[..., e * k:(e + 1) * k]  # noqa: E731  block e of the last axis
+    zero = jnp.zeros_like(S[..., :k])
+    M_cols = [[zero] * d for _ in range(n_params)]  # M_i[:, f] = Σ_e S⁻¹[:, e] ∂_i S[e, f]
+    u = [[jnp.zeros_like(r[..., :k])] * d for _ in range(n_params)]  # (∂_i S w)[e]
+    for b, (i, e, f) in enumerate(pattern):
+        M_cols[i][f] = M_cols[i][f] + rows(S_inv, e) @ dS[:, b]
+        u[i][e] = u[i][e] + jnp.einsum("rkl,rl->rk", dS[:, b], rows(w, f))
+    M = jnp.stack([jnp.concatenate(cols, axis=-1) for cols in M_cols])  # (j, r, n, n)
     trace_mm = jnp.einsum("irkl,jrlk->ij", M, M)
-    a = lin.G - jnp.einsum("jrkl,rl->rkj", dS, w)  # (r, n, j)
+    a = lin.G - jnp.stack([jnp.concatenate(ui, axis=-1) for ui in u], axis=-1)  # (r, n, j)
     hess = (-0.5 * trace_mm + 0.5 * jnp.einsum("rtij,rt->ij", d2c, t)
             + jnp.einsum("rki,rkl,rlj->ij", a, S_inv, a))
     return value, grad, hess

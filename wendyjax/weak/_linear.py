@@ -80,6 +80,26 @@ class LinearBlocks(eqx.Module):
         blocks = blocks.reshape(r, n_s, d, d, k, k).transpose(1, 0, 2, 4, 3, 5)
         return blocks.reshape(*lead, r, d * k, d * k)
 
+    def derivative_pattern(self) -> tuple[tuple[int, int, int], ...]:
+        r"""The blocks $(i, d, f)$ where $\partial_{p_i} S$ is not identically zero, in
+        order. A parameter that enters one equation touches only that block row and
+        column (5 of Lorenz's 9 blocks for σ and ρ, 3 for β)."""
+        d = self.n_states
+        n_params = self.G.shape[-1]
+        touched = {(i, blk) for blk, a, b in zip(self.term_block, self.term_a, self.term_b)
+                   for i in range(n_params) if i + 1 in (a, b)}
+        return tuple((i, *divmod(blk, d)) for i, blk in sorted(touched))
+
+    def derivative_blocks(self, dcoef: Float[Array, "j r t"]) -> Float[Array, "r b k k"]:
+        r"""The blocks of [`derivative_pattern`][] of $\sum_t$ `dcoef[i, :, t]` Gram$_t$ (the
+        derivatives $\partial_i S$ for `dcoef` $= \partial_i c$), as one product."""
+        to_block, to_gram = self._onehots()
+        r, n_g, k, _ = self.grams.shape
+        pattern = np.array(self.derivative_pattern())
+        c = jnp.einsum("bt,jrt,tg->rjbg", to_block, dcoef, to_gram)  # (r, j, D², n_g)
+        c = c[:, pattern[:, 0], pattern[:, 1] * self.n_states + pattern[:, 2]]  # (r, b, n_g)
+        return (c @ self.grams.reshape(r, n_g, k * k)).reshape(r, len(pattern), k, k)
+
     def contract(self, x: Float[Array, "r dk dk"]) -> Float[Array, "r t"]:
         r"""$\langle X, \text{Gram}_t \text{ in its block}\rangle$ for every term $t$."""
         r, n_g, k, _ = self.grams.shape
