@@ -32,9 +32,14 @@ Methods (settings fixed once per system before any noisy fit, never per cell):
   fitted as if fully observed.
 - **Integral matching with sequential thresholding** (ours, 004):
   `wj.IntegralMatching(order=15, threshold=0.5, method="least_squares").fit(library,
-  wj.Trajectory(t, data, mask))`, mask = observed entries. Missing values need no filling:
-  they are left out of the Savitzky–Golay smoothing (default: 61 samples, degree 15) and of
-  the LGR node fits. Subinterval length h = 1 (004's default; 51 samples), subintervals
+  wj.Trajectory(t, data, mask))`, mask = observed entries. The estimator fills each
+  state's missing entries by linear interpolation between its observed samples (as above)
+  before the Savitzky–Golay smoothing (default: 61 samples, degree 15) and the LGR node
+  fits (until 2026-11-25 it left them out of both fits, and degree-15 fits through the
+  gappy samples amplified the noise across the gaps: 0 of 60 realisations recovered, node
+  values off by up to 2·10³ on Van der Pol, 30 % noise, 40 % missing; the benchmark then
+  carried an 'IM + ST, filled' column doing this filling outside, which the estimator now
+  does itself). Subinterval length h = 1 (004's default; 51 samples), subintervals
   every 5 samples (default stride), exact least squares, then: zero every |θ| < 0.5, refit
   on the support, until the support stops changing (≤ 10 rounds). LGR order K = 15 instead
   of 004's 30: a degree-K node fit needs K + 1 observed samples of each state in every
@@ -43,14 +48,6 @@ Methods (settings fixed once per system before any noisy fit, never per cell):
   Pol seed 3 at 20 %: 28 samples), so K = 15, half the default, for every cell. The JSON
   records each realisation's fewest observed samples in a subinterval. Other settings at
   the estimator's defaults.
-- **Integral matching, filled** (a diagnostic variant of ours, not a separate method): the
-  same estimator on the interpolation-filled data of weak SINDy, as a fully observed
-  `wj.Trajectory(t, filled)`. Reason: with noise, the masked path is much worse than
-  filling (checked before this benchmark on Van der Pol, seed 0, 30 % noise, 40 % missing:
-  LGR node values off the noiseless trajectory's by up to 2·10³ masked, 0.8 filled, states
-  of size ≈ 2–4): the
-  degree-15 least-squares fits (Savitzky–Golay and LGR nodes) through the gappy samples
-  amplify the noise where samples are missing; linear filling pins those points.
 - **Threshold** 0.5 for both methods and both systems: half the smallest true coefficient
   magnitude (1 in both: Van der Pol's ±1 and ±2, Lorenz's −10, 10, 28, −1, −1, 1, −8/3).
   Both threshold the raw coefficients (no column normalisation).
@@ -99,9 +96,8 @@ THRESHOLD = {"van_der_pol": 0.5, "lorenz": 0.5}  # half the smallest true |coeff
 K_DOMAINS = {"van_der_pol": 100, "lorenz": 100}  # pysindy's default
 ORDER = 15  # LGR order of integral matching (see the docstring)
 LENGTH = 1.0  # subinterval length h of integral matching (004's default)
-METHODS = ("weak_sindy", "integral_matching", "integral_matching_filled")
-LABELS = {"weak_sindy": "weak SINDy", "integral_matching": "IM + ST (ours, masked)",
-          "integral_matching_filled": "IM + ST (ours, filled)"}
+METHODS = ("weak_sindy", "integral_matching")
+LABELS = {"weak_sindy": "weak SINDy", "integral_matching": "IM + ST (ours)"}
 
 
 def pysindy_order(library, degree):
@@ -141,12 +137,10 @@ def weak_sindy(name, library, order, t, data, seed):
     return np.asarray(model.coefficients()).T[order], messages
 
 
-def integral_matching(name, library, t, data, filled=False):
-    """Our coefficient matrix (features × states) from the masked data (`filled`: from the
-    interpolation-filled data, as fully observed)."""
+def integral_matching(name, library, t, data):
+    """Our coefficient matrix (features × states) from the masked data."""
     est = wj.IntegralMatching(order=ORDER, length=LENGTH, threshold=THRESHOLD[name], method="least_squares")
-    trajectory = wj.Trajectory(t, fill(t, data)) if filled else wj.Trajectory(t, data, ~np.isnan(data))
-    return np.asarray(est.fit(library, trajectory).params), []
+    return np.asarray(est.fit(library, wj.Trajectory(t, data, ~np.isnan(data))).params), []
 
 
 def compare(theta, true):
@@ -179,7 +173,7 @@ def run(name, method, library, order, t, data, seed):
         if method == "weak_sindy":
             theta, messages = weak_sindy(name, library, order, t, data, seed)
         else:
-            theta, messages = integral_matching(name, library, t, data, filled=method.endswith("filled"))
+            theta, messages = integral_matching(name, library, t, data)
     except Exception as exc:  # noqa: BLE001 (a failure is a result)
         return None, time.perf_counter() - start, [f"{type(exc).__name__}: {exc}"]
     return theta, time.perf_counter() - start, messages
@@ -262,7 +256,7 @@ def write(rows, args, checks, warmup):
              f"`ps.WeakPDELibrary` (K = 100 subdomains, pysindy's default size and test functions) + "
              f"`ps.STLSQ(threshold=0.5)`, missing entries filled by linear interpolation in time. IM + ST: "
              f"`wj.IntegralMatching(order={ORDER}, threshold=0.5, method='least_squares')` on the masked data "
-             "(missing entries left out: its own handling) and, as a diagnostic, on weak SINDy's filled data. "
+             "(it fills missing entries by the same interpolation itself). "
              "Threshold 0.5 = half the smallest true |coefficient| (1 in both systems), "
              "fixed per system, not per cell. SPR: our `StateParameterRegression` (003, BIC, no threshold), rows of "
              f"`benchmarks/results/discovery_ode.json`"
@@ -270,7 +264,7 @@ def write(rows, args, checks, warmup):
              + ". Paper: its single realisation (003 Tables 1–2). Full protocol in the script's docstring.", "",
              "## Exact support recovered (realisations)", "",
              f"| system | noise | missing | {' | '.join(LABELS.values())} | SPR (ours, {spr_seeds} seeds) "
-             "| paper: missing / extra |", "|---|---|---|---|---|---|---|---|"]
+             "| paper: missing / extra |", "|---|---|---|" + "---|" * len(METHODS) + "---|---|"]
     seeds = range(args.seeds)
     cells = [(s, n, m) for s in args.systems for n, m in CELLS]
     fewer = spr_seeds is not None and spr_seeds < args.seeds
@@ -296,7 +290,7 @@ def write(rows, args, checks, warmup):
               "Missing / extra terms, largest relative coefficient error / relative ‖·‖₂ coefficient error on the "
               "true support.", "",
               f"| system | noise | missing | seed | {' | '.join(LABELS.values())} | SPR (ours) | paper |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|" + "---|" * len(METHODS) + "---|---|"]
     by = {(r["system"], r["method"], r["noise"], r["missing"], r["seed"]): r for r in rows}
     for s, n, m in cells:
         for k in seeds:
@@ -314,14 +308,13 @@ def write(rows, args, checks, warmup):
     lines += ["", "## Wall time per fit", "",
               "Median over every realisation of a system (after one untimed warm-up fit per system and method); "
               "SPR: median of `discovery_ode.json`'s runs (a whole discovery, first run with compilation).", "",
-              f"| system | {' | '.join(LABELS.values())} | IM + ST warm-up (masked / filled) | SPR |",
-              "|---|---|---|---|---|---|"]
+              f"| system | {' | '.join(LABELS.values())} | IM + ST warm-up | SPR |",
+              "|---|" + "---|" * len(METHODS) + "---|---|"]
     for s in args.systems:
         med = [np.median([r["seconds"] for r in rows if r["system"] == s and r["method"] == method])
                for method in METHODS]
         theirs = [r["seconds"] for key, r in spr.items() if key[0] == s]
-        lines.append(f"| {s} | {' | '.join(f'{x:.3f} s' for x in med)} | {warmup[f'{s}/integral_matching']:.2f} s / "
-                     f"{warmup[f'{s}/integral_matching_filled']:.2f} s | "
+        lines.append(f"| {s} | {' | '.join(f'{x:.3f} s' for x in med)} | {warmup[f'{s}/integral_matching']:.2f} s | "
                      f"{f'{np.median(theirs):.1f} s' if theirs else '—'} |")
     failures = [r for r in rows if r["failed"]]
     noted = sorted({(r["method"], msg) for r in rows for msg in r["messages"] if not r["failed"]})

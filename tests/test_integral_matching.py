@@ -171,6 +171,32 @@ def test_sequential_thresholding_recovers_the_lorenz_support():
         assert float(jnp.sqrt(jnp.mean((f_hat - f_true) ** 2) / jnp.mean(f_true**2))) < 0.08
 
 
+def test_missing_values_are_filled_before_the_node_fits():
+    # Van der Pol on 003's grid, 40 % of the entries missing. Degree-15 node fits through the
+    # observed samples alone extrapolated across gaps near the LGR-dense subinterval ends
+    # (at 30 % noise: node values off by ~4700 noise sd); with linear filling before the
+    # smoother they stay within a few sd (2.5 sd the largest of ~16 000 over seeds 0-3)
+    bench = zoo("van_der_pol")
+    t = np.asarray(bench.t)
+    clean = wj.simulate(bench.model, bench.p_true, bench.u0, t, None)
+    u = np.asarray(clean.u)
+    rng = np.random.default_rng(0)
+    mask = rng.uniform(size=u.shape) >= 0.4
+    sd = 0.3 * u.std(axis=0)
+    gappy = wj.Trajectory(t, np.where(mask, u + sd * rng.standard_normal(u.shape), np.nan), mask)
+    ref = integral_matching_problem(clean, order=15, length=1.0, smoother=None)
+    prob = integral_matching_problem(gappy, order=15, length=1.0)
+    assert np.all(np.abs(np.asarray(prob.X) - np.asarray(ref.X)).max(axis=(0, 1)) < 4 * sd)
+    # at 5 % noise sequential thresholding finds the exact support (seeds 0-3 measured:
+    # coefficients within 9 %)
+    lib = wj.PolynomialLibrary(["x", "y"], 3, constant=False)
+    truth = lib.coefficients(bench.model, bench.p_true)
+    gappy = wj.Trajectory(t, np.where(mask, u + sd / 6 * rng.standard_normal(u.shape), np.nan), mask)
+    theta = np.asarray(wj.IntegralMatching(order=15, threshold=0.5, method="least_squares").fit(lib, gappy).params)
+    np.testing.assert_array_equal(theta != 0, truth != 0)
+    np.testing.assert_allclose(theta, truth, atol=0.2)
+
+
 def test_neural_field_training_decreases_loss_and_beats_baselines():
     bench = zoo("spiral")
     data = bench.simulate(jax.random.key(0), 0.01)
