@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from _zoo import zoo
 
+from wendyjax import datasets
 from wendyjax.cli import main
 
 
@@ -43,6 +44,15 @@ def files(tmp_path_factory):
     np.savez(tmp / "no_t.npz", u=np.ones((5, 1)))
     np.savez(tmp / "wide.npz", t=np.arange(5.0), u=np.ones((5, 3)))
     np.savez(tmp / "short_t.npz", t=np.arange(4.0), u=np.ones((5, 1)))
+    # Data2LD: the head-impact data (002 §4) and its LinearODE with the basis of §4
+    t, y = datasets.head_impact()
+    y = y.copy()
+    y[40] = np.nan                                           # a missing value
+    np.savetxt(tmp / "head.csv", np.c_[t, y], delimiter=",", header="t,x", comments="")
+    linear_model = ("from wendyjax import datasets\nmodel = datasets.head_impact_model()\n"
+                    "basis = datasets.head_impact_basis()\n")
+    (tmp / "head_model.py").write_text(linear_model)
+    (tmp / "head_model_no_basis.py").write_text(linear_model.replace("basis =", "knots ="))
     return tmp, bench, lv
 
 
@@ -110,6 +120,28 @@ def test_fit_bad_input_is_named(files, capsys):
     with pytest.raises(SystemExit):
         main(["fit", "logistic", str(tmp / "logistic.csv"), "--p0", "a,b"])
     assert "comma-separated numbers" in capsys.readouterr().err
+
+
+def test_fit_a_linear_ode_by_data2ld(files, capsys):
+    tmp, _, lv = files
+    assert main(["fit", str(tmp / "head_model.py"), str(tmp / "head.csv"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    # 002 §4: θ̂ ≈ (−0.057, −0.15, 0.40), half-widths (0.005, 0.03, 0.06) (one of 133 samples missing here)
+    assert out["method"] == "data2ld" and out["status"] == "successful"
+    est = np.array(list(out["params"].values()))
+    assert np.all(np.abs(est - [-0.057, -0.15, 0.40]) <= [0.003, 0.01, 0.01]), est
+    assert main(["fit", str(tmp / "head_model.py"), str(tmp / "head.csv"), "--covariance", "implicit"]) == 0
+    assert "Data2LD fit of 'head_impact': converged" in capsys.readouterr().out
+    head = [str(tmp / "head_model.py"), str(tmp / "head.csv")]
+    _fails(["fit", *head, "--method", "mle"], capsys, "is a LinearODE, fitted by data2ld")
+    _fails(["fit", *head, "--radius", "1"], capsys, "--radius is a WENDy option")
+    _fails(["fit", *head, "--covariance", "sandwich"], capsys, "gauss_newton or implicit")
+    _fails(["fit", str(tmp / "head_model.py"), str(tmp / "lv2.csv")], capsys, "has 1 states (x) but the file has 2")
+    _fails(["fit", "lotka_volterra", str(tmp / "lv.npz"), "--method", "data2ld"], capsys, "is an ODEModel")
+    _fails(["fit", str(tmp / "head_model_no_basis.py"), str(tmp / "head.csv")], capsys, "no `basis")
+    np.savetxt(tmp / "head2.csv", np.c_[np.r_[np.zeros(133), np.ones(133)], np.tile(np.c_[datasets.head_impact()],
+               (2, 1))], delimiter=",", header="trajectory,t,x", comments="")
+    _fails(["fit", str(tmp / "head_model.py"), str(tmp / "head2.csv")], capsys, "Data2LD fits one trajectory")
 
 
 def test_study_writes_its_table(files, capsys):

@@ -15,6 +15,8 @@ EXPECT = {
     "03_coverage_study.ipynb": ["Monte Carlo study of 'logistic'", "device(s)"],
     "04_neural_ode_integral_matching.ipynb": ["Integral-matching fit (gradient)", "adjoint steps in"],
     "05_test_functions_explained.ipynb": ["selected minimum radius", "test functions from"],
+    "06_data2ld_linear_systems.ipynb": ["Data2LD fit of 'head_impact': converged", "degrees of freedom of the smooth",
+                                        "16 of 16 fits successful", "coverage of the 95 % intervals"],
 }
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ._io import load_data, load_model, zoo_names
+from ._io import load_data, load_model, load_series, zoo_names
 
-_METHODS = ("mle", "irls", "wls", "output_error", "hybrid")
+_METHODS = ("mle", "irls", "wls", "output_error", "hybrid")  # for ODEModels; LinearODEs: data2ld
 _BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
@@ -41,17 +41,22 @@ def _parser() -> argparse.ArgumentParser:
     fit = sub.add_parser("fit", help="fit a model to time series from a CSV or NPZ file",
                          description="Fit MODEL to DATA and print the parameter table. MODEL: a zoo name or a "
                                      "Python file defining `model = wendyjax.ODEModel(...)` or `rhs(u, p, t)` with "
-                                     "lists `states` and `params` (optional `bounds`). DATA: CSV with a header "
+                                     "lists `states` and `params` (optional `bounds`), or `model = "
+                                     "wendyjax.linear.LinearODE(...)` with `basis = wendyjax.linear.BSplineBasis(...)` "
+                                     "(fitted by Data2LD; one trajectory). DATA: CSV with a header "
                                      "(`t`, the states by name or in order, optional `trajectory`; empty or NaN "
                                      "cells are missing values) or NPZ (`t` and `u`).")
     fit.add_argument("model")
     fit.add_argument("data")
-    fit.add_argument("--method", default="mle", choices=_METHODS)
+    fit.add_argument("--method", choices=(*_METHODS, "data2ld"),
+                     help="default: mle for an ODEModel, data2ld for a LinearODE")
     fit.add_argument("--p0", type=_floats, help="start, comma-separated (default: the centre of the model's box; "
-                                                "not needed for WENDy on models linear in the parameters)")
+                                                "not needed for WENDy on models linear in the parameters; "
+                                                "Data2LD: 0.01 each)")
     fit.add_argument("--noise", choices=("gaussian", "lognormal"),
                      help="noise model (default: the zoo model's, else gaussian)")
-    fit.add_argument("--covariance", help="sandwich or hessian (WENDy), gauss_newton (output error)")
+    fit.add_argument("--covariance", help="sandwich or hessian (WENDy), gauss_newton (output error), "
+                                          "gauss_newton or implicit (Data2LD)")
     fit.add_argument("--radius", type=float, help="test-function radius in time units (WENDy; default: selected "
                                                   "from the data, which needs a uniform grid)")
     fit.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
@@ -92,8 +97,15 @@ def _run_fit(args) -> int:
 
     from .. import estimators
 
-    model, bench = load_model(args.model)
+    model, bench, basis = load_model(args.model)
+    if basis is not None:
+        result = _fit_data2ld(args, model, basis, load_series(args.data, model))
+        _print_result(args, result, model.param_names)
+        return 0
     data = load_data(args.data, model)
+    if args.method == "data2ld":
+        raise ValueError(f"--method data2ld fits a wendyjax.linear.LinearODE; model '{model.name}' is an ODEModel.")
+    args.method = args.method or "mle"
     noise = args.noise or ("lognormal" if bench is not None and bench.noise.log_space else "gaussian")
     p0 = _default_p0(model, args.p0)
     kwargs = {} if args.covariance is None else {"covariance": args.covariance}
@@ -118,14 +130,38 @@ def _run_fit(args) -> int:
                              f"finite box to start from.")
         est = {"mle": estimators.MLE, "irls": estimators.IRLS, "wls": estimators.WLS}[args.method]()
         result = est.fit(model, data, p0, noise=noise, **kwargs)
+    _print_result(args, result, model.param_names)
+    return 0
+
+
+def _fit_data2ld(args, model, basis, series):
+    """Data2LD (002) on the one series of the data file (times may repeat, NaN = missing),
+    refusing the options it has no use for."""
+    from ..linear import Data2LD
+
+    if args.method not in (None, "data2ld"):
+        raise ValueError(f"--method {args.method}: model '{model.name}' is a LinearODE, fitted by data2ld.")
+    for option, value in (("--noise", args.noise), ("--radius", args.radius)):
+        if value is not None:
+            raise ValueError(f"{option} is a WENDy option; Data2LD (LinearODE models) has no use for it.")
+    if len(series) != 1:
+        raise ValueError(f"Data2LD fits one trajectory; {args.data!r} holds {len(series)}.")
+    covariance = args.covariance or "gauss_newton"
+    if covariance not in ("gauss_newton", "implicit"):
+        raise ValueError(f"--covariance {covariance}: Data2LD has gauss_newton or implicit.")
+    _, t, y = series[0]
+    return Data2LD(basis, covariance=covariance).fit(model, t, y, args.p0)
+
+
+def _print_result(args, result, names) -> None:
+    """The summary table, or with `--json` the result's dict with the `--level` intervals."""
     if args.json:
         out = result.to_dict()
         lo, hi = result.ci(args.level)
-        out[f"ci{100 * args.level:g}"] = {n: (a, b) for n, a, b in zip(model.param_names, lo.tolist(), hi.tolist())}
+        out[f"ci{100 * args.level:g}"] = {n: (a, b) for n, a, b in zip(names, lo.tolist(), hi.tolist())}
         print(json.dumps(out, indent=1, default=lambda x: np.asarray(x).tolist()))
     else:
         result.summary(args.level)
-    return 0
 
 
 def _run_study(args) -> int:

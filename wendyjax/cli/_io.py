@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import models
 from ..data import Trajectory
+from ..linear import BSplineBasis, LinearODE
 from ..model import ODEModel
 
 
@@ -18,13 +19,14 @@ def zoo_names() -> list[str]:
     return sorted(n for n in vars(models) if not n.startswith("_") and n != "Benchmark")
 
 
-def load_model(spec: str) -> "tuple[ODEModel, models.Benchmark | None]":
+def load_model(spec: str) -> "tuple[ODEModel | LinearODE, models.Benchmark | None, BSplineBasis | None]":
     """A zoo name (returns its benchmark too) or a Python file defining either `model`
-    (an `ODEModel`) or `rhs(u, p, t)` with lists `states` and `params` (optional `bounds`
-    as (lower, upper) and `name`)."""
+    (an `ODEModel`, or a `linear.LinearODE` with a `basis = linear.BSplineBasis(...)` for
+    Data2LD) or `rhs(u, p, t)` with lists `states` and `params` (optional `bounds` as
+    (lower, upper) and `name`). Returns the model, the zoo benchmark and the basis."""
     if spec in zoo_names():
         bench = getattr(models, spec)()
-        return bench.model, bench
+        return bench.model, bench, None
     path = Path(spec)
     if path.suffix != ".py":
         raise ValueError(f"unknown model {spec!r}: give a zoo name ({', '.join(zoo_names())}) "
@@ -36,33 +38,47 @@ def load_model(spec: str) -> "tuple[ODEModel, models.Benchmark | None]":
     except Exception as e:  # noqa: BLE001 - re-raised with the file named
         raise ValueError(f"running model file {spec!r} failed: {type(e).__name__}: {e}") from e
     if isinstance(scope.get("model"), ODEModel):
-        return scope["model"], None
+        return scope["model"], None, None
+    if isinstance(scope.get("model"), LinearODE):
+        if not isinstance(scope.get("basis"), BSplineBasis):
+            raise ValueError(f"model file {spec!r} defines a LinearODE but no `basis = "
+                             f"wendyjax.linear.BSplineBasis(breaks, order)` for its Data2LD fit.")
+        return scope["model"], None, scope["basis"]
     if callable(scope.get("rhs")) and "states" in scope and "params" in scope:
         return ODEModel(scope["rhs"], scope["states"], scope["params"], bounds=scope.get("bounds"),
-                        name=scope.get("name", path.stem)), None
-    raise ValueError(f"model file {spec!r} must define `model = wendyjax.ODEModel(...)` or a function "
-                     f"`rhs(u, p, t)` with lists `states` and `params`.")
+                        name=scope.get("name", path.stem)), None, None
+    raise ValueError(f"model file {spec!r} must define `model = wendyjax.ODEModel(...)` (or a "
+                     f"`wendyjax.linear.LinearODE` with a `basis`) or a function `rhs(u, p, t)` with lists "
+                     f"`states` and `params`.")
 
 
-def _trajectories(t: np.ndarray, u: np.ndarray, groups: np.ndarray | None, where: str) -> list[Trajectory]:
-    """Split rows by trajectory id (order of first appearance); missing values (NaN) masked."""
+def _observed_names(model: "ODEModel | LinearODE") -> list[str]:
+    """The columns a data file holds for `model`: its states, or a LinearODE's variables."""
+    return list(model.variables if isinstance(model, LinearODE) else model.state_names)
+
+
+def _split(t: np.ndarray, u: np.ndarray, groups: np.ndarray | None) -> list[tuple[str | None, np.ndarray, np.ndarray]]:
+    """Rows split by trajectory id (order of first appearance): `(id, t, u)` per trajectory."""
     ids = [None] if groups is None else list(dict.fromkeys(groups.tolist()))
+    return [(g, t, u) if g is None else (g, t[groups == g], u[groups == g]) for g in ids]
+
+
+def _trajectories(series, where: str) -> list[Trajectory]:
+    """A `Trajectory` per series, missing values (NaN) masked; errors name the file."""
     out = []
-    for g in ids:
-        rows = slice(None) if g is None else groups == g
-        tg, ug = t[rows], u[rows]
+    for g, t, u in series:
         try:
-            out.append(Trajectory(tg, ug, np.isfinite(ug)))
+            out.append(Trajectory(t, u, np.isfinite(u)))
         except ValueError as e:
             label = "" if g is None else f" (trajectory {g})"
             raise ValueError(f"{where}{label}: {e}") from e
     return out
 
 
-def _columns(header: list[str], model: ODEModel, where: str) -> list[int]:
+def _columns(header: list[str], model: "ODEModel | LinearODE", where: str) -> list[int]:
     """Indices of the state columns (all columns but `t` and `trajectory`, one per state):
     by state name when the header has them all, else in order."""
-    names = list(model.state_names)
+    names = _observed_names(model)
     rest = [i for i, h in enumerate(header) if h not in ("t", "trajectory")]
     if len(rest) != len(names):
         raise ValueError(f"{where}: model '{model.name}' has {len(names)} states ({', '.join(names)}) but the "
@@ -72,7 +88,7 @@ def _columns(header: list[str], model: ODEModel, where: str) -> list[int]:
     return rest
 
 
-def _read_csv(path: Path, model: ODEModel) -> list[Trajectory]:
+def _read_csv(path: Path, model: "ODEModel | LinearODE"):
     with path.open(newline="") as fh:
         rows = [row for row in csv.reader(fh) if row and not row[0].startswith("#")]
     if not rows:
@@ -100,10 +116,10 @@ def _read_csv(path: Path, model: ODEModel) -> list[Trajectory]:
     if table.size == 0:
         raise ValueError(f"{path}: no data rows.")
     groups = np.array([r[header.index("trajectory")].strip() for r in body]) if "trajectory" in header else None
-    return _trajectories(table[:, 0], table[:, 1:], groups, str(path))
+    return _split(table[:, 0], table[:, 1:], groups)
 
 
-def _read_npz(path: Path, model: ODEModel) -> list[Trajectory]:
+def _read_npz(path: Path, model: "ODEModel | LinearODE"):
     try:
         with np.load(path) as npz:
             arrays = dict(npz)
@@ -112,26 +128,28 @@ def _read_npz(path: Path, model: ODEModel) -> list[Trajectory]:
     if "t" not in arrays:
         raise ValueError(f"{path}: the archive must hold an array 't' (has {', '.join(arrays) or 'nothing'}).")
     t = np.asarray(arrays["t"], float)
+    names = _observed_names(model)
     if "u" in arrays:
         u = np.asarray(arrays["u"], float)
         u = u[:, None] if u.ndim == 1 else u
-    elif all(n in arrays for n in model.state_names):
-        u = np.stack([np.asarray(arrays[n], float) for n in model.state_names], axis=1)
+    elif all(n in arrays for n in names):
+        u = np.stack([np.asarray(arrays[n], float) for n in names], axis=1)
     else:
         raise ValueError(f"{path}: the archive must hold 'u' (samples × states) or one array per state "
-                         f"({', '.join(model.state_names)}).")
-    if u.ndim != 2 or u.shape[1] != model.n_states:
-        raise ValueError(f"{path}: model '{model.name}' has {model.n_states} states but 'u' has shape {u.shape}.")
+                         f"({', '.join(names)}).")
+    if u.ndim != 2 or u.shape[1] != len(names):
+        raise ValueError(f"{path}: model '{model.name}' has {len(names)} states but 'u' has shape {u.shape}.")
     if len(t) != len(u):
         raise ValueError(f"{path}: 't' has {len(t)} times but 'u' has {len(u)} rows.")
     groups = np.asarray(arrays["trajectory"]) if "trajectory" in arrays else None
-    return _trajectories(t, u, groups, str(path))
+    return _split(t, u, groups)
 
 
-def load_data(spec: str, model: ODEModel) -> list[Trajectory]:
-    """Time series for `model` from a CSV (header with `t`, the states by name or in order,
-    optionally `trajectory`; empty or NaN cells are missing values) or an NPZ (`t` and `u`,
-    or `t` and one array per state name; optionally `trajectory`)."""
+def load_series(spec: str, model: "ODEModel | LinearODE") -> list[tuple[str | None, np.ndarray, np.ndarray]]:
+    """Time series for `model` as `(trajectory id, t, u)` with NaN at missing values, from a
+    CSV (header with `t`, the states by name or in order, optionally `trajectory`; empty or
+    NaN cells are missing values) or an NPZ (`t` and `u`, or `t` and one array per state
+    name; optionally `trajectory`). A `LinearODE`'s columns are its variables."""
     path = Path(spec)
     if not path.is_file():
         raise FileNotFoundError(f"data file {spec!r} does not exist.")
@@ -142,3 +160,8 @@ def load_data(spec: str, model: ODEModel) -> list[Trajectory]:
         return readers[path.suffix.lower()](path, model)
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise ValueError(f"data file {spec!r} could not be read: {e}") from e
+
+
+def load_data(spec: str, model: ODEModel) -> list[Trajectory]:
+    """[`load_series`][] as `Trajectory`s (strictly increasing times, missing values masked)."""
+    return _trajectories(load_series(spec, model), str(spec))
