@@ -68,10 +68,12 @@ class Trajectory(eqx.Module):
 
     @property
     def n_samples(self) -> int:
+        """Number of samples M + 1."""
         return self.t.shape[0]
 
     @property
     def n_states(self) -> int:
+        """Number of states D."""
         return self.u.shape[1]
 
     def is_uniform(self, rtol: float = 1e-6) -> bool:
@@ -138,6 +140,7 @@ class Dataset(eqx.Module):
 
     @property
     def n_states(self) -> int:
+        """Number of states D (the same in every trajectory)."""
         return self.trajectories[0].n_states
 
     def __len__(self) -> int:

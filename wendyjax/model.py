@@ -122,10 +122,12 @@ class ODEModel(eqx.Module):
 
     @property
     def n_states(self) -> int:
+        """Number of states D."""
         return len(self.state_names)
 
     @property
     def n_params(self) -> int:
+        """Number of parameters J."""
         return len(self.param_names)
 
     def check_params(self, p: ArrayLike, argname: str = "p") -> Float[Array, " J"]:

@@ -37,6 +37,7 @@ class EvaluationCounts:
 
     @property
     def total(self) -> int:
+        """Vector-field evaluations of every kind together."""
         return self.primal + self.vjp + self.jvp
 
     def _add(self, field: str, n: int) -> None:

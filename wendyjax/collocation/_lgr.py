@@ -114,6 +114,7 @@ class LGR(eqx.Module):
 
     @property
     def A(self) -> Float[Array, "K K"]:
+        r"""The $K\times K$ block $\tilde D^{-1}$ of $D_K^{-1}$ (004 eq. 5: $X_{1:K} = X_0 + hAF$)."""
         return self.D_K_inv[1:, 1:]
 
     def basis(self, tau: ArrayLike) -> Float[Array, "m K1"]:

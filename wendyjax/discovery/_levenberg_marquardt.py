@@ -44,6 +44,7 @@ class LMSolution(eqx.Module):
 
     @property
     def successful(self) -> Array:
+        """Whether the fit converged (`result == RESULTS.successful`)."""
         return self.result == RESULTS.successful
 
 

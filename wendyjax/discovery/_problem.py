@@ -105,10 +105,12 @@ class DiscoveryProblem(eqx.Module):
 
     @property
     def state_shape(self) -> tuple[int, ...]:
+        """Shape of the state array u: `(T, *space, D)`."""
         return tuple(self.data.shape)
 
     @property
     def n_observed(self) -> Array:
+        """Number of observed data values n̂ (003 eq. 9)."""
         return jnp.sum(self.observed)
 
 

@@ -29,6 +29,7 @@ class Candidate:
 
     @property
     def n_terms(self) -> int:
+        """Number of active library terms."""
         return int(self.mask.sum())
 
 
@@ -49,6 +50,7 @@ class Discovery:
 
     @property
     def support(self) -> np.ndarray:
+        """The selected model's term mask `(n_features, n_states)`."""
         return self.best.mask
 
     @property
@@ -57,6 +59,7 @@ class Discovery:
         return self.best.u
 
     def equations(self, precision: int = 4) -> list[str]:
+        """The selected model as one equation per state, coefficients to `precision` digits."""
         return self.library.equations(self.theta, precision)
 
     def compare(self, theta_true: ArrayLike) -> dict:
@@ -91,6 +94,7 @@ class Discovery:
         return "\n".join(lines)
 
     def summary(self) -> None:
+        """Print the selected model and the table of every tested model."""
         print(self)
 
     def __str__(self) -> str:

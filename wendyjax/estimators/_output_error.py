@@ -55,10 +55,12 @@ class OutputErrorProblem(eqx.Module):
 
     @property
     def rhs(self):
+        """The right-hand side fitted: f, or f̃(x) = f(eˣ)/eˣ in log space."""
         return log_space_rhs(self.model.rhs) if self.log_space else self.model.rhs
 
     @property
     def n_observed(self) -> Array:
+        """Number of observed data values."""
         return jnp.sum(self.mask)
 
 
@@ -211,10 +213,12 @@ class OutputErrorSolution(eqx.Module):
 
     @property
     def objective(self) -> Float[Array, ""]:
+        """The least-squares loss at the estimate."""
         return self.loss
 
     @property
     def successful(self) -> Bool[Array, "..."]:
+        """Whether the solve converged (`result == RESULTS.successful`)."""
         return self.result == RESULTS.successful
 
 
@@ -436,6 +440,7 @@ class Hybrid(eqx.Module):
     covariances: ClassVar[tuple[str, ...]] = ("gauss_newton",)
 
     def solve(self, problem: HybridProblem, p0, lower, upper) -> OutputErrorSolution:
+        """WENDy's solve from `p0`, then output error from its estimate (a pure function of arrays)."""
         start = self.wendy.solve(problem.likelihood, p0, lower, upper)
         p_start = jnp.where(start.successful & jnp.all(jnp.isfinite(start.params)), start.params, p0)
         return self.output_error.solve(problem.output_error, p_start, lower, upper)

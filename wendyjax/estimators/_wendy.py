@@ -34,10 +34,12 @@ class Solution(eqx.Module):
 
     @property
     def objective(self) -> Float[Array, ""]:
+        """ℓ at the estimate (the objective minimised)."""
         return self.nll
 
     @property
     def successful(self) -> Bool[Array, "..."]:
+        """Whether the solve converged (`result == RESULTS.successful`)."""
         return self.result == RESULTS.successful
 
 
@@ -136,6 +138,7 @@ class IRLS(AbstractWENDyEstimator):
         return sol.x, whitened, result
 
     def converged(self, p_new, p):
+        """Relative step below `step_tol` (001 Alg. 2's stopping rule)."""
         return jnp.linalg.norm(p_new - p) < self.step_tol * jnp.linalg.norm(p)
 
     def solve(self, lik, p0, lower, upper) -> Solution:

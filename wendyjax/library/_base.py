@@ -37,6 +37,7 @@ class AbstractLibrary(eqx.Module):
 
     @property
     def n_states(self) -> int:
+        """Number of states D."""
         return len(self.state_names)
 
     def _lhs(self, state: str) -> str:
@@ -47,6 +48,7 @@ class AbstractLibrary(eqx.Module):
         return jnp.zeros((self.n_features, self.n_states))
 
     def check_theta(self, theta: ArrayLike, argname: str = "theta") -> Float[Array, "F D"]:
+        """`theta` as a `(n_features, n_states)` array; raises naming `argname` otherwise."""
         theta = jnp.asarray(theta, float)
         if theta.shape != (self.n_features, self.n_states):
             raise ValueError(f"{argname} must have shape ({self.n_features}, {self.n_states}) (terms × states "

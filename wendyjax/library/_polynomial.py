@@ -64,6 +64,7 @@ class PolynomialLibrary(AbstractLibrary):
         return jnp.prod(jnp.concatenate([jnp.ones((1,), u.dtype), u])[self.factors], axis=1)
 
     def rhs(self, u: Float[Array, " D"], theta: Float[Array, "F D"], t=None) -> Float[Array, " D"]:
+        """The vector field f(u) = features(u) @ θ (004 App. C, 003 eq. 14)."""
         return self.features(u) @ theta
 
     def coefficients(self, model: ODEModel, p: ArrayLike) -> np.ndarray:

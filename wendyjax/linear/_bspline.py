@@ -58,6 +58,7 @@ class BSplineBasis(eqx.Module):
 
     @property
     def breaks(self) -> np.ndarray:
+        """The breaks with their multiplicities (fda's convention)."""
         return np.asarray(self.break_values)
 
     @property
@@ -73,10 +74,12 @@ class BSplineBasis(eqx.Module):
 
     @property
     def domain(self) -> tuple[float, float]:
+        """`(first break, last break)`: where the basis is defined."""
         return float(self.breaks[0]), float(self.breaks[-1])
 
     @property
     def distinct_breaks(self) -> np.ndarray:
+        """The breaks without repeats."""
         return np.unique(self.breaks)
 
     def multiplicity(self) -> dict[float, int]:

@@ -32,6 +32,7 @@ class Pulse(eqx.Module):
 
     @property
     def breaks(self) -> tuple[float, float]:
+        """`(start, stop)`: the jumps of the pulse, for quadrature and ODE steps."""
         return (self.start, self.stop)
 
     def __call__(self, t):
@@ -158,14 +159,17 @@ class LinearODE:
 
     @property
     def variables(self) -> tuple[str, ...]:
+        """The variables x_v in state order."""
         return tuple(self.orders)
 
     @property
     def n_params(self) -> int:
+        """Number of parameters J."""
         return len(self.param_names)
 
     @property
     def max_order(self) -> int:
+        """The highest derivative order p among the variables."""
         return max(self.orders.values())
 
     def breaks(self) -> np.ndarray:

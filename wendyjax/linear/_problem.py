@@ -44,6 +44,7 @@ class Data2LDProblem(eqx.Module):
 
     @property
     def num_obs(self):
+        """Number of observed data values N."""
         return jnp.sum(self.mask)
 
     def with_data(self, y: Float[Array, "n D"], mask: Float[Array, "n D"] | None = None) -> "Data2LDProblem":

@@ -62,6 +62,7 @@ class LinearBlocks(eqx.Module):
         return to_block, to_gram
 
     def term_coefficients(self, p: Float[Array, " j"]) -> Float[Array, "r t"]:
+        r"""The coefficient of every Gram term: its noise variance times $\tilde p_a\tilde p_b$, $\tilde p = (1, p)$."""
         pt = jnp.concatenate([jnp.ones(1, p.dtype), p])
         return self.weights * (pt[np.array(self.term_a)] * pt[np.array(self.term_b)])
 

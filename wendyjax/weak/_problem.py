@@ -48,14 +48,17 @@ class WeakProblem(eqx.Module):
 
     @property
     def n_trajectories(self) -> int:
+        """Number of trajectories R."""
         return self.phi.shape[0]
 
     @property
     def n_test_functions(self) -> int:
+        """Number of test functions K (padded)."""
         return self.phi.shape[1]
 
     @property
     def n_states(self) -> int:
+        """Number of states D."""
         return self.u.shape[2]
 
     @property

@@ -94,6 +94,7 @@ class RadiusSelection:
 
     @property
     def radius(self) -> float:
+        """The selected minimum radius (time units)."""
         return float(self.radii[self.index])
 
 
@@ -128,6 +129,7 @@ class TestFunctions(eqx.Module):
 
     @property
     def k(self) -> int:
+        """Number of test functions K."""
         return self.phi.shape[0]
 
     def pad(self, k: int) -> "TestFunctions":
