@@ -105,8 +105,10 @@ class LinearBlocks(eqx.Module):
         r"""$\langle X, \text{Gram}_t \text{ in its block}\rangle$ for every term $t$."""
         r, n_g, k, _ = self.grams.shape
         d = self.n_states
-        xb = x.reshape(r, d, k, d, k).transpose(0, 1, 3, 2, 4).reshape(r, d * d, k * k)
-        per = jnp.einsum("rbx,rgx->rbg", xb, self.grams.reshape(r, n_g, k * k))
+        # X's blocks K²-major, so the long contraction is a plain (n_g, K²) @ (K², D²) product
+        # (measured 1.7 ms against 3.1 ms for the K²-last layout, Lorenz K = 200)
+        xb = x.reshape(r, d, k, d, k).transpose(0, 2, 4, 1, 3).reshape(r, k * k, d * d)
+        per = jnp.einsum("rgx,rxb->rbg", self.grams.reshape(r, n_g, k * k), xb)
         return per[:, np.array(self.term_block), np.array(self.term_gram)]
 
 
