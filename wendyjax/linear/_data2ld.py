@@ -349,12 +349,14 @@ class Data2LD(eqx.Module):
                    batch_size: int | None = None) -> Data2LDSolution:
         """[`solve`][] for every dataset `ys[r]` (same times, NaN = missing) in one compiled
         call (e.g. the replicates of a simulation study): `lax.map` over batches of
-        `batch_size` vmapped fits. Default 32 on a CPU, all at once on an accelerator.
-        Measured on the 2-core CPU (002 §5, N = 21, σ = 0.1): 1000 replicates take 21 s in
-        batches of 1 and 19 s in batches of 50, while one vmap of all 1000 had not finished
-        after 7 minutes (a vmapped iterative solve runs until its slowest member stops)."""
+        `batch_size` vmapped fits. Default 1 on a CPU (one fit after another), all at once
+        on an accelerator. Measured on the 2-core CPU (002 §5, N = 21, σ = 0.1): 1000
+        replicates take 21 s in batches of 1 and 19 s in batches of 50, while one vmap of
+        all 1000 had not finished after 7 minutes (a vmapped iterative solve runs until its
+        slowest member stops); and the GCV continuation at σ = 0.1, N = 101 deadlocked
+        XLA:CPU in batches of 32 (no CPU use, never returned) where batches of 1 took 23 s."""
         if batch_size is None:
-            batch_size = 32 if jax.default_backend() == "cpu" else len(ys)
+            batch_size = 1 if jax.default_backend() == "cpu" else len(ys)
         return _solve_many(self, problem, jnp.asarray(ys, float), jnp.asarray(theta0, float), int(batch_size))
 
     def fit(self, model: LinearODE, t: Float[ArrayLike, " n"], y: Float[ArrayLike, "n ..."],
