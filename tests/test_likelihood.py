@@ -201,6 +201,15 @@ def test_linear_path_with_a_parameter_in_several_equations():
     for f in (wj.weak.nll, wj.weak.nll_grad, wj.weak.nll_hessian):
         a, c = np.asarray(f(fast, p)), np.asarray(f(general, p))
         assert np.max(np.abs(a - c)) <= 1e-10 * np.max(np.abs(c)), f.__name__
+    # a parameter that is pure forcing never enters S: no block of ∂S/∂p at all
+    forced = wj.ODEModel(lambda u, p, t: -u + p[0], ["x"], ["a"], name="forced")
+    data = wj.simulate(forced, jnp.array([1.0]), jnp.array([2.0]), t, wj.AdditiveGaussian(0.05), jax.random.key(1))
+    fast = wj.weak_likelihood(forced, data, "gaussian")
+    general = wj.weak_likelihood(forced, data, "gaussian", linear=False)
+    assert fast.linear is not None and fast.linear.derivative_pattern() == ()
+    for f in (wj.weak.nll, wj.weak.nll_grad, wj.weak.nll_hessian):
+        a, c = np.asarray(f(fast, jnp.array([1.1]))), np.asarray(f(general, jnp.array([1.1])))
+        assert np.max(np.abs(a - c)) <= 1e-10 * np.max(np.abs(c)), f.__name__
 
 
 def test_forcing_the_linear_path_on_a_nonlinear_model_raises():

@@ -96,7 +96,7 @@ class LinearBlocks(eqx.Module):
         derivatives $\partial_i S$ for `dcoef` $= \partial_i c$), as one product."""
         to_block, to_gram = self._onehots()
         r, n_g, k, _ = self.grams.shape
-        pattern = np.array(self.derivative_pattern())
+        pattern = np.array(self.derivative_pattern(), dtype=int).reshape(-1, 3)  # (0, 3) if p never enters J
         c = jnp.einsum("bt,jrt,tg->rjbg", to_block, dcoef, to_gram)  # (r, j, D², n_g)
         c = c[:, pattern[:, 0], pattern[:, 1] * self.n_states + pattern[:, 2]]  # (r, b, n_g)
         return (c @ self.grams.reshape(r, n_g, k * k)).reshape(r, len(pattern), k, k)
