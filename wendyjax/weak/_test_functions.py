@@ -146,13 +146,13 @@ class TestFunctions(eqx.Module):
         )
 
 
-def _full_matrices(t, w, radius, eta, centres=None):
-    """Rows ψ((t - t_c)/a)·w / ‖ψ‖ and their time derivatives for every admissible centre.
+def _bump_entries(t, w, radius, eta, centres=None):
+    """The non-zeros of the rows ψ((t - t_c)/a)·w / ‖ψ‖ for every admissible centre:
+    `(rows, cols, x, psi, scale, n_rows)` with the row value ψ(x)·scale at (rows, cols).
 
     Admissible centres keep the support [t_c - a, t_c + a] inside [t_1, t_{M-1}]
     (WENDy.jl never touches the first and last samples). Each row is normalised to unit
-    L2 norm in time, ∑ ψ² w = 1. Both matrices are returned sparse (CSR): a row is
-    non-zero only on its support, so building them costs O(rows × support).
+    L2 norm in time, ∑ ψ² w = 1.
     """
     if centres is None:
         ok = (t - radius >= t[1] - 1e-12 * abs(radius)) & (t + radius <= t[-2] + 1e-12 * abs(radius))
@@ -165,8 +165,14 @@ def _full_matrices(t, w, radius, eta, centres=None):
     x = (t[cols] - centres[rows]) / radius
     psi = bump(x, eta)
     norm = np.sqrt(np.bincount(rows, weights=psi**2 * w[cols], minlength=len(centres)))
-    scale = w[cols] / norm[rows]
-    shape = (len(centres), len(t))
+    return rows, cols, x, psi, w[cols] / norm[rows], len(centres)
+
+
+def _full_matrices(t, w, radius, eta, centres=None):
+    """The rows of [`_bump_entries`][] and their time derivatives, as sparse (CSR) matrices:
+    a row is non-zero only on its support, so building them costs O(rows × support)."""
+    rows, cols, x, psi, scale, n_rows = _bump_entries(t, w, radius, eta, centres)
+    shape = (n_rows, len(t))
     phi = scipy.sparse.csr_array((psi * scale, (rows, cols)), shape=shape)
     dphi = scipy.sparse.csr_array((bump_derivative(x, eta) / radius * scale, (rows, cols)), shape=shape)
     return phi, dphi
@@ -229,7 +235,7 @@ def select_radius(t, u, config: TestFunctionConfig = TestFunctionConfig()) -> Ra
     radii = np.arange(r_lo, r_hi + 1, step)
     n = int(np.floor(m / config.sub_rate))
     T = t[-1] - t[0]
-    sine = np.sin(2 * np.pi * n * np.arange(m + 1) / m)
+    sine_u = np.sin(2 * np.pi * n * np.arange(m + 1) / m)[:, None] * u
     errors = np.empty(len(radii))
     w = np.full(m + 1, dt)
     for i, r in enumerate(radii):
@@ -237,10 +243,13 @@ def select_radius(t, u, config: TestFunctionConfig = TestFunctionConfig()) -> Ra
         first, last = r + 1, m - r - 1
         count = min(config.n_probe, last - first + 1)
         centres = t[np.unique(np.round(np.linspace(first, last, count)).astype(int))]
-        phi, _ = _full_matrices(t, w, r * dt, config.eta, centres)
+        rows, cols, _, psi, scale, n_rows = _bump_entries(t, w, r * dt, config.eta, centres)
         # F̂_n[φ u] = (Δt/√T) Σ_m φ_m u_m e^{-2πinm/M} with φ of unit ℓ2 norm; the rows
-        # here are √Δt·φ (unit L2 norm in time), and ê = -(4πn/√T) Im F̂_n.
-        im = -np.sqrt(dt / T) * (phi @ (sine[:, None] * u))
+        # here are √Δt·φ (unit L2 norm in time), and ê = -(4πn/√T) Im F̂_n. The row sums
+        # straight from the non-zeros (no sparse matrices).
+        values = (psi * scale)[:, None] * sine_u[cols]
+        im = -np.sqrt(dt / T) * np.stack(
+            [np.bincount(rows, weights=v, minlength=n_rows) for v in values.T], axis=1)
         e = -4 * np.pi * n / np.sqrt(T) * im
         errors[i] = np.mean(np.sum(e**2, axis=1))
     errors = np.maximum(errors, np.finfo(float).tiny)
