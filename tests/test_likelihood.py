@@ -181,6 +181,28 @@ def test_linear_path_forms_only_structurally_nonzero_grams():
     assert blocks[2] == {(2, 2), (1, 2), (2, 1)}
 
 
+def test_constant_weight_grams_are_scaled_shared_products():
+    # Lorenz's constant Jacobian entries: -1 at (2, 2) of J^0 and every entry of J^1..J^3;
+    # pairs of constants in a column: 3 in column 0 (J^1, J^2), 3 in column 1, 1 in column 2
+    from wendyjax.weak._linear import linear_blocks, model_structure
+
+    b = zoo("lorenz")
+    structure = model_structure(b.model.rhs, False, 3, 3)
+    _, entries, _, constant_jj, constant_entries = structure
+    assert sum(constant_jj) == 7 and sum(constant_entries) == 5
+    assert [entries[m] for m in np.flatnonzero(constant_entries)] == [(0, 1, 1), (1, 0, 0), (1, 0, 1), (2, 1, 0),
+                                                                      (3, 2, 2)]
+    # the same Grams as forming every one as its own weighted product
+    for name, noise in (("lorenz", "gaussian"), ("logistic", "gaussian")):
+        bench = zoo(name)
+        lik = wj.weak_likelihood(bench.model, bench.simulate(jax.random.key(5), subsample=4), noise)
+        s = model_structure(bench.model.rhs, lik.problem.log_space, bench.model.n_states, bench.model.n_params)
+        assert any(s[3]) or any(s[4])
+        every = (*s[:3], (False,) * len(s[3]), (False,) * len(s[4]))
+        fast, slow = linear_blocks(bench.model, s, lik.problem), linear_blocks(bench.model, every, lik.problem)
+        np.testing.assert_allclose(fast.grams, slow.grams, rtol=0, atol=1e-13 * float(jnp.max(jnp.abs(slow.grams))))
+
+
 def test_linear_path_with_a_parameter_in_several_equations():
     # p0 enters all three equations, p2 none of the state Jacobian (a constant forcing):
     # the block pattern of ∂S/∂p_i must cover every equation p_i touches

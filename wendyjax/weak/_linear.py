@@ -112,25 +112,41 @@ class LinearBlocks(eqx.Module):
         return per[:, np.array(self.term_block), np.array(self.term_gram)]
 
 
-def jacobian_pattern(rhs, n_states: int, n_params: int, seed: int = 0) -> np.ndarray:
-    r"""Which entries of $J^a = \partial_u\partial_{\tilde p_a} f$ ($a = 0$: $\partial_u f$ at
-    $p = 0$) are not identically zero: `(J + 1, D, D)` booleans from three random states,
-    times and parameter-free evaluations (NaN counts as non-zero)."""
+def _random_jacobians(rhs, n_states: int, n_params: int, seed: int) -> np.ndarray:
+    r"""$J^a = \partial_u\partial_{\tilde p_a} f$ ($a = 0$: $\partial_u f$ at $p = 0$) at three
+    random states and times: `(J + 1, 3, D, D)`."""
     rng = np.random.default_rng(seed)
     u = jnp.asarray(rng.normal(size=(3, n_states)) + 0.5)
     t = jnp.asarray(rng.uniform(0.5, 1.5, size=3))
     zero = jnp.zeros(n_params)
     jac0 = jax.vmap(jax.jacfwd(rhs, argnums=0), in_axes=(0, None, 0))(u, zero, t)
     jacp = jax.vmap(jax.jacfwd(jax.jacfwd(rhs, argnums=0), argnums=1), in_axes=(0, None, 0))(u, zero, t)
-    jacs = np.concatenate([np.asarray(jac0)[None], np.moveaxis(np.asarray(jacp), 3, 0)])  # (J+1, 3, D, D)
+    return np.concatenate([np.asarray(jac0)[None], np.moveaxis(np.asarray(jacp), 3, 0)])
+
+
+def jacobian_pattern(rhs, n_states: int, n_params: int, seed: int = 0) -> np.ndarray:
+    r"""Which entries of $J^a = \partial_u\partial_{\tilde p_a} f$ ($a = 0$: $\partial_u f$ at
+    $p = 0$) are not identically zero: `(J + 1, D, D)` booleans from three random states,
+    times and parameter-free evaluations (NaN counts as non-zero)."""
+    jacs = _random_jacobians(rhs, n_states, n_params, seed)
     return np.any((jacs != 0) | np.isnan(jacs), axis=1)
 
 
 @functools.lru_cache(maxsize=64)
 def model_structure(rhs, log_space: bool, n_states: int, n_params: int):
-    """[`term_structure`][] of a model's rhs (in log space for log-normal noise), cached."""
+    r"""[`term_structure`][] of a model's rhs (in log space for log-normal noise), cached,
+    plus which of its Grams have a constant weight: `(jj, entries, terms, constant_jj,
+    constant_entries)`. An entry of $J^a$ equal at the three random states and times is
+    constant (e.g. the $-\sigma$ of Lorenz's $\sigma(y - x)$); a Gram whose weight is a
+    product of constants is that constant times $\Phi\Phi^T$ (or $\dot\Phi\Phi^T$), formed
+    once instead of as its own $K\times N\times K$ product (12 of Lorenz's 28 products)."""
     f = log_space_rhs(rhs) if log_space else rhs
-    return term_structure(jacobian_pattern(f, n_states, n_params))
+    jacs = _random_jacobians(f, n_states, n_params, seed=0)
+    pattern = np.any((jacs != 0) | np.isnan(jacs), axis=1)
+    constant = np.all(jacs == jacs[:, :1], axis=1) & np.all(np.isfinite(jacs), axis=1)
+    jj, entries, terms = term_structure(pattern)
+    return (jj, entries, terms, tuple(bool(constant[a, d, e] and constant[b, f, e]) for (a, d, e), (b, f, _) in jj),
+            tuple(bool(constant[e]) for e in entries))
 
 
 def term_structure(pattern: np.ndarray):
@@ -163,9 +179,24 @@ def term_structure(pattern: np.ndarray):
     return jj, entries, terms
 
 
+def _grams_in_order(left, right, weights, constant):
+    r"""$\{L\,\mathrm{diag}(w_q)\,R^T\}_q$ for the weight columns `weights` `(n, q)`: those
+    flagged `constant` as $w_q\,LR^T$ (one product for all of them), the rest by
+    [`weighted_grams`][]; in the original order."""
+    constant = np.asarray(constant, bool)
+    var, con = np.flatnonzero(~constant), np.flatnonzero(constant)
+    parts = []
+    if var.size:
+        parts.append(weighted_grams(left, right, weights[:, var]))
+    if con.size:
+        parts.append(weights[0, con][:, None, None] * (left @ right.T)[None])
+    grams = jnp.concatenate(parts)
+    return grams if not (var.size and con.size) else grams[np.argsort(np.concatenate([var, con]))]
+
+
 def linear_blocks_single(rhs, structure, phi, dphi, dphi_gram, u, t, sigma, n_params):
     """G, g0, Grams and term weights of one trajectory."""
-    jj, entries, terms = structure
+    jj, entries, terms, constant_jj, constant_entries = structure
     zero = jnp.zeros(n_params, u.dtype)
     vf = jax.vmap(rhs, in_axes=(0, None, 0))
     g0 = (phi @ vf(u, zero, t)).T.reshape(-1)
@@ -178,10 +209,10 @@ def linear_blocks_single(rhs, structure, phi, dphi, dphi_gram, u, t, sigma, n_pa
     parts = []
     if jj:
         w = jnp.stack([jacs[a, :, d, e] * jacs[b, :, f, e] for (a, d, e), (b, f, _) in jj], axis=1)
-        parts.append(weighted_grams(phi, phi, w))
+        parts.append(_grams_in_order(phi, phi, w, constant_jj))
     if entries:
         w = jnp.stack([jacs[a, :, i, j] for a, i, j in entries], axis=1)
-        dgrams = weighted_grams(dphi, phi, w)
+        dgrams = _grams_in_order(dphi, phi, w, constant_entries)
         parts += [dgrams, jnp.swapaxes(dgrams, 1, 2)]
     parts.append(dphi_gram.reshape(1, k, k))
     var = sigma**2
@@ -199,7 +230,7 @@ def linear_blocks(model, structure, problem) -> LinearBlocks:
             rhs, structure, phi, dphi, gram, u, t, sigma, n_params
         )
     )(problem.phi, problem.dphi, problem.dphi_gram, problem.u, problem.t, problem.sigma)
-    _, _, terms = structure
+    terms = structure[2]
     cols = list(zip(*terms))
     return LinearBlocks(G, g0, grams, weights, tuple(cols[0]), tuple(cols[1]), tuple(cols[2]), tuple(cols[3]),
                         problem.n_states)
