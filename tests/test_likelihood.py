@@ -2,6 +2,7 @@
 Monte Carlo."""
 
 import math
+import warnings
 
 import equinox as eqx
 import jax
@@ -201,6 +202,30 @@ def test_constant_weight_grams_are_scaled_shared_products():
         every = (*s[:3], (False,) * len(s[3]), (False,) * len(s[4]))
         fast, slow = linear_blocks(bench.model, s, lik.problem), linear_blocks(bench.model, every, lik.problem)
         np.testing.assert_allclose(fast.grams, slow.grams, rtol=0, atol=1e-13 * float(jnp.max(jnp.abs(slow.grams))))
+
+
+def test_linear_path_refuses_a_structure_the_random_probes_missed():
+    # the rate p1 is switched on at t = 5: at the probe times t in [0.5, 1.5] its Jacobian
+    # entry is zero, so the Gram it weights would be dropped from S; the data reveal it
+    def rhs(u, p, t):
+        return jnp.array([-p[0] * u[0] + jnp.where(t > 5.0, p[1], 0.0) * u[0] + 1.0])
+
+    model = wj.ODEModel(rhs, ["x"], ["a", "b"], name="switched")
+    assert model.linear_in_params
+    t = jnp.linspace(0.0, 10.0, 257)
+    data = wj.simulate(model, jnp.array([1.0, 0.5]), jnp.array([2.0]), t, wj.AdditiveGaussian(0.05), jax.random.key(2))
+    with pytest.warns(RuntimeWarning, match="does not hold on the data"):
+        lik = wj.weak_likelihood(model, data, "gaussian")
+    assert lik.linear is None
+    general = wj.weak_likelihood(model, data, "gaussian", linear=False)
+    assert float(wj.weak.nll(lik, jnp.array([1.0, 0.5]))) == float(wj.weak.nll(general, jnp.array([1.0, 0.5])))
+    with pytest.raises(ValueError, match="linear=True"):
+        wj.weak_likelihood(model, data, "gaussian", linear=True)
+    # without the switch the fast path is taken, silently
+    plain = wj.ODEModel(lambda u, p, t: jnp.array([-p[0] * u[0] + p[1] * u[0] + 1.0]), ["x"], ["a", "b"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert wj.weak_likelihood(plain, data, "gaussian").linear is not None
 
 
 def test_linear_path_with_a_parameter_in_several_equations():

@@ -10,6 +10,7 @@ $p$, are precomputed once (000 App. B; see `_linear.py`).
 """
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from functools import partial
 
@@ -22,7 +23,7 @@ from ..data import Dataset, Trajectory
 from ..model import ODEModel
 from ..noise import AbstractNoise
 from ._covariance import blocks_to_matrix, covariance_blocks
-from ._linear import LinearBlocks, linear_blocks, model_structure
+from ._linear import LinearBlocks, linear_blocks, model_structure, structure_holds
 from ._problem import WeakProblem, build_problem, log_space_rhs
 from ._test_functions import TestFunctionConfig, TestFunctions
 
@@ -306,6 +307,7 @@ def build_likelihood(
     if not 0 <= diag_reg < 1:
         raise ValueError(f"diag_reg must lie in [0, 1), got {diag_reg}.")
     problem, tfs = build_problem(model, data, noise, sigma, test_functions, k)
+    requested = linear
     if linear is None:
         linear = model.linear_in_params
     if linear and not model.linear_in_params:
@@ -316,7 +318,15 @@ def build_likelihood(
     blocks = None
     if linear:
         structure = model_structure(model.rhs, problem.log_space, model.n_states, model.n_params)
-        blocks = linear_blocks(model, structure, problem)
+        if not bool(structure_holds(model, structure, problem)):
+            message = (f"the Jacobian structure of model '{model.name}' found at random states and times "
+                       f"t in [0.5, 1.5] (its zero and constant entries) does not hold on the data (e.g. a term "
+                       f"switched on at other times)")
+            if requested:
+                raise ValueError(message + "; the linear-in-parameters path cannot be used (linear=True).")
+            warnings.warn(message + "; using the general path (correct, slower).", RuntimeWarning, stacklevel=3)
+        else:
+            blocks = linear_blocks(model, structure, problem)
     return WeakLikelihood(model, problem, blocks, diag_reg), tfs
 
 

@@ -25,7 +25,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array, Bool, Float
 
 from ._covariance import weighted_grams
 from ._problem import log_space_rhs
@@ -194,6 +194,14 @@ def _grams_in_order(left, right, weights, constant):
     return grams if not (var.size and con.size) else grams[np.argsort(np.concatenate([var, con]))]
 
 
+def _sample_jacobians(rhs, u, t, n_params):
+    r"""$J^a$ at every sample: `(J + 1, n, D, D)`."""
+    zero = jnp.zeros(n_params, u.dtype)
+    jac0 = jax.vmap(jax.jacfwd(rhs, argnums=0), in_axes=(0, None, 0))(u, zero, t)
+    jacp = jax.vmap(jax.jacfwd(jax.jacfwd(rhs, argnums=0), argnums=1), in_axes=(0, None, 0))(u, zero, t)
+    return jnp.concatenate([jac0[None], jnp.moveaxis(jacp, 3, 0)])
+
+
 def linear_blocks_single(rhs, structure, phi, dphi, dphi_gram, u, t, sigma, n_params):
     """G, g0, Grams and term weights of one trajectory."""
     jj, entries, terms, constant_jj, constant_entries = structure
@@ -202,9 +210,7 @@ def linear_blocks_single(rhs, structure, phi, dphi, dphi_gram, u, t, sigma, n_pa
     g0 = (phi @ vf(u, zero, t)).T.reshape(-1)
     dfdp = jax.vmap(jax.jacfwd(rhs, argnums=1), in_axes=(0, None, 0))(u, zero, t)  # (n, d, j)
     G = jnp.einsum("kn,ndj->dkj", phi, dfdp).reshape(-1, n_params)
-    jac0 = jax.vmap(jax.jacfwd(rhs, argnums=0), in_axes=(0, None, 0))(u, zero, t)
-    jacp = jax.vmap(jax.jacfwd(jax.jacfwd(rhs, argnums=0), argnums=1), in_axes=(0, None, 0))(u, zero, t)
-    jacs = jnp.concatenate([jac0[None], jnp.moveaxis(jacp, 3, 0)])  # (J+1, n, d, d)
+    jacs = _sample_jacobians(rhs, u, t, n_params)
     k = phi.shape[0]
     parts = []
     if jj:
@@ -218,6 +224,26 @@ def linear_blocks_single(rhs, structure, phi, dphi, dphi_gram, u, t, sigma, n_pa
     var = sigma**2
     weights = var[np.array([term[4] for term in terms])]
     return G, g0, jnp.concatenate(parts), weights
+
+
+@eqx.filter_jit
+def structure_holds(model, structure, problem) -> Bool[Array, ""]:
+    r"""Whether the structure found at random states (which $J^a$ entries vanish, which are
+    constant) holds at every sample of the data: an entry that is non-zero, or varies, only
+    at times or states the random probes missed (e.g. a rate switched on at t = 20) would
+    otherwise drop or misweight a Gram of $S$."""
+    rhs = log_space_rhs(model.rhs) if problem.log_space else model.rhs
+    jj, entries, *_ , constant_entries = structure
+    jacs = jax.vmap(lambda u, t: _sample_jacobians(rhs, u, t, model.n_params), out_axes=1)(
+        problem.u, problem.t)  # (J+1, r, n, D, D)
+    mask = np.zeros(jacs.shape[:1] + jacs.shape[3:], bool)
+    for a, i, j in entries:
+        mask[a, i, j] = True
+    off = jnp.where(mask[:, None, None], 0.0, jacs)
+    scale = jnp.maximum(jnp.max(jnp.abs(jnp.where(mask[:, None, None], jacs, 0.0))), 1.0)
+    constant = [jacs[a, :, :, i, j] - jacs[a, :, :1, i, j] for (a, i, j), c in zip(entries, constant_entries) if c]
+    spread = jnp.max(jnp.abs(jnp.stack(constant))) if constant else 0.0
+    return (jnp.max(jnp.abs(off)) <= 1e-12 * scale) & (spread <= 1e-12 * scale)
 
 
 @eqx.filter_jit
