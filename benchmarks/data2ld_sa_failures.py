@@ -28,7 +28,7 @@ from scipy.optimize import least_squares  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _data2ld_competitors import pulse_response  # noqa: E402
-from data2ld_simulation import NS, SIGMAS, TRUTH, replicates, sa_batch  # noqa: E402
+from data2ld_simulation import NS, SIGMAS, TRUTH, replicates, sa_batch, spline_problem  # noqa: E402
 from likelihood import machine_info  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
@@ -38,7 +38,7 @@ N_ITER, REPLICATES = 5000, 1000
 def cell(N, sigma):
     t, _, Y = replicates(N, sigma, REPLICATES)
     key = jax.random.fold_in(jax.random.PRNGKey(int(1000 * N + 100 * sigma)), 1)  # as data2ld_simulation.main
-    theta, _, _, _, sse = sa_batch(t, N_ITER)(jax.random.split(key, REPLICATES), jnp.asarray(Y))
+    theta, _, _, _, sse = sa_batch(t, N_ITER)(jax.random.split(key, REPLICATES), jnp.asarray(Y), spline_problem(t).phi)
     theta, sse = np.asarray(theta), np.asarray(sse)
     err = np.abs(theta - TRUTH)
     med = np.median(err, axis=0)

@@ -177,13 +177,18 @@ def run_nls(t, x, Y):
     return metrics(theta, theta - z * se, theta + z * se, np.asarray(xhat), x, ok), seconds, compile_s
 
 
+def spline_problem(t):
+    """The Data2LD problem of the order-5 basis of §4 on [0, 60] at the times `t` (zero data):
+    its `phi` gives SA its noise variance; SFT samples its penalty."""
+    return L.Data2LD(ds.head_impact_basis(0.0, 60.0, order=5)).problem(ds.head_impact_model(), t, np.zeros_like(t))
+
+
 def sa_batch(t, n_iter):
-    """The jitted SA fits of replicates `Y` on times `t` (keys, Y) ↦ (θ̂, Gauss–Newton
-    covariance, x̂, acceptance rate, SSE)."""
-    phi = L.Data2LD(ds.head_impact_basis(0.0, 60.0, order=5)).problem(ds.head_impact_model(), t, np.zeros_like(t)).phi
+    """The jitted SA fits of replicates on the times `t` (NumPy: static):
+    (keys, Y, phi) ↦ (θ̂, Gauss–Newton covariance, x̂, acceptance rate, SSE)."""
 
     @jax.jit
-    def batch(keys, Y):
+    def batch(keys, Y, phi):
         def one(key, y):
             coef = jnp.linalg.lstsq(phi, y)[0]  # the noise variance of the energy: least-squares spline residuals
             noise_var = jnp.sum((y - phi @ coef) ** 2) / (t.size - phi.shape[1])
@@ -197,8 +202,8 @@ def sa_batch(t, n_iter):
 
 
 def run_sa(t, x, Y, key, n_iter):
-    batch = sa_batch(t, n_iter)
-    (theta, cov, xhat, acc, _), seconds, compile_s = _timed(batch, jax.random.split(key, len(Y)), jnp.asarray(Y))
+    (theta, cov, xhat, acc, _), seconds, compile_s = _timed(sa_batch(t, n_iter), jax.random.split(key, len(Y)),
+                                                            jnp.asarray(Y), spline_problem(t).phi)
     se = np.sqrt(np.diagonal(np.asarray(cov), axis1=1, axis2=2))
     z = scipy.stats.norm.ppf(0.975)
     theta = np.asarray(theta)
@@ -208,16 +213,16 @@ def run_sa(t, x, Y, key, n_iter):
     return m, seconds, compile_s
 
 
+@eqx.filter_jit
+def _sft_batch(keys, Y, problem, n_iter, burn_in):
+    return jax.vmap(lambda k, y: smooth_functional_tempering(
+        k, problem, y, jnp.full(3, 0.01), SFT_LAMBDAS, n_iter, burn_in))(keys, Y)
+
+
 def run_sft(t, x, Y, key, n_iter, burn_in):
-    problem = L.Data2LD(ds.head_impact_basis(0.0, 60.0, order=5)).problem(ds.head_impact_model(), t, Y[0])
-
-    @jax.jit
-    def batch(keys, Y):
-        return jax.vmap(lambda k, y: smooth_functional_tempering(
-            k, problem, y, jnp.full(3, 0.01), SFT_LAMBDAS, n_iter, burn_in))(keys, Y)
-
-    (theta, lower, upper, coef, swaps), seconds, compile_s = _timed(batch, jax.random.split(key, len(Y)),
-                                                                   jnp.asarray(Y))
+    problem = spline_problem(t)
+    (theta, lower, upper, coef, swaps), seconds, compile_s = _timed(
+        _sft_batch, jax.random.split(key, len(Y)), jnp.asarray(Y), problem, n_iter, burn_in)
     theta = np.asarray(theta)
     xhat = np.asarray(coef) @ np.asarray(problem.phi).T
     m = metrics(theta, np.asarray(lower), np.asarray(upper), xhat, x, np.all(np.isfinite(theta), axis=1))
