@@ -233,7 +233,7 @@ def structure_holds(model, structure, problem) -> Bool[Array, ""]:
     at times or states the random probes missed (e.g. a rate switched on at t = 20) would
     otherwise drop or misweight a Gram of $S$."""
     rhs = log_space_rhs(model.rhs) if problem.log_space else model.rhs
-    jj, entries, *_ , constant_entries = structure
+    _, entries, _, _, constant_entries = structure
     jacs = jax.vmap(lambda u, t: _sample_jacobians(rhs, u, t, model.n_params), out_axes=1)(
         problem.u, problem.t)  # (J+1, r, n, D, D)
     mask = np.zeros(jacs.shape[:1] + jacs.shape[3:], bool)
