@@ -169,6 +169,28 @@ def test_fit_result_object(lorenz_data, capsys):
     assert fit.forward_error(b.u0, clean.t, clean.u) < 0.2
 
 
+def test_mle_starts_from_p0_or_the_wls_estimate(lorenz_data):
+    """`start`: the three choices reach the same optimum; "best" takes the WLS estimate
+    (lower ℓ than a box start), which saves Newton steps, and keeps a p0 that is better."""
+    b, data = lorenz_data
+    lik = wj.weak_likelihood(b.model, data)
+    lo, hi = (jnp.asarray(x) for x in b.model.bounds)
+    p0 = jnp.asarray(_box_starts(b, 1)[0])
+    solve = eqx.filter_jit(lambda est, lik, p0: est.solve(lik, p0, lo, hi))
+    sols = {start: solve(wj.MLE(start=start), lik, p0) for start in ("p0", "wls", "best")}
+    assert all(bool(sol.successful) for sol in sols.values())
+    for start in ("wls", "best"):
+        np.testing.assert_allclose(np.asarray(sols[start].params), np.asarray(sols["p0"].params), rtol=1e-6)
+    wls = wj.WLS().solve(lik, p0, lo, hi)
+    assert float(wls.nll) < float(wj.weak.nll(lik, p0))
+    np.testing.assert_array_equal(wj.MLE(start="best").initial_point(lik, p0, lo, hi), wls.params)
+    assert int(sols["best"].num_steps) == int(sols["wls"].num_steps) < int(sols["p0"].num_steps)
+    optimum = sols["p0"].params  # a p0 better than the WLS estimate is kept
+    np.testing.assert_array_equal(wj.MLE(start="best").initial_point(lik, optimum, lo, hi), optimum)
+    with pytest.raises(ValueError, match="start must be one of 'best', 'p0', 'wls'"):
+        wj.MLE(start="random")
+
+
 def test_several_trajectories_in_one_fit():
     b = zoo("lotka_volterra")
     one = b.simulate(jax.random.key(0), 0.05, subsample=2)

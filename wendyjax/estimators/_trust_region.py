@@ -17,11 +17,11 @@ of WENDy ($J \lesssim 50$ parameters). Each step
 3. accepts it when the actual/predicted reduction ratio exceeds $10^{-4}$ and updates
    $\Delta$ by the usual ratio test.
 
-It stops when a step inside the trust region predicts a reduction below
+It stops when the next step, inside the trust region, predicts a reduction below
 `atol + rtol·|f|` with every component below `atol + rtol·max|x|` (a Newton step that
-is both small and changes nothing), when the scaled trust region shrinks below
-`atol + rtol·‖Dx‖` (MINPACK's xtol test: every step at the noise floor of f is
-rejected), or after `max_steps`.
+is both small and changes nothing: it is not taken, which saves one evaluation), when
+the scaled trust region shrinks below `atol + rtol·‖Dx‖` (MINPACK's xtol test: every
+step at the noise floor of f is rejected), or after `max_steps`.
 """
 
 from collections.abc import Callable
@@ -106,6 +106,8 @@ class _State(eqx.Module):
     H: Array
     D: Array
     radius: Array
+    proposal: Array
+    predicted: Array
     step: Array
     done: Array
     result: RESULTS
@@ -168,55 +170,60 @@ def bounded_trust_region(
     D0 = jnp.sqrt(jnp.maximum(jnp.abs(jnp.diagonal(H0)), _diag_floor(H0)))
     radius0 = jnp.maximum(jnp.linalg.norm(g0 / D0), 1e-8 * (1.0 + jnp.linalg.norm(D0 * x0)))
     ok0 = _finite(f0, g0, H0)
-    init = _State(x0, f0, g0, H0, D0, radius0, jnp.array(0), ~ok0,
+
+    def propose(x, f, g, H, D, radius):
+        """The next step, its predicted reduction, and whether it shows convergence."""
+        # variables at a bound that the gradient, or then the Newton-like step, pushes
+        # outwards are fixed; the subproblem is re-solved on the rest
+        free = ~(((x <= lower) & (g > 0)) | ((x >= upper) & (g < 0)))
+        for _ in range(_ACTIVE_SET_ROUNDS):
+            step, inside = _free_step(H, g, D, free, radius)
+            free = free & ~(((x <= lower) & (step < 0)) | ((x >= upper) & (step > 0)))
+        step, inside = _free_step(H, g, D, free, radius)
+        # feasible candidates: projected, truncated, and the scaled projected-gradient
+        # (Cauchy) step that guarantees progress; the lowest model value wins
+        candidates = jnp.stack([
+            jnp.clip(x + step, lower, upper) - x,
+            _max_feasible_fraction(x, step, lower, upper) * step,
+            _cauchy_step(g, H, D, x, lower, upper, free, radius),
+        ])
+        step = candidates[jnp.argmin(jax.vmap(lambda c: _model(g, H, c))(candidates))]
+        predicted = -_model(g, H, step)
+        small_x = jnp.max(jnp.abs(step)) <= atol + rtol * jnp.max(jnp.abs(x))
+        small_f = predicted <= atol + rtol * jnp.abs(f)
+        # MINPACK's xtol test: a trust region shrunk below the step tolerance (rejections
+        # at the noise floor of f, e.g. an objective through an adaptive ODE solver)
+        collapsed = radius <= atol + rtol * jnp.linalg.norm(D * x)
+        # a converged step is not taken: it changes x by less than the tolerance
+        return step, predicted, (inside & small_x & small_f) | collapsed
+
+    step0, predicted0, converged0 = propose(x0, f0, g0, H0, D0, radius0)
+    init = _State(x0, f0, g0, H0, D0, radius0, step0, predicted0, jnp.array(0), ~ok0 | converged0,
                   RESULTS.where(ok0, RESULTS.successful, RESULTS.nonfinite))
 
     def cond(s: _State):
         return ~s.done & (s.step < max_steps)
 
     def body(s: _State):
-        x, g, H = s.x, s.g, s.H
-        D = jnp.maximum(s.D, jnp.sqrt(jnp.abs(jnp.diagonal(H))))
-        # variables at a bound that the gradient, or then the Newton-like step, pushes
-        # outwards are fixed; the subproblem is re-solved on the rest
-        free = ~(((x <= lower) & (g > 0)) | ((x >= upper) & (g < 0)))
-        for _ in range(_ACTIVE_SET_ROUNDS):
-            step, inside = _free_step(H, g, D, free, s.radius)
-            free = free & ~(((x <= lower) & (step < 0)) | ((x >= upper) & (step > 0)))
-        step, inside = _free_step(H, g, D, free, s.radius)
-        # feasible candidates: projected, truncated, and the scaled projected-gradient
-        # (Cauchy) step that guarantees progress; the lowest model value wins
-        candidates = jnp.stack([
-            jnp.clip(x + step, lower, upper) - x,
-            _max_feasible_fraction(x, step, lower, upper) * step,
-            _cauchy_step(g, H, D, x, lower, upper, free, s.radius),
-        ])
-        step = candidates[jnp.argmin(jax.vmap(lambda c: _model(g, H, c))(candidates))]
-        predicted = -_model(g, H, step)
-        x_new = jnp.clip(x + step, lower, upper)
+        x_new = jnp.clip(s.x + s.proposal, lower, upper)
         f_new, g_new, H_new = fn(x_new, args)
-        actual = s.f - f_new
-        ratio = actual / jnp.where(predicted > 0, predicted, jnp.inf)
+        ratio = (s.f - f_new) / jnp.where(s.predicted > 0, s.predicted, jnp.inf)
         ok = _finite(f_new, g_new, H_new)
-        accept = ok & (predicted > 0) & (ratio > _ETA)
-        scaled_step = jnp.linalg.norm(D * step)
+        accept = ok & (s.predicted > 0) & (ratio > _ETA)
+        scaled_step = jnp.linalg.norm(s.D * s.proposal)
         radius = jnp.where(
             ~ok | (ratio < 0.25),
             0.25 * jnp.minimum(scaled_step, s.radius),
             jnp.where((ratio > 0.75) & (scaled_step > 0.9 * s.radius), 2.0 * s.radius, s.radius),
         )
-        small_x = jnp.max(jnp.abs(step)) <= atol + rtol * jnp.max(jnp.abs(x))
-        small_f = predicted <= atol + rtol * jnp.abs(s.f)
-        # MINPACK's xtol test: a trust region shrunk below the step tolerance (rejections
-        # at the noise floor of f, e.g. an objective through an adaptive ODE solver)
-        collapsed = radius <= atol + rtol * jnp.linalg.norm(D * x)
-        converged = (inside & small_x & small_f) | collapsed
 
         def pick(new, old):
             return jnp.where(accept, new, old)
 
-        return _State(pick(x_new, x), pick(f_new, s.f), pick(g_new, g), pick(H_new, H), D,
-                      radius, s.step + 1, converged, s.result)
+        x, f, g, H = pick(x_new, s.x), pick(f_new, s.f), pick(g_new, s.g), pick(H_new, s.H)
+        D = jnp.maximum(s.D, jnp.sqrt(jnp.abs(jnp.diagonal(H))))
+        step, predicted, converged = propose(x, f, g, H, D, radius)
+        return _State(x, f, g, H, D, radius, step, predicted, s.step + 1, converged, s.result)
 
     final = jax.lax.while_loop(cond, body, init)
     result = RESULTS.where(final.done | ~ok0, final.result, RESULTS.max_steps_reached)
