@@ -9,7 +9,7 @@ of WENDy ($J \lesssim 50$ parameters). Each step
    (eigendecomposition and the secular equation of Moré & Sorensen 1983, hard case
    included), with Moré's scaling $D_i = \max_k \sqrt{|H^{(k)}_{ii}|}$;
    variables at a bound that the step pushes outwards join the active set and the
-   subproblem is re-solved (a few rounds);
+   subproblem is re-solved (at most three more rounds, only while that set changes);
 2. makes the step feasible, keeping whichever of the projected step
    $P(x + s) - x$, the truncated step $\tau s$ (largest feasible $\tau\le1$) and the
    scaled projected-gradient Cauchy step has the lowest model value (the last
@@ -174,12 +174,18 @@ def bounded_trust_region(
     def propose(x, f, g, H, D, radius):
         """The next step, its predicted reduction, and whether it shows convergence."""
         # variables at a bound that the gradient, or then the Newton-like step, pushes
-        # outwards are fixed; the subproblem is re-solved on the rest
-        free = ~(((x <= lower) & (g > 0)) | ((x >= upper) & (g < 0)))
-        for _ in range(_ACTIVE_SET_ROUNDS):
+        # outwards are fixed; the subproblem is re-solved on the rest while that set changes
+        # (at most _ACTIVE_SET_ROUNDS times: one eigendecomposition when no bound is hit)
+        def refine(state):
+            free, _, _, _, rounds = state
             step, inside = _free_step(H, g, D, free, radius)
-            free = free & ~(((x <= lower) & (step < 0)) | ((x >= upper) & (step > 0)))
-        step, inside = _free_step(H, g, D, free, radius)
+            fixed = free & (((x <= lower) & (step < 0)) | ((x >= upper) & (step > 0)))
+            changed = jnp.any(fixed) & (rounds < _ACTIVE_SET_ROUNDS)
+            return jnp.where(changed, free & ~fixed, free), step, inside, changed, rounds + 1
+
+        free = ~(((x <= lower) & (g > 0)) | ((x >= upper) & (g < 0)))
+        free, step, inside, _, _ = jax.lax.while_loop(
+            lambda state: state[3], refine, (free, jnp.zeros_like(x), jnp.array(False), jnp.array(True), 0))
         # feasible candidates: projected, truncated, and the scaled projected-gradient
         # (Cauchy) step that guarantees progress; the lowest model value wins
         candidates = jnp.stack([
