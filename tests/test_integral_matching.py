@@ -301,6 +301,43 @@ def test_hidden_state_reconstruction_on_a_short_lorenz_window():
     assert np.max(np.abs(sim - clean)) < 1e-2 * np.ptp(clean)
 
 
+def test_hidden_states_by_algorithm_2_alternating_gradient_steps():
+    # 004 Algorithm 2: Adam steps alternate between the parameters and the hidden node
+    # values. First order and stopped at a relative loss change of 1e-3, so it lands
+    # within a few per cent, not at the Gauss-Newton solve's 1e-3 (measured: rho 1.9 %,
+    # beta 2.3 % off, z within 2.1 % of its range, 3400 steps)
+    bench, clean, data = _lorenz_hidden_z(3.0)
+    est = wj.IntegralMatching(order=30, length=1.0, smoother=None, method="gradient", optimizer=optax.adam(0.1),
+                              batch_size=3, chunk=200, max_steps=10_000, patience=3)
+    fit = est.fit(bench.model, data, [8.0, 20.0, 2.0], key=jax.random.key(0), hidden0=[20.0])
+    assert fit.successful and fit.method == "gradient" and not fit.standardised
+    np.testing.assert_allclose(fit.params, bench.p_true, rtol=0.05)
+    z = np.interp(fit.node_times, data.t, clean[:, 2])
+    assert np.max(np.abs(fit.node_states[:, 2] - z)) < 0.05 * np.ptp(z)
+    assert fit.history[-1] < 1e-2 * fit.history[0]
+
+
+def test_hidden_states_with_a_neural_field():
+    # Algorithm 2 trains a neural field and the hidden z together; the hidden values are
+    # standardised (a network absorbs affine maps of z). On 3 time units the reconstruction
+    # is not identifiable (a different hidden signal explains x, y as well), so only the fit
+    # is checked: far below the zero field's loss on the observed components alone
+    bench, clean, data = _lorenz_hidden_z(3.0)
+    field = wj.neural.MLPField(3, 32, key=jax.random.key(1), activation=jnp.tanh, input_transform=lambda u: u / 20)
+    est = wj.IntegralMatching(order=30, length=1.0, smoother=None, optimizer=optax.adam(1e-2), batch_size=3,
+                              chunk=500, max_steps=5000)
+    fit = est.fit(field, data, key=jax.random.key(0), hidden0=[20.0])
+    assert fit.method == "gradient" and fit.standardised and fit.hidden == (2,)
+    assert np.all(np.isfinite(fit.history)) and fit.history[-1] < fit.history[0]
+    z = fit.node_states[:, 2]
+    assert abs(z.mean()) < 1e-8 and abs(z.std() - 1) < 1e-8
+    X = np.asarray(wj.estimators._hidden.chained_problem(wj.data.as_dataset(data), order=30, length=1.0,
+                                                         smoother=None).X)
+    zero_field = np.mean((X[:, 1:, :2] - X[:, :1, :2]) ** 2) * 2 / 3  # ℓ's observed terms with f = 0
+    assert fit.loss < 1e-2 * zero_field, (fit.loss, zero_field)  # measured 1.8e-3 ×
+    assert "hidden states reconstructed: u[2] (standardised)" in fit.table() and "neural vector field" in fit.table()
+
+
 def test_hidden_state_bad_input_is_refused():
     bench, _, data = _lorenz_hidden_z(2.0)
     est = wj.IntegralMatching(order=10, length=1.0, smoother=None)
@@ -313,8 +350,11 @@ def test_hidden_state_bad_input_is_refused():
         est.fit(bench.model, data, p0, hidden0=[np.nan])
     with pytest.raises(ValueError, match="theta0 is required with hidden states"):
         est.fit(wj.PolynomialLibrary(["x", "y", "z"], 2), data, hidden0=[20.0])
-    with pytest.raises(ValueError, match="not for neural"):
-        est.fit(wj.neural.MLPField(3, 8, key=jax.random.key(0)), data, key=jax.random.key(0), hidden0=[20.0])
+    field = wj.neural.MLPField(3, 8, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="key .* is required"):
+        est.fit(field, data, hidden0=[20.0])
+    with pytest.raises(ValueError, match="needs an ODEModel"):
+        wj.IntegralMatching(order=10, method="gauss_newton").fit(field, data, key=jax.random.key(0), hidden0=[20.0])
     with pytest.raises(ValueError, match=r"thresholding\) is not available with hidden"):
         wj.IntegralMatching(order=10, threshold=0.1).fit(
             wj.PolynomialLibrary(["x", "y", "z"], 2), data, np.zeros((10, 3)), hidden0=[20.0])

@@ -9,28 +9,39 @@ reconstructed trajectory is continuous). The loss is 004's relaxed problem of §
 $$\min_{\Theta, \tilde X} \sum_i \big\| \hat X_{i,0} + hAF(\hat X_i, \tilde X_i, \Theta) - \hat X_{i,1:K} \big\|^2
 + \big\| \tilde X_{i,0} + hAF(\hat X_i, \tilde X_i, \Theta) - \tilde X_{i,1:K} \big\|^2,$$
 
-minimised jointly over $(\Theta, \tilde X)$ by the bounded Gauss–Newton trust region
-(004 alternates gradient steps in $\Theta$ and $\tilde X$; the joint second-order solve is
-the same problem). The start $\tilde X^{(0)} = \gamma(\Theta_0, \hat X)$ is Algorithm 2's
-reconstruction: the hidden components integrated along the observed ones by the
-collocation itself (Radau IIA, Newton's method on each subinterval in turn) from the
+minimised either jointly over $(\Theta, \tilde X)$ by the bounded Gauss–Newton trust region
+(`solve_hidden`; ODEModels and libraries: a second-order solve of the same problem), or by
+Algorithm 2 itself (`fit_hidden_gradient`, any vector field including neural ones): on
+random batches of subintervals, an optimizer step in $\Theta$, then one in $\tilde X$ at
+the new $\Theta$, each with its own optimizer state. The chained node values are
+Algorithm 2's pool of subinterval values, continuous by construction (its continuity
+penalty $r$ is not needed). The start $\tilde X^{(0)} = \gamma(\Theta_0, \hat X)$ is
+Algorithm 2's reconstruction: the hidden components integrated along the observed ones by
+the collocation itself (Radau IIA, Newton's method on each subinterval in turn) from the
 given hidden initial values.
 
-A polynomial library is closed under affine changes of a hidden variable
-($z \mapsto \alpha z + \beta$ gives another library model with the same observed
-dynamics, 004 §5.1), and shrinking $\alpha$ shrinks the hidden residuals, so for
-libraries the hidden components are standardised (mean 0, variance 1 over the nodes):
+A polynomial library, and a neural field, is closed under affine changes of a hidden
+variable ($z \mapsto \alpha z + \beta$ gives another model of the same class with the same
+observed dynamics, 004 §5.1), and shrinking $\alpha$ shrinks the hidden residuals, so for
+them the hidden components are standardised (mean 0, variance 1 over the nodes):
 the reconstruction is defined up to that affine map and compared after regression.
 """
+
+import functools
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
-from jaxtyping import Array, Float, Int, PyTree
+from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
-from ._integral_matching import IntegralMatchingProblem, collocation_residuals, integral_matching_problem
+from ._integral_matching import (
+    IntegralMatchingProblem,
+    collocation_residuals,
+    integral_matching_loss,
+    integral_matching_problem,
+)
 from ._results import RESULTS
 from ._trust_region import bounded_trust_region
 
@@ -123,13 +134,15 @@ def _standardised_library(features, theta, problem, hidden, Z):
 
 class HiddenSolution(eqx.Module):
     """Parameters, the hidden components at the chained nodes (standardised for
-    libraries), the loss, steps and status of a joint solve."""
+    libraries and neural fields), the loss, steps, status, and the full loss after each
+    chunk of gradient steps (`history`, NaN past the end; empty for Gauss–Newton)."""
 
     theta: PyTree
     Z: Float[Array, "n H"]
     loss: Float[Array, ""]
     num_steps: Int[Array, ""]
     result: RESULTS
+    history: Float[Array, " c"]
 
 
 def solve_hidden(rhs, theta0: PyTree, Z0: Float[Array, "n H"], problem: IntegralMatchingProblem,
@@ -159,16 +172,48 @@ def solve_hidden(rhs, theta0: PyTree, Z0: Float[Array, "n H"], problem: Integral
     v0 = jnp.concatenate([flat0, Z0.reshape(-1)])
     sol = bounded_trust_region(fn, v0, lo, hi, problem, rtol=rtol, atol=atol, max_steps=max_steps)
     theta, Z = split(sol.x)
-    return HiddenSolution(theta, Z, 2.0 * sol.value, sol.num_steps, sol.result)
+    return HiddenSolution(theta, Z, 2.0 * sol.value, sol.num_steps, sol.result, jnp.zeros((0,), sol.value.dtype))
+
+
+def _hidden_start(rhs, theta0, problem, hidden, z0, features):
+    """Θ₀ (mapped to standardised hidden states for a library's `features`) and γ(Θ₀) from `z0`."""
+    Z0 = reconstruct_hidden(rhs, theta0, problem, hidden, z0)
+    if features is not None:
+        theta0 = _standardised_library(features, theta0, problem, hidden, Z0)
+    return theta0, Z0
 
 
 @eqx.filter_jit
 def fit_hidden(est, rhs, theta0, problem, hidden, z0, lower, upper, features=None) -> HiddenSolution:
-    """γ(Θ₀) from `z0`, then the joint solve with `est`'s trust-region settings; a
-    library's `features` turn on standardised hidden states (Θ₀ mapped to them)."""
-    standardised = features is not None
-    Z0 = reconstruct_hidden(rhs, theta0, problem, hidden, z0)
-    if standardised:
-        theta0 = _standardised_library(features, theta0, problem, hidden, Z0)
-    return solve_hidden(rhs, theta0, Z0, problem, hidden, lower, upper, standardised=standardised,
+    """γ(Θ₀) from `z0`, then the joint Gauss–Newton solve with `est`'s trust-region
+    settings; a library's `features` turn on standardised hidden states (Θ₀ mapped to them)."""
+    theta0, Z0 = _hidden_start(rhs, theta0, problem, hidden, z0, features)
+    return solve_hidden(rhs, theta0, Z0, problem, hidden, lower, upper, standardised=features is not None,
                         rtol=est.gn_rtol, atol=est.gn_atol, max_steps=est.gn_max_steps)
+
+
+def _hidden_loss(params: tuple, args: PyTree, index: Int[Array, " b"] | None) -> Float[Array, ""]:
+    """ℓ of `(Θ, Z̃)` on the subintervals `index`, `args = (rhs, static, problem, hidden,
+    standardised)`."""
+    rhs, static, problem, hidden, standardised = args
+    Z = standardise(params[1]) if standardised else params[1]
+    return integral_matching_loss(rhs, eqx.combine(params[0], static), with_hidden(problem, hidden, Z), index)
+
+
+_run_gradient = eqx.filter_jit(lambda est, *args: est.run_gradient(*args))
+
+
+def fit_hidden_gradient(est, rhs, theta0: PyTree, problem: IntegralMatchingProblem, hidden: Int[Array, " H"],
+                        z0: Float[Array, " H"], key: PRNGKeyArray, lower, upper, *, features=None,
+                        standardised: bool, progress: bool = False) -> HiddenSolution:
+    """Algorithm 2: γ(Θ₀) from `z0`, then `est`'s optimizer alternating between the
+    parameters (clipped to the bounds) and the hidden node values, on random batches of
+    `est.batch_size` chained subintervals, with `est`'s chunks and stopping rule."""
+    theta0, Z0 = eqx.filter_jit(_hidden_start)(rhs, theta0, problem, hidden, z0, features)
+    params, static = eqx.partition(theta0, eqx.is_inexact_array)
+    run = est.run_gradient_with_progress if progress else functools.partial(_run_gradient, est)
+    state = run(_hidden_loss, (rhs, static, problem, hidden, standardised), (params, Z0), problem.X.shape[0],
+                key, lower, upper)
+    theta, Z = eqx.combine(state.best[0], static), state.best[1]
+    return HiddenSolution(theta, standardise(Z) if standardised else Z, state.best_loss, state.chunks * est.chunk,
+                          est.gradient_status(state), state.history)

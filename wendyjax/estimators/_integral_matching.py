@@ -148,6 +148,13 @@ def collocation_residuals(
     return jax.vmap(one)(X, a)
 
 
+def _batch_loss(params: tuple, args: PyTree, index: Int[Array, " b"] | None) -> Float[Array, ""]:
+    """ℓ of `(params,)` on the subintervals `index`, with `args = (rhs, static, problem)`
+    (the gradient loop's form: parameter groups, then everything else as arguments)."""
+    rhs, static, problem = args
+    return integral_matching_loss(rhs, eqx.combine(params[0], static), problem, index)
+
+
 def integral_matching_loss(
     rhs: Callable, theta: PyTree, problem: IntegralMatchingProblem, index: Int[Array, " b"] | None = None
 ) -> Float[Array, ""]:
@@ -296,29 +303,33 @@ class IntegralMatching(eqx.Module):
                                    max_steps=self.gn_max_steps)
         return IntegralMatchingSolution(sol.x, 2.0 * sol.value, jnp.zeros((0,)), sol.num_steps, sol.result)
 
-    # -- stochastic gradient (neural fields, Algorithm 1) --------------------------
-    def _advance(self, rhs: Callable, static: PyTree, problem: IntegralMatchingProblem, lower, upper,
-                 state: _Progress) -> _Progress:
-        """One compiled chunk of optimizer steps on random batches, then the full loss and
-        the stopping bookkeeping."""
-        n_sub = problem.X.shape[0]
+    # -- stochastic gradient (neural fields, Algorithm 1; hidden states, Algorithm 2) -------
+    def _advance(self, loss: Callable, args: PyTree, n_sub: int, lower, upper, state: _Progress) -> _Progress:
+        """One compiled chunk of optimizer steps on random batches of the `n_sub`
+        subintervals, then the full loss and the stopping bookkeeping.
 
-        def loss(params, index):
-            return integral_matching_loss(rhs, eqx.combine(params, static), problem, index)
+        `loss(params, args, index)` takes a tuple of parameter groups, updated in turn at
+        every step, each on the batch's gradient at the groups' latest values and with its
+        own optimizer state: one group (Θ) is Algorithm 1, two (Θ, then the hidden node
+        values) Algorithm 2's alternation. The first group is clipped to `lower`/`upper`."""
 
         def step(carry, key):
             params, opt_state = carry
             index = jax.random.randint(key, (self.batch_size,), 0, n_sub)
-            grads = jax.grad(loss)(params, index)
-            updates, opt_state = self.optimizer.update(grads, opt_state, params)
-            params = optax.apply_updates(params, updates)
-            if lower is not None:
-                params = jnp.clip(params, lower, upper)
-            return (params, opt_state), None
+            states = []
+            for g, opt_g in enumerate(opt_state):
+                grads = jax.grad(lambda x, g=g, ps=params: loss((*ps[:g], x, *ps[g + 1:]), args, index))(params[g])
+                updates, opt_g = self.optimizer.update(grads, opt_g, params[g])
+                new = optax.apply_updates(params[g], updates)
+                if g == 0 and lower is not None:
+                    new = jnp.clip(new, lower, upper)
+                params = (*params[:g], new, *params[g + 1:])
+                states.append(opt_g)
+            return (params, tuple(states)), None
 
         key, sub = jax.random.split(state.key)
         (params, opt_state), _ = jax.lax.scan(step, (state.params, state.opt_state), jax.random.split(sub, self.chunk))
-        full = integral_matching_loss(rhs, eqx.combine(params, static), problem)
+        full = loss(params, args, None)
         better = full < state.best_loss
         improved = full < state.best_loss * (1.0 - self.rtol)
         best = jax.tree.map(lambda new, old: jnp.where(better, new, old), params, state.best)
@@ -326,13 +337,11 @@ class IntegralMatching(eqx.Module):
                          jnp.where(improved, 0, state.stale + 1), state.chunks + 1,
                          state.history.at[state.chunks].set(full), key)
 
-    def _start(self, rhs, theta0, problem, key) -> tuple[PyTree, _Progress]:
-        params, static = eqx.partition(theta0, eqx.is_inexact_array)
+    def _start(self, loss: Callable, args: PyTree, params: tuple, key) -> _Progress:
         n_chunks = -(-self.max_steps // self.chunk)
-        full = integral_matching_loss(rhs, theta0, problem)
-        state = _Progress(params, self.optimizer.init(params), params, full, jnp.asarray(0), jnp.asarray(0),
-                          jnp.full((n_chunks,), jnp.nan, full.dtype), key)
-        return static, state
+        full = loss(params, args, None)
+        return _Progress(params, tuple(self.optimizer.init(x) for x in params), params, full, jnp.asarray(0),
+                         jnp.asarray(0), jnp.full((n_chunks,), jnp.nan, full.dtype), key)
 
     @staticmethod
     def _finite(state: _Progress) -> Array:
@@ -343,23 +352,43 @@ class IntegralMatching(eqx.Module):
     def _running(self, state: _Progress) -> Array:
         return (state.stale < self.patience) & (state.chunks < state.history.shape[0]) & self._finite(state)
 
-    def _finish(self, static, state: _Progress) -> IntegralMatchingSolution:
-        finite = self._finite(state)
-        result = RESULTS.where(~finite, RESULTS.nonfinite, RESULTS.where(
+    def gradient_status(self, state: _Progress) -> RESULTS:
+        """Status of a finished gradient loop: converged (patience ran out), step limit, or non-finite loss."""
+        return RESULTS.where(~self._finite(state), RESULTS.nonfinite, RESULTS.where(
             state.stale >= self.patience, RESULTS.successful, RESULTS.max_steps_reached))
-        return IntegralMatchingSolution(eqx.combine(state.best, static), state.best_loss, state.history,
-                                        state.chunks * self.chunk, result)
+
+    def run_gradient(self, loss: Callable, args: PyTree, params: tuple, n_sub: int, key: PRNGKeyArray,
+                     lower=None, upper=None) -> _Progress:
+        """The chunked loop of `_advance` until the stopping rule holds (pure: jit- and
+        vmap-able); the best iterate is `state.best`."""
+        state = self._start(loss, args, params, key)
+        return jax.lax.while_loop(self._running, lambda s: self._advance(loss, args, n_sub, lower, upper, s), state)
+
+    def run_gradient_with_progress(self, loss, args, params, n_sub, key, lower=None, upper=None) -> _Progress:
+        """`run_gradient` one compiled chunk per call, with a progress bar."""
+        from tqdm.auto import tqdm
+
+        state = eqx.filter_jit(self._start)(loss, args, params, key)
+        advance = eqx.filter_jit(self._advance)
+        with tqdm(total=self.max_steps, desc="integral matching", unit="step") as bar:
+            while bool(self._running(state)):
+                state = advance(loss, args, n_sub, lower, upper, state)
+                bar.update(self.chunk)
+                bar.set_postfix(loss=f"{float(state.history[int(state.chunks) - 1]):.3e}")
+        return state
 
     def solve_gradient(
         self, rhs: Callable, theta0: PyTree, problem: IntegralMatchingProblem, key: PRNGKeyArray,
-        lower: Float[Array, " J"] | None = None, upper: Float[Array, " J"] | None = None,
+        lower: Float[Array, " J"] | None = None, upper: Float[Array, " J"] | None = None, *,
+        progress: bool = False,
     ) -> IntegralMatchingSolution:
-        """Algorithm 1 as one pure function (jit- and vmap-able): chunks of optimizer steps
-        in a `lax.while_loop` until the stopping rule holds."""
-        static, state = self._start(rhs, theta0, problem, key)
-        state = jax.lax.while_loop(self._running,
-                                   lambda s: self._advance(rhs, static, problem, lower, upper, s), state)
-        return self._finish(static, state)
+        """Algorithm 1 as one pure function (jit- and vmap-able without `progress`): chunks
+        of optimizer steps in a `lax.while_loop` until the stopping rule holds."""
+        params, static = eqx.partition(theta0, eqx.is_inexact_array)
+        run = self.run_gradient_with_progress if progress else self.run_gradient
+        state = run(_batch_loss, (rhs, static, problem), (params,), problem.X.shape[0], key, lower, upper)
+        return IntegralMatchingSolution(eqx.combine(state.best[0], static), state.best_loss, state.history,
+                                        state.chunks * self.chunk, self.gradient_status(state))
 
     # -- user-facing fit --------------------------------------------------------------
     def fit(
@@ -383,9 +412,13 @@ class IntegralMatching(eqx.Module):
         progress bar over its chunks.
 
         States never observed in `data` (mask all False) are *hidden*: they are
-        reconstructed jointly with the parameters (004 §5; see `_hidden`), starting from
+        reconstructed with the parameters (004 §5; see `_hidden`), starting from
         `hidden0`, their values at the first sample time (required then), integrated
-        along the observed states with `theta0` (required, also for libraries)."""
+        along the observed states with `theta0` (required, also for libraries; a neural
+        field is its own start). `method="gauss_newton"` (the default for ODEModels and
+        libraries) solves jointly over both; `"gradient"` (the default and only choice for
+        neural fields) is 004's Algorithm 2, alternating optimizer steps in the parameters
+        and in the hidden node values on random batches of subintervals."""
         given = theta0 is not None
         rhs, theta0, lower, upper = _vector_field(model, theta0, bounds)
         method = self.method
@@ -394,18 +427,21 @@ class IntegralMatching(eqx.Module):
                       "gauss_newton" if isinstance(model, ODEModel) else "gradient")
         if method == "least_squares" and not isinstance(model, PolynomialLibrary):
             raise ValueError("method='least_squares' needs a PolynomialLibrary model.")
-        if method == "gauss_newton" and not isinstance(model, ODEModel):
-            raise ValueError("method='gauss_newton' needs an ODEModel.")
+        data = as_dataset(data)
+        hidden = any(traj.mask is not None and not np.all(np.any(traj.mask, axis=0)) for traj in data)
+        if method == "gauss_newton" and not (isinstance(model, ODEModel)
+                                             or (hidden and isinstance(model, PolynomialLibrary))):
+            raise ValueError("method='gauss_newton' needs an ODEModel (or a PolynomialLibrary with hidden states).")
         if self.threshold is not None and method != "least_squares":
             raise ValueError("threshold (sequential thresholding) is only available with method='least_squares'.")
         if method == "gradient" and key is None:
             raise ValueError("key (a jax.random key) is required by the gradient method: it draws the subintervals.")
-        data = as_dataset(data)
         if isinstance(model, (ODEModel, PolynomialLibrary)) and data.n_states != model.n_states:
             raise ValueError(f"data have {data.n_states} state columns but the model has {model.n_states} states.")
         start = time.perf_counter()
-        if any(traj.mask is not None and not np.all(np.any(traj.mask, axis=0)) for traj in data):
-            return self._fit_hidden(model, data, theta0, given, rhs, lower, upper, hidden0, method, start)
+        if hidden:
+            return self._fit_hidden(model, data, theta0, given, rhs, lower, upper, hidden0, method, key, progress,
+                                    start)
         if hidden0 is not None:
             raise ValueError("hidden0 is given but every state is observed somewhere in the data.")
         problem = self.problem(data)
@@ -414,7 +450,7 @@ class IntegralMatching(eqx.Module):
         elif method == "gauss_newton":
             sol = _gauss_newton(self, model, problem, theta0, lower, upper)
         elif progress:
-            sol = self._gradient_with_progress(rhs, theta0, problem, key, lower, upper)
+            sol = self.solve_gradient(rhs, theta0, problem, key, lower, upper, progress=True)
         else:
             sol = _gradient(self, rhs, theta0, problem, key, lower, upper)
         jax.block_until_ready(sol)
@@ -424,20 +460,20 @@ class IntegralMatching(eqx.Module):
                                    num_steps=int(sol.num_steps), status=sol.result,
                                    history=history[np.isfinite(history)], seconds=elapsed, rhs=rhs)
 
-    def _fit_hidden(self, model, data, theta0, given, rhs, lower, upper, hidden0, method, start):
-        from ._hidden import chained_problem, chained_states, fit_hidden, node_times  # (it imports this module)
+    def _fit_hidden(self, model, data, theta0, given, rhs, lower, upper, hidden0, method, key, progress, start):
+        from ._hidden import chained_problem, chained_states, fit_hidden, fit_hidden_gradient, node_times
 
-        if not isinstance(model, (ODEModel, PolynomialLibrary)):
-            raise ValueError("hidden states (never observed) are reconstructed for ODEModels and polynomial libraries "
-                             "only, not for neural vector fields.")
+        neural = not isinstance(model, (ODEModel, PolynomialLibrary))
         if self.threshold is not None:
             raise ValueError("threshold (sequential thresholding) is not available with hidden states.")
         if method == "least_squares" and isinstance(model, PolynomialLibrary):
             method = "gauss_newton"  # the joint problem is nonlinear in the hidden states
-        if method != "gauss_newton":
+        if method not in ("gauss_newton", "gradient"):
             raise ValueError(f"hidden states are reconstructed by method='gauss_newton' (joint over parameters and "
-                             f"hidden states), got method={self.method!r}.")
-        if not given:
+                             f"hidden states) or 'gradient' (004 Algorithm 2), got method={self.method!r}.")
+        if method == "gauss_newton" and neural:
+            raise ValueError("hidden states with a neural vector field need method='gradient' (004 Algorithm 2).")
+        if not (given or neural):
             raise ValueError("theta0 is required with hidden states: the hidden states start as the model's "
                              "solution along the observed ones (zero coefficients would make them constant).")
         if len(data) != 1:
@@ -451,28 +487,21 @@ class IntegralMatching(eqx.Module):
             raise ValueError(f"hidden0 must hold {hidden.size} finite values (one per hidden state), got "
                              f"{np.asarray(hidden0).tolist()}.")
         problem = chained_problem(data, order=self.order, length=self.length, smoother=self.smoother)
-        standardised = isinstance(model, PolynomialLibrary)
-        sol = fit_hidden(self, rhs, theta0, problem, jnp.asarray(hidden), z0, lower, upper,
-                         model.features if standardised else None)
+        standardised = not isinstance(model, ODEModel)
+        features = model.features if isinstance(model, PolynomialLibrary) else None
+        if method == "gradient":
+            sol = fit_hidden_gradient(self, rhs, theta0, problem, jnp.asarray(hidden), z0, key, lower, upper,
+                                      features=features, standardised=standardised, progress=progress)
+        else:
+            sol = fit_hidden(self, rhs, theta0, problem, jnp.asarray(hidden), z0, lower, upper, features)
         jax.block_until_ready(sol)
         states = np.asarray(chained_states(problem, jnp.asarray(hidden), sol.Z))
-        return IntegralMatchingFit(model=model, theta=sol.theta, loss=float(sol.loss), method="gauss_newton",
-                                   num_steps=int(sol.num_steps), status=sol.result, history=np.zeros(0),
-                                   seconds=time.perf_counter() - start, rhs=rhs, hidden=tuple(hidden.tolist()),
-                                   node_times=np.asarray(node_times(problem)), node_states=states,
-                                   standardised=standardised)
-
-    def _gradient_with_progress(self, rhs, theta0, problem, key, lower, upper) -> IntegralMatchingSolution:
-        from tqdm.auto import tqdm
-
-        static, state = eqx.filter_jit(self._start)(rhs, theta0, problem, key)
-        advance = eqx.filter_jit(self._advance)
-        with tqdm(total=self.max_steps, desc="integral matching", unit="step") as bar:
-            while bool(self._running(state)):
-                state = advance(rhs, static, problem, lower, upper, state)
-                bar.update(self.chunk)
-                bar.set_postfix(loss=f"{float(state.history[int(state.chunks) - 1]):.3e}")
-        return self._finish(static, state)
+        history = np.asarray(sol.history)
+        return IntegralMatchingFit(model=model, theta=sol.theta, loss=float(sol.loss), method=method,
+                                   num_steps=int(sol.num_steps), status=sol.result,
+                                   history=history[np.isfinite(history)], seconds=time.perf_counter() - start,
+                                   rhs=rhs, hidden=tuple(hidden.tolist()), node_times=np.asarray(node_times(problem)),
+                                   node_states=states, standardised=standardised)
 
 
 _least_squares = eqx.filter_jit(lambda est, lib, problem: est.solve_least_squares(lib, problem))
@@ -558,7 +587,8 @@ class IntegralMatchingFit(StatusMixin):
                 f"{'converged' if self.successful else 'NOT CONVERGED: ' + self.message}",
                 f"  ℓ(Θ̂) = {self.loss:.6g}   steps = {self.num_steps}   time = {self.seconds:.3g} s"]
         if self.hidden:
-            names = [self.model.state_names[k] for k in self.hidden]
+            state_names = getattr(self.model, "state_names", None)  # a neural field has none
+            names = [state_names[k] if state_names else f"u[{k}]" for k in self.hidden]
             head.append(f"  hidden states reconstructed: {', '.join(names)}"
                         + (" (standardised)" if self.standardised else ""))
         if isinstance(self.model, ODEModel):
