@@ -170,25 +170,39 @@ def test_fit_result_object(lorenz_data, capsys):
 
 
 def test_mle_starts_from_p0_or_the_wls_estimate(lorenz_data):
-    """`start`: the three choices reach the same optimum; "best" takes the WLS estimate
-    (lower ℓ than a box start), which saves Newton steps, and keeps a p0 that is better."""
+    """`start` on Lorenz (a unique optimum): every choice reaches it; from the WLS estimate
+    (lower ℓ than a box start, so "best" takes it too) in fewer Newton steps; "both" runs
+    the two solves."""
     b, data = lorenz_data
     lik = wj.weak_likelihood(b.model, data)
     lo, hi = (jnp.asarray(x) for x in b.model.bounds)
     p0 = jnp.asarray(_box_starts(b, 1)[0])
     solve = eqx.filter_jit(lambda est, lik, p0: est.solve(lik, p0, lo, hi))
-    sols = {start: solve(wj.MLE(start=start), lik, p0) for start in ("p0", "wls", "best")}
+    sols = {start: solve(wj.MLE(start=start), lik, p0) for start in wj.MLE.starts}
     assert all(bool(sol.successful) for sol in sols.values())
-    for start in ("wls", "best"):
+    for start in ("wls", "best", "both"):
         np.testing.assert_allclose(np.asarray(sols[start].params), np.asarray(sols["p0"].params), rtol=1e-6)
-    wls = wj.WLS().solve(lik, p0, lo, hi)
-    assert float(wls.nll) < float(wj.weak.nll(lik, p0))
-    np.testing.assert_array_equal(wj.MLE(start="best").initial_point(lik, p0, lo, hi), wls.params)
-    assert int(sols["best"].num_steps) == int(sols["wls"].num_steps) < int(sols["p0"].num_steps)
-    optimum = sols["p0"].params  # a p0 better than the WLS estimate is kept
-    np.testing.assert_array_equal(wj.MLE(start="best").initial_point(lik, optimum, lo, hi), optimum)
-    with pytest.raises(ValueError, match="start must be one of 'best', 'p0', 'wls'"):
+    assert float(wj.WLS().solve(lik, p0, lo, hi).nll) < float(wj.weak.nll(lik, p0))
+    steps = {start: int(sol.num_steps) for start, sol in sols.items()}
+    assert steps["wls"] == steps["best"] < steps["p0"] and steps["both"] == steps["p0"] + steps["wls"], steps
+    with pytest.raises(ValueError, match="start must be one of 'p0', 'wls', 'best', 'both'"):
         wj.MLE(start="random")
+
+
+def test_mle_start_both_keeps_the_lower_local_minimum():
+    """Hindmarsh-Rose at 20 % noise (M = 256): from the WLS estimate, shrunk towards 0, the
+    MLE ends at a local minimum with a higher ℓ than from this box start; "both" keeps the
+    box start's."""
+    b = zoo("hindmarsh_rose")
+    lik = wj.weak_likelihood(b.model, b.simulate(jax.random.key(0), 0.2, subsample=4))
+    lo, hi = (jnp.asarray(x) for x in b.model.bounds)
+    p0 = lo + np.random.default_rng(0).uniform(size=lo.size) * (hi - lo)
+    solve = eqx.filter_jit(lambda est, lik, p0: est.solve(lik, p0, lo, hi))
+    given, best, both = (solve(wj.MLE(start=s), lik, p0) for s in ("p0", "best", "both"))
+    assert bool(given.successful) and bool(best.successful) and bool(both.successful)
+    assert float(best.nll) > float(given.nll) + 50, (float(best.nll), float(given.nll))
+    np.testing.assert_array_equal(np.asarray(both.params), np.asarray(given.params))
+    assert int(both.num_steps) == int(given.num_steps) + int(best.num_steps)
 
 
 def test_several_trajectories_in_one_fit():
