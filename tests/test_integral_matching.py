@@ -263,6 +263,8 @@ def test_bad_input_is_refused():
         wj.IntegralMatching(threshold=0.1).fit(model, data, np.zeros(4))
     with pytest.raises(ValueError, match="needs a PolynomialLibrary"):
         wj.IntegralMatching(method="least_squares").fit(model, data, np.zeros(4))
+    with pytest.raises(ValueError, match="needs an ODEModel \\(or a PolynomialLibrary with hidden states\\)"):
+        wj.IntegralMatching(method="gauss_newton").fit(wj.PolynomialLibrary(2, 2), data, np.zeros((6, 2)))
     with pytest.raises(TypeError, match="ODEModel, a PolynomialLibrary or an equinox Module"):
         est.fit(lambda u, p, t: u, data, np.zeros(4))
     with pytest.raises(ValueError, match="method must be one of"):

@@ -184,7 +184,7 @@ class MLE(AbstractWENDyEstimator):
     SIR-TDI (1 % noise, M = 256) 3 of 20 box starts end at a wrong local minimum that
     `"best"` avoids; on Hindmarsh–Rose at 20 % noise the WLS estimate, shrunk towards 0,
     leads 7 of 20 fits to a local minimum near p = 0 with ℓ higher by 90–450 than from the
-    box start. `"both"` keeps the better of the two in every case.
+    box start. `"both"` keeps the better of the two in every case (`benchmarks/mle_starts.py`).
     Defaults as WENDy.jl otherwise: tolerances 1e-8, at most 500 steps.
     """
 
