@@ -244,7 +244,7 @@ def machine_info():
         "python": sys.version.split()[0],
         "jax": jax.__version__,
         "numpy": np.__version__,
-        "devices": [str(d) for d in jax.devices()],
+        "devices": [str(d) if d.platform == "cpu" else f"{d} ({d.device_kind})" for d in jax.devices()],
         "x64": bool(jax.config.jax_enable_x64),
     }
     try:

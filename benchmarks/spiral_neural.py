@@ -29,7 +29,7 @@ ReLU units, fed u³ as in Chen's demo (`wj.neural.MLPField(2, 50, 1, input_trans
   (`trajectory_loss_gradient(count=True)`); K·B forward + K·B reverse for integral matching.
 
 Target (issue 6): ≥ 100× faster per gradient than backprop and ≥ 1000× than the adjoint,
-at comparable RMSE. Writes `benchmarks/results/spiral_neural.{json,md,png}`.
+at comparable RMSE. Writes `benchmarks/results/spiral_neural.{json,md,png}` (`--name` for another stem).
 """
 
 import argparse
@@ -176,6 +176,8 @@ def train_im(b, train, clean, field, est, seed):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--name", default="spiral_neural",
+                    help="results file stem under benchmarks/results/ (default: spiral_neural)")
     args = ap.parse_args()
     seeds = [0] if args.quick else [0, 1, 2]
     budget = 15.0 if args.quick else 60.0
@@ -183,7 +185,8 @@ def main():
                               batch_size=BATCH, max_steps=20_000, chunk=250, patience=10)
     out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "seeds": seeds,
            "budget_s": budget, "noise": 0.01, "t_train": T_TRAIN, "order": est.order, "length": est.length,
-           "batch": BATCH, "per_gradient": [], "training": []}
+           "batch": BATCH, "name": args.name, "per_gradient": [], "training": [],
+           "command": " ".join(["python benchmarks/spiral_neural.py", *sys.argv[1:]])}
     for seed in seeds:
         b, train, clean, field = setup(seed)
         runs = {"integral matching": train_im(b, train, clean, field, est, seed)}
@@ -227,9 +230,9 @@ def write(out):
           *markdown_table(["method", "wall time (s)", "steps", "held-out RMSE (%)", "RMSE on [0, 25] (%)"], trows),
           "", "Paper 004 Table 3 (Xeon 8260, PyTorch/JAX): RMSE 1.61 / 1.78 / 1.83 %, gradient time "
           "1.8e-5 / 5.0e-2 / 4.5e-1 s, total 2.08 / 100.5 / 959.8 s (IMATCH / BPTT / adjoint).", "",
-          "Reproduce: `python benchmarks/spiral_neural.py" + (" --quick`" if len(out["seeds"]) == 1 else "`")]
-    (RESULTS / "spiral_neural.json").write_text(json.dumps(out, indent=1))
-    (RESULTS / "spiral_neural.md").write_text("\n".join(md) + "\n")
+          f"Reproduce: `{out['command']}`"]
+    (RESULTS / f"{out['name']}.json").write_text(json.dumps(out, indent=1))
+    (RESULTS / f"{out['name']}.md").write_text("\n".join(md) + "\n")
     plot(out)
     print("\n".join(md))
 
@@ -256,7 +259,7 @@ def plot(out):
     for a in ax:
         a.legend()
     fig.tight_layout()
-    fig.savefig(RESULTS / "spiral_neural.png", dpi=120)
+    fig.savefig(RESULTS / f"{out['name']}.png", dpi=120)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ Each is timed `--repeats` times after a compile call; medians are reported as fi
 second, with the ratios to the loop. The issue-4 target is vmap/loop >= 3. Host BLAS
 (OpenBLAS, used by XLA:CPU for Cholesky and triangular solves) is limited to one thread
 as in the studies, unless `--blas-threads` is given. Results go to
-`benchmarks/results/study_throughput.{json,md}`.
+`benchmarks/results/study_throughput.{json,md}` (`--name` for another stem, e.g. a GPU run).
 """
 
 import argparse
@@ -99,6 +99,8 @@ def main():
     ap.add_argument("--subsample", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--blas-threads", action="store_true", help="leave host BLAS threading at its default")
+    ap.add_argument("--name", default="study_throughput",
+                    help="results file stem under benchmarks/results/ (default: study_throughput)")
     args = ap.parse_args()
     info = machine_info()
     rows = []
@@ -114,7 +116,7 @@ def main():
     RESULTS.mkdir(exist_ok=True)
     command = "python benchmarks/study_throughput.py " + " ".join(sys.argv[1:])
     blas = "default" if args.blas_threads else "1 thread"
-    (RESULTS / "study_throughput.json").write_text(json.dumps(
+    (RESULTS / f"{args.name}.json").write_text(json.dumps(
         {"command": command, "machine": info, "blas_threads": blas, "rows": rows}, indent=2, default=float) + "\n")
     lines = ["# Study throughput: vmapped and sequential chunks vs a Python loop of jitted single fits", "",
              f"Command: `{command.strip()}`; machine: {info.get('cpu_model', '?')}, {info.get('cpu_count', '?')} CPUs, "
@@ -126,7 +128,7 @@ def main():
         lines.append(f"| {r['model']} | {r['runs']} | {r['M']} | {r['K']} | {r['steps_median']:.0f} / {r['steps_max']} "
                      f"| {r['vmap_fits_per_s']:.1f} | {r['map_fits_per_s']:.1f} | {r['loop_fits_per_s']:.1f} "
                      f"| {r['vmap_ratio']:.2f} | {r['map_ratio']:.2f} | {r['max_param_diff']:.1e} |")
-    (RESULTS / "study_throughput.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{args.name}.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
