@@ -5,6 +5,7 @@ Run from the repository root::
     python benchmarks/integral_matching_sindy.py            # 3 systems × 4 noise levels, 5 seeds
     python benchmarks/integral_matching_sindy.py --quick    # 1 seed, noise 0 and 10 % only
     python benchmarks/integral_matching_sindy.py --seeds 3 --threshold 0.1
+    python benchmarks/integral_matching_sindy.py --noise-scale state-std --name integral_matching_sindy_std
 
 Protocol (004 §4, Table 2: T = 40, Δt = 0.01, h = 1, K = 30, noise 0/5/10/20 %):
 
@@ -14,13 +15,17 @@ Protocol (004 §4, Table 2: T = 40, Δt = 0.01, h = 1, K = 30, noise 0/5/10/20 %
   initial conditions and draws random initial conditions; here u₀ is fixed and only the
   noise seed varies). All on t = 0, 0.01, …, 40 (4001 samples), solved once by
   `wj.simulate(model, p*, u₀, t, None)` (Tsit5, rtol = atol = 1e-10).
-- **Noise** (004 does not define it): `wj.AdditiveGaussian(level)`, i.e. i.i.d. Gaussian
-  added to every entry with one standard deviation σ = level × RMS of all entries of the
-  noiseless trajectory (all states pooled); "10 %" is level 0.1. Seed s draws the noise
-  with `jax.random.key(s)` (what `wj.simulate(..., noise, key)` does). At 0 % the data are
-  the noiseless trajectory, so one seed is run. Pooling makes this noise large where a
-  state has a large mean (Lorenz's z ≈ 23.5: σ ≈ 2 × level × each state's standard
-  deviation); the ratios are listed at the end of the Markdown report.
+- **Noise** (004 does not define it), i.i.d. Gaussian added to every entry, "10 %" is
+  level 0.1, with one of two scales (`--noise-scale`):
+  `pooled-rms` (default): `wj.AdditiveGaussian(level)`, one standard deviation
+  σ = level × RMS of all entries of the noiseless trajectory (all states pooled; the
+  WENDy papers' definition); `state-std`: `wj.AdditiveGaussian(level, per_state=True,
+  centred=True)`, σ_i = level × the standard deviation of state i over the trajectory
+  (paper 003's and much of the SINDy literature's definition). Pooling makes the noise
+  large where a state has a large mean (Lorenz's z ≈ 23.5: σ ≈ 2 × level × each state's
+  standard deviation); the ratios are listed at the end of the Markdown report. Seed s
+  draws the noise with `jax.random.key(s)` (what `wj.simulate(..., noise, key)` does).
+  At 0 % the data are the noiseless trajectory, so one seed is run.
 - **Library**: all monomials of degree ≤ 3 with constant (Lorenz/Rössler 20, Duffing 10
   features per state), `wj.PolynomialLibrary` and `ps.PolynomialLibrary(degree=3)`; the
   feature orders are checked equal by name (pysindy's names with `feature_names=` the state
@@ -56,7 +61,7 @@ Metrics, per fit, against the true coefficient matrix Θ* = `lib.coefficients(mo
 Cells show the median over seeds and [min, max]; the JSON also holds mean ± sd (004
 reports mean ± sd, over initial conditions and seeds). 004's Table 2 numbers are printed
 beside ours (it has no thresholded row for Duffing).
-Writes `benchmarks/results/integral_matching_sindy.{json,md}`.
+Writes `benchmarks/results/{name}.{json,md}` (`--name`, default integral_matching_sindy).
 """
 
 import argparse
@@ -82,6 +87,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _suite import RESULTS, markdown_table  # noqa: E402
 from likelihood import machine_info  # noqa: E402
 
+NOISE_SCALES = {"pooled-rms": {}, "state-std": {"per_state": True, "centred": True}}
 SYSTEMS = {"lorenz": wj.models.lorenz, "rossler": wj.models.rossler, "duffing": wj.models.duffing}
 NOISES = (0.0, 0.05, 0.10, 0.20)
 T_END, DT, ORDER, LENGTH = 40.0, 0.01, 30, 1.0
@@ -126,7 +132,7 @@ def metrics(theta, theta_true, phi, f_true):
             "missing": int(np.sum(true & ~est)), "extra": int(np.sum(~true & est))}
 
 
-def run_system(name, noises, seeds, threshold):
+def run_system(name, noises, seeds, threshold, noise_scale):
     b = SYSTEMS[name]()
     t = np.arange(0.0, T_END + 1e-9, DT)
     clean = wj.simulate(b.model, b.p_true, b.u0, t, None, solver=b.solver)
@@ -135,8 +141,9 @@ def run_system(name, noises, seeds, threshold):
     theta_true = lib.coefficients(b.model, b.p_true)
     phi = np.asarray(jax.vmap(lib.features)(jnp.asarray(X)))
     f_true = np.asarray(jax.vmap(b.model.rhs, (0, None, None))(jnp.asarray(X), b.p_true, 0.0))
-    # noise sd at level 1 (pooled RMS) relative to each state's own standard deviation
-    noise_scale = (np.asarray(wj.AdditiveGaussian(1.0).std(jnp.asarray(X))) / X.std(axis=0)).tolist()
+    noise = lambda level: wj.AdditiveGaussian(level, **NOISE_SCALES[noise_scale])  # noqa: E731
+    # noise sd at level 1 relative to each state's own standard deviation
+    sd_ratio = (np.asarray(noise(1.0).std(jnp.asarray(X))) / X.std(axis=0)).tolist()
     # same feature order in both libraries (else permute pysindy's columns into ours)
     _, sindy_names, _, sm = sindy_fit(X, lib.state_names, threshold, False)
     if sindy_names != list(lib.feature_names):
@@ -152,7 +159,7 @@ def run_system(name, noises, seeds, threshold):
     for level in noises:
         runs = []
         for seed in (seeds[:1] if level == 0 else seeds):
-            noisy = wj.AdditiveGaussian(level).sample(jnp.asarray(X), jax.random.key(seed)) if level else X
+            noisy = noise(level).sample(jnp.asarray(X), jax.random.key(seed)) if level else X
             data = wj.Trajectory(t, np.asarray(noisy))
             run = {"seed": seed}
             for key, est in estimators.items():
@@ -167,7 +174,7 @@ def run_system(name, noises, seeds, threshold):
                   + "  ".join(f"{k} {run[k]['xdot_err_pct']:.3g}" for k in METHODS), flush=True)
         cells[f"{level:g}"] = {"noise": level, "runs": runs, "summary": summarise(runs)}
     times = {k: statistics.median([r[k]["seconds"] for c in cells.values() for r in c["runs"]]) for k in METHODS}
-    return {"n_samples": len(t), "n_features": lib.n_features, "noise_sd_over_state_sd": noise_scale,
+    return {"n_samples": len(t), "n_features": lib.n_features, "noise_sd_over_state_sd": sd_ratio,
             "feature_names": list(lib.feature_names),
             "theta_true": theta_true.tolist(), "true_terms": int(np.sum(theta_true != 0)),
             "warmup_s": warm, "compile_s": {k: max(warm[k] - times[k], 0.0) for k in warm},
@@ -198,18 +205,21 @@ def main():
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--threshold", type=float, default=0.05)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--noise-scale", choices=tuple(NOISE_SCALES), default="pooled-rms")
+    ap.add_argument("--name", default="integral_matching_sindy", help="results file stem")
     args = ap.parse_args()
     seeds = list(range(1 if args.quick else args.seeds))
     noises = (0.0, 0.10) if args.quick else NOISES
     info = machine_info()
     start = time.perf_counter()
-    results = {name: run_system(name, noises, seeds, args.threshold) for name in SYSTEMS}
+    results = {name: run_system(name, noises, seeds, args.threshold, args.noise_scale) for name in SYSTEMS}
     total = time.perf_counter() - start
     RESULTS.mkdir(parents=True, exist_ok=True)
     versions = {"pysindy": ps.__version__}
-    (RESULTS / "integral_matching_sindy.json").write_text(json.dumps(
+    (RESULTS / f"{args.name}.json").write_text(json.dumps(
         {"args": vars(args), "machine": info, "versions": versions, "total_s": total,
          "settings": {"T": T_END, "dt": DT, "K": ORDER, "h": LENGTH, "threshold": args.threshold,
+                      "noise_scale": args.noise_scale,
                       "seeds": seeds, "noises": list(noises)},
          "paper_table2": PAPER, "results": results}, indent=1, default=str) + "\n")
 
@@ -232,7 +242,8 @@ def main():
         f"Generated by `python benchmarks/integral_matching_sindy.py {' '.join(sys.argv[1:])}` on "
         f"{datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')} in {total:.0f} s; "
         f"{info.get('cpu_model', info['processor'])}, {info['cpu_count']} CPUs, jax {info['jax']}, "
-        f"pysindy {ps.__version__}, float64. Threshold {args.threshold:g} (ours and STLSQ), seeds {seeds}.", "",
+        f"pysindy {ps.__version__}, float64. Threshold {args.threshold:g} (ours and STLSQ), seeds {seeds}, "
+        f"noise scale `{args.noise_scale}`.", "",
         "Protocol" + __doc__.split("Protocol", 1)[1].split("Writes `")[0].rstrip(), "",
         "## ẋ error (%): median [min, max] over seeds, beside 004 Table 2 (mean ± sd)", "",
         *markdown_table(["system", "noise", "seeds", *(LABELS[k] for k in METHODS),
@@ -246,16 +257,15 @@ def main():
                          "compile s (dense)", "compile s (thresh)"], time_rows), "",
         "Rössler reuses the code compiled for Lorenz (same shapes), hence no compile time. "
         f"Load average at start {tuple(round(x, 1) for x in info.get('loadavg_at_start', ()))} on "
-        f"{info.get('cpus_usable', info['cpu_count'])} "
-        "usable cores: the machine was shared, so the times are indicative.", "",
+        f"{info.get('cpus_usable', info['cpu_count'])} usable cores.", "",
         "## Noise scale", "",
-        "σ / (standard deviation of each state over the trajectory) at noise level 1, i.e. how large "
-        "`AdditiveGaussian`'s pooled-RMS noise is relative to a per-state-std definition:", "",
+        "σ / (standard deviation of each state over the trajectory) at noise level 1 with the "
+        f"`{args.noise_scale}` scale (all ones for `state-std`):", "",
         *markdown_table(["system", *("state " + str(i + 1) for i in range(3))],
                         [[name, *(f"{v:.2f}" for v in res["noise_sd_over_state_sd"]),
                           *([""] * (3 - len(res["noise_sd_over_state_sd"])))] for name, res in results.items()]), "",
     ]
-    (RESULTS / "integral_matching_sindy.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{args.name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

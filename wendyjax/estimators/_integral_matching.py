@@ -123,11 +123,11 @@ def integral_matching_problem(
         starts = np.arange(0, last, step)
         weights = np.broadcast_to(seen.astype(float), y.shape)  # after filling: every sample of a seen state
         tj, yj, mj = jnp.asarray(t), jnp.asarray(_fill_gaps(t, y, mask)), jnp.asarray(weights)
+        grid = bool(weights.all() and np.allclose(np.diff(t), t[1] - t[0], rtol=1e-9, atol=0.0))
         if smoother is not None:
-            yj = smoother(tj, yj, mj)
+            yj = smoother(tj, yj, mj, grid)
         counts = ends - np.arange(last)
-        uniform = bool(weights.all() and np.allclose(np.diff(t), t[1] - t[0], rtol=1e-9, atol=0.0)
-                       and np.all(counts == window) and starts[-1] + window <= t.size)
+        uniform = grid and bool(np.all(counts == window) and starts[-1] + window <= t.size)
         X.append(node_values(lgr, tj, yj, mj, jnp.asarray(starts), float(length), window, uniform))
         a.append(t[starts])
     return IntegralMatchingProblem(lgr, jnp.concatenate(X), jnp.asarray(np.concatenate(a)), jnp.asarray(length, float))
