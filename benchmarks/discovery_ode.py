@@ -104,8 +104,9 @@ def write(rows, args):
     meta = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "seeds": args.seeds,
             "command": "python benchmarks/discovery_ode.py " + " ".join(sys.argv[1:])}
     (RESULTS / "discovery_ode.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    cpu = meta["machine"].get("cpu_model") or meta["machine"]["processor"]
     lines = [f"# Sparse state-and-parameter regression (003) on its ODE protocols — {meta['date']}", "",
-             f"`{meta['command']}` on {meta['machine']['cpu_count']} CPU cores ({meta['machine']['processor']}). "
+             f"`{meta['command']}` on {meta['machine']['cpu_count']} CPU cores ({cpu}). "
              "Per realisation: missing / extra terms against the true support, the largest relative coefficient "
              "error and the relative ‖·‖₂ coefficient error on the true support, the relative ‖·‖₂ error of the "
              "reconstructed states (of the data, observed entries, in brackets), wall time of the whole discovery "
