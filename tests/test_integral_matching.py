@@ -70,6 +70,9 @@ def test_savitzky_golay_matches_scipy_and_handles_gaps(rng):
     slow, fast = (SavitzkyGolay()(jnp.asarray(t), jnp.asarray(y), jnp.ones_like(y), u) for u in (False, True))
     np.testing.assert_allclose(fast, slow, atol=1e-9)
     assert np.abs(fast - y).max() > 0.05  # it smooths
+    for bad_t, bad_mask in ((t**1.1, np.ones_like(y)), (t, np.where(np.arange(301)[:, None] == 7, 0.0, 1.0) + 0 * y)):
+        with pytest.raises(ValueError, match="uniform=True needs a uniform time grid"):
+            SavitzkyGolay(21, 3)(jnp.asarray(bad_t), jnp.asarray(y), jnp.asarray(bad_mask), True)
     # a cubic survives the smoother exactly on a non-uniform grid with missing values
     t = np.sort(rng.uniform(0, 3, 200))
     cubic = np.stack([t**3 - t, 2 - t**2], 1)

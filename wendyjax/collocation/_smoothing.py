@@ -9,6 +9,7 @@ need no special case.
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from ._lgr import LGR
@@ -62,15 +63,26 @@ class SavitzkyGolay(eqx.Module):
         c = jnp.linalg.solve(G, Vw @ jnp.where(w > 0, y, 0.0).T[:, :, None])[..., 0]  # (d, q)
         return Ve @ c.T
 
-    @eqx.filter_jit
     def __call__(
         self, t: Float[Array, " n"], y: Float[Array, "n d"], mask: Float[Array, "n d"], uniform: bool = False
     ) -> Float[Array, "n d"]:
-        """Smoothed `y`. With `uniform` (static; the caller's promise that the grid is
-        uniform and every entry observed) every window has the same abscissae, so one
-        window's hat matrix serves all samples: a gather and a product instead of a
-        least-squares fit per sample (same values; 58 → about 2 ms for 4001 samples of 3
-        states at the default window and degree, 2-core CPU)."""
+        """Smoothed `y`. With `uniform` (static: the grid is uniform and every entry
+        observed, checked here unless `t` and `mask` are traced) every window has the same
+        abscissae, so one window's hat matrix serves all samples: a gather and a product
+        instead of a least-squares fit per sample (same values; 58 → about 2 ms for 4001
+        samples of 3 states at the default window and degree, 2-core CPU)."""
+        if uniform:
+            try:
+                dt, observed = np.diff(np.asarray(t)), np.all(np.asarray(mask) > 0)
+            except jax.errors.TracerArrayConversionError:  # inside the caller's jit: trust the flag
+                dt, observed = np.zeros(1), True
+            if not (np.allclose(dt, dt[0], rtol=1e-9, atol=0.0) and observed):
+                raise ValueError("uniform=True needs a uniform time grid t and every entry observed (mask > 0); "
+                                 "call with uniform=False.")
+        return self._smooth(t, y, mask, uniform)
+
+    @eqx.filter_jit
+    def _smooth(self, t, y, mask, uniform):
         n = t.shape[0]
         if n < self.window:
             raise ValueError(f"SavitzkyGolay.window = {self.window} is longer than the {n} samples.")
