@@ -76,7 +76,7 @@ class SavitzkyGolay(eqx.Module):
                 dt, observed = np.diff(np.asarray(t)), np.all(np.asarray(mask) > 0)
             except jax.errors.TracerArrayConversionError:  # inside the caller's jit: trust the flag
                 dt, observed = np.zeros(1), True
-            if not (np.allclose(dt, dt[0], rtol=1e-9, atol=0.0) and observed):
+            if not (np.allclose(dt, dt[:1], rtol=1e-9, atol=0.0) and observed):
                 raise ValueError("uniform=True needs a uniform time grid t and every entry observed (mask > 0); "
                                  "call with uniform=False.")
         return self._smooth(t, y, mask, uniform)
