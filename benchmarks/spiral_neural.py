@@ -130,6 +130,8 @@ def per_gradient(train, field, est):
         _, rows[name] = bench(jax.jit(grad), params, *args, cfg=TIMING)
         _, looped = bench(in_loop(grad, n_loop), params, *args, cfg=TIMING)
         rows[name].update(nfe=nfe, loop_s=looped["median_s"] / n_loop, loop_n=n_loop)
+        print(f"  per gradient, {name}: {rows[name]['median_s']:.3g} s per call, "
+              f"{rows[name]['loop_s']:.3g} s in a loop", flush=True)
     return rows
 
 
@@ -176,6 +178,8 @@ def train_im(b, train, clean, field, est, seed):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-training", action="store_true",
+                    help="skip the budgeted backprop / adjoint training runs (per-gradient timings only)")
     ap.add_argument("--name", default="spiral_neural",
                     help="results file stem under benchmarks/results/ (default: spiral_neural)")
     args = ap.parse_args()
@@ -191,7 +195,8 @@ def main():
         b, train, clean, field = setup(seed)
         runs = {"integral matching": train_im(b, train, clean, field, est, seed)}
         out["per_gradient"].append(per_gradient(train, runs["integral matching"].pop("field"), est))
-        for mode, name in (("backprop", "backprop through Tsit5"), ("backsolve", "continuous adjoint")):
+        for mode, name in () if args.no_training else (("backprop", "backprop through Tsit5"),
+                                                        ("backsolve", "continuous adjoint")):
             runs[name] = train_solver(b, train, clean, field, mode, budget, record_every=20, seed=seed)
         out["training"].append(runs)
         print(f"seed {seed}:", {k: (v["seconds"], v["heldout_rmse"]) for k, v in runs.items()}, flush=True)
@@ -245,7 +250,7 @@ def plot(out):
 
     fig, ax = plt.subplots(1, 2, figsize=(10, 4))
     for name, color in (("backprop through Tsit5", "tab:red"), ("continuous adjoint", "tab:orange")):
-        for i, runs in enumerate(out["training"]):
+        for i, runs in enumerate(r for r in out["training"] if name in r):
             c = np.asarray(runs[name]["curve"])
             ax[0].semilogy(c[:, 0], 100 * c[:, 3], color=color, label=name if i == 0 else None)
     for i, runs in enumerate(out["training"]):

@@ -187,6 +187,10 @@ def main():
     ap.add_argument("--max-rhs", type=int, default=50_000,
                     help="budget of Lorenz rhs calls per solve_ivp (default 50000, about 23x "
                          "the ~2100 RK45 needs at p*); a solve over it counts as failed")
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="first seed (default 0): seeds first-seed … first-seed + seeds − 1")
+    ap.add_argument("--noise", type=float, nargs="+", default=list(NOISE_RATIOS),
+                    help="noise ratios (default: 0.05 0.10)")
     ap.add_argument("--name", default="wendy_vs_fsnls",
                     help="results file stem under benchmarks/results/ (default: wendy_vs_fsnls)")
     args = ap.parse_args()
@@ -194,6 +198,12 @@ def main():
     max_nfev = args.max_nfev if args.max_nfev is not None else (10 if args.quick else 600)
     if n_seeds < 1 or max_nfev < 1 or args.max_rhs < 1:
         ap.error("--seeds, --max-nfev and --max-rhs must be positive")
+    if args.first_seed < 0:
+        ap.error("--first-seed must be non-negative")
+    seeds = range(args.first_seed, args.first_seed + n_seeds)
+    if not all(0 < r < 1 for r in args.noise):
+        ap.error("--noise ratios must lie in (0, 1)")
+    noise_ratios = tuple(args.noise)
     if args.quick:
         build_cfg = {"min_reps": 1, "min_time": 0.0, "max_time": 1.0, "floor_reps": 1}
         solve_cfg = {"min_reps": 2, "min_time": 0.0, "max_time": 1.0, "floor_reps": 1}
@@ -209,7 +219,7 @@ def main():
           f"({'quick' if args.quick else 'full'} run)")
     print(f"  {info.get('cpu_model', info['processor'])}, {info['cpu_count']} CPUs, "
           f"jax {info['jax']}, devices {info['devices']}")
-    print(f"  {n_seeds} seeds × noise {', '.join(f'{100 * r:g} %' for r in NOISE_RATIOS)}; "
+    print(f"  {n_seeds} seeds × noise {', '.join(f'{100 * r:g} %' for r in noise_ratios)}; "
           f"solve_ivp rtol={args.rtol:g} atol={args.atol:g}; least_squares max_nfev={max_nfev}")
     c0, w0 = _cpu_busy_seconds(), time.perf_counter()
     time.sleep(1.0)
@@ -232,9 +242,9 @@ def main():
     runs = []
     api_check = None
     errors = []
-    for ratio in NOISE_RATIOS:
+    for ratio in noise_ratios:
         print(f"\nnoise {100 * ratio:g} %")
-        for seed in range(n_seeds):
+        for seed in seeds:
             t0 = time.perf_counter()
             data = b.simulate(jax.random.PRNGKey(seed), ratio, subsample=1)
             sim_s = time.perf_counter() - t0
@@ -277,7 +287,7 @@ def main():
 
     # --- summary per noise level
     summary = []
-    for ratio in NOISE_RATIOS:
+    for ratio in noise_ratios:
         rs = [r for r in runs if r["noise_ratio"] == ratio]
         ws = [r["wendy"] for r in rs if "exception" not in r["wendy"]]
         ss = [r["scipy"] for r in rs]
@@ -391,7 +401,7 @@ def main():
         "model": "lorenz (000 Table 2)", "p_true": p_true.tolist(),
         "u0_true": np.asarray(b.u0).tolist(), "n_samples": int(np.shape(b.t)[0]),
         "t_span": [float(b.t[0]), float(b.t[-1])], "noise": "additive Gaussian",
-        "noise_ratios": list(NOISE_RATIOS), "seeds": list(range(n_seeds)),
+        "noise_ratios": list(noise_ratios), "seeds": list(seeds),
         "data_key": "jax.random.PRNGKey(seed)",
         "p0": f"np.random.default_rng({P0_SEED_OFFSET} + seed).uniform(lower, upper)",
         "box": [lo_np.tolist(), hi_np.tolist()],
@@ -419,6 +429,10 @@ def main():
         opts.append("--quick")
     if args.seeds is not None:
         opts.append(f"--seeds {args.seeds}")
+    if args.first_seed:
+        opts.append(f"--first-seed {args.first_seed}")
+    if tuple(args.noise) != NOISE_RATIOS:
+        opts.append("--noise " + " ".join(f"{r:g}" for r in args.noise))
     if args.max_nfev is not None:
         opts.append(f"--max-nfev {args.max_nfev}")
     if args.rtol != 1e-6:
@@ -459,7 +473,7 @@ def main():
         "",
         f"Lorenz, 000 Table 2 protocol: p* = (10, 28, 8/3), u0 = (2, 1, 1), "
         f"{protocol['n_samples']} samples on [0, 10], additive Gaussian noise; seeds "
-        f"0–{n_seeds - 1} (data key `PRNGKey(seed)`), p₀ ~ U(box) with "
+        f"{seeds[0]}–{seeds[-1]} (data key `PRNGKey(seed)`), p₀ ~ U(box) with "
         f"`default_rng({P0_SEED_OFFSET} + seed)`, box {lo_np.tolist()} – {hi_np.tolist()}.",
         "",
         "- **WENDy-MLE**: `wj.weak_likelihood(model, data)` (build: test functions + "
