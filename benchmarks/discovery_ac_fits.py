@@ -1,4 +1,5 @@
-r"""Why the Allen–Cahn rows of `discovery_pde.py` fail: long true-support fits.
+r"""Why conjugate-gradient Levenberg–Marquardt failed on the Allen–Cahn rows of
+`discovery_pde.py` (which now use the sparse LU): long true-support CG fits.
 
 Run from the repository root::
 

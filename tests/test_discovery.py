@@ -12,7 +12,13 @@ import scipy.sparse
 import wendyjax as wj
 from wendyjax.discovery import _colouring, _problem
 from wendyjax.discovery._block_solve import bordered_solve
-from wendyjax.discovery._levenberg_marquardt import _gradient_and_diagonal, _gradient_and_hessian, _linearisation
+from wendyjax.discovery._levenberg_marquardt import (
+    _gradient_and_diagonal,
+    _gradient_and_hessian,
+    _gradient_and_sparse,
+    _linearisation,
+)
+from wendyjax.discovery._sparse_solve import sparse_bordered_solve
 
 EPS = 1.0 / np.sqrt(2.0)
 
@@ -54,8 +60,8 @@ def test_greedy_star_colouring_is_a_star_colouring(seed):
 
 def _check_hessian(problem, u, theta, mask, penalty=1e-3, kinds=("exact",)):
     """The gradient and the Hessian blocks from coloured products equal jax.hessian's (exact)
-    and 2JᵀJ + the penalty's positive curvature (Gauss–Newton); so does the diagonal from a
-    lattice colouring."""
+    and 2JᵀJ + the penalty's positive curvature (Gauss–Newton); so do the non-zeros from a
+    distance-2 lattice colouring (sparse solves) and the diagonal from a proper one."""
     n_u = u.size
     x = jnp.concatenate([u.ravel(), theta.ravel()])
     for kind in kinds:
@@ -74,6 +80,17 @@ def _check_hessian(problem, u, theta, mask, penalty=1e-3, kinds=("exact",)):
             u.shape, problem.library.halfwidth, "diagonal"))
         _, diag = jax.jit(_gradient_and_diagonal, static_argnums=(0, 3))(linearised, x, lattice, theta.size)
         np.testing.assert_allclose(diag, jnp.diagonal(dense), atol=1e-12 * float(jnp.max(jnp.abs(dense))))
+        # every non-zero, from a distance-2 lattice colouring (sparse factorisation)
+        st = _problem.hessian_structure(u.shape, problem.library.halfwidth, "sparse")
+        _, sp = jax.jit(_gradient_and_sparse, static_argnums=(0, 3))(
+            linearised, x, eqx.tree_at(lambda p: p.structure, problem, st), theta.size)
+        state_block = np.zeros((n_u, n_u))
+        state_block[np.asarray(st.dst_row), np.asarray(st.dst_col)] = sp.values
+        scale = float(jnp.max(jnp.abs(dense)))
+        np.testing.assert_allclose(state_block, dense[:n_u, :n_u], atol=1e-12 * scale)  # zeros off the pattern too
+        np.testing.assert_allclose(sp.diag, jnp.diagonal(dense)[:n_u], atol=1e-12 * scale)
+        np.testing.assert_allclose(sp.border, dense[:n_u, n_u:], atol=1e-12 * scale)
+        np.testing.assert_allclose(sp.corner, dense[n_u:, n_u:], atol=1e-12 * scale)
 
 
 def _compare_blocks(problem, u, grad, h, dense, want_grad):
@@ -139,6 +156,30 @@ def test_bordered_block_solve_equals_a_dense_solve():
     np.testing.assert_allclose(np.concatenate([np.ravel(d_u), d_t]), np.linalg.solve(a, b), rtol=1e-10)
 
 
+def test_sparse_bordered_solve_equals_a_dense_solve_and_flags_singular_matrices():
+    rng = np.random.default_rng(3)
+    n, p = 30, 4
+    a = scipy.sparse.random(n, n, density=0.1, random_state=4).toarray()
+    full = np.block([[a + a.T, rng.standard_normal((n, p))], [np.zeros((p, n)), np.zeros((p, p))]])
+    full = full @ full.T + n * np.eye(n + p)  # positive definite, a dense border
+    rows, cols = np.nonzero(full[:n, :n])
+    shift = rng.uniform(0.1, 1.0, n)
+    b = rng.standard_normal(n + p)
+    solve = jax.jit(sparse_bordered_solve)
+    d_u, d_t = solve(rows, cols, full[rows, cols], shift, full[:n, n:], full[n:, n:], b[:n], b[n:])
+    want = np.linalg.solve(full + np.diag(np.concatenate([shift, np.zeros(p)])), b)
+    np.testing.assert_allclose(np.concatenate([d_u, d_t]), want, rtol=1e-10)
+    # vmapped (the selection fits two models at once) = one by one
+    batch = jax.vmap(solve, in_axes=(None, None, None, 0, None, None, 0, None))(
+        rows, cols, full[rows, cols], np.stack([shift, 2 * shift]), full[:n, n:], full[n:, n:],
+        np.stack([b[:n], -b[:n]]), b[n:])
+    np.testing.assert_allclose(batch[0][1], solve(rows, cols, full[rows, cols], 2 * shift, full[:n, n:],
+                                                  full[n:, n:], -b[:n], b[n:])[0], rtol=1e-12)
+    # an exactly singular state block: NaN, which the Levenberg–Marquardt loop rejects
+    d_u, d_t = solve(rows, cols, 0.0 * full[rows, cols], np.zeros(n), full[:n, n:], full[n:, n:], b[:n], b[n:])
+    assert np.all(np.isnan(d_u)) and np.all(np.isnan(d_t))
+
+
 def test_finite_difference_library_is_second_order_accurate():
     def errors(n):
         x = np.linspace(0.0, 2 * np.pi, n, endpoint=False)
@@ -191,8 +232,9 @@ def test_gauss_newton_and_conjugate_gradients_reach_the_same_minimum():
     mask = jnp.asarray(true != 0, float)
     theta0 = 0.1 * mask
     sols = {}
-    for hessian, solver in (("exact", "cholesky"), ("gauss_newton", "cholesky"), ("gauss_newton", "cg")):
-        problem = _problem.discovery_problem(data, library, 0.02, hessian="diagonal" if solver == "cg" else "blocks")
+    for hessian, solver in (("exact", "cholesky"), ("gauss_newton", "cholesky"), ("gauss_newton", "sparse"),
+                            ("gauss_newton", "cg")):
+        problem = _problem.discovery_problem(data, library, 0.02, hessian=_problem.HESSIAN_KINDS[solver])
         lm = wj.discovery.LevenbergMarquardt(hessian=hessian, linear_solver=solver, cg_max_steps=400, cg_rtol=1e-10)
         sols[hessian, solver] = sol = jax.jit(lm.__call__)(problem, jnp.asarray(data), theta0, mask, 1e-2, 0.0, EPS)
         assert sol.result == wj.RESULTS.successful
@@ -202,6 +244,9 @@ def test_gauss_newton_and_conjugate_gradients_reach_the_same_minimum():
         assert float(sol.loss) == pytest.approx(float(ref.loss), rel=1e-8)
     with pytest.raises(ValueError, match="needs a problem built with hessian='diagonal'"):
         wj.discovery.LevenbergMarquardt(linear_solver="cg")(
+            _problem.discovery_problem(data, library, 0.02), jnp.asarray(data), theta0, mask, 1e-2, 0.0, EPS)
+    with pytest.raises(ValueError, match="needs a problem built with hessian='sparse'"):
+        wj.discovery.LevenbergMarquardt(linear_solver="sparse")(
             _problem.discovery_problem(data, library, 0.02), jnp.asarray(data), theta0, mask, 1e-2, 0.0, EPS)
 
 
@@ -270,6 +315,12 @@ def test_bad_input_is_refused():
         wj.FiniteDifferenceLibrary(["u", "w_x"], 0.1)
     with pytest.raises(ValueError, match="order > 4"):
         wj.FiniteDifferenceLibrary(["u_xxxxx"], 0.1)
+    with pytest.raises(ValueError, match="hessian must be one of"):
+        _problem.discovery_problem(clean, library, 0.02, hessian="dense")
+    with pytest.raises(ValueError, match="linear_solver must be one of"):
+        wj.discovery.LevenbergMarquardt(linear_solver="lu")
+    with pytest.raises(ValueError, match="hessian must be 'exact' or 'gauss_newton'"):
+        wj.discovery.LevenbergMarquardt(hessian="bfgs")
     with pytest.raises(ValueError, match="spatial axis 0 has 4 points"):
         _problem.discovery_problem(np.ones((5, 4)), wj.FiniteDifferenceLibrary(["u_xxxx"], 0.1), 0.1)
 

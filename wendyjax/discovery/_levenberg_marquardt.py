@@ -6,8 +6,10 @@ objective decreases ($\alpha \leftarrow \alpha/\tau_1$), else grows the damping
 The Hessian in the states is read off one vmapped Hessian–vector product per colour of
 the star colouring (`HessianStructure`), the state–coefficient border and the coefficient
 block off one product per coefficient (003 §4.1); the solve is the block Cholesky of
-`bordered_solve`, or (`linear_solver="cg"`, for problems too large to factor: 003 §4 uses
-CG on its 2-D Allen–Cahn case) matrix-free conjugate gradients on Hessian–vector products,
+`bordered_solve`; or (`linear_solver="sparse"`, for fields whose time levels are too large
+for dense blocks) a sparse LU of the state block read off a distance-2 lattice colouring
+(`sparse_bordered_solve`, scipy on the host); or (`linear_solver="cg"`, matrix-free: 003 §4
+uses CG on its 2-D Allen–Cahn case) conjugate gradients on Hessian–vector products,
 preconditioned by the damped diagonal (read off one product per colour of a lattice
 colouring). Unstated in 003 and chosen here: $\tau_1 = 5$, $\tau_2 = 3$ (its authors' code
 values), $\alpha_0 = 10^{-4}$ (their code uses 100, which on Kuramoto–Sivashinsky data takes
@@ -28,7 +30,8 @@ from jaxtyping import Array, Float, Int
 
 from ..estimators._results import RESULTS
 from ._block_solve import bordered_solve
-from ._problem import DiscoveryProblem, objective, smoothed_l0, weighted_residuals
+from ._problem import HESSIAN_KINDS, DiscoveryProblem, objective, smoothed_l0, weighted_residuals
+from ._sparse_solve import sparse_bordered_solve
 
 
 class LMSolution(eqx.Module):
@@ -55,24 +58,46 @@ class _Hessian(eqx.Module):
     corner: Array  # (p, p)
 
 
-def _gradient_and_hessian(linearised, x: Array, problem: DiscoveryProblem, n_theta: int) -> tuple[Array, _Hessian]:
-    """The gradient and the Hessian blocks at `x`; `linearised(x)` gives the gradient and the
-    Hessian–vector product (the exact Hessian's or the Gauss–Newton matrix's)."""
+class _SparseHessian(eqx.Module):
+    values: Array  # (nnz,) at the structure's (dst_row, dst_col)
+    diag: Array  # (n_u,)
+    border: Array  # (n_u, p)
+    corner: Array  # (p, p)
+
+
+def _coloured_products(linearised, x: Array, problem: DiscoveryProblem, n_theta: int):
+    """The gradient, the compressed state block $HD$ (one product per colour), the border
+    and the coefficient block (one product per coefficient); `linearised(x)` gives the
+    gradient and the Hessian–vector product (the exact Hessian's or the Gauss–Newton
+    matrix's)."""
     st = problem.structure
-    T = problem.state_shape[0]
     n_u = x.size - n_theta
-    S = n_u // T
     grad, hvp = linearised(x)
     colours = jnp.concatenate([jax.nn.one_hot(st.colour, st.n_colours, dtype=x.dtype).T,
                                jnp.zeros((st.n_colours, n_theta), x.dtype)], axis=1)
     coefficients = jnp.concatenate([jnp.zeros((n_theta, n_u), x.dtype), jnp.eye(n_theta, dtype=x.dtype)], axis=1)
     products = jax.vmap(hvp)(jnp.concatenate([colours, coefficients]))
-    compressed = products[:st.n_colours, :n_u].T  # H D: (n_u, n_colours)
+    corner = products[st.n_colours:, n_u:]
+    return grad, products[:st.n_colours, :n_u].T, products[st.n_colours:, :n_u].T, 0.5 * (corner + corner.T)
+
+
+def _gradient_and_hessian(linearised, x: Array, problem: DiscoveryProblem, n_theta: int) -> tuple[Array, _Hessian]:
+    """The gradient and the Hessian blocks at `x`."""
+    st = problem.structure
+    T = problem.state_shape[0]
+    grad, compressed, border, corner = _coloured_products(linearised, x, problem, n_theta)
+    S = compressed.shape[0] // T
     blocks = jnp.zeros((2 * T - 1, S, S), x.dtype).at[st.dst_block, st.dst_row, st.dst_col].set(
         compressed[st.src_row, st.src_colour])
-    border = products[st.n_colours:, :n_u].T.reshape(T, S, n_theta)
-    corner = products[st.n_colours:, n_u:]
-    return grad, _Hessian(blocks[:T], blocks[T:], border, 0.5 * (corner + corner.T))
+    return grad, _Hessian(blocks[:T], blocks[T:], border.reshape(T, S, n_theta), corner)
+
+
+def _gradient_and_sparse(linearised, x: Array, problem: DiscoveryProblem, n_theta: int) -> tuple[Array, _SparseHessian]:
+    """The gradient and the Hessian's non-zeros at `x` (distance-2 colouring: direct reads)."""
+    st = problem.structure
+    grad, compressed, border, corner = _coloured_products(linearised, x, problem, n_theta)
+    diag = compressed[jnp.arange(compressed.shape[0]), st.colour]
+    return grad, _SparseHessian(compressed[st.src_row, st.src_colour], diag, border, corner)
 
 
 def _gradient_and_diagonal(linearised, x: Array, problem: DiscoveryProblem, n_theta: int) -> tuple[Array, Array]:
@@ -136,7 +161,7 @@ class LevenbergMarquardt(eqx.Module):
     semi-definite, so every damped step is defined; not 003's choice)."""
 
     hessian: Literal["exact", "gauss_newton"] = eqx.field(static=True, default="exact")
-    linear_solver: Literal["cholesky", "cg"] = eqx.field(static=True, default="cholesky")
+    linear_solver: Literal["cholesky", "sparse", "cg"] = eqx.field(static=True, default="cholesky")
     max_steps: int = eqx.field(static=True, default=500)
     cg_max_steps: int = eqx.field(static=True, default=200)
     cg_rtol: float = 1e-6
@@ -146,6 +171,12 @@ class LevenbergMarquardt(eqx.Module):
     tau_accept: float = 5.0
     tau_reject: float = 3.0
 
+    def __check_init__(self):
+        if self.linear_solver not in HESSIAN_KINDS:
+            raise ValueError(f"linear_solver must be one of {sorted(HESSIAN_KINDS)}, got {self.linear_solver!r}.")
+        if self.hessian not in ("exact", "gauss_newton"):
+            raise ValueError(f"hessian must be 'exact' or 'gauss_newton', got {self.hessian!r}.")
+
     def __call__(self, problem: DiscoveryProblem, u0: Array, theta0: Array, mask: Array, lam, penalty, eps
                  ) -> LMSolution:
         shape, n_theta = u0.shape, theta0.size
@@ -154,11 +185,12 @@ class LevenbergMarquardt(eqx.Module):
         active = mask.ravel().astype(u0.dtype)
 
         fn, linearised = _linearisation(self.hessian, problem, shape, theta0.shape, mask, lam, penalty, eps)
-        if (problem.structure.kind == "diagonal") != (self.linear_solver == "cg"):
+        if problem.structure.kind != HESSIAN_KINDS[self.linear_solver]:
             raise ValueError(f"linear_solver={self.linear_solver!r} needs a problem built with "
-                             f"hessian={'diagonal' if self.linear_solver == 'cg' else 'blocks'!r}.")
+                             f"hessian={HESSIAN_KINDS[self.linear_solver]!r}.")
         keep = jnp.concatenate([jnp.ones(n_u, u0.dtype), active])
-        curvature = _gradient_and_diagonal if self.linear_solver == "cg" else _gradient_and_hessian
+        curvature = {"cg": _gradient_and_diagonal, "sparse": _gradient_and_sparse,
+                     "cholesky": _gradient_and_hessian}[self.linear_solver]
 
         def cg_step(state: _State) -> Array:
             """Matrix-free: Jacobi-preconditioned conjugate gradients on Hessian–vector products."""
@@ -173,13 +205,19 @@ class LevenbergMarquardt(eqx.Module):
             if self.linear_solver == "cg":
                 return cg_step(state)
             h, a = state.hessian, state.alpha
-            d_blocks = jnp.diagonal(h.diag, axis1=1, axis2=2)
-            scale_u = a * jnp.where(d_blocks > 0, d_blocks, 1e-8)
             d_corner = jnp.diagonal(h.corner)
             scale_t = a * jnp.where(d_corner > 0, d_corner, 1e-8) + (1.0 - active)  # masked: d = 0
-            d_u, d_t = bordered_solve(h.diag + jax.vmap(jnp.diag)(scale_u), h.sub, h.border,
-                                      h.corner + jnp.diag(scale_t), -state.grad[:n_u].reshape(T, S),
-                                      -state.grad[n_u:])
+            if self.linear_solver == "sparse":
+                st = problem.structure
+                scale_u = a * jnp.where(h.diag > 0, h.diag, 1e-8)
+                d_u, d_t = sparse_bordered_solve(st.dst_row, st.dst_col, h.values, scale_u, h.border,
+                                                 h.corner + jnp.diag(scale_t), -state.grad[:n_u], -state.grad[n_u:])
+            else:
+                d_blocks = jnp.diagonal(h.diag, axis1=1, axis2=2)
+                scale_u = a * jnp.where(d_blocks > 0, d_blocks, 1e-8)
+                d_u, d_t = bordered_solve(h.diag + jax.vmap(jnp.diag)(scale_u), h.sub, h.border,
+                                          h.corner + jnp.diag(scale_t), -state.grad[:n_u].reshape(T, S),
+                                          -state.grad[n_u:])
             return jnp.concatenate([d_u.ravel(), d_t * active])
 
         def body(state: _State) -> _State:

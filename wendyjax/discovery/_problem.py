@@ -24,8 +24,10 @@ class HessianStructure(eqx.Module):
     `colour` is a star colouring of its sparsity graph and the entry `(dst_block, dst_row,
     dst_col)` of the stacked blocks (diagonal blocks $0..T-1$, then sub-diagonal blocks
     $(t+1, t)$) is the compressed product's entry `(src_row, src_colour)`. For
-    `kind="diagonal"` (matrix-free solves) `colour` is a proper colouring of the grid's
-    stencil lattice, which yields the diagonal only."""
+    `kind="sparse"` (general sparse factorisation) `colour` is a distance-2 colouring of
+    the stencil lattice, `(dst_row, dst_col)` are the flat state indices of every non-zero
+    (both triangles) and `dst_block` is unused. For `kind="diagonal"` (matrix-free solves)
+    `colour` is a proper colouring of the lattice, which yields the diagonal only."""
 
     colour: Int[Array, " n"]
     src_row: Int[Array, " nnz"]
@@ -37,11 +39,13 @@ class HessianStructure(eqx.Module):
     kind: str = eqx.field(static=True, default="blocks")
 
 
-def _lattice_colouring(shape: tuple[int, ...], reach: tuple[int, ...]) -> np.ndarray:
-    """A proper colouring of the pattern graph without building it: two states within one
-    time level and `reach` points of each other along every axis get different colours
-    (time level mod 2, each spatial index mod 2·reach + 1, and the component)."""
-    periods = (2, *(2 * r + 1 for r in reach), shape[-1])
+def _lattice_colouring(shape: tuple[int, ...], reach: tuple[int, ...], time_period: int = 2) -> np.ndarray:
+    """A colouring of the pattern graph without building it, by time level mod
+    `time_period`, each spatial index mod 2·reach + 1, and the component. With period 2 it
+    is proper (neighbours differ); with period 3 it is a distance-2 colouring (two states
+    with a common neighbour differ: they lie within two levels and 2·reach points), so every
+    entry of the matrix is read directly off the compressed products."""
+    periods = (time_period, *(2 * r + 1 for r in reach), shape[-1])
     grids = np.meshgrid(*(np.arange(n) % p for n, p in zip(shape, periods)), indexing="ij")
     return np.ravel_multi_index(tuple(grids), periods).ravel()
 
@@ -61,11 +65,21 @@ def _pattern(shape: tuple[int, ...], reach: tuple[int, ...]) -> tuple[np.ndarray
     return np.concatenate(rows), np.concatenate(cols)
 
 
+HESSIAN_KINDS = {"cholesky": "blocks", "sparse": "sparse", "cg": "diagonal"}  # linear solver: structure it needs
+
+
 def hessian_structure(shape: tuple[int, ...], halfwidth: tuple[int, ...], kind: str = "blocks") -> HessianStructure:
     """The state–state Hessian structure for states of `shape` = (T, *space, D) and a library
     whose terms reach `halfwidth` points along each spatial axis (two residuals at most
     2·halfwidth apart share a state)."""
     reach = tuple(2 * w for w in halfwidth)
+    if kind == "sparse":
+        colour = _lattice_colouring(shape, reach, time_period=3)
+        rows, cols = _pattern(shape, reach)
+        return HessianStructure(colour=jnp.asarray(colour), src_row=jnp.asarray(rows),
+                                src_colour=jnp.asarray(colour[cols]), dst_block=jnp.zeros(0, int),
+                                dst_row=jnp.asarray(rows), dst_col=jnp.asarray(cols),
+                                n_colours=int(colour.max()) + 1, kind=kind)
     if kind == "diagonal":
         colour = _lattice_colouring(shape, reach)
         empty = jnp.zeros(0, int)
@@ -169,7 +183,8 @@ def _check_data(data: np.ndarray, mask: np.ndarray | None, n_states: int, n_spac
 def discovery_problem(data: ArrayLike, library: AbstractLibrary, dt: float, mask: ArrayLike | None = None,
                       hessian: str = "blocks") -> DiscoveryProblem:
     """Check the data against the library and precompute the Hessian structure (`"blocks"`
-    for direct solves, `"diagonal"` for conjugate gradients).
+    for the block Cholesky, `"sparse"` for a general sparse factorisation, `"diagonal"` for
+    conjugate gradients).
 
     `data` has shape `(T, D)` for ODEs, `(T, *space, D)` for fields (`D` may be left out
     for one field); missing entries are NaN or marked False in `mask`."""
@@ -178,6 +193,8 @@ def discovery_problem(data: ArrayLike, library: AbstractLibrary, dt: float, mask
                         f"got {type(library).__name__}.")
     if not (np.isscalar(dt) and np.isfinite(dt) and dt > 0):
         raise ValueError(f"dt must be a positive time step, got {dt!r}.")
+    if hessian not in HESSIAN_KINDS.values():
+        raise ValueError(f"hessian must be one of {sorted(HESSIAN_KINDS.values())}, got {hessian!r}.")
     n_space = len(library.halfwidth)
     data, observed = _check_data(np.asarray(data, float), None if mask is None else np.asarray(mask), library.n_states,
                                  n_space)

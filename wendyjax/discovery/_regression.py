@@ -15,7 +15,7 @@ from jaxtyping import Array, ArrayLike
 from ..estimators._results import RESULTS, status_names
 from ..library import AbstractLibrary
 from ._levenberg_marquardt import LevenbergMarquardt, LMSolution
-from ._problem import DiscoveryProblem, discovery_problem, fill_missing
+from ._problem import HESSIAN_KINDS, DiscoveryProblem, discovery_problem, fill_missing
 from ._result import Candidate, Discovery
 
 
@@ -100,7 +100,7 @@ class StateParameterRegression(eqx.Module):
         - `verbose`: print a line per tested model (terms, score, steps, seconds).
         """
         problem = discovery_problem(data, library, dt, mask,
-                                    hessian="diagonal" if self.solver.linear_solver == "cg" else "blocks")
+                                    hessian=HESSIAN_KINDS[self.solver.linear_solver])
         shape = problem.state_shape
         u0 = jnp.asarray(fill_missing(problem) if u0 is None else u0, float)
         if u0.shape != shape:
