@@ -107,6 +107,7 @@ def main():
     previous = RESULTS / "discovery_pde.json"  # rows of the systems not run now are kept
     command = "python benchmarks/discovery_pde.py " + " ".join(sys.argv[1:])
     today = datetime.date.today().isoformat()
+    processor = f"{machine_info()['cpu_count']} CPU cores, {machine_info()['processor']}"
     cells = {name: [PAPER[name][i] for i in (range(len(PAPER[name])) if args.cells is None else args.cells)
                     if i < len(PAPER[name])] for name in args.systems}
     run = {(name, cell[0], cell[1]) for name in args.systems for cell in cells[name]}
@@ -121,7 +122,8 @@ def main():
                 found = est.fit(data, library, dt, theta0=theta0, verbose=args.verbose)
                 seconds = time.perf_counter() - start
                 support = true[:, 0] != 0
-                row = {"system": name, "command": command, "date": today, "grid": list(clean.shape), "noise": noise,
+                row = {"system": name, "command": command, "date": today, "processor": processor,
+                       "grid": list(clean.shape), "noise": noise,
                        "missing": missing, "seed": seed, "seconds": seconds,
                        "models_tested": len(found.history), **found.compare(true), **{
                            f"state_error_{k}": v for k, v in found.state_error(clean[..., None]).items()},
@@ -139,12 +141,11 @@ def write(rows):
     cell = {(name, noise, missing): i for name, table in PAPER.items() for i, (noise, missing, *_) in enumerate(table)}
     rows = sorted(rows, key=lambda r: (r["system"], cell[r["system"], r["noise"], r["missing"]], r["seed"]))
     RESULTS.mkdir(exist_ok=True)
-    runs = sorted({(r["date"], r["command"]) for r in rows})
+    runs = sorted({(r["date"], r["command"], r.get("processor", "machine not recorded")) for r in rows})
     meta = {"machine": machine_info(), "runs": runs}
     (RESULTS / "discovery_pde.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     lines = ["# Sparse state-and-parameter regression (003) on its PDE protocols", "",
-             "; ".join(f"`{c}` ({d})" for d, c in runs) + f" on {meta['machine']['cpu_count']} CPU cores "
-             f"({meta['machine']['processor']}). Per realisation: missing / extra terms "
+             "; ".join(f"`{c}` ({d}, {m})" for d, c, m in runs) + ". Per realisation: missing / extra terms "
              "against the true support, the discovered coefficients of the true terms (KS: u_xx, u_xxxx, u u_x; "
              "AC: u, u³, u_xx, u_yy; truth −1, −1, 1 and 1, −1, 1, 1), the largest relative coefficient error, "
              "the relative ‖·‖₂ error of the reconstructed states (of the data, observed entries, in brackets), "
