@@ -22,7 +22,7 @@ clean field; missing: each value independently with the given probability. Libra
 boundary condition assumed.
 
 Solver settings: Gauss–Newton Hessian (the true Hessian of these residuals is indefinite
-away from the minimum); at most 100 Levenberg–Marquardt steps per fit (the 1- and 2-term
+away from the minimum); at most 100 Levenberg–Marquardt steps per fit (`--max-steps`; the 1- and 2-term
 models of the KS search otherwise run their 500 steps without converging: 300 s of a 323 s
 run). KS: Cholesky on the coloured block-tridiagonal Hessian, α0 = 1e-4 (the estimator's
 default), θ0 = 1 for every term except θ0 = −1 for u_xxxx (the start of 003's code). AC: a
@@ -69,19 +69,19 @@ TRUE = {"ks": {"u_xx": -1.0, "u_xxxx": -1.0, "u u_x": 1.0},
         "ac": {"u": 1.0, "u^3": -1.0, "u_xx": 1.0, "u_yy": 1.0}}
 
 
-def system(name: str, ac_size: int):
+def system(name: str, ac_size: int, max_steps: int = 100):
     """Clean data `(T, *space)`, library, true coefficients, Δt, estimator and θ0."""
     if name == "ks":
         t, x, clean = wj.models.kuramoto_sivashinsky()
         library = wj.FiniteDifferenceLibrary(KS_TERMS, x[1] - x[0])
-        solver = wj.discovery.LevenbergMarquardt(hessian="gauss_newton", max_steps=100)
+        solver = wj.discovery.LevenbergMarquardt(hessian="gauss_newton", max_steps=max_steps)
         est = wj.StateParameterRegression(lam=1e-2, penalty=1e-4, solver=solver)
         theta0 = np.where(np.array(KS_TERMS)[:, None] == "u_xxxx", -1.0, 1.0)
     else:
         t, x, clean = wj.models.allen_cahn_2d(ac_size)
         library = wj.FiniteDifferenceLibrary(AC_TERMS, (x[1] - x[0],) * 2)
-        solver = wj.discovery.LevenbergMarquardt(hessian="gauss_newton", linear_solver="sparse", max_steps=100,
-                                                 alpha0=100.0)
+        solver = wj.discovery.LevenbergMarquardt(hessian="gauss_newton", linear_solver="sparse",
+                                                 max_steps=max_steps, alpha0=100.0)
         est = wj.StateParameterRegression(lam=1e-2, penalty=1e-6, solver=solver)
         theta0 = 1.0
     true = np.array([[TRUE[name].get(term, 0.0)] for term in library.terms])
@@ -102,6 +102,7 @@ def main():
     parser.add_argument("--cells", type=int, nargs="+", default=None,
                         help="rows of each system's table to run (0-based; default: all)")
     parser.add_argument("--ac-size", type=int, default=256)
+    parser.add_argument("--max-steps", type=int, default=100, help="Levenberg–Marquardt steps per fit (default 100)")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
     previous = RESULTS / "discovery_pde.json"  # rows of the systems not run now are kept
@@ -114,7 +115,7 @@ def main():
     rows = [r for r in json.loads(previous.read_text())["rows"] if (r["system"], r["noise"], r["missing"]) not in run] \
         if previous.exists() else []
     for name in args.systems:
-        clean, library, true, dt, est, theta0 = system(name, args.ac_size)
+        clean, library, true, dt, est, theta0 = system(name, args.ac_size, args.max_steps)
         for noise, missing, *paper in cells[name]:
             for seed in range(args.seeds):
                 data = realisation(clean, noise, missing, seed)
