@@ -108,7 +108,8 @@ def main():
     previous = RESULTS / "discovery_pde.json"  # rows of the systems not run now are kept
     command = "python benchmarks/discovery_pde.py " + " ".join(sys.argv[1:])
     today = datetime.date.today().isoformat()
-    processor = f"{machine_info()['cpu_count']} CPU cores, {machine_info()['processor']}"
+    machine = machine_info()
+    processor = f"{machine['cpu_count']} CPU cores, {machine['processor']}"
     cells = {name: [PAPER[name][i] for i in (range(len(PAPER[name])) if args.cells is None else args.cells)
                     if i < len(PAPER[name])] for name in args.systems}
     run = {(name, cell[0], cell[1]) for name in args.systems for cell in cells[name]}

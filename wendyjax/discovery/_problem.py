@@ -14,6 +14,8 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 from ..library import AbstractLibrary
 from ._colouring import recovery_indices, star_colouring
 
+HESSIAN_KINDS = {"cholesky": "blocks", "sparse": "sparse", "cg": "diagonal"}  # linear solver: structure it needs
+
 
 class HessianStructure(eqx.Module):
     r"""Where the non-zeros of the state–state Hessian block lie and how to read them off
@@ -63,9 +65,6 @@ def _pattern(shape: tuple[int, ...], reach: tuple[int, ...]) -> tuple[np.ndarray
         rows.append(np.repeat(a[..., :, None], shape[-1], -1).ravel())
         cols.append(np.repeat(b[..., None, :], shape[-1], -2).ravel())
     return np.concatenate(rows), np.concatenate(cols)
-
-
-HESSIAN_KINDS = {"cholesky": "blocks", "sparse": "sparse", "cg": "diagonal"}  # linear solver: structure it needs
 
 
 def hessian_structure(shape: tuple[int, ...], halfwidth: tuple[int, ...], kind: str = "blocks") -> HessianStructure:
