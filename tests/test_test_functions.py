@@ -5,7 +5,7 @@ from _zoo import zoo
 
 import wendyjax as wj
 from wendyjax.weak import TestFunctionConfig, build_test_functions, bump, bump_derivative, select_radius
-from wendyjax.weak._test_functions import _full_matrices
+from wendyjax.weak._test_functions import _full_matrices, _secant_corner
 
 
 def test_bump_derivative_matches_finite_differences():
@@ -130,8 +130,66 @@ def test_too_few_samples():
 @pytest.mark.parametrize(
     "kwargs",
     [dict(eta=0), dict(radius=-1.0), dict(sub_rate=2.0), dict(sub_rate=4.0), dict(radii_factors=()),
-     dict(max_cond=1.0), dict(min_info=0.0), dict(radius_min_time=2.0, radius_max_time=1.0)],
+     dict(max_cond=1.0), dict(min_info=0.0), dict(radius_min_time=2.0, radius_max_time=1.0),
+     dict(rule="wendy"), dict(k_min=0)],
 )
 def test_config_validation(kwargs):
     with pytest.raises(ValueError):
         TestFunctionConfig(**kwargs)
+
+
+def test_secant_corner_finds_the_kink():
+    x = np.arange(1.0, 21.0)
+    y = np.where(x <= 6, 20 - 2 * x, 8.0)  # falls to x = 6, then flat
+    assert x[_secant_corner(x, y, 2)] == 6 and x[_secant_corner(x, y, 1)] == 6
+    assert x[_secant_corner(x, np.log(y), 2)] == 6  # the radius rule reads log ê
+
+
+def test_matlab_rule_searches_every_radius_up_to_its_cap(logistic_data):
+    t, u = np.asarray(logistic_data.t), np.asarray(logistic_data.u)
+    dt, n = t[1] - t[0], len(t)
+    cfg = TestFunctionConfig.matlab(k_min=4)
+    assert cfg.rule == "matlab" and cfg.sub_rate == 3.0 and cfg.k_min == 4
+    sel = select_radius(t, u, cfg)
+    assert np.allclose(sel.radii / dt, np.arange(2, (n - 1) // 2 - 4 + 1))
+    assert 0 < sel.index < len(sel.radii) - 1
+    assert sel.errors[0] > 10 * np.median(sel.errors)  # integration error at the smallest radius
+    b = zoo("logistic")  # and the minimum radius grows as the noise drops (001 Fig. 2)
+    radii = [select_radius(d.t, d.u, cfg).radius
+             for d in (b.simulate(jax.random.key(1), noise_ratio=nr, subsample=4) for nr in (1e-1, 1e-6))]
+    assert radii[1] > radii[0]
+
+
+def test_matlab_rule_basis_caps_radii_and_cuts_at_the_singular_value_corner(logistic_data):
+    t, u = np.asarray(logistic_data.t), np.asarray(logistic_data.u)
+    dt, n = t[1] - t[0], len(t)
+    cap = ((n - 1) // 2 - 4) * dt
+    tf = build_test_functions(t, u, TestFunctionConfig.matlab(k_min=4, radius=cap / 3))
+    # 1×, 2× stay; 4× and 8× are capped to the search maximum (one radius, not dropped)
+    assert np.allclose(tf.info.radii, [cap / 3, 2 * cap / 3, cap])
+    phi, dphi = np.asarray(tf.phi), np.asarray(tf.dphi)
+    assert np.allclose(phi @ phi.T, np.eye(tf.k), atol=1e-10)
+    y, dy = np.sin(3 * t), 3 * np.cos(3 * t)
+    assert np.max(np.abs(-dphi @ y - phi @ dy)) < 1e-3 * np.max(np.abs(phi @ dy))
+    # reference: dense SVD of the unnormalised rows ψ·Δt at every admissible shift, K at
+    # the corner (relative ℓ1 secant misfit) of the cumulative singular values
+    rows = []
+    for r in tf.info.radii:
+        c = np.arange(n)[(t - r >= t[1] - 1e-9) & (t + r <= t[-2] + 1e-9)]
+        rows += [bump((t - t[j]) / r) * dt for j in c]
+    s = np.linalg.svd(np.array(rows), compute_uv=False)
+    # from eigh of the Gram matrix: σ to ~√eps·σ₁ absolute
+    assert np.allclose(tf.info.singular_values[: len(s)], s, rtol=0, atol=1e-7 * s[0])
+    cum = np.cumsum(s) / s.sum()
+    y = cum / cum.max() * len(cum)
+    x = np.arange(1.0, len(cum) + 1)
+    cost = [np.sum(np.abs((y[0] + (y[k] - y[0]) * (x[: k + 1] - x[0]) / (x[k] - x[0]) - y[: k + 1]) / y[: k + 1]))
+            + np.sum(np.abs((y[k] + (y[-1] - y[k]) * (x[k:] - x[k]) / (x[-1] - x[k]) - y[k:]) / y[k:]))
+            for k in range(1, len(y) - 1)]
+    assert tf.k == max(4, int(np.argmin(cost)) + 2)
+
+
+def test_matlab_rule_needs_room_to_search():
+    t = np.linspace(0, 1, 20)
+    with pytest.raises(ValueError, match="too few samples .* 'matlab' radius search"):
+        select_radius(t, np.sin(t)[:, None], TestFunctionConfig.matlab(k_min=8))

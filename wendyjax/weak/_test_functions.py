@@ -16,6 +16,8 @@ from jaxtyping import Array, Float
 
 from ..data import trapezoid_weights
 
+RULES = ("wendy.jl", "matlab")
+
 
 def bump(x, eta: float = 9.0):
     r"""Bump $\psi(x) = \exp(-\eta / (1 - x^2))$ on $(-1, 1)$, zero outside (001 eq. 17)."""
@@ -50,6 +52,16 @@ class TestFunctionConfig:
     - `n_probe`: test functions placed per candidate radius in the search (Kᵣ).
     - `max_cond`, `min_info`, `k_max`: SVD truncation: condition number bound,
       cumulative singular-value information fraction, and maximal K.
+    - `k_min`: least K kept (MATLAB WENDy: twice the number of parameters).
+    - `rule`: "wendy.jl" (above) or "matlab", the construction of 001's MATLAB code
+      (`TestFunctionConfig.matlab`): the minimum radius searched over every integer
+      radius from 2 to ⌊(N−1)/2⌋ − `k_min` steps (N samples) with probes one radius
+      apart, the surrogate read at mode ⌊N/s⌋ of the length-N transform, its corner
+      taken by MATLAB's two-secant relative-error rule; stacked radii capped at the
+      search maximum instead of dropped; unnormalised bump rows; K at the corner of
+      the cumulative singular values (at least `k_min`). `radius_min_time`,
+      `radius_max_time`, `num_radii`, `n_probe`, `max_cond`, `min_info` and `k_max` are
+      WENDy.jl's and unused by it.
     """
 
     __test__ = False  # tell pytest this is not a test class
@@ -65,8 +77,20 @@ class TestFunctionConfig:
     max_cond: float = 1e4
     min_info: float = 0.95
     k_max: int = 200
+    k_min: int = 1
+    rule: str = "wendy.jl"
+
+    @classmethod
+    def matlab(cls, k_min: int, **kwargs) -> "TestFunctionConfig":
+        """001's MATLAB code's test functions (`wendy_snf_params.m`: sub-sampling rate 3;
+        `wendy_script.m`: `K_min` = twice the number of parameters, pass it as `k_min`)."""
+        return cls(rule="matlab", sub_rate=3.0, k_min=k_min, **kwargs)
 
     def __post_init__(self):
+        if self.rule not in RULES:
+            raise ValueError(f"rule must be one of {RULES}, got {self.rule!r}.")
+        if self.k_min < 1:
+            raise ValueError(f"k_min must be >= 1, got {self.k_min}.")
         if not self.eta > 0:
             raise ValueError(f"eta must be positive, got {self.eta}.")
         if self.radius is not None and not self.radius > 0:
@@ -146,13 +170,13 @@ class TestFunctions(eqx.Module):
         )
 
 
-def _bump_entries(t, w, radius, eta, centres=None):
+def _bump_entries(t, w, radius, eta, centres=None, normalise=True):
     """The non-zeros of the rows ψ((t - t_c)/a)·w / ‖ψ‖ for every admissible centre:
     `(rows, cols, x, psi, scale, n_rows)` with the row value ψ(x)·scale at (rows, cols).
 
     Admissible centres keep the support [t_c - a, t_c + a] inside [t_1, t_{M-1}]
     (WENDy.jl never touches the first and last samples). Each row is normalised to unit
-    L2 norm in time, ∑ ψ² w = 1.
+    L2 norm in time, ∑ ψ² w = 1, unless `normalise` is false (rows ψ·w).
     """
     if centres is None:
         ok = (t - radius >= t[1] - 1e-12 * abs(radius)) & (t + radius <= t[-2] + 1e-12 * abs(radius))
@@ -164,14 +188,16 @@ def _bump_entries(t, w, radius, eta, centres=None):
     cols = lo[rows] + np.arange(counts.sum()) - starts
     x = (t[cols] - centres[rows]) / radius
     psi = bump(x, eta)
+    if not normalise:
+        return rows, cols, x, psi, w[cols], len(centres)
     norm = np.sqrt(np.bincount(rows, weights=psi**2 * w[cols], minlength=len(centres)))
     return rows, cols, x, psi, w[cols] / norm[rows], len(centres)
 
 
-def _full_matrices(t, w, radius, eta, centres=None):
+def _full_matrices(t, w, radius, eta, normalise=True):
     """The rows of [`_bump_entries`][] and their time derivatives, as sparse (CSR) matrices:
     a row is non-zero only on its support, so building them costs O(rows × support)."""
-    rows, cols, x, psi, scale, n_rows = _bump_entries(t, w, radius, eta, centres)
+    rows, cols, x, psi, scale, n_rows = _bump_entries(t, w, radius, eta, normalise=normalise)
     shape = (n_rows, len(t))
     phi = scipy.sparse.csr_array((psi * scale, (rows, cols)), shape=shape)
     dphi = scipy.sparse.csr_array((bump_derivative(x, eta) / radius * scale, (rows, cols)), shape=shape)
@@ -201,6 +227,60 @@ def _corner(x, y) -> int:
     return best
 
 
+def _secant_corner(x, y, order: int) -> int:
+    """Corner as MATLAB WENDy's `getcorner` finds it: y scaled to max |y| = n; the interior
+    split k whose secants through (x_0, x_k) and (x_k, x_{n-1}) have the least summed
+    relative misfit |(line - y)/y|^order (order 2 for the radius, 1 for the SVD cut)."""
+    n = len(y)
+    y = y / np.max(np.abs(y)) * n
+    best, best_cost = 0, np.inf
+    for k in range(1, n - 1):
+        cost = 0.0
+        for part in (slice(0, k + 1), slice(k, n)):
+            xs, ys = x[part], y[part]
+            line = ys[0] + (ys[-1] - ys[0]) * (xs - xs[0]) / (xs[-1] - xs[0])
+            cost += np.sum(np.abs((line - ys) / ys) ** order)
+        if cost < best_cost:
+            best, best_cost = k, cost
+    return best
+
+
+def _probe_sums(t, w, radius, eta, centres, wave_u):
+    """∑_j φ_k(t_j)·wave_u[j, i] for each probe k (rows of [`_bump_entries`][]) and state i."""
+    rows, cols, _, psi, scale, n_rows = _bump_entries(t, w, radius, eta, centres)
+    values = (psi * scale)[:, None] * wave_u[cols]
+    return np.stack([np.bincount(rows, weights=v, minlength=n_rows) for v in values.T], axis=1)
+
+
+def _matlab_radius_max(n: int, k_min: int) -> int:
+    """The largest radius (steps) of 001's MATLAB code, ⌊(N−1)/2⌋ − K_min for N samples."""
+    return (n - 1) // 2 - k_min
+
+
+def _select_radius_matlab(t, u, dt, config) -> RadiusSelection:
+    """The "matlab" rule of [`select_radius`][] (001's `rad_select.m` with s = 1, inc = 1)."""
+    n = len(t)
+    r_max = _matlab_radius_max(n, config.k_min)
+    if r_max < 4:
+        raise ValueError(
+            f"too few samples ({n}) for the 'matlab' radius search with k_min={config.k_min}: "
+            f"its largest radius ⌊(N−1)/2⌋ − k_min is {r_max} steps (need at least 4)."
+        )
+    radii = np.arange(2, r_max + 1)
+    mode = int(np.floor(n / config.sub_rate))
+    T = n * dt
+    sine_u = np.sin(2 * np.pi * mode * np.arange(n) / n)[:, None] * u
+    errors = np.empty(len(radii))
+    for i, r in enumerate(radii):
+        # probes one radius apart with unit ℓ2 norm in samples; ê = (4π/√T) Im F̂ with
+        # F̂ = (Δt/√T) ∑_j φ_j u_j e^{-2πi·mode·j/N}
+        centres = t[np.arange(r - 1, n - r - 1, r)]
+        im = -(dt / np.sqrt(T)) * _probe_sums(t, np.ones(n), r * dt, config.eta, centres, sine_u)
+        errors[i] = np.sqrt(np.mean((4 * np.pi / np.sqrt(T) * im) ** 2))
+    errors = np.maximum(errors, np.finfo(float).tiny)
+    return RadiusSelection(radii * dt, errors, _secant_corner(radii.astype(float), np.log(errors), 2))
+
+
 def select_radius(t, u, config: TestFunctionConfig = TestFunctionConfig()) -> RadiusSelection:
     r"""Minimum test-function radius from the integration-error surrogate (001 §2.3.1).
 
@@ -220,6 +300,8 @@ def select_radius(t, u, config: TestFunctionConfig = TestFunctionConfig()) -> Ra
             f"grids (steps of t range from {dt.min():.6g} to {dt.max():.6g})."
         )
     dt = float(dt.mean())
+    if config.rule == "matlab":
+        return _select_radius_matlab(t, u, dt, config)
     m = len(t) - 1
     r_lo = max(int(np.ceil(config.radius_min_time / dt)), 2)
     r_max = min(int(np.floor(config.radius_max_time / dt)), (m + 1 - 2) // 2)
@@ -243,13 +325,10 @@ def select_radius(t, u, config: TestFunctionConfig = TestFunctionConfig()) -> Ra
         first, last = r + 1, m - r - 1
         count = min(config.n_probe, last - first + 1)
         centres = t[np.unique(np.round(np.linspace(first, last, count)).astype(int))]
-        rows, cols, _, psi, scale, n_rows = _bump_entries(t, w, r * dt, config.eta, centres)
         # F̂_n[φ u] = (Δt/√T) Σ_m φ_m u_m e^{-2πinm/M} with φ of unit ℓ2 norm; the rows
         # here are √Δt·φ (unit L2 norm in time), and ê = -(4πn/√T) Im F̂_n. The row sums
         # straight from the non-zeros (no sparse matrices).
-        values = (psi * scale)[:, None] * sine_u[cols]
-        im = -np.sqrt(dt / T) * np.stack(
-            [np.bincount(rows, weights=v, minlength=n_rows) for v in values.T], axis=1)
+        im = -np.sqrt(dt / T) * _probe_sums(t, w, r * dt, config.eta, centres, sine_u)
         e = -4 * np.pi * n / np.sqrt(T) * im
         errors[i] = np.mean(np.sum(e**2, axis=1))
     errors = np.maximum(errors, np.finfo(float).tiny)
@@ -267,6 +346,8 @@ def build_test_functions(
     \le$ `min_info`, `k_max`) modes: $\Phi = P Q^T \Phi_{full}$, $\dot\Phi = P Q^T
     \dot\Phi_{full}$ with $P = \mathrm{diag}(1/\sigma_{1..K})$. The SVD is taken through
     the eigendecomposition of the sparse-built Gram matrix $\Phi_{full}^T\Phi_{full}$.
+    With `config.rule == "matlab"` the radii, rows and K follow 001's MATLAB code (see
+    [`TestFunctionConfig`][]); $\dot\Phi$ is still exact, not Fourier-differentiated.
     """
     t = np.asarray(t, dtype=float)
     u = np.asarray(u, dtype=float)
@@ -293,8 +374,13 @@ def _cached_basis(t_bytes: bytes, r_min: float, config: TestFunctionConfig) -> T
     takes one of a few candidate values: Monte Carlo studies on one grid reuse it."""
     t = np.frombuffer(t_bytes, dtype=float)
     n = len(t)
-    span_max = (t[-2] - t[1]) / 2
-    radii = [f * r_min for f in config.radii_factors if f * r_min < span_max]
+    matlab = config.rule == "matlab"
+    if matlab:  # capped at the search maximum, as 001's get_rad.m does
+        r_cap = _matlab_radius_max(n, config.k_min) * float(np.mean(np.diff(t)))
+        radii = sorted({min(f * r_min, r_cap) for f in config.radii_factors})
+    else:
+        span_max = (t[-2] - t[1]) / 2
+        radii = [f * r_min for f in config.radii_factors if f * r_min < span_max]
     radii = [r for r in radii if _admissible_count(t, r) > 0]
     if not radii:
         raise ValueError(
@@ -303,7 +389,7 @@ def _cached_basis(t_bytes: bytes, r_min: float, config: TestFunctionConfig) -> T
             f"provide more data."
         )
     w = np.asarray(trapezoid_weights(jnp.asarray(t)))
-    blocks = [_full_matrices(t, w, r, config.eta) for r in radii]
+    blocks = [_full_matrices(t, w, r, config.eta, normalise=not matlab) for r in radii]
     phi_full = scipy.sparse.vstack([b[0] for b in blocks], format="csr")
     dphi_full = scipy.sparse.vstack([b[1] for b in blocks], format="csr")
     # Right singular vectors and singular values of Φ_full from its Gram matrix ΦᵀΦ
@@ -313,11 +399,13 @@ def _cached_basis(t_bytes: bytes, r_min: float, config: TestFunctionConfig) -> T
     gram = (phi_full.T @ phi_full).toarray()
     lam, v = scipy.linalg.eigh(gram)
     s = np.sqrt(np.maximum(lam[::-1], 0.0))[: min(phi_full.shape)]
-    rel = s / s[0]
-    k_cond = int(np.sum(rel >= 1.0 / config.max_cond))
     info = np.cumsum(s) / np.sum(s)
-    k_info = int(np.sum(info <= config.min_info))
-    k = max(1, min(k_cond, k_info, config.k_max))
+    if matlab:  # 001's VVp_svd.m
+        k = _secant_corner(np.arange(1.0, len(s) + 1), info, 1) + 1
+    else:
+        k_cond = int(np.sum(s / s[0] >= 1.0 / config.max_cond))
+        k = min(k_cond, int(np.sum(info <= config.min_info)), config.k_max)
+    k = min(max(config.k_min, k), len(s))
     phi = v[:, ::-1][:, :k].T
     # Φ̇ = P Qₖᵀ Φ̇_full with Qₖ = Φ_full Vₖ / σₖ, i.e. Vₖᵀ (Φ_fullᵀ Φ̇_full) / σₖ².
     dphi = (phi @ (phi_full.T @ dphi_full).toarray()) / s[:k, None] ** 2
