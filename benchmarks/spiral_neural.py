@@ -188,6 +188,8 @@ def main():
     ap.add_argument("--name", default="spiral_neural",
                     help="results file stem under benchmarks/results/ (default: spiral_neural)")
     args = ap.parse_args()
+    if not 1.0 <= args.t_train <= 25.0:
+        ap.error(f"--t-train must lie in [1, 25] (the data span [0, 25]), got {args.t_train:g}")
     seeds = [0] if args.quick else [0, 1, 2]
     budget = 15.0 if args.quick else 60.0
     est = wj.IntegralMatching(order=10, length=0.5, optimizer=optax.adam(optax.exponential_decay(1e-2, 2000, 0.5)),
