@@ -7,9 +7,13 @@ from ._levenberg_marquardt import LevenbergMarquardt as LevenbergMarquardt, LMSo
 from ._problem import (
     DiscoveryProblem as DiscoveryProblem,
     discovery_problem as discovery_problem,
-    fill_missing as fill_missing,
     objective as objective,
     residual as residual,
 )
 from ._regression import StateParameterRegression as StateParameterRegression
 from ._result import Candidate as Candidate, Discovery as Discovery
+from ._start import (
+    fill_missing as fill_missing,
+    leave_one_out_error as leave_one_out_error,
+    smooth_missing as smooth_missing,
+)

@@ -209,22 +209,3 @@ def discovery_problem(data: ArrayLike, library: AbstractLibrary, dt: float, mask
         library=library,
         structure=hessian_structure(data.shape, library.halfwidth, hessian),
     )
-
-
-def fill_missing(problem: DiscoveryProblem) -> np.ndarray:
-    """Initial states from the data: each missing entry takes the next observed value of its
-    point in time (the last observed one after the final observation) (003 §5)."""
-    data = np.asarray(problem.data).copy()
-    observed = np.asarray(problem.observed)
-    flat, seen = data.reshape(data.shape[0], -1), observed.reshape(observed.shape[0], -1)
-    for column in range(flat.shape[1]):
-        times = np.flatnonzero(seen[:, column])
-        if times.size == 0:  # a point never observed: the mean of its level's observations
-            continue
-        nxt = np.searchsorted(times, np.arange(flat.shape[0]))
-        flat[:, column] = flat[times[np.minimum(nxt, times.size - 1)], column]
-    missing_cols = ~seen.any(axis=0)
-    if missing_cols.any():
-        level_mean = np.nanmean(np.where(seen, flat, np.nan), axis=1, keepdims=True)
-        flat[:, missing_cols] = np.nan_to_num(level_mean)
-    return flat.reshape(data.shape)

@@ -15,8 +15,9 @@ from jaxtyping import Array, ArrayLike
 from ..estimators._results import RESULTS, status_names
 from ..library import AbstractLibrary
 from ._levenberg_marquardt import LevenbergMarquardt, LMSolution
-from ._problem import HESSIAN_KINDS, DiscoveryProblem, discovery_problem, fill_missing
+from ._problem import HESSIAN_KINDS, DiscoveryProblem, discovery_problem
 from ._result import Candidate, Discovery
+from ._start import fill_missing, smooth_missing
 
 
 def _drop(mask: np.ndarray, theta: np.ndarray, k: int) -> np.ndarray:
@@ -83,7 +84,8 @@ class StateParameterRegression(eqx.Module):
         return n_hat * math.log(float(loss_lambda)) + weight * n_terms
 
     def fit(self, data: ArrayLike, library: AbstractLibrary, dt: float, mask: ArrayLike | None = None,
-            theta0: ArrayLike | float = 0.1, u0: ArrayLike | None = None, max_models: int = 100,
+            theta0: ArrayLike | float = 0.1, u0: ArrayLike | Literal["data", "smoothed"] = "data",
+            max_models: int = 100,
             verbose: bool = False) -> Discovery:
         """Discover which library terms the data follow.
 
@@ -94,15 +96,22 @@ class StateParameterRegression(eqx.Module):
           False in `mask`.
         - `library`: a `PolynomialLibrary` (ODEs) or `FiniteDifferenceLibrary` (PDEs).
         - `theta0`: starting coefficients (a number for all; 003's code uses 0.1).
-        - `u0`: starting states (default: the data, missing entries filled from the next
-          observation of the same point, 003 §5).
+        - `u0`: starting states: `"data"` (003 §5: the data, missing entries filled from the
+          next observation of the same point), `"smoothed"` (a Gaussian kernel smoother of the
+          observations, widths chosen by leave-one-out cross-validation, `smooth_missing`;
+          not 003's: for heavy noise, where the fit from the raw data can go astray), or an
+          array of the states' shape.
         - `max_models`: a bound on the number of masks tested.
         - `verbose`: print a line per tested model (terms, score, steps, seconds).
         """
+        if isinstance(u0, str) and u0 not in ("data", "smoothed"):
+            raise ValueError(f"u0 must be 'data', 'smoothed' or an array of the states' shape, got {u0!r}.")
         problem = discovery_problem(data, library, dt, mask,
                                     hessian=HESSIAN_KINDS[self.solver.linear_solver])
         shape = problem.state_shape
-        u0 = jnp.asarray(fill_missing(problem) if u0 is None else u0, float)
+        if isinstance(u0, str):
+            u0 = fill_missing(problem) if u0 == "data" else smooth_missing(problem)[0]
+        u0 = jnp.asarray(u0, float)
         if u0.shape != shape:
             raise ValueError(f"u0 must have the shape of the states {shape}, got {u0.shape}.")
         theta0 = jnp.broadcast_to(jnp.asarray(theta0, float), (library.n_features, library.n_states))
