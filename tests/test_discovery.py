@@ -241,6 +241,14 @@ def test_smoothed_start_widens_with_noise_and_beats_the_data():
         gains.append(err(_start.fill_missing(problem)) / err(states))
     assert np.all(np.diff(np.prod(widths, axis=1)) > 0), widths  # more smoothing as the noise grows
     assert min(gains) > 1.5, gains
+    # two snapshots: no kernel fits along time, so the levels are smoothed separately and
+    # their difference (the time derivative) is kept
+    snapshots = clean[:2] + 0.3 * clean.std() * rng.standard_normal((2, 64))
+    states, chosen = _start.smooth_missing(_problem.discovery_problem(snapshots, library, 0.05))
+    assert chosen[0, 0] == 0 and chosen[0, 1] > 0, chosen
+    for level in range(2):
+        total, weight = _start._kernel_sums(snapshots[level], np.ones(64, bool), (chosen[0, 1],))
+        np.testing.assert_allclose(states[level, :, 0], total / weight)
 
 
 def test_levenberg_marquardt_decreases_the_objective_monotonically():

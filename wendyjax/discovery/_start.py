@@ -3,8 +3,6 @@ or a Gaussian kernel smoother of the observations whose widths are chosen by lea
 cross-validation (for heavy noise, where the first steps from the raw data lead the fit
 astray)."""
 
-import itertools
-
 import numpy as np
 from scipy import ndimage
 
@@ -13,6 +11,10 @@ from ._problem import DiscoveryProblem
 # Candidate kernel widths (standard deviations, in grid steps); 0 leaves an axis unsmoothed.
 WIDTHS = (0.0, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
 _TRUNCATE = 4.0  # scipy.ndimage's default kernel radius, in widths
+
+
+def _radius(width: float) -> int:
+    return int(_TRUNCATE * width + 0.5)
 
 
 def fill_missing(problem: DiscoveryProblem) -> np.ndarray:
@@ -39,7 +41,7 @@ def _centre_weight(widths: tuple[float, ...]) -> float:
     weight = 1.0
     for w in widths:
         if w > 0:
-            r = np.arange(-int(_TRUNCATE * w + 0.5), int(_TRUNCATE * w + 0.5) + 1)
+            r = np.arange(-_radius(w), _radius(w) + 1)
             weight /= np.exp(-0.5 * (r / w) ** 2).sum()
     return weight
 
@@ -66,8 +68,10 @@ def leave_one_out_error(values: np.ndarray, seen: np.ndarray, widths: tuple[floa
 def smooth_missing(problem: DiscoveryProblem, sweeps: int = 3) -> tuple[np.ndarray, np.ndarray]:
     r"""Initial states by Gaussian kernel smoothing of the observations (normalised convolution
     over time and space, missing entries weighted 0), each state component with its own
-    per-axis widths chosen by leave-one-out cross-validation over `WIDTHS` (coordinate
-    descent, at most `sweeps` passes over the axes). Points with no observation within reach
+    per-axis widths chosen by leave-one-out cross-validation over the `WIDTHS` whose kernel
+    fits in the axis (coordinate descent, at most `sweeps` passes over the axes; a wider
+    kernel would average the axis's variation away: two snapshots, as in 003's Allen–Cahn
+    case, would be made equal and the time derivative lost). Points with no observation within reach
     of the kernel keep the forward-filled value. Returns the states and the widths, shape
     `(D, 1 + n_space)`."""
     data, observed = np.asarray(problem.data), np.asarray(problem.observed)
@@ -75,11 +79,12 @@ def smooth_missing(problem: DiscoveryProblem, sweeps: int = 3) -> tuple[np.ndarr
     chosen = np.zeros((data.shape[-1], data.ndim - 1))
     for c in range(data.shape[-1]):
         values, seen = data[..., c], observed[..., c]
-        widths = [1.0] * values.ndim
+        allowed = [[w for w in WIDTHS if 2 * _radius(w) + 1 <= n] for n in values.shape]
+        widths = [max(w for w in ws if w <= 1.0) for ws in allowed]
         score = leave_one_out_error(values, seen, tuple(widths))
         for _ in range(sweeps):
             before = list(widths)
-            for axis, w in itertools.product(range(values.ndim), WIDTHS):
+            for axis, w in ((a, w) for a in range(values.ndim) for w in allowed[a]):
                 trial = widths[:axis] + [w] + widths[axis + 1:]
                 trial_score = leave_one_out_error(values, seen, tuple(trial))
                 if trial_score < score:
