@@ -48,8 +48,10 @@ def _centre_weight(widths: tuple[float, ...]) -> float:
 
 def _kernel_sums(values: np.ndarray, seen: np.ndarray, widths: tuple[float, ...]):
     """Kernel-weighted sums of the observed values and of the observation indicator."""
-    filt = lambda a: ndimage.gaussian_filter(a, widths, mode="constant", truncate=_TRUNCATE)  # noqa: E731
-    return filt(np.where(seen, values, 0.0)), filt(seen.astype(float))
+    def smooth(a):
+        return ndimage.gaussian_filter(a, widths, mode="constant", truncate=_TRUNCATE)
+
+    return smooth(np.where(seen, values, 0.0)), smooth(seen.astype(float))
 
 
 def leave_one_out_error(values: np.ndarray, seen: np.ndarray, widths: tuple[float, ...]) -> float:
@@ -71,8 +73,8 @@ def smooth_missing(problem: DiscoveryProblem, sweeps: int = 3) -> tuple[np.ndarr
     per-axis widths chosen by leave-one-out cross-validation over the `WIDTHS` whose kernel
     fits in the axis (coordinate descent, at most `sweeps` passes over the axes; a wider
     kernel would average the axis's variation away: two snapshots, as in 003's Allen–Cahn
-    case, would be made equal and the time derivative lost). Points with no observation within reach
-    of the kernel keep the forward-filled value. Returns the states and the widths, shape
+    case, would be made equal and the time derivative lost). Points with no observation
+    within reach of the kernel keep the forward-filled value. Returns the states and the widths, shape
     `(D, 1 + n_space)`."""
     data, observed = np.asarray(problem.data), np.asarray(problem.observed)
     states, fallback = np.empty_like(data), fill_missing(problem)
