@@ -228,6 +228,30 @@ def test_neural_field_training_decreases_loss_and_beats_baselines():
         _ = fit.params
 
 
+@pytest.mark.filterwarnings("ignore:output error stopped at its step limit")
+def test_neural_field_as_ode_model_refined_by_output_error():
+    # data from a small tanh network; the same architecture with perturbed weights as the
+    # start: as an ODEModel of its flattened weights, OutputError refits it
+    teacher = wj.neural.MLPField(2, 4, key=jax.random.key(3), activation=jnp.tanh)
+    t = np.linspace(0.0, 4.0, 81)
+    truth = wj.neural.solve_field(teacher, [1.0, -0.5], t)
+    data = wj.Trajectory(t, truth + 0.01 * np.random.default_rng(0).standard_normal(truth.shape))
+    model, p_true, rebuild = wj.neural.as_ode_model(teacher, 2)
+    assert p_true.size == wj.neural.n_parameters(teacher) == model.n_params == 22
+    u = jnp.array([0.3, -0.2])
+    np.testing.assert_allclose(model.rhs(u, p_true, 0.0), teacher(u), rtol=1e-14)
+    p0 = p_true * (1 + 0.3 * jax.random.normal(jax.random.key(4), p_true.shape))
+    refined = wj.OutputError(max_steps=8, fit_u0=False, ode_rtol=1e-8).fit(model, data, p0, bounds=None)
+
+    def trajectory_loss(q):  # OutputError's objective ½Σ(r / scale)², from the first observation
+        sim = wj.neural.solve_field(rebuild(jnp.asarray(q)), data.u[0], t)
+        return 0.5 * float(np.sum(((sim - data.u) / refined.scale[0]) ** 2))
+
+    np.testing.assert_allclose(trajectory_loss(refined.params), refined.loss, rtol=1e-4)
+    # from 1000× the noise level to within 1.5× the loss of the true weights in 8 steps
+    assert refined.loss < 0.01 * trajectory_loss(p0) and refined.loss < 1.5 * trajectory_loss(p_true)
+
+
 def test_pure_gradient_solve_equals_fit_with_progress_and_vmaps():
     model, p = _linear_model(), jnp.array([-0.1, 2.0, -2.0, -0.1])
     data = wj.simulate(model, p, [2.0, 0.0], np.linspace(0, 10, 501), wj.AdditiveGaussian(0.01), jax.random.key(0))
@@ -269,6 +293,10 @@ def test_bad_input_is_refused():
         est.fit(field, data)
     with pytest.raises(ValueError, match="own starting point"):
         est.fit(field, data, np.zeros(3), key=jax.random.key(0))
+    with pytest.raises(ValueError, match="n_states must be a positive integer"):
+        wj.neural.as_ode_model(field, 0)
+    with pytest.raises(ValueError, match="no trainable"):
+        wj.neural.as_ode_model(eqx.nn.Lambda(jnp.negative), 2)
     with pytest.raises(ValueError, match="only available with method='least_squares'"):
         wj.IntegralMatching(threshold=0.1).fit(model, data, np.zeros(4))
     with pytest.raises(ValueError, match="needs a PolynomialLibrary"):

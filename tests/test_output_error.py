@@ -255,9 +255,10 @@ def test_exploding_parameters_give_a_status_not_an_exception():
     p0s = jnp.array([[1.0, 1.5], [1.9, 1.1]])
     x0 = jnp.array([[0.01]])
     for optimizer in ("trust_region", "optimistix"):
-        est = OutputError(max_steps=20, fit_u0=False, optimizer=optimizer)
+        est = OutputError(max_steps=20, fit_u0=False, optimizer=optimizer, ode_max_steps=1024)
         sols = jax.jit(jax.vmap(est.solve, in_axes=(None, 0, None, None, None)))(problem, p0s, lo, hi, x0)
         assert np.all(np.asarray(sols.result == wj.RESULTS.forward_failed)), optimizer
     with pytest.warns(RuntimeWarning, match="forward simulation"):
-        fit = OutputError(fit_u0=False).fit(bench.model, data, [1.0, 1.5], u0=[0.01], bounds=(lo, hi), throw=False)
+        fit = OutputError(fit_u0=False, ode_max_steps=1024).fit(bench.model, data, [1.0, 1.5], u0=[0.01],
+                                                                bounds=(lo, hi), throw=False)
     assert not fit.successful

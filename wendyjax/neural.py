@@ -5,8 +5,10 @@ from collections.abc import Callable
 
 import equinox as eqx
 import jax
+from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from .model import ODEModel
 from .simulate import integrate
 
 
@@ -70,3 +72,26 @@ def n_parameters(field: eqx.Module) -> int:
     return sum(x.size for x in jax.tree.leaves(eqx.filter(field, eqx.is_inexact_array)))
 
 
+
+
+def as_ode_model(field: eqx.Module, n_states: int, name: str = "neural field"
+                 ) -> tuple[ODEModel, Float[Array, " J"], Callable[[Float[Array, " J"]], eqx.Module]]:
+    """`field` as an [`ODEModel`][wendyjax.ODEModel] whose parameter vector is the module's
+    trainable scalars, flattened: returns `(model, p, rebuild)` with `p` the module's
+    values and `rebuild(p)` the module with values `p`. This lets the estimators of
+    parameter vectors take a neural field, e.g. an integral-matching fit refined by
+    output error: `OutputError(fit_u0=False).fit(model, data, p, bounds=None)`."""
+    if not isinstance(n_states, int) or n_states < 1:
+        raise ValueError(f"n_states must be a positive integer, got {n_states!r}.")
+    params, static = eqx.partition(field, eqx.is_inexact_array)
+    p, unravel = ravel_pytree(params)
+    if p.size == 0:
+        raise ValueError("field has no trainable (inexact array) parameters.")
+
+    def rebuild(q: Float[Array, " J"]) -> eqx.Module:
+        return eqx.combine(unravel(q), static)
+
+    def rhs(u, q, t):
+        return rebuild(q)(u, t)
+
+    return ODEModel(rhs, n_states, int(p.size), linear_in_params=False, name=name), p, rebuild
