@@ -6,6 +6,7 @@ Run from the repository root::
 
     python benchmarks/discovery_ac_fits.py [--solver cg] [--size 128] [--steps 1000]
     python benchmarks/discovery_ac_fits.py --solver sparse --steps 400
+    python benchmarks/discovery_ac_fits.py --solver sparse --steps 400 --size 256 --cases 1 2   # 003's grid
 
 On the data of `discovery_pde.py` (two snapshots t = 25, 26, seed 0), fits of 003 eq. 12 with
 only the true terms (u, u³, u_xx, u_yy), λ = 1e-2, R = 0, Gauss–Newton LM, for at most
@@ -13,7 +14,7 @@ only the true terms (u, u³, u_xx, u_yy), λ = 1e-2, R = 0, Gauss–Newton LM, f
 θ0 = 0.1 and from the true θ. `sparse` (003's code's α0 = 100, θ0 = 1): the four cells of 003
 Table 4 (noise 10/20/30 % with nothing missing, 10 % with 10 % missing). Also the objective at
 the clean states with the true θ and with θ = 0. Times: the first fit includes compilation.
-Writes `benchmarks/results/discovery_ac_fits{,_sparse}.{json,md}`.
+Writes `benchmarks/results/discovery_ac_fits{,_sparse}{,_SIZE}.{json,md}` (`_SIZE` unless 128).
 """
 
 import argparse
@@ -45,6 +46,8 @@ def main():
     parser.add_argument("--size", type=int, default=128)
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--solver", choices=["cg", "sparse"], default="cg")
+    parser.add_argument("--cases", type=int, nargs="+", default=None,
+                        help="rows of the solver's case list to run (0-based; default: all)")
     args = parser.parse_args()
     clean, library, true, dt, _, _ = system("ac", args.size)
     mask = jnp.asarray(true != 0, float)
@@ -55,6 +58,10 @@ def main():
         solver = wj.discovery.LevenbergMarquardt(hessian="gauss_newton", linear_solver="sparse", max_steps=args.steps,
                                                  alpha0=100.0)
         cases = ((0.1, 0.0, "1"), (0.2, 0.0, "1"), (0.3, 0.0, "1"), (0.1, 0.1, "1"))
+    if args.cases is not None:
+        if not all(0 <= i < len(cases) for i in args.cases):
+            parser.error(f"--cases must be in 0 … {len(cases) - 1}, got {args.cases}")
+        cases = tuple(cases[i] for i in args.cases)
     est = wj.StateParameterRegression(lam=1e-2, penalty=0.0, solver=solver)
     solve = jax.jit(est.solve)
     rows = []
@@ -73,7 +80,8 @@ def main():
                                                         zip(library.terms, fit.theta[:, 0], true[:, 0]) if m},
                      "objective_at_clean_states": at_clean, "seconds": seconds})
         print(rows[-1], flush=True)
-    name = "discovery_ac_fits" + ("_sparse" if args.solver == "sparse" else "")
+    name = "discovery_ac_fits" + ("_sparse" if args.solver == "sparse" else "") + (
+        f"_{args.size}" if args.size != 128 else "")
     meta = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "size": args.size,
             "command": "python benchmarks/discovery_ac_fits.py " + " ".join(sys.argv[1:])}
     RESULTS.mkdir(exist_ok=True)
