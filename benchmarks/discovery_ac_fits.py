@@ -47,7 +47,8 @@ def main():
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--solver", choices=["cg", "sparse"], default="cg")
     parser.add_argument("--cases", type=int, nargs="+", default=None,
-                        help="rows of the solver's case list to run (0-based; default: all)")
+                        help="rows of the solver's case list to run (0-based; default: all); the results "
+                             "file keeps the rows of the other cases")
     args = parser.parse_args()
     clean, library, true, dt, _, _ = system("ac", args.size)
     mask = jnp.asarray(true != 0, float)
@@ -85,6 +86,12 @@ def main():
     meta = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "size": args.size,
             "command": "python benchmarks/discovery_ac_fits.py " + " ".join(sys.argv[1:])}
     RESULTS.mkdir(exist_ok=True)
+    if args.cases is not None and (RESULTS / f"{name}.json").exists():  # keep the other cases' rows
+        key = lambda r: (r["noise"], r.get("missing", 0.0), r["start"])  # noqa: E731
+        saved = json.loads((RESULTS / f"{name}.json").read_text())
+        old, new = saved["rows"], {key(r) for r in rows}
+        meta["command"] = f"{saved['meta']['command']}`, then `{meta['command']}"
+        rows = sorted([r for r in old if key(r) not in new] + rows, key=lambda r: (key(r)[1], key(r)[0]))
     (RESULTS / f"{name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     lines = [f"# Allen–Cahn true-support fits ({args.solver} LM) — {meta['date']}", "",
              f"`{meta['command']}` on {meta['machine']['cpu_count']} CPU cores ({meta['machine']['processor']}), "
