@@ -72,8 +72,6 @@ def n_parameters(field: eqx.Module) -> int:
     return sum(x.size for x in jax.tree.leaves(eqx.filter(field, eqx.is_inexact_array)))
 
 
-
-
 def as_ode_model(field: eqx.Module, n_states: int, name: str = "neural field"
                  ) -> tuple[ODEModel, Float[Array, " J"], Callable[[Float[Array, " J"]], eqx.Module]]:
     """`field` as an [`ODEModel`][wendyjax.ODEModel] whose parameter vector is the module's
