@@ -39,6 +39,19 @@ def test_rosenbrock_unbounded_and_bounded(n):
     assert np.all(np.asarray(sol.x) <= hi) and np.all(np.asarray(sol.x) >= lo)
 
 
+def test_a_variable_the_objective_ignores_stays_put():
+    """f(x) = (x₀ − 2)²: x₁ has zero gradient and zero curvature. Both used to end at
+    `max_steps` (x₁ sent along the null direction to the trust-region boundary, 4e6 away,
+    then 0·∞ = NaN in the Cauchy step at a point whose free gradient is exactly 0)."""
+    f = lambda x: (x[0] - 2.0) ** 2 + 0.0 * x[1]  # noqa: E731
+    fgh = lambda x, _: (f(x), jax.grad(f)(x), jax.hessian(f)(x))  # noqa: E731
+    inf = jnp.full(2, jnp.inf)
+    for upper, x0_hat in ((inf, 2.0), (jnp.array([1.0, jnp.inf]), 1.0)):
+        sol = jax.jit(lambda x0, hi: bounded_trust_region(fgh, x0, -inf, hi))(jnp.array([0.0, 0.5]), upper)
+        assert sol.result == RESULTS.successful and int(sol.num_steps) <= 2
+        np.testing.assert_allclose(sol.x, [x0_hat, 0.5], atol=1e-12)
+
+
 def test_subproblem_is_the_exact_minimiser(rng):
     """Against dense random sampling of the ball, including the hard case."""
     for trial in range(40):

@@ -72,7 +72,9 @@ def _trust_region_step(H, g, radius, n_iter: int = 60):
     mu_lo = jnp.maximum(0.0, -lam[0])
     c_lo = coeffs(mu_lo)
     norm_lo = jnp.linalg.norm(c_lo)
-    interior = (lam[0] > tiny) & (norm_lo <= radius)
+    # positive semi-definite with the minimum-norm minimiser inside: no move along null
+    # directions of H that the gradient does not enter (a parameter the objective ignores)
+    interior = (lam[0] > -tiny) & (norm_lo <= radius)
     hard = ~interior & (norm_lo < radius)
 
     mu_hi = mu_lo + jnp.linalg.norm(g) / radius + tiny
@@ -137,7 +139,8 @@ def _cauchy_step(g, H, D, x, lower, upper, free, radius):
     """Minimiser of the model along the scaled steepest descent $-D^{-2}g$ on the free
     set, within the trust region and the box."""
     d = jnp.where(free, -g / D**2, 0.0)
-    t_max = jnp.minimum(radius / jnp.maximum(jnp.linalg.norm(D * d), jnp.finfo(g.dtype).tiny),
+    length = jnp.linalg.norm(D * d)  # 0 at a stationary point of the free set: no step
+    t_max = jnp.minimum(jnp.where(length > 0, radius / jnp.where(length > 0, length, 1.0), 0.0),
                         _max_feasible_fraction(x, d, lower, upper, jnp.inf))
     curv = d @ H @ d
     t = jnp.where(curv > 0, jnp.minimum(-(g @ d) / jnp.where(curv > 0, curv, 1.0), t_max), t_max)
