@@ -138,8 +138,8 @@ def collocation_residuals(
 ) -> Float[Array, "b K D"]:
     r"""$X_{s,0} + hAF(X_s, \Theta) - X_{s,1:K}$ for the subintervals `index` (all by
     default): 004 eq. 5, the right-hand side vmapped over the nodes of all of them at once
-    (one batch of B·K points: 9 % faster per gradient in a loop, 24 % per call, than nested
-    vmaps over subintervals and nodes, measured on the spiral network)."""
+    (one batch of B·K points: about 8 % faster per gradient in a compiled loop than nested
+    vmaps over subintervals and nodes, on the spiral network of `benchmarks/spiral_neural.py`)."""
     X, a = (problem.X, problem.a) if index is None else (problem.X[index], problem.a[index])
     h, lgr = problem.length, problem.lgr
     b, k, d = X.shape[0], X.shape[1] - 1, X.shape[2]
