@@ -251,6 +251,26 @@ def test_smoothed_start_widens_with_noise_and_beats_the_data():
         np.testing.assert_allclose(states[level, :, 0], total / weight)
 
 
+def test_interpolated_start_keeps_the_data_and_the_time_difference_at_gaps():
+    x = np.linspace(0, 2 * np.pi, 128)
+    clean = np.stack([np.sin(x), np.sin(x - 0.5) * np.exp(-0.1)])  # two snapshots 0.5 apart
+    rng = np.random.default_rng(4)
+    data = clean + 0.01 * rng.standard_normal(clean.shape)
+    data[rng.uniform(size=clean.shape) < 0.2] = np.nan
+    problem = _problem.discovery_problem(data, wj.FiniteDifferenceLibrary(["u_x"], x[1] - x[0]), 0.5)
+    seen = np.isfinite(data)
+    states = _start.interpolate_missing(problem)[..., 0]
+    np.testing.assert_array_equal(states[seen], data[seen])  # observations untouched
+    np.testing.assert_array_equal(states[~seen], _start.smooth_missing(problem)[0][..., 0][~seen])
+    one_gap = seen[0] != seen[1]  # points missing in one snapshot only
+    assert one_gap.sum() >= 20
+    true_step = clean[1, one_gap] - clean[0, one_gap]
+    filled = _start.fill_missing(problem)[..., 0]
+    np.testing.assert_array_equal(filled[1, one_gap] - filled[0, one_gap], 0.0)  # forward fill: no change
+    rel = np.linalg.norm(states[1, one_gap] - states[0, one_gap] - true_step) / np.linalg.norm(true_step)
+    assert rel < 0.1, rel
+
+
 def test_levenberg_marquardt_decreases_the_objective_monotonically():
     clean, library, _ = _lorenz(1.0)
     rng = np.random.default_rng(3)
@@ -350,7 +370,7 @@ def test_bad_input_is_refused():
         _problem.discovery_problem(clean, wj.models.lorenz().model, 0.02)
     with pytest.raises(ValueError, match="u0 must have the shape"):
         wj.StateParameterRegression().fit(clean, library, 0.02, u0=clean[:-1])
-    with pytest.raises(ValueError, match="u0 must be 'data', 'smoothed' or an array"):
+    with pytest.raises(ValueError, match="u0 must be 'data', 'smoothed', 'interpolated' or an array"):
         wj.StateParameterRegression().fit(clean, library, 0.02, u0="smooth")
     lonely = clean.copy()
     lonely[:, 0] = np.nan  # component 0 seen at 2 levels, each beyond the widest kernel's reach of the others

@@ -14,6 +14,7 @@ from ._regression import StateParameterRegression as StateParameterRegression
 from ._result import Candidate as Candidate, Discovery as Discovery
 from ._start import (
     fill_missing as fill_missing,
+    interpolate_missing as interpolate_missing,
     leave_one_out_error as leave_one_out_error,
     smooth_missing as smooth_missing,
 )

@@ -17,7 +17,7 @@ from ..library import AbstractLibrary
 from ._levenberg_marquardt import LevenbergMarquardt, LMSolution
 from ._problem import HESSIAN_KINDS, DiscoveryProblem, discovery_problem
 from ._result import Candidate, Discovery
-from ._start import fill_missing, smooth_missing
+from ._start import fill_missing, interpolate_missing, smooth_missing
 
 
 def _drop(mask: np.ndarray, theta: np.ndarray, k: int) -> np.ndarray:
@@ -84,7 +84,7 @@ class StateParameterRegression(eqx.Module):
         return n_hat * math.log(float(loss_lambda)) + weight * n_terms
 
     def fit(self, data: ArrayLike, library: AbstractLibrary, dt: float, mask: ArrayLike | None = None,
-            theta0: ArrayLike | float = 0.1, u0: ArrayLike | Literal["data", "smoothed"] = "data",
+            theta0: ArrayLike | float = 0.1, u0: ArrayLike | Literal["data", "smoothed", "interpolated"] = "data",
             max_models: int = 100,
             verbose: bool = False) -> Discovery:
         """Discover which library terms the data follow.
@@ -99,18 +99,22 @@ class StateParameterRegression(eqx.Module):
         - `u0`: starting states: `"data"` (003 §5: the data, missing entries filled from the
           next observation of the same point), `"smoothed"` (a Gaussian kernel smoother of the
           observations, widths chosen by leave-one-out cross-validation, `smooth_missing`;
-          not 003's: for heavy noise, where the fit from the raw data can go astray), or an
-          array of the states' shape.
+          not 003's: for heavy noise, where the fit from the raw data can go astray),
+          `"interpolated"` (the data, missing entries from that smoother,
+          `interpolate_missing`: forward filling gives a point missing at one of few time
+          levels a zero time difference), or an array of the states' shape.
         - `max_models`: a bound on the number of masks tested.
         - `verbose`: print a line per tested model (terms, score, steps, seconds).
         """
-        if isinstance(u0, str) and u0 not in ("data", "smoothed"):
-            raise ValueError(f"u0 must be 'data', 'smoothed' or an array of the states' shape, got {u0!r}.")
+        starts = {"data": fill_missing, "smoothed": lambda p: smooth_missing(p)[0], "interpolated": interpolate_missing}
+        if isinstance(u0, str) and u0 not in starts:
+            raise ValueError(f"u0 must be 'data', 'smoothed', 'interpolated' or an array of the states' shape, "
+                             f"got {u0!r}.")
         problem = discovery_problem(data, library, dt, mask,
                                     hessian=HESSIAN_KINDS[self.solver.linear_solver])
         shape = problem.state_shape
         if isinstance(u0, str):
-            u0 = fill_missing(problem) if u0 == "data" else smooth_missing(problem)[0]
+            u0 = starts[u0](problem)
         u0 = jnp.asarray(u0, float)
         if u0.shape != shape:
             raise ValueError(f"u0 must have the shape of the states {shape}, got {u0.shape}.")

@@ -1,7 +1,7 @@
 r"""Starting states for the joint fit: the data with missing entries filled forward (003 §5),
-or a Gaussian kernel smoother of the observations whose widths are chosen by leave-one-out
+a Gaussian kernel smoother of the observations whose widths are chosen by leave-one-out
 cross-validation (for heavy noise, where the first steps from the raw data lead the fit
-astray)."""
+astray), or the data with only the missing entries taken from that smoother."""
 
 import numpy as np
 from scipy import ndimage
@@ -100,3 +100,13 @@ def smooth_missing(problem: DiscoveryProblem, sweeps: int = 3) -> tuple[np.ndarr
         states[..., c] = np.where(weight > 1e-12, total / np.maximum(weight, 1e-300), fallback[..., c])
         chosen[c] = widths
     return states, chosen
+
+
+def interpolate_missing(problem: DiscoveryProblem) -> np.ndarray:
+    """Initial states: the data where observed, and at the missing entries the
+    cross-validated kernel smoother of `smooth_missing` (a weighted average of the point's
+    observed neighbours in space and time). Unlike `fill_missing` it does not copy a value
+    across time, which would give a missing point a zero time difference; unlike the
+    smoothed start it leaves the observations as they are."""
+    observed = np.asarray(problem.observed)
+    return np.where(observed, np.asarray(problem.data), smooth_missing(problem)[0])
