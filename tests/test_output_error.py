@@ -52,14 +52,21 @@ def test_output_error_recovers_lotka_volterra_and_initial_state(lv):
 
 
 def test_gauss_newton_covariance_is_calibrated_over_seeds():
-    """Coverage of the 95 % Gauss-Newton intervals of output error on the logistic model
-    (near starts, so every fit reaches the global minimum) over 40 datasets."""
-    bench = zoo("logistic")
+    """Coverage of the 95 % Gauss-Newton intervals of output error on Lotka-Volterra at 5 %
+    noise (near starts, so every fit reaches the global minimum) over 40 datasets. (Not the
+    logistic model: its first observation, the start of u(0), is negative in ~40 % of the
+    datasets at 5 % noise and the forward solve from it blows up; those fits fail.)"""
+    bench = zoo("lotka_volterra")
     study = wj.studies.monte_carlo(bench, "output_error", noise_levels=(0.05,), subsamples=(8,), n_runs=40,
-                                   key=jax.random.key(11), p0=np.array([1.2, -0.8]), progress=False)
+                                   key=jax.random.key(11), p0=np.asarray(bench.p_true) * 1.2, progress=False)
     assert study.settings["covariance"] == "gauss_newton"
-    # binomial(40, 0.95): P(coverage ≤ 33/40) < 1 %, so a calibrated interval passes this
-    floor = scipy.stats.binom.ppf(0.01, 40, 0.95) / 40
+    r = study.runs[0]
+    assert r.params.shape == (40, 4) and np.all(r.status == "successful")
+    assert np.allclose(np.median(r.params, axis=0), bench.p_true, rtol=0.05)
+    assert r.covariance.shape == (40, 4, 4) and np.all(np.isfinite(r.covariance))
+    # binomial(40, 0.95) per parameter at level 1 %/4 (Bonferroni over the 4 parameters):
+    # a calibrated interval passes with probability ≥ 99 % (measured 0.925, 0.925, 0.975, 0.975)
+    floor = scipy.stats.binom.ppf(0.01 / 4, 40, 0.95) / 40
     rows = [r for r in study.rows()]
     assert all(r["failure_rate"] == 0 for r in rows)
     for r in rows:
@@ -188,16 +195,16 @@ def test_hybrid_refines_the_wendy_estimate(lv):
     assert "hybrid" in hybrid.table()
 
 
-def test_output_error_and_hybrid_in_studies():
+def test_hybrid_in_studies():
+    """The hybrid estimator in a study (output error alone: the calibration test above)."""
     bench = zoo("lotka_volterra")
-    for est in ("output_error", wj.Hybrid(output_error=OutputError(solver=diffrax.Tsit5()))):
-        study = wj.studies.monte_carlo(bench, est, noise_levels=(0.05,), subsamples=(8,), n_runs=3,
-                                       key=jax.random.key(1), p0=np.asarray(bench.p_true) * 1.2,
-                                       progress=False)
-        r = study.runs[0]
-        assert r.params.shape == (3, 4) and np.all(r.status == "successful")
-        assert np.allclose(np.median(r.params, axis=0), bench.p_true, rtol=0.05)
-        assert r.covariance.shape == (3, 4, 4) and np.all(np.isfinite(r.covariance))
+    study = wj.studies.monte_carlo(bench, wj.Hybrid(output_error=OutputError(solver=diffrax.Tsit5())),
+                                   noise_levels=(0.05,), subsamples=(8,), n_runs=3, key=jax.random.key(1),
+                                   p0=np.asarray(bench.p_true) * 1.2, progress=False)
+    r = study.runs[0]
+    assert r.params.shape == (3, 4) and np.all(r.status == "successful")
+    assert np.allclose(np.median(r.params, axis=0), bench.p_true, rtol=0.05)
+    assert r.covariance.shape == (3, 4, 4) and np.all(np.isfinite(r.covariance))
     with pytest.raises(ValueError, match="gauss_newton"):
         wj.studies.monte_carlo(bench, "output_error", n_runs=2, covariance="sandwich", progress=False)
     with pytest.raises(ValueError, match="estimator must be one of"):
@@ -258,7 +265,5 @@ def test_exploding_parameters_give_a_status_not_an_exception():
         est = OutputError(max_steps=20, fit_u0=False, optimizer=optimizer, ode_max_steps=1024)
         sols = jax.jit(jax.vmap(est.solve, in_axes=(None, 0, None, None, None)))(problem, p0s, lo, hi, x0)
         assert np.all(np.asarray(sols.result == wj.RESULTS.forward_failed)), optimizer
-    with pytest.warns(RuntimeWarning, match="forward simulation"):
-        fit = OutputError(fit_u0=False, ode_max_steps=1024).fit(bench.model, data, [1.0, 1.5], u0=[0.01],
-                                                                bounds=(lo, hi), throw=False)
-    assert not fit.successful
+        assert np.all(np.isinf(np.asarray(sols.loss))), optimizer
+    # `fit` passes the status on (warning or exception): test_failed_forward_solves_are_reported

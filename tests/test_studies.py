@@ -18,6 +18,7 @@ from wendyjax.studies import (
     relative_variance,
 )
 from wendyjax.studies._engine import _cell_data
+from wendyjax.studies._study import _failed
 
 
 def test_metrics_against_hand_computed_values():
@@ -38,6 +39,21 @@ def test_metrics_against_hand_computed_values():
     se = np.array([[0.15, 0.1], [0.05, np.nan], [0.2, 0.3]])
     assert np.allclose(coverage(p_hat, p_true, se), [2 / 3, 2 / 3])
     assert np.allclose(coverage(p_hat, p_true, se, z=1.0), [0.0, 1 / 3])
+
+
+def test_a_failed_forward_solve_is_a_failed_run():
+    """A run fails on non-finite estimates or covariances, a failed forward simulation of
+    the estimate, or the estimator's own `forward_failed` (an output-error start whose
+    solve blows up ends at p0 with finite numbers: it must not enter the coverage)."""
+    n = 4
+    params = np.tile([1.0, -1.0], (n, 1))
+    cov = np.tile(np.eye(2), (n, 1, 1))
+    cov[1, 0, 0] = np.inf
+    forward_ok = np.array([True, True, False, True])
+    status = np.array(["successful", "successful", "successful", "forward_failed"])
+    runs = wj.studies.CellRuns(256, params, params, cov, status, np.ones(n, int), np.zeros(n), np.zeros(n),
+                               forward_ok, np.full(n, 10), np.full(n, 0.5))
+    assert list(_failed(runs)) == [False, True, True, True]
 
 
 @pytest.fixture(scope="module")

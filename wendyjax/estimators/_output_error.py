@@ -203,7 +203,8 @@ class _Box(eqx.Module):
 
 class OutputErrorSolution(eqx.Module):
     """Output of [`OutputError.solve`][]: parameters, initial states (natural scale), the
-    loss ½Σ(whitened residual)², LM steps and status. Batched when vmapped."""
+    loss ½Σ(whitened residual)² (inf when the forward solve at the estimate fails), LM
+    steps and status. Batched when vmapped."""
 
     params: Float[Array, " j"]
     u0: Float[Array, "r d"]
@@ -358,7 +359,8 @@ class OutputError(eqx.Module):
         theta0 = jnp.concatenate([p0, x0.reshape(-1)]) if self.fit_u0 else p0
         sol = bounded_trust_region(fn, theta0, jnp.concatenate([lower, -free]), jnp.concatenate([upper, free]),
                                    problem, rtol=self.rtol, atol=self.atol, max_steps=self.max_steps)
-        return (*split(sol.x), sol.num_steps, sol.result)
+        # the value at the last accepted point: finite unless the start's forward solve failed
+        return (*split(sol.x), sol.num_steps, sol.result, sol.value)
 
     def _optimistix(self, problem, p0, x0, lower, upper):
         box = _Box(lower, upper)
@@ -370,19 +372,20 @@ class OutputError(eqx.Module):
                   | (sol.result == optx.RESULTS.nonlinear_max_steps_reached))
         result = RESULTS.where(sol.result == optx.RESULTS.successful, RESULTS.successful,
                                RESULTS.where(capped, RESULTS.max_steps_reached, RESULTS.nonfinite))
-        return (*unknowns(sol.value), sol.stats["num_steps"], result)
+        p, x = unknowns(sol.value)
+        r, ok = self.residuals(problem, p, x)
+        return p, x, sol.stats["num_steps"], result, jnp.where(ok, 0.5 * jnp.sum(r**2), jnp.inf)
 
     def solve(self, problem: OutputErrorProblem, p0, lower, upper, x0=None) -> OutputErrorSolution:
         """Fit from `p0` within `lower ≤ p ≤ upper`; initial states from `x0` (log space for
         log-normal noise) or the first observations. Pure: jit/vmap it."""
         x0 = problem.x0 if x0 is None else x0
         run = self._trust_region if self.optimizer == "trust_region" else self._optimistix
-        p, x, num_steps, result = run(problem, jnp.asarray(p0, float), x0, jnp.asarray(lower, float),
-                                      jnp.asarray(upper, float))
-        r, ok = self.residuals(problem, p, x)
-        result = RESULTS.where(ok, result, RESULTS.forward_failed)
+        p, x, num_steps, result, loss = run(problem, jnp.asarray(p0, float), x0, jnp.asarray(lower, float),
+                                            jnp.asarray(upper, float))
+        result = RESULTS.where(jnp.isfinite(loss), result, RESULTS.forward_failed)
         u0 = jnp.exp(x) if problem.log_space else x
-        return OutputErrorSolution(p, u0, 0.5 * jnp.sum(r**2), num_steps, result)
+        return OutputErrorSolution(p, u0, loss, num_steps, result)
 
     def covariance(self, problem: OutputErrorProblem, sol: OutputErrorSolution, kind: str = "gauss_newton"):
         r"""Gauss–Newton covariance of $\hat p$: the $p$ block of $s^2 (J^TJ)^{-1}$, $J$ the

@@ -113,6 +113,7 @@ class _State(eqx.Module):
     step: Array
     done: Array
     result: RESULTS
+    first: Array
 
 
 def _model(g, H, s):
@@ -169,10 +170,6 @@ def bounded_trust_region(
     jitted and vmapped; failure is reported in `result`, never raised.
     """
     x0 = jnp.clip(x0, lower, upper)
-    f0, g0, H0 = fn(x0, args)
-    D0 = jnp.sqrt(jnp.maximum(jnp.abs(jnp.diagonal(H0)), _diag_floor(H0)))
-    radius0 = jnp.maximum(jnp.linalg.norm(g0 / D0), 1e-8 * (1.0 + jnp.linalg.norm(D0 * x0)))
-    ok0 = _finite(f0, g0, H0)
 
     def propose(x, f, g, H, D, radius):
         """The next step, its predicted reduction, and whether it shows convergence."""
@@ -206,36 +203,47 @@ def bounded_trust_region(
         # a converged step is not taken: it changes x by less than the tolerance
         return step, predicted, (inside & small_x & small_f) | collapsed
 
-    step0, predicted0, converged0 = propose(x0, f0, g0, H0, D0, radius0)
-    init = _State(x0, f0, g0, H0, D0, radius0, step0, predicted0, jnp.array(0), ~ok0 | converged0,
-                  RESULTS.where(ok0, RESULTS.successful, RESULTS.nonfinite))
+    # The loop's first pass evaluates `fn` at x0 (a zero proposal, always accepted, not
+    # counted as a step): `fn` and the step are traced and compiled once, not twice.
+    zero = jnp.zeros_like(x0)
+    init = _State(x0, jnp.array(jnp.inf, x0.dtype), zero, jnp.zeros((x0.size, x0.size), x0.dtype), zero + 1.0,
+                  jnp.array(0.0, x0.dtype), zero, jnp.array(0.0, x0.dtype), jnp.array(0), jnp.array(False),
+                  RESULTS.successful, jnp.array(True))
 
     def cond(s: _State):
-        return ~s.done & (s.step < max_steps)
+        return s.first | (~s.done & (s.step < max_steps))
 
     def body(s: _State):
         x_new = jnp.clip(s.x + s.proposal, lower, upper)
         f_new, g_new, H_new = fn(x_new, args)
         ratio = (s.f - f_new) / jnp.where(s.predicted > 0, s.predicted, jnp.inf)
         ok = _finite(f_new, g_new, H_new)
-        accept = ok & (s.predicted > 0) & (ratio > _ETA)
+        accept = s.first | (ok & (s.predicted > 0) & (ratio > _ETA))
         scaled_step = jnp.linalg.norm(s.D * s.proposal)
-        radius = jnp.where(
-            ~ok | (ratio < 0.25),
-            0.25 * jnp.minimum(scaled_step, s.radius),
-            jnp.where((ratio > 0.75) & (scaled_step > 0.9 * s.radius), 2.0 * s.radius, s.radius),
-        )
 
         def pick(new, old):
             return jnp.where(accept, new, old)
 
         x, f, g, H = pick(x_new, s.x), pick(f_new, s.f), pick(g_new, s.g), pick(H_new, s.H)
-        D = jnp.maximum(s.D, jnp.sqrt(jnp.abs(jnp.diagonal(H))))
+        D = jnp.where(s.first, jnp.sqrt(jnp.maximum(jnp.abs(jnp.diagonal(H)), _diag_floor(H))),
+                      jnp.maximum(s.D, jnp.sqrt(jnp.abs(jnp.diagonal(H)))))
+        radius = jnp.where(
+            s.first,
+            jnp.maximum(jnp.linalg.norm(g / D), 1e-8 * (1.0 + jnp.linalg.norm(D * x))),
+            jnp.where(
+                ~ok | (ratio < 0.25),
+                0.25 * jnp.minimum(scaled_step, s.radius),
+                jnp.where((ratio > 0.75) & (scaled_step > 0.9 * s.radius), 2.0 * s.radius, s.radius),
+            ),
+        )
         step, predicted, converged = propose(x, f, g, H, D, radius)
-        return _State(x, f, g, H, D, radius, step, predicted, s.step + 1, converged, s.result)
+        failed_start = s.first & ~ok
+        result = RESULTS.where(failed_start, RESULTS.nonfinite, s.result)
+        return _State(x, f, g, H, D, radius, step, predicted, s.step + jnp.where(s.first, 0, 1),
+                      converged | failed_start, result, jnp.array(False))
 
     final = jax.lax.while_loop(cond, body, init)
-    result = RESULTS.where(final.done | ~ok0, final.result, RESULTS.max_steps_reached)
+    result = RESULTS.where(final.done, final.result, RESULTS.max_steps_reached)
     return TrustRegionSolution(final.x, final.f, final.g, final.H, final.step, result)
 
 

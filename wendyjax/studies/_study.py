@@ -32,8 +32,9 @@ class Study:
     forward-simulation errors, K and the selected radius. `settings` records everything
     that produced the study (model, estimator, seed, covariance, level, timings).
 
-    A run **fails** when the forward simulation of its estimate fails (000 eq. 14) or the
-    estimate or its covariance is not finite. Following 000 §3.3, a failed run's
+    A run **fails** when the forward simulation of its estimate fails (000 eq. 14), the
+    estimator's own forward solve failed (output error's `forward_failed`), or the estimate
+    or its covariance is not finite. Following 000 §3.3, a failed run's
     coefficient and forward-simulation errors are those of its start p₀; bias, variance,
     MSE and coverage are taken over the runs that did not fail.
     """
@@ -142,7 +143,7 @@ class Study:
 
 def _failed(r: CellRuns) -> np.ndarray:
     finite = np.all(np.isfinite(r.params), axis=1) & np.all(np.isfinite(r.covariance), axis=(1, 2))
-    return ~(r.forward_ok & finite)
+    return ~(r.forward_ok & finite) | (r.status == "forward_failed")
 
 
 def _key_seed(key) -> list[int]:
