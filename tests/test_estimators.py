@@ -170,21 +170,18 @@ def test_fit_result_object(lorenz_data, capsys):
 
 
 def test_mle_starts_from_p0_or_the_wls_estimate(lorenz_data):
-    """`start` on Lorenz (a unique optimum): every choice reaches it; from the WLS estimate
-    (lower ℓ than a box start, so "best" takes it too) in fewer Newton steps; "both" runs
-    the two solves."""
+    """`start` on Lorenz (a unique optimum): from a box start and from the WLS estimate the
+    MLE reaches it, from the latter in fewer Newton steps ("best" and "both", which choose
+    between or run both solves: the Hindmarsh-Rose test below)."""
     b, data = lorenz_data
     lik = wj.weak_likelihood(b.model, data)
     lo, hi = (jnp.asarray(x) for x in b.model.bounds)
     p0 = jnp.asarray(_box_starts(b, 1)[0])
     solve = eqx.filter_jit(lambda est, lik, p0: est.solve(lik, p0, lo, hi))
-    sols = {start: solve(wj.MLE(start=start), lik, p0) for start in wj.MLE.starts}
+    sols = {start: solve(wj.MLE(start=start), lik, p0) for start in ("p0", "wls")}
     assert all(bool(sol.successful) for sol in sols.values())
-    for start in ("wls", "best", "both"):
-        np.testing.assert_allclose(np.asarray(sols[start].params), np.asarray(sols["p0"].params), rtol=1e-6)
-    assert float(wj.WLS().solve(lik, p0, lo, hi).nll) < float(wj.weak.nll(lik, p0))
-    steps = {start: int(sol.num_steps) for start, sol in sols.items()}
-    assert steps["wls"] == steps["best"] < steps["p0"] and steps["both"] == steps["p0"] + steps["wls"], steps
+    np.testing.assert_allclose(np.asarray(sols["wls"].params), np.asarray(sols["p0"].params), rtol=1e-6)
+    assert int(sols["wls"].num_steps) < int(sols["p0"].num_steps)
     with pytest.raises(ValueError, match="start must be one of 'p0', 'wls', 'best', 'both'"):
         wj.MLE(start="random")
 
