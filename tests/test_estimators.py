@@ -24,8 +24,15 @@ PROTOCOLS = {
     "goodwin_3d": (0.05, 8, 8),
     "sir_tdi": (0.10, 8, 8),
 }
-_solve = eqx.filter_jit(jax.vmap(lambda est, lik, p0, lo, hi: est.solve(lik, p0, lo, hi),
-                                 in_axes=(None, 0, 0, None, None)))
+
+
+@eqx.filter_jit
+def _solve(est, lik, p0, lo, hi):
+    """The fits of stacked likelihoods, one after another in one compiled loop: under
+    vmap every while-loop pass runs all seeds until the slowest is done (Goodwin-3D's 8
+    MLE fits: 46 s vmapped, 30 s mapped, in the suite on 2 cores)."""
+    arrays, static = eqx.partition(lik, eqx.is_array)
+    return jax.lax.map(lambda a: est.solve(eqx.combine(a[0], static), a[1], lo, hi), (arrays, p0))
 
 
 def _noise(bench):

@@ -89,3 +89,19 @@ def test_stops_at_the_noise_floor_of_the_objective():
     assert sol.result == RESULTS.successful
     assert int(sol.num_steps) < 100
     assert np.allclose(sol.x, 1.0, atol=1e-4)
+
+
+@pytest.mark.parametrize("offset", [0.0, 2.2e-16, 1e-12, 1e-9, 1e-2])
+def test_a_start_just_off_a_bound_is_not_taken_for_converged(offset):
+    """x₀ pressed against its bound 1 by a strongly coupled quadratic, starting `offset`
+    above it. The free Newton step moves x₀ far below the bound, so the truncated step is
+    ~`offset` long and the projected one raises the model; x₀ blocked the Cauchy step too.
+    Offsets from an ulp (where a truncated step lands) up to the step tolerance used to
+    stop at once, "successfully", at f = 722 (Goodwin-3D's MLE did this after one step)."""
+    H, c = jnp.array([[1.0, 0.999], [0.999, 1.0]]), jnp.array([-40.0, 3.0])
+    fgh = lambda x, _: (0.5 * (x - c) @ H @ (x - c), H @ (x - c), H)  # noqa: E731
+    lo, hi = jnp.array([1.0, -jnp.inf]), jnp.full(2, jnp.inf)
+    sol = jax.jit(lambda x0: bounded_trust_region(fgh, x0, lo, hi))(jnp.array([1.0 + offset, 0.0]))
+    assert sol.result == RESULTS.successful and int(sol.num_steps) >= 1
+    # the minimiser with x₀ on its bound: x₁ = c₁ − H₁₀(1 − c₀)/H₁₁
+    np.testing.assert_allclose(sol.x, [1.0, 3.0 - 0.999 * 41.0], atol=1e-7)

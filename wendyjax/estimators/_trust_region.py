@@ -3,7 +3,8 @@ r"""Box-constrained trust-region Newton method in pure JAX (`lax.while_loop`).
 optimistix has no box constraints, so this is written here for the small dense problems
 of WENDy ($J \lesssim 50$ parameters). Each step
 
-1. fixes the *active* variables (at a bound with the gradient pushing outwards) and
+1. fixes the *active* variables (within the step tolerance of a bound, with the
+   gradient pushing outwards) and
    solves the trust-region subproblem
    $\min_s g^T s + \tfrac12 s^T H s,\ \|D s\| \le \Delta$ exactly on the free ones
    (eigendecomposition and the secular equation of Moré & Sorensen 1983, hard case
@@ -175,15 +176,21 @@ def bounded_trust_region(
         """The next step, its predicted reduction, and whether it shows convergence."""
         # variables at a bound that the gradient, or then the Newton-like step, pushes
         # outwards are fixed; the subproblem is re-solved on the rest while that set changes
-        # (at most _ACTIVE_SET_ROUNDS times: one eigendecomposition when no bound is hit)
+        # (at most _ACTIVE_SET_ROUNDS times: one eigendecomposition when no bound is hit).
+        # "At a bound" means within the step tolerance of it: a truncated step lands an ulp
+        # off the bound it was cut at, and a variable left free there blocks every feasible
+        # step (truncated and Cauchy alike) at a length the convergence test takes for zero
+        xtol = atol + rtol * jnp.max(jnp.abs(x))
+        at_lower, at_upper = x - lower <= xtol, upper - x <= xtol
+
         def refine(state):
             free, _, _, _, rounds = state
             step, inside = _free_step(H, g, D, free, radius)
-            fixed = free & (((x <= lower) & (step < 0)) | ((x >= upper) & (step > 0)))
+            fixed = free & ((at_lower & (step < 0)) | (at_upper & (step > 0)))
             changed = jnp.any(fixed) & (rounds < _ACTIVE_SET_ROUNDS)
             return jnp.where(changed, free & ~fixed, free), step, inside, changed, rounds + 1
 
-        free = ~(((x <= lower) & (g > 0)) | ((x >= upper) & (g < 0)))
+        free = ~((at_lower & (g > 0)) | (at_upper & (g < 0)))
         free, step, inside, _, _ = jax.lax.while_loop(
             lambda state: state[3], refine, (free, jnp.zeros_like(x), jnp.array(False), jnp.array(True), 0))
         # feasible candidates: projected, truncated, and the scaled projected-gradient
@@ -195,7 +202,7 @@ def bounded_trust_region(
         ])
         step = candidates[jnp.argmin(jax.vmap(lambda c: _model(g, H, c))(candidates))]
         predicted = -_model(g, H, step)
-        small_x = jnp.max(jnp.abs(step)) <= atol + rtol * jnp.max(jnp.abs(x))
+        small_x = jnp.max(jnp.abs(step)) <= xtol
         small_f = predicted <= atol + rtol * jnp.abs(f)
         # MINPACK's xtol test: a trust region shrunk below the step tolerance (rejections
         # at the noise floor of f, e.g. an objective through an adaptive ODE solver)
