@@ -30,7 +30,7 @@ PROTOCOLS = {
 def _solve(est, lik, p0, lo, hi):
     """The fits of stacked likelihoods, one after another in one compiled loop: under
     vmap every while-loop pass runs all seeds until the slowest is done (Goodwin-3D's 8
-    MLE fits: 46 s vmapped, 30 s mapped, in the suite on 2 cores)."""
+    MLE fits: 46 s vmapped, 30–36 s mapped, in the suite on 2 cores)."""
     arrays, static = eqx.partition(lik, eqx.is_array)
     return jax.lax.map(lambda a: est.solve(eqx.combine(a[0], static), a[1], lo, hi), (arrays, p0))
 
