@@ -91,6 +91,24 @@ def test_stops_at_the_noise_floor_of_the_objective():
     assert np.allclose(sol.x, 1.0, atol=1e-4)
 
 
+def test_a_collapse_away_from_stationarity_is_stalled_not_successful():
+    """A quadratic with a kink 100|x₀ − 1/2| that its gradient and Hessian leave out (an
+    objective that is not smooth, or derivatives missing a term). Every step the model
+    promises soon raises f, and the trust region collapses at x ≈ (0.55, −1.25, 0.63)
+    with the gradient still (−0.9, −4.5, −0.75): the solve must say "stalled" (it said
+    "successful" before the Cauchy-reach check)."""
+
+    def fgh(x, _):
+        f = jnp.sum((x - 1.0) ** 2) + 100.0 * jnp.abs(x[0] - 0.5)
+        return f, 2.0 * (x - 1.0), 2.0 * jnp.eye(x.shape[0])
+
+    sol = jax.jit(lambda x0: bounded_trust_region(fgh, x0, jnp.full(3, -jnp.inf), jnp.full(3, jnp.inf)))(
+        jnp.array([0.4, -2.0, 0.5]))
+    assert sol.result == RESULTS.stalled
+    assert int(sol.num_steps) < 200
+    assert np.max(np.abs(sol.grad)) > 0.5  # far from stationary: a success would be a lie
+
+
 @pytest.mark.parametrize("offset", [0.0, 2.2e-16, 1e-12, 1e-9, 1e-2])
 def test_a_start_just_off_a_bound_is_not_taken_for_converged(offset):
     """x₀ pressed against its bound 1 by a strongly coupled quadratic, starting `offset`

@@ -124,7 +124,7 @@ def fit(
     - `covariance`: "sandwich" (000 eq. 9 / 001 eq. 15, default) or "hessian" (inverse
       Hessian of ℓ).
     - `throw`: raise `RuntimeError` when the solve fails (non-finite ℓ, S not positive
-      definite); a fit that stops at its step limit only warns. With `throw=False`
+      definite); a fit that stops at its step limit or stalls only warns. With `throw=False`
       failures are reported in `status`.
 
     Noiseless data (σ̂/max|U| < 1e-8) make S singular: the fit then switches to WLS and
@@ -175,6 +175,10 @@ def fit(
         warnings.warn(
             f"WENDy-{est.method.upper()} stopped at its step limit without converging on "
             f"model '{model.name}'; the estimate may be inaccurate.", RuntimeWarning, stacklevel=2)
+    elif status == RESULTS.stalled:
+        warnings.warn(
+            f"WENDy-{est.method.upper()} stalled on model '{model.name}' away from a stationary "
+            f"point; the estimate may be inaccurate. {RESULTS[status]}", RuntimeWarning, stacklevel=2)
     cov = np.asarray(parameter_covariance(lik, sol.params, covariance))
     if not np.all(np.isfinite(cov)):
         warnings.warn(

@@ -24,9 +24,11 @@ class RESULTS(eqx.Enumeration):
         "failed fit."
     )
     stalled = (
-        "Levenberg-Marquardt stopped: its damping grew past 1e16 without a step that lowers "
-        "the objective (the Hessian is far from positive definite or the objective is not "
-        "smooth there)."
+        "The solver stopped without converging: its step bound shrank to nothing (a trust "
+        "region below the step tolerance, or Levenberg-Marquardt damping past 1e16) without "
+        "a step that lowers the objective, while its derivatives still promise a decrease "
+        "(the Hessian is far from positive definite, the objective is not smooth there, or "
+        "its gradient is wrong)."
     )
     shapiro_wilk_stop = (
         "IRLS stopped early because the whitened residual failed the Shapiro-Wilk "

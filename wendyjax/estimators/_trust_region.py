@@ -22,7 +22,10 @@ It stops when the next step, inside the trust region, predicts a reduction below
 `atol + rtol·|f|` with every component below `atol + rtol·max|x|` (a Newton step that
 is both small and changes nothing: it is not taken, which saves one evaluation), when
 the scaled trust region shrinks below `atol + rtol·‖Dx‖` (MINPACK's xtol test: every
-step at the noise floor of f is rejected), or after `max_steps`.
+step at the noise floor of f is rejected), or after `max_steps`. A collapse counts as
+convergence only where the model decrease along the projected gradient, over a scaled
+step as long as $1 + \|Dx\|$, is below $10^4$ times that reduction tolerance; otherwise
+the status is `stalled` (the objective contradicts its derivatives there).
 """
 
 from collections.abc import Callable
@@ -36,6 +39,7 @@ from ._results import RESULTS
 
 _ETA = 1e-4  # acceptance threshold on the reduction ratio
 _ACTIVE_SET_ROUNDS = 3
+_STALL_FACTOR = 1e4  # a collapse is "stalled" where the long Cauchy step predicts > this × (atol + rtol|f|)
 
 
 class TrustRegionSolution(eqx.Module):
@@ -190,9 +194,9 @@ def bounded_trust_region(
             changed = jnp.any(fixed) & (rounds < _ACTIVE_SET_ROUNDS)
             return jnp.where(changed, free & ~fixed, free), step, inside, changed, rounds + 1
 
-        free = ~((at_lower & (g > 0)) | (at_upper & (g < 0)))
+        kkt_free = ~((at_lower & (g > 0)) | (at_upper & (g < 0)))
         free, step, inside, _, _ = jax.lax.while_loop(
-            lambda state: state[3], refine, (free, jnp.zeros_like(x), jnp.array(False), jnp.array(True), 0))
+            lambda state: state[3], refine, (kkt_free, jnp.zeros_like(x), jnp.array(False), jnp.array(True), 0))
         # feasible candidates: projected, truncated, and the scaled projected-gradient
         # (Cauchy) step that guarantees progress; the lowest model value wins
         candidates = jnp.stack([
@@ -207,8 +211,14 @@ def bounded_trust_region(
         # MINPACK's xtol test: a trust region shrunk below the step tolerance (rejections
         # at the noise floor of f, e.g. an objective through an adaptive ODE solver)
         collapsed = radius <= atol + rtol * jnp.linalg.norm(D * x)
+        # ... which is convergence only near a stationary point: where a step along the
+        # projected gradient as long as x itself (scaled) would still lower the model by
+        # more than the noise allowance, the objective contradicts its own derivatives
+        # (not smooth there, or a gradient that is wrong): "stalled", never "successful"
+        reach = -_model(g, H, _cauchy_step(g, H, D, x, lower, upper, kkt_free, 1.0 + jnp.linalg.norm(D * x)))
+        stalled = collapsed & ~(reach <= _STALL_FACTOR * (atol + rtol * jnp.abs(f)))
         # a converged step is not taken: it changes x by less than the tolerance
-        return step, predicted, (inside & small_x & small_f) | collapsed
+        return step, predicted, (inside & small_x & small_f) | collapsed, stalled
 
     # The loop's first pass evaluates `fn` at x0 (a zero proposal, always accepted, not
     # counted as a step): `fn` and the step are traced and compiled once, not twice.
@@ -243,9 +253,9 @@ def bounded_trust_region(
                 jnp.where((ratio > 0.75) & (scaled_step > 0.9 * s.radius), 2.0 * s.radius, s.radius),
             ),
         )
-        step, predicted, converged = propose(x, f, g, H, D, radius)
+        step, predicted, converged, stalled = propose(x, f, g, H, D, radius)
         failed_start = s.first & ~ok
-        result = RESULTS.where(failed_start, RESULTS.nonfinite, s.result)
+        result = RESULTS.where(failed_start, RESULTS.nonfinite, RESULTS.where(stalled, RESULTS.stalled, s.result))
         return _State(x, f, g, H, D, radius, step, predicted, s.step + jnp.where(s.first, 0, 1),
                       converged | failed_start, result, jnp.array(False))
 
