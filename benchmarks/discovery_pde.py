@@ -121,13 +121,16 @@ def main():
     processor = f"{machine['cpu_count']} CPU cores, {machine['processor']}"
     cells = {name: [PAPER[name][i] for i in (range(len(PAPER[name])) if args.cells is None else args.cells)
                     if i < len(PAPER[name])] for name in args.systems}
-    run = {(name, cell[0], cell[1], args.start, seed) for name in args.systems for cell in cells[name]
-           for seed in range(args.first_seed, args.first_seed + args.seeds)}
-    rows = [r for r in json.loads(previous.read_text())["rows"]
-            if (r["system"], r["noise"], r["missing"], r.setdefault("start", "data"), r["seed"]) not in run] \
-        if previous.exists() else []
+    rows = json.loads(previous.read_text())["rows"] if previous.exists() else []
+    for r in rows:  # rows written before these fields were recorded
+        r.setdefault("start", "data")
+        r.setdefault("max_steps", 100)
     for name in args.systems:
         clean, library, true, dt, est, theta0 = system(name, args.ac_size, args.max_steps)
+        run = {(name, tuple(clean.shape), cell[0], cell[1], args.start, args.max_steps, seed) for cell in cells[name]
+               for seed in range(args.first_seed, args.first_seed + args.seeds)}
+        rows = [r for r in rows if (r["system"], tuple(r["grid"]), r["noise"], r["missing"], r["start"], r["max_steps"],
+                                    r["seed"]) not in run]
         for noise, missing, *paper in cells[name]:
             for seed in range(args.first_seed, args.first_seed + args.seeds):
                 data = realisation(clean, noise, missing, seed)
@@ -137,7 +140,8 @@ def main():
                 support = true[:, 0] != 0
                 row = {"system": name, "command": command, "date": today, "processor": processor,
                        "grid": list(clean.shape), "noise": noise,
-                       "missing": missing, "seed": seed, "start": args.start, "seconds": seconds,
+                       "missing": missing, "seed": seed, "start": args.start, "max_steps": args.max_steps,
+                       "seconds": seconds,
                        "models_tested": len(found.history), **found.compare(true), **{
                            f"state_error_{k}": v for k, v in found.state_error(clean[..., None]).items()},
                        "true_support_coefficients": found.theta[support, 0].tolist(),
@@ -153,8 +157,8 @@ def main():
 
 def write(rows):
     cell = {(name, noise, missing): i for name, table in PAPER.items() for i, (noise, missing, *_) in enumerate(table)}
-    rows = sorted(rows, key=lambda r: (r["system"], r["start"], cell[r["system"], r["noise"], r["missing"]],
-                                       r["seed"]))
+    rows = sorted(rows, key=lambda r: (r["system"], r["grid"], r["start"], r["max_steps"],
+                                       cell[r["system"], r["noise"], r["missing"]], r["seed"]))
     RESULTS.mkdir(exist_ok=True)
     runs = sorted({(r["date"], r["command"], r.get("processor", "machine not recorded")) for r in rows})
     meta = {"machine": machine_info(), "runs": runs}
@@ -164,14 +168,15 @@ def write(rows):
              "against the true support, the discovered coefficients of the true terms (KS: u_xx, u_xxxx, u u_x; "
              "AC: u, u³, u_xx, u_yy; truth −1, −1, 1 and 1, −1, 1, 1), the largest relative coefficient error, "
              "the relative ‖·‖₂ error of the reconstructed states (of the data, observed entries, in brackets), "
-             "wall time of the whole discovery (the first run of each system includes compilation). Start: the "
+             "wall time of the whole discovery (the first run of each system includes compilation), the cap on "
+             "Levenberg–Marquardt steps per fit. Start: the "
              "states the fits start from, the forward-filled data (003), the Gaussian smoother with widths "
              "chosen by leave-one-out cross-validation (`u0=\"smoothed\"`), or the data with that smoother at "
              "the missing entries (`u0=\"interpolated\"`). Paper: its single realisation "
              "(003 Tables 3–4).", "",
              "| system (grid) | start | noise | missing | seed | missing terms | extra terms | true-term coefficients "
-             "| max rel. err | state err (data) | models | s | paper: missing / extra / coefficients |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| max rel. err | state err (data) | models | s | step cap | paper: missing / extra / coefficients |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         m, e, coef = r["paper"]
         paper = f"{m} / {e}" + (" / " + ", ".join(f"{c:.3f}" for c in coef) if coef else "")
@@ -181,9 +186,10 @@ def write(rows):
                      f"| {r['missing_terms']} "
                      f"| {r['extra_terms']} | {mine} | {r['max_relative_error']:.3f} "
                      f"| {r['state_error_reconstruction']:.3f} ({r['state_error_data']:.3f}) | {r['models_tested']} "
-                     f"| {r['seconds']:.1f} | {paper} |")
+                     f"| {r['seconds']:.1f} | {r['max_steps']} | {paper} |")
     lines += ["", "Discovered equations:", ""]
-    lines += [f"- {r['system']} {r['noise']:.0%} / {r['missing']:.0%} seed {r['seed']} from {r['start']}: "
+    lines += [f"- {r['system']} {'×'.join(map(str, r['grid']))} {r['noise']:.0%} / {r['missing']:.0%} seed "
+              f"{r['seed']} from {r['start']}, ≤ {r['max_steps']} steps: "
               f"`{r['equations'][0]}`"
               for r in rows]
     (RESULTS / "discovery_pde.md").write_text("\n".join(lines) + "\n")
