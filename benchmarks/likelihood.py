@@ -12,7 +12,9 @@ Measures, in one process and on the same data:
    (general path, log-normal noise), K ≈ 200 test functions, M + 1 = 1025 samples;
 2. a naive reference: dense residual Jacobian L = ∂r/∂vec(U) by `jax.jacfwd`,
    S = L Σ Lᵀ, Cholesky, and its `jax.grad` / `jax.hessian`;
-3. the float64 matmul peak of this machine, and the achieved GFLOP/s of the NiP
+3. on the general path, ∇²ℓ against forward-over-reverse autodiff of the library's ℓ
+   (`jax.jacfwd(jax.grad(nll))`, the general path's Hessian before 2026-11-27);
+4. the float64 matmul peak of this machine, and the achieved GFLOP/s of the NiP
    likelihood from an analytic flop count of the covariance assembly.
 
 Times are medians of repeated calls after compilation (each call ends with
@@ -36,6 +38,7 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
+import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -53,6 +56,12 @@ TARGETS = {
 
 
 # ----------------------------------------------------------------------------- timing
+
+
+@eqx.filter_jit
+def autodiff_hessian(lik, p):
+    """∇²ℓ by forward-over-reverse autodiff of ℓ: the general path's Hessian before 2026-11-27."""
+    return jax.jacfwd(jax.grad(wj.weak.nll, argnums=1), argnums=1)(lik, p)
 
 
 def _block(x):
@@ -403,6 +412,10 @@ def main():
             }
             if lik.linear is None:
                 fl = nip_flops(K, N, D)
+                ad, t_ad = bench(autodiff_hessian, lik, p, cfg=cfg)
+                case["autodiff_hessian"] = t_ad
+                case["hess_speedup_vs_autodiff"] = t_ad["median_s"] / t_hess["median_s"]
+                case["autodiff_hessian_rel"] = rel(hess, ad)
             else:
                 fl = lip_flops(K, D, J)
             case["flops"] = fl
@@ -489,6 +502,13 @@ def main():
                      contention(nr)])
     print("Timings (medians after compilation; compile = first call − median)")
     print(fmt_table(header, rows))
+    print()
+    aheader = ["general path", "∇²ℓ ms", "autodiff ∇²ℓ ms", "speed-up", "max rel. diff"]
+    arows = [[f"{c['model']} [{c['path']}]", ms(c["hessian"]["median_s"]),
+              ms(c["autodiff_hessian"]["median_s"]), f"{c['hess_speedup_vs_autodiff']:.2f}x",
+              f"{c['autodiff_hessian_rel']:.1e}"] for c in cases if "autodiff_hessian" in c]
+    print("General-path ∇²ℓ vs the forward-over-reverse autodiff of ℓ it replaced (same data, same run)")
+    print(fmt_table(aheader, arows))
     print()
 
     # --- targets
@@ -587,6 +607,10 @@ def main():
         "'others' cores': CPU used by other processes while that row was timed.",
         "",
         md_table(header, rows),
+        "",
+        "## General-path ∇²ℓ vs the forward-over-reverse autodiff it replaced",
+        "",
+        md_table(aheader, arows),
         "",
         "## Agreement of the naive reference with the library",
         "",

@@ -14,6 +14,7 @@ from scipy import stats
 
 import wendyjax as wj
 from wendyjax.weak import TestFunctionConfig, log_space_rhs
+from wendyjax.weak._general import sensitivity_pattern
 
 
 def _lik(bench, data, **kw):
@@ -259,6 +260,48 @@ def test_linear_path_with_a_parameter_in_several_equations():
     for f in (wj.weak.nll, wj.weak.nll_grad, wj.weak.nll_hessian):
         a, c = np.asarray(f(fast, jnp.array([1.1]))), np.asarray(f(general, jnp.array([1.1])))
         assert np.max(np.abs(a - c)) <= 1e-10 * np.max(np.abs(c)), f.__name__
+
+
+def _autodiff_hessian(lik, p):
+    return np.asarray(jax.jacfwd(jax.grad(wj.weak.nll, argnums=1), argnums=1)(lik, p))
+
+
+def test_general_hessian_forms_only_the_nonzero_sensitivities_and_equals_autodiff():
+    # Goodwin-3D in log space: the degradation rates p2, p6, p8 leave ∂f̃/∂x (up to the
+    # rounding of f(eˣ)/eˣ), so their ∂S vanish; two trajectories of different lengths,
+    # padded to a common K, exercise the padding of the per-trajectory pieces
+    b = zoo("goodwin_3d")
+    data = [b.simulate(jax.random.key(5), subsample=8), b.simulate(jax.random.key(6), subsample=16)]
+    lik = _lik(b, data, test_functions=TestFunctionConfig(k_max=15), k=18)
+    assert lik.sensitivity.active == (0, 2, 3, 4, 6)
+    p = jnp.asarray(b.p_true * (1 + 0.05 * np.cos(np.arange(b.model.n_params))))
+    value, grad, hess = wj.weak.nll_derivatives(lik, p)
+    H = _autodiff_hessian(lik, p)
+    np.testing.assert_allclose(np.asarray(hess), H, rtol=1e-9, atol=1e-11 * np.abs(H).max())
+    assert np.isclose(float(value), float(wj.weak.nll(lik, p)), rtol=1e-13)
+    np.testing.assert_allclose(np.asarray(grad), np.asarray(wj.weak.nll_grad(lik, p)), rtol=1e-10,
+                               atol=1e-12 * np.abs(np.asarray(grad)).max())
+
+
+def test_general_hessian_falls_back_to_every_gram_when_the_data_reveal_a_missed_sensitivity():
+    # b² switches a rate on at t = 5: at the probe times t in [0.5, 1.5] it never enters J,
+    # so the probes alone would drop its ∂S; the data reveal it and every Gram is formed
+    def rhs(u, p, t):
+        return jnp.array([-p[0] ** 2 * u[0] + jnp.where(t > 5.0, p[1] ** 2, 0.0) * u[0] + 1.0])
+
+    model = wj.ODEModel(rhs, ["x"], ["a", "b"], name="switched_nonlinear")
+    t = jnp.linspace(0.0, 10.0, 129)
+    data = wj.simulate(model, jnp.array([1.0, 0.7]), jnp.array([2.0]), t, wj.AdditiveGaussian(0.05), jax.random.key(2))
+    lik = wj.weak_likelihood(model, data, "gaussian")
+    assert lik.linear is None and lik.sensitivity.active == (0, 1)
+    p = jnp.array([1.1, 0.6])
+    H = _autodiff_hessian(lik, p)
+    np.testing.assert_allclose(np.asarray(wj.weak.nll_hessian(lik, p)), H, rtol=1e-9)
+    # the probes' pattern alone misses b, and its Hessian is wrong
+    probed = sensitivity_pattern(model.rhs, False, 1, 2)
+    assert probed.tolist() == [[[True]], [[False]]]
+    blind = eqx.tree_at(lambda m: m.sensitivity, lik, wj.weak.SensitivityStructure.from_pattern(probed))
+    assert np.max(np.abs(np.asarray(wj.weak.nll_hessian(blind, p)) - H)) > 1e-3 * np.abs(H).max()
 
 
 def test_forcing_the_linear_path_on_a_nonlinear_model_raises():

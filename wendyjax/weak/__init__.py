@@ -1,6 +1,7 @@
 """Weak form: test functions, weak residual, covariance and the weak likelihood."""
 
 from ._covariance import blocks_to_matrix as blocks_to_matrix, covariance_blocks as covariance_blocks
+from ._general import SensitivityStructure as SensitivityStructure
 from ._likelihood import (
     WeakLikelihood as WeakLikelihood,
     covariance as covariance,

@@ -33,6 +33,28 @@ def weighted_grams(
     return (scaled @ left.T).reshape(q, k, k).transpose(0, 2, 1)
 
 
+def covariance_weights(
+    jac: Float[Array, "n d d"], var: Float[Array, " d"]
+) -> tuple[Float[Array, "n d d"], Float[Array, "n d d"]]:
+    r"""The per-sample weights on which $S$ depends linearly:
+    $w^1_{mdd'} = \sum_e \sigma_e^2 J_{mde} J_{md'e}$ (the $\Phi$–$\Phi$ Grams) and
+    $w^2_{mdd'} = \sigma_d^2 J_{md'd}$ (the $\dot\Phi$–$\Phi$ Grams)."""
+    return jnp.einsum("mde,mfe,e->mdf", jac, jac, var), jnp.swapaxes(jac, 1, 2) * var[None, :, None]
+
+
+def weighted_blocks(
+    phi: Float[Array, "k n"], dphi: Float[Array, "k n"], w1: Float[Array, "n d d"], w2: Float[Array, "n d d"]
+) -> Float[Array, "d d k k"]:
+    r"""The part of $S$'s blocks linear in the weights of [`covariance_weights`][]:
+    $\Phi\,\mathrm{diag}(w^1_{dd'})\Phi^T + \dot\Phi\,\mathrm{diag}(w^2_{dd'})\Phi^T
+    + (\dot\Phi\,\mathrm{diag}(w^2_{d'd})\Phi^T)^T$."""
+    n, d, _ = w1.shape
+    k = phi.shape[0]
+    out = weighted_grams(phi, phi, w1.reshape(n, d * d)).reshape(d, d, k, k)
+    c = weighted_grams(dphi, phi, w2.reshape(n, d * d)).reshape(d, d, k, k)
+    return out + c + jnp.swapaxes(c, 0, 1).swapaxes(2, 3)
+
+
 def covariance_blocks(
     phi: Float[Array, "k n"],
     dphi: Float[Array, "k n"],
@@ -50,25 +72,21 @@ def covariance_blocks(
     family of products fewer. `ca`, `cb` may be traced scalars.
     """
     d = var.shape[0]
+    constant = ca * cb * jnp.eye(d)[:, :, None, None] * var[:, None, None, None] * dphi_gram
+    if jac_b is None:
+        w1, w2 = covariance_weights(jac_a, var)
+        return weighted_blocks(phi, dphi, w1, ca * w2) + constant
     k, n = phi.shape
-    symmetric = jac_b is None
-    jb = jac_a if symmetric else jac_b
     # Φ diag(Σ_e σ_e² J^a_de J^b_d'e) Φᵀ
-    w1 = jnp.einsum("mde,mfe,e->mdf", jac_a, jb, var).reshape(n, d * d)
+    w1 = jnp.einsum("mde,mfe,e->mdf", jac_a, jac_b, var).reshape(n, d * d)
     out = weighted_grams(phi, phi, w1).reshape(d, d, k, k)
     # c_a σ_d² Φ̇ diag(J^b_d'd) Φᵀ
-    w2 = (jnp.swapaxes(jb, 1, 2) * var[None, :, None]).reshape(n, d * d)
-    c = weighted_grams(dphi, phi, w2).reshape(d, d, k, k)
-    out = out + ca * c
-    if symmetric:
-        # the c_b term is the block transpose of the c_a term
-        out = out + ca * jnp.swapaxes(c, 0, 1).swapaxes(2, 3)
-    else:
-        # c_b σ_d'² Φ diag(J^a_dd') Φ̇ᵀ = (σ_d'² Φ̇ diag(J^a_dd') Φᵀ)ᵀ
-        w3 = (jac_a * var[None, None, :]).reshape(n, d * d)
-        c = weighted_grams(dphi, phi, w3).reshape(d, d, k, k)
-        out = out + cb * jnp.swapaxes(c, 2, 3)
-    return out + ca * cb * jnp.eye(d)[:, :, None, None] * var[:, None, None, None] * dphi_gram
+    w2 = (jnp.swapaxes(jac_b, 1, 2) * var[None, :, None]).reshape(n, d * d)
+    out = out + ca * weighted_grams(dphi, phi, w2).reshape(d, d, k, k)
+    # c_b σ_d'² Φ diag(J^a_dd') Φ̇ᵀ = (σ_d'² Φ̇ diag(J^a_dd') Φᵀ)ᵀ
+    w3 = (jac_a * var[None, None, :]).reshape(n, d * d)
+    c = weighted_grams(dphi, phi, w3).reshape(d, d, k, k)
+    return out + cb * jnp.swapaxes(c, 2, 3) + constant
 
 
 def blocks_to_matrix(blocks: Float[Array, "d d k k"]) -> Float[Array, "dk dk"]:

@@ -4,9 +4,12 @@ $$\ell(p) = \tfrac12\big(\log\det S(p) + r(p)^T S(p)^{-1} r(p) + n\log 2\pi\big)
 \qquad r(p) = \mathrm{vec}(\Phi F(p; U, t)) - b,$$
 
 summed over trajectories, with $S$ regularised as $(1-\alpha)S + \alpha I$ (WENDy.jl's
-`diagReg`). Gradient and Hessian come from JAX autodiff. For models linear in the
-parameters, $g = G p + g_0$ and the Gram matrices of $S(p)$, a quadratic polynomial in
-$p$, are precomputed once (000 App. B; see `_linear.py`).
+`diagReg`). The gradient comes from reverse-mode autodiff (with the closed form of
+000 eq. 7 for the factorisation). For models linear in the parameters, $g = G p + g_0$
+and the Gram matrices of $S(p)$, a quadratic polynomial in $p$, are precomputed once
+(000 App. B; see `_linear.py`); for the others the Hessian (000 eq. 8) is formed from
+the structurally non-zero $\partial_i S$ and second derivatives of a per-sample
+function (see `_general.py`).
 """
 
 import math
@@ -23,6 +26,7 @@ from ..data import Dataset, Trajectory
 from ..model import ODEModel
 from ..noise import AbstractNoise
 from ._covariance import blocks_to_matrix, covariance_blocks
+from ._general import SensitivityStructure, general_derivatives, sensitivity_structure
 from ._linear import LinearBlocks, linear_blocks, model_structure, structure_holds
 from ._problem import WeakProblem, build_problem, log_space_rhs
 from ._test_functions import TestFunctionConfig, TestFunctions
@@ -53,6 +57,7 @@ class WeakLikelihood(eqx.Module):
     problem: WeakProblem
     linear: LinearBlocks | None
     diag_reg: float = eqx.field(static=True, default=1e-10)
+    sensitivity: SensitivityStructure | None = None
 
     @property
     def rhs(self) -> Callable:
@@ -68,7 +73,7 @@ class WeakLikelihood(eqx.Module):
         return nll_grad(self, jnp.asarray(p, dtype=float))
 
     def hessian(self, p: ArrayLike) -> Float[Array, "j j"]:
-        """∇²ℓ(p), forward over reverse (000 eq. 8)."""
+        """∇²ℓ(p) (000 eq. 8; see [`nll_hessian`][wendyjax.weak.nll_hessian])."""
         return nll_hessian(self, jnp.asarray(p, dtype=float))
 
 
@@ -99,12 +104,15 @@ def _g_and_S(lik: WeakLikelihood, p) -> tuple[Float[Array, "r dk"], Float[Array,
     return jax.vmap(single)(prob.phi, prob.dphi, prob.dphi_gram, prob.u, prob.t, var)
 
 
+def _regularisation_diagonal(lik: WeakLikelihood) -> Float[Array, "r dk"]:
+    """The diagonal of (1-α)S + αI that is not (1-α)S: α on real rows, 1 on padded rows."""
+    mask = jnp.tile(lik.problem.kmask, (1, lik.problem.n_states))  # (r, dk), state-major
+    return lik.diag_reg * mask + (1.0 - mask)
+
+
 def _regularise(lik: WeakLikelihood, S):
     """(1-α)S + αI on real rows; padded rows become identity rows."""
-    mask = jnp.tile(lik.problem.kmask, (1, lik.problem.n_states))  # (r, dk), state-major
-    a = lik.diag_reg
-    diag = a * mask + (1.0 - mask)
-    return (1.0 - a) * S + jax.vmap(jnp.diag)(diag)
+    return (1.0 - lik.diag_reg) * S + jax.vmap(jnp.diag)(_regularisation_diagonal(lik))
 
 
 @eqx.filter_jit
@@ -245,13 +253,24 @@ def _linear_derivatives(lik: WeakLikelihood, p):
     return value, grad, hess
 
 
+def _general_derivatives(lik: WeakLikelihood, p):
+    """ℓ, ∇ℓ, ∇²ℓ of a model not linear in the parameters (see `_general.py`)."""
+    _check_shape(lik, p)
+    structure = lik.sensitivity
+    if structure is None:  # built by hand: no structure known
+        structure = SensitivityStructure.dense(lik.model.n_states, lik.model.n_params)
+    value, grad, hess = general_derivatives(lik.rhs, structure, lik.problem, p, lik.diag_reg,
+                                            _regularisation_diagonal(lik))
+    return value + 0.5 * lik.problem.n_residuals * math.log(2 * math.pi), grad, hess
+
+
 @eqx.filter_jit
 def nll_hessian(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, "j j"]:
-    """∇²ℓ(p) (000 eq. 8): from the precomputed blocks for models linear in the
-    parameters, otherwise by forward-over-reverse autodiff."""
+    """∇²ℓ(p) (000 eq. 8), from the precomputed blocks for models linear in the
+    parameters, otherwise from the structurally non-zero ∂_iS (`_general.py`)."""
     if lik.linear is not None:
         return _linear_derivatives(lik, p)[2]
-    return jax.jacfwd(jax.grad(_nll, argnums=1), argnums=1)(lik, p)
+    return _general_derivatives(lik, p)[2]
 
 
 @eqx.filter_jit
@@ -261,13 +280,7 @@ def nll_derivatives(
     """ℓ(p), ∇ℓ(p) and ∇²ℓ(p) in one pass (what a Newton-type solver needs)."""
     if lik.linear is not None:
         return _linear_derivatives(lik, p)
-
-    def grad_with_value(p):
-        value, grad = jax.value_and_grad(_nll, argnums=1)(lik, p)
-        return grad, (value, grad)
-
-    hess, (value, grad) = jax.jacfwd(grad_with_value, has_aux=True)(p)
-    return value, grad, hess
+    return _general_derivatives(lik, p)
 
 
 def weak_likelihood(
@@ -315,7 +328,7 @@ def build_likelihood(
             f"linear=True, but model '{model.name}' is not linear in its parameters "
             f"(declare linear_in_params=True on the model if detection is wrong)."
         )
-    blocks = None
+    blocks, sensitivity = None, None
     if linear:
         structure = model_structure(model.rhs, problem.log_space, model.n_states, model.n_params)
         if not bool(structure_holds(model, structure, problem)):
@@ -327,7 +340,9 @@ def build_likelihood(
             warnings.warn(message + "; using the general path (correct, slower).", RuntimeWarning, stacklevel=3)
         else:
             blocks = linear_blocks(model, structure, problem)
-    return WeakLikelihood(model, problem, blocks, diag_reg), tfs
+    if blocks is None:
+        sensitivity = sensitivity_structure(model, problem)
+    return WeakLikelihood(model, problem, blocks, diag_reg, sensitivity), tfs
 
 
 
@@ -360,7 +375,7 @@ def pad_likelihood(lik: WeakLikelihood, k: int) -> WeakLikelihood:
     if linear is not None:
         linear = eqx.tree_at(lambda b: (b.G, b.g0, b.grams), linear,
                              (rows(linear.G, 1), rows(linear.g0, 1), pad_k(linear.grams, {2, 3})))
-    return WeakLikelihood(lik.model, problem, linear, lik.diag_reg)
+    return WeakLikelihood(lik.model, problem, linear, lik.diag_reg, lik.sensitivity)
 
 
 def stack_likelihoods(likelihoods: Sequence[WeakLikelihood]) -> WeakLikelihood:
