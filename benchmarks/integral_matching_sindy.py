@@ -137,16 +137,16 @@ def sindy_fit(x, names, threshold, smoothed):
     return np.asarray(model.coefficients()).T, list(model.get_feature_names()), seconds, model
 
 
-def library_states(lib, shape, t):
-    """The states of ẋ = Φ(x)Θ at the samples `t` as a function of (u₀, Θ raveled), which
-    forward-mode autodiff differentiates (Tsit5, tolerances 1e-10)."""
+def library_states(lib, shape):
+    """The states of ẋ = Φ(x)Θ at the samples `t` as a function of (u₀, Θ raveled) and `t`,
+    which forward-mode autodiff differentiates in the first (Tsit5, tolerances 1e-10)."""
     n_f, n_s = shape
 
-    def states(params):
+    def states(params, t):
         term = diffrax.ODETerm(lambda s, u, th: lib.rhs(u, th))
         return diffrax.diffeqsolve(
             term, diffrax.Tsit5(), t[0], t[-1], DT, params[:n_s], params[n_s:].reshape(n_f, n_s),
-            saveat=diffrax.SaveAt(ts=jnp.asarray(t)), adjoint=diffrax.ForwardMode(), max_steps=10**6,
+            saveat=diffrax.SaveAt(ts=t), adjoint=diffrax.ForwardMode(), max_steps=10**6,
             stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10)).ys
 
     return states
@@ -164,8 +164,9 @@ def cramer_rao_xdot(lib, theta_true, u0, t, sd, phi, f_true):
     with the support known, both restricted to u₀ and the non-zero entries of Θ*.
     """
     n_s = theta_true.shape[1]
-    states = library_states(lib, theta_true.shape, t)
-    sens = np.asarray(jax.jit(jax.jacfwd(states))(jnp.concatenate([jnp.asarray(u0), jnp.ravel(theta_true)])))
+    states = library_states(lib, theta_true.shape)
+    start = jnp.concatenate([jnp.asarray(u0), jnp.ravel(theta_true)])
+    sens = np.asarray(jax.jit(jax.jacfwd(states))(start, jnp.asarray(t)))
     fisher = np.einsum("nip,i,niq->pq", sens, 1.0 / np.asarray(sd) ** 2, sens)
     g = np.zeros_like(fisher)
     g[n_s:, n_s:] = np.kron(phi.T @ phi, np.eye(n_s))  # Θ raveled row-major
@@ -184,16 +185,18 @@ def bound_check(lib, theta_true, u0, t, X, noise, estimator, seeds, phi, f_true)
     fit of (u₀, Θ) started at the truth (scipy's Levenberg–Marquardt on the exact Jacobian,
     residuals scaled by the noise standard deviations) and of `estimator` on the same data:
     at small noise an efficient estimator attains the Cramér–Rao bound, which checks it."""
-    states = library_states(lib, theta_true.shape, t)
+    states = library_states(lib, theta_true.shape)
     f_states, f_jac = jax.jit(states), jax.jit(jax.jacfwd(states))
+    ts = jnp.asarray(t)
     start = np.concatenate([np.asarray(u0), np.ravel(theta_true)])
     sd = np.asarray(noise.std(jnp.asarray(X)))
     errors = {"mle": [], "imatch": []}
     for seed in seeds:
         y = np.asarray(noise.sample(jnp.asarray(X), jax.random.key(seed)))
         sol = scipy.optimize.least_squares(
-            lambda q, y: ((np.asarray(f_states(jnp.asarray(q))) - y) / sd).ravel(), start, method="lm",
-            jac=lambda q, y: (np.asarray(f_jac(jnp.asarray(q))) / sd[None, :, None]).reshape(-1, len(q)), args=(y,))
+            lambda q, y: ((np.asarray(f_states(jnp.asarray(q), ts)) - y) / sd).ravel(), start, method="lm",
+            jac=lambda q, y: (np.asarray(f_jac(jnp.asarray(q), ts)) / sd[None, :, None]).reshape(-1, len(q)),
+            args=(y,))
         fits = {"mle": sol.x[len(u0):].reshape(theta_true.shape),
                 "imatch": estimator.fit(lib, wj.Trajectory(t, y)).params}
         for k, theta in fits.items():

@@ -166,7 +166,7 @@ def naive_args(lik, p):
 def nip_flops(K, N, D):
     """Analytic flop count of one general-path ℓ evaluation (one trajectory).
 
-    `covariance_blocks` (symmetric) does two weighted-Gram families, each one product
+    `covariance_blocks` does two weighted-Gram families, each one product
     (K×N)·(N×D²K): the Φ–Φ family and the Φ̇–Φ family. Then Cholesky of the DK×DK
     matrix, one triangular solve, and g = vec(Φ F).
     """

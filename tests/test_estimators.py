@@ -249,6 +249,20 @@ def test_step_limit_warns_and_reports_status(lorenz_data):
     assert "NOT CONVERGED" in str(fit)
 
 
+def test_stalled_solve_warns_and_reports_status(lorenz_data, monkeypatch):
+    """`fit`'s branch for a trust region that collapsed away from stationarity (the stall
+    itself is tested in test_trust_region.py): the solve's status is replaced by `stalled`."""
+    from wendyjax.estimators import _fit
+
+    solve = _fit._solve
+    monkeypatch.setattr(_fit, "_solve", lambda *a: eqx.tree_at(lambda s: s.result, solve(*a), RESULTS.stalled))
+    b, data = lorenz_data
+    with pytest.warns(RuntimeWarning, match="stalled on model 'lorenz' away from a stationary point"):
+        fit = wj.MLE(max_steps=3).fit(b.model, data, _box_starts(b, 1)[0])
+    assert fit.status == RESULTS.stalled and not fit.successful
+    assert "NOT CONVERGED" in str(fit)
+
+
 def _nan_model():
     # ℓ is NaN wherever p2 <= 0 (log of a negative number)
     return wj.ODEModel(lambda u, p, t: -p[0] * u + jnp.log(p[1]) * 0.0 * u, 1, 2, name="nan_model")

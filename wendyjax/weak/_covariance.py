@@ -59,34 +59,15 @@ def covariance_blocks(
     phi: Float[Array, "k n"],
     dphi: Float[Array, "k n"],
     dphi_gram: Float[Array, "k k"],
-    jac_a: Float[Array, "n d d"],
-    jac_b: Float[Array, "n d d"] | None,
+    jac: Float[Array, "n d d"],
     var: Float[Array, " d"],
-    ca: float | Array = 1.0,
-    cb: float | Array = 1.0,
 ) -> Float[Array, "d d k k"]:
-    r"""Blocks $[A_a \Sigma A_b^T]_{dd'}$ of the bilinear form with
-    $(A_a)_{de} = \Phi\,\mathrm{diag}(J^a_{\cdot de}) + c_a\delta_{de}\dot\Phi$.
-
-    `jac_b=None` means $A_b = A_a$ (and $c_b = c_a$): the symmetric covariance $S$, one
-    family of products fewer. `ca`, `cb` may be traced scalars.
-    """
-    d = var.shape[0]
-    constant = ca * cb * jnp.eye(d)[:, :, None, None] * var[:, None, None, None] * dphi_gram
-    if jac_b is None:
-        w1, w2 = covariance_weights(jac_a, var)
-        return weighted_blocks(phi, dphi, w1, ca * w2) + constant
-    k, n = phi.shape
-    # Φ diag(Σ_e σ_e² J^a_de J^b_d'e) Φᵀ
-    w1 = jnp.einsum("mde,mfe,e->mdf", jac_a, jac_b, var).reshape(n, d * d)
-    out = weighted_grams(phi, phi, w1).reshape(d, d, k, k)
-    # c_a σ_d² Φ̇ diag(J^b_d'd) Φᵀ
-    w2 = (jnp.swapaxes(jac_b, 1, 2) * var[None, :, None]).reshape(n, d * d)
-    out = out + ca * weighted_grams(dphi, phi, w2).reshape(d, d, k, k)
-    # c_b σ_d'² Φ diag(J^a_dd') Φ̇ᵀ = (σ_d'² Φ̇ diag(J^a_dd') Φᵀ)ᵀ
-    w3 = (jac_a * var[None, None, :]).reshape(n, d * d)
-    c = weighted_grams(dphi, phi, w3).reshape(d, d, k, k)
-    return out + cb * jnp.swapaxes(c, 2, 3) + constant
+    r"""The blocks $S_{dd'}$ of $S = L\Sigma L^T$ (000 Prop. 2) with
+    $L_{de} = \Phi\,\mathrm{diag}(J_{\cdot de}) + \delta_{de}\dot\Phi$: the weighted Grams of
+    [`weighted_blocks`][] plus the constant $\delta_{dd'}\sigma_d^2\dot\Phi\dot\Phi^T$."""
+    w1, w2 = covariance_weights(jac, var)
+    constant = jnp.eye(var.shape[0])[:, :, None, None] * var[:, None, None, None] * dphi_gram
+    return weighted_blocks(phi, dphi, w1, w2) + constant
 
 
 def blocks_to_matrix(blocks: Float[Array, "d d k k"]) -> Float[Array, "dk dk"]:

@@ -99,7 +99,7 @@ def _g_and_S(lik: WeakLikelihood, p) -> tuple[Float[Array, "r dk"], Float[Array,
     def single(phi, dphi, gram, u, t, var):
         g = _vec(phi @ _vmap_rhs(rhs, u, p, t))
         jac = _state_jacobian(rhs, u, p, t)
-        return g, blocks_to_matrix(covariance_blocks(phi, dphi, gram, jac, None, var))
+        return g, blocks_to_matrix(covariance_blocks(phi, dphi, gram, jac, var))
 
     return jax.vmap(single)(prob.phi, prob.dphi, prob.dphi_gram, prob.u, prob.t, var)
 
