@@ -37,10 +37,9 @@ import wendyjax as wj  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _suite import (  # noqa: E402
     RESULTS,
-    coverage_tolerance,
     markdown_table,
+    matches,
     median_over,
-    mse_tolerance,
     save_study,
     timed_study,
 )
@@ -124,7 +123,7 @@ def logistic_vs_d1(study) -> list[list]:
         i = _M_INDEX[r["M"]]
         bias = np.sign(r["p_true"]) * np.sqrt(r["rel_sq_bias"])  # magnitude of the relative bias
         ours_mse = r["rel_mse"]
-        ok = ours_mse <= ref[2][i] * (1 + mse_tolerance(n)) and r["coverage_2se"] >= ref[3][i] - coverage_tolerance(n)
+        ok = matches({"mse": ours_mse, "cov": r["coverage_2se"]}, {"mse": ref[2][i], "cov": ref[3][i]}, n)
         out.append([f"{100 * r['noise_ratio']:g} %", r["M"], r["param"], abs(float(bias)), abs(ref[0][i]),
                     r["rel_variance"], ref[1][i], ours_mse, ref[2][i], r["coverage_2se"], ref[3][i],
                     "yes" if ok else "**no**"])
@@ -194,8 +193,7 @@ def main():
         results[name] = {"noise": grid, "subsamples": args.subsamples, "ours": ours, "paper": ref,
                          "failure_rate": fail, "wall_s": wall, "simulate_s": s["simulate_s"],
                          "build_s": s["build_s"], "fit_s": s["fit_s"]}
-        verdict = ("yes" if ours["mse"] <= ref["mse"] * (1 + mse_tolerance(args.runs))
-                   and ours["cov"] >= ref["cov"] - coverage_tolerance(args.runs) else "**no**")
+        verdict = "yes" if matches(ours, ref, args.runs) else "**no**"
         summary.append([name, ", ".join(f"{100 * g:g}" for g in grid) if len(grid) <= 5 else f"{len(grid)} levels",
                         ours["bias2"], ref["bias2"], ours["var"], ref["var"], ours["mse"], ref["mse"],
                         ours["cov"], ref["cov"], ours["cov95"], fail, verdict, f"{wall:.0f}"])
