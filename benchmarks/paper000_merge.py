@@ -8,7 +8,8 @@ the repository root::
         paper000_suite_g2d_full_m512_1024 --out paper000_suite_g2d_full
 
 reads `benchmarks/results/paper000/<study>_<model>.csv` (written by `paper000_suite.py`),
-refuses pieces whose cells (noise, M) overlap or whose runs per cell differ, and writes
+refuses pieces whose cells (noise, M) overlap, whose runs per cell differ, or whose
+estimator (its start) or test-function settings (e.g. `k_max`) differ, and writes
 `benchmarks/results/<out>.md` and `.json`: the medians over all parameters and cells of
 relative squared bias, variance, MSE and 2√C coverage, with `paper000_suite.py`'s rule
 for a match.
@@ -30,11 +31,13 @@ from paper000_suite import PAPER  # noqa: E402
 def read_rows(model: str, studies: list[str]) -> list[dict]:
     if len(set(studies)) != len(studies):
         raise SystemExit("a study is named twice")
-    rows, cells = [], {}
+    rows, cells, configs = [], {}, {}
     for study in studies:
         path = RESULTS / "paper000" / f"{study}_{model}.csv"
         if not path.exists():
             raise SystemExit(f"no saved study {path}")
+        settings = json.loads(path.with_suffix(".settings.json").read_text())
+        configs[study] = json.dumps([settings["estimator"], settings["test_functions"]], sort_keys=True)
         with path.open() as fh:
             for row in csv.DictReader(fh):
                 cell = (float(row["noise_ratio"]), int(row["M"]))
@@ -43,6 +46,8 @@ def read_rows(model: str, studies: list[str]) -> list[dict]:
                 rows.append({k: (v if k == "param" else float(v)) for k, v in row.items()})
     if len({r["n_runs"] for r in rows}) != 1:
         raise SystemExit("the pieces ran different numbers of runs per cell")
+    if len(set(configs.values())) != 1:
+        raise SystemExit(f"the pieces differ in estimator or test-function settings: {configs}")
     return rows
 
 

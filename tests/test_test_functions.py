@@ -40,6 +40,22 @@ def test_orthonormal_basis_and_weak_derivative(logistic_data):
     assert np.allclose(info.radii, np.array([1, 2, 4, 8])[: len(info.radii)] * info.radius)
 
 
+def test_k_max_cap_is_recorded(logistic_data):
+    # K = min(criteria, k_max); k_criteria is what the condition and information rules keep
+    t, u = np.asarray(logistic_data.t), np.asarray(logistic_data.u)
+    free = build_test_functions(t, u).info
+    s = free.singular_values
+    k_cond = int(np.sum(s / s[0] >= 1e-4))
+    k_info = int(np.sum(np.cumsum(s) / np.sum(s) <= 0.95))
+    assert free.k_criteria == min(k_cond, k_info) and free.k == free.k_criteria and not free.capped
+    capped = build_test_functions(t, u, TestFunctionConfig(k_max=free.k - 5)).info
+    assert capped.k == free.k - 5 and capped.k_criteria == free.k and capped.capped
+    model = zoo("logistic").model
+    fit = wj.MLE().fit(model, logistic_data, [0.5, -0.5], test_functions=TestFunctionConfig(k_max=free.k - 5))
+    assert f"K = {free.k - 5} (capped by k_max; the criteria keep {free.k})" in str(fit)
+    assert f"K = {free.k}\n" in str(wj.MLE().fit(model, logistic_data, [0.5, -0.5]))
+
+
 def test_gram_eigendecomposition_matches_a_dense_svd(logistic_data):
     # the basis comes from eigh(Φᵀ Φ); it must span what the SVD of the stacked rows gives
     t, u = np.asarray(logistic_data.t), np.asarray(logistic_data.u)

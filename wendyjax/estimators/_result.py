@@ -132,7 +132,8 @@ class WENDyFit(AbstractFit):
         return {"nll": self.nll}
 
     def _head(self) -> list[str]:
-        k = ", ".join(str(info.k) for info in self.test_functions if info is not None)
+        k = ", ".join(f"{info.k} (capped by k_max; the criteria keep {info.k_criteria})" if info.capped
+                      else str(info.k) for info in self.test_functions if info is not None)
         return [
             f"WENDy-{self.method.upper()} fit of '{self.model.name}': {self._status_text}",
             f"  ℓ(p̂) = {self.nll:.6g}   steps = {self.num_steps}   "

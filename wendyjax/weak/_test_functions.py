@@ -51,7 +51,11 @@ class TestFunctionConfig:
       mode ⌊M/2⌋ − 1.
     - `n_probe`: test functions placed per candidate radius in the search (Kᵣ).
     - `max_cond`, `min_info`, `k_max`: SVD truncation: condition number bound,
-      cumulative singular-value information fraction, and maximal K.
+      cumulative singular-value information fraction, and maximal K. The cap of 200 is
+      WENDy.jl's; 000 §4.3 used 200–500. Where it binds (`TestFunctionInfo.capped`, shown
+      in a fit's summary) the estimate can be biased: on the Logistic at M = 1024 and
+      20 % noise the criteria keep ~600 and p1's bias is 4.8 % with 200, 0.24 % with 500,
+      for ~7× the fitting time (benchmarks/results/paper000_suite_logistic_full_k500.md).
     - `k_min`: least K kept (MATLAB WENDy: twice the number of parameters).
     - `rule`: "wendy.jl" (above) or "matlab", the construction of 001's MATLAB code
       (`TestFunctionConfig.matlab`): the minimum radius searched over every integer
@@ -124,8 +128,10 @@ class RadiusSelection:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class TestFunctionInfo:
-    """What was chosen: minimum radius, the stack of radii (time units), K before and
-    after truncation, singular values of the full matrix, and the radius search."""
+    """What was chosen: minimum radius, the stack of radii (time units), the number of
+    stacked rows `k_full`, K kept, `k_criteria` (the K the condition-number and information
+    criteria alone keep: above `k` when `k_max` binds), singular values of the full matrix,
+    and the radius search."""
 
     __test__ = False
 
@@ -133,8 +139,14 @@ class TestFunctionInfo:
     radii: tuple[float, ...]
     k_full: int
     k: int
+    k_criteria: int
     singular_values: np.ndarray
     selection: RadiusSelection | None
+
+    @property
+    def capped(self) -> bool:
+        """Whether `k_max` cut K below what the truncation criteria keep."""
+        return self.k < self.k_criteria
 
 
 class TestFunctions(eqx.Module):
@@ -401,11 +413,13 @@ def _cached_basis(t_bytes: bytes, r_min: float, config: TestFunctionConfig) -> T
     s = np.sqrt(np.maximum(lam[::-1], 0.0))[: min(phi_full.shape)]
     info = np.cumsum(s) / np.sum(s)
     if matlab:  # 001's VVp_svd.m
-        k = _secant_corner(np.arange(1.0, len(s) + 1), info, 1) + 1
+        k_criteria = _secant_corner(np.arange(1.0, len(s) + 1), info, 1) + 1
+        k = k_criteria
     else:
         k_cond = int(np.sum(s / s[0] >= 1.0 / config.max_cond))
-        k = min(k_cond, int(np.sum(info <= config.min_info)), config.k_max)
-    k = min(max(config.k_min, k), len(s))
+        k_criteria = min(k_cond, int(np.sum(info <= config.min_info)))
+        k = min(k_criteria, config.k_max)
+    k_criteria, k = (min(max(config.k_min, x), len(s)) for x in (k_criteria, k))
     phi = v[:, ::-1][:, :k].T
     # Φ̇ = P Qₖᵀ Φ̇_full with Qₖ = Φ_full Vₖ / σₖ, i.e. Vₖᵀ (Φ_fullᵀ Φ̇_full) / σₖ².
     dphi = (phi @ (phi_full.T @ dphi_full).toarray()) / s[:k, None] ** 2
@@ -414,6 +428,7 @@ def _cached_basis(t_bytes: bytes, r_min: float, config: TestFunctionConfig) -> T
         radii=tuple(float(r) for r in radii),
         k_full=phi_full.shape[0],
         k=k,
+        k_criteria=k_criteria,
         singular_values=s,
         selection=None,
     )
