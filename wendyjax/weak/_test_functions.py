@@ -54,8 +54,8 @@ class TestFunctionConfig:
       cumulative singular-value information fraction, and maximal K. The cap of 200 is
       WENDy.jl's; 000 §4.3 used 200–500. Where it binds (`TestFunctionInfo.capped`, shown
       in a fit's summary) the estimate can be biased: on the Logistic at M = 1024 and
-      20 % noise the criteria keep ~600 and p1's bias is 4.8 % with 200, 0.24 % with 500,
-      for ~7× the fitting time (benchmarks/results/paper000_suite_logistic_full_k500.md).
+      20 % noise the criteria keep ~600 and p1's bias is 4.5 % with 200, 0.40 % with 500
+      (benchmarks/results/paper000_suite_logistic_full.md and `…_full_k500.md`).
     - `k_min`: least K kept (MATLAB WENDy: twice the number of parameters).
     - `rule`: "wendy.jl" (above) or "matlab", the construction of 001's MATLAB code
       (`TestFunctionConfig.matlab`): the minimum radius searched over every integer
