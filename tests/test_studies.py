@@ -175,6 +175,11 @@ _SHARDED = textwrap.dedent("""
     assert np.allclose(a.params, b.params, rtol=1e-10, atol=0), (a.params, b.params)
     assert np.allclose(a.covariance, b.covariance, rtol=1e-8, atol=0)
     assert np.array_equal(a.status, b.status)
+    # the preparation (simulation, test functions, likelihoods) runs on the host CPU
+    # whatever the default device; only the fits go to `devices`
+    from wendyjax.studies._engine import _on_host
+    with jax.default_device(jax.devices()[1]), _on_host():
+        assert jax.numpy.zeros(1).devices() == {jax.devices("cpu")[0]}
     print("OK")
 """)
 
