@@ -177,9 +177,20 @@ _SHARDED = textwrap.dedent("""
     assert np.array_equal(a.status, b.status)
     # the preparation (simulation, test functions, likelihoods) runs on the host CPU
     # whatever the default device; only the fits go to `devices`
-    from wendyjax.studies._engine import _on_host
-    with jax.default_device(jax.devices()[1]), _on_host():
+    from wendyjax.studies import _engine
+    with jax.default_device(jax.devices()[1]), _engine._on_host():
         assert jax.numpy.zeros(1).devices() == {jax.devices("cpu")[0]}
+    # the shards of a chunk are fitted at the same time: each waits inside its fit until
+    # the other has entered its own (a barrier that breaks after 120 s if they run one
+    # after another, as they did when one thread dispatched them)
+    import threading
+    barrier, fit_chunk = threading.Barrier(2, timeout=120), _engine._fit_chunk
+    def meeting(*args):
+        barrier.wait()
+        return fit_chunk(*args)
+    _engine._fit_chunk = meeting
+    met = wj.studies.monte_carlo(bench, wj.MLE(), batch_size=8, **kw).runs[0]
+    assert np.array_equal(met.params, a.params)
     print("OK")
 """)
 

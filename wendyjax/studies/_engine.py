@@ -5,6 +5,7 @@ functions cached, padded to a common K) on the host CPU, fit them in jit-compile
 import contextlib
 import dataclasses
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import equinox as eqx
 import jax
@@ -112,6 +113,12 @@ def _fit_chunk(estimator, liks, p0s, shared, covariance, model, solver, vectoriz
     return jax.lax.map(lambda args: one(*args), (liks, p0s))
 
 
+def _fit_shard(device, estimator, liks, p0s, shared, covariance, model, solver, vectorize):
+    """`_fit_chunk` on one device, its outputs back on the host."""
+    return jax.device_get(_fit_chunk(estimator, _put(liks, device), _put(p0s, device), _put(shared, device),
+                                     covariance, model, solver, vectorize))
+
+
 def _single_threaded_blas():
     """The LAPACK calls of CPU fits (Cholesky, triangular solves) use the host's OpenBLAS;
     its threads contend with XLA's own and made the factorisations of 150×150 to 600×600
@@ -190,22 +197,27 @@ def run_cells(
         timings["build_s"] += time.perf_counter() - start
         chunks = []
         shared = (lo, hi, jnp.asarray(cell.u0, float), jnp.asarray(t), jnp.asarray(clean))
-        with _single_threaded_blas():
+        with _single_threaded_blas(), ThreadPoolExecutor(max_workers=n_dev) as pool:
             for i in range(n_chunks):
                 idx = np.arange(i * batch_size, (i + 1) * batch_size)
                 idx = np.minimum(idx, n_runs - 1)  # the last chunk repeats its last run: fixed shapes
-                # one shard per device, dispatched asynchronously: the runs are independent, so
-                # the devices never communicate (a shard_map over the batch deadlocked XLA:CPU's
-                # thread pool with several CPU devices and while loops, jax 0.10)
-                results = []
+                # one shard per device, each fitted from its own thread: a call runs on the
+                # calling thread until it has finished (`eqx.filter_jit` waits for it, and so
+                # does any CPU computation with a host callback, such as diffrax's checks),
+                # so one thread dispatching every shard ran the devices one after another.
+                # The runs are independent, so the devices never communicate (a shard_map
+                # over the batch deadlocked XLA:CPU's thread pool with several CPU devices
+                # and while loops, jax 0.10).
+                futures = []
                 chunk_start, build = time.perf_counter(), 0.0
                 for device, part in zip(devices, np.split(idx, n_dev)):
                     start = time.perf_counter()
                     liks = make(part)
                     build += time.perf_counter() - start
-                    results.append(_fit_chunk(estimator, _put(liks, device), _put(jnp.asarray(p0s[part]), device),
-                                              _put(shared, device), covariance, model, bench.solver, vectorize))
-                chunks.extend(jax.device_get(results))
+                    futures.append(pool.submit(
+                        _fit_shard, device, estimator, liks, jnp.asarray(p0s[part]), shared, covariance, model,
+                        bench.solver, vectorize))
+                chunks.extend(f.result() for f in futures)
                 timings["build_s"] += build
                 timings["fit_s"] += time.perf_counter() - chunk_start - build  # incl. compilation
                 bar.update()
