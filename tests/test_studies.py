@@ -202,6 +202,53 @@ def test_sharded_study_equals_unsharded():
     assert out.stdout.strip().endswith("OK")
 
 
+# Two processes joined by `jax.distributed` (gloo collectives on CPU), one CPU device each:
+# each fits its device's shard, and both return every run, equal to the single-process
+# study with the same shard shape (a study on a process's own devices stays local). A
+# study on another process's devices only is refused.
+_DISTRIBUTED = textwrap.dedent("""
+    import sys
+    import jax
+    port, pid = sys.argv[1], int(sys.argv[2])
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator_address=f"localhost:{port}", num_processes=2, process_id=pid)
+    import numpy as np
+    import wendyjax as wj
+    assert len(jax.devices()) == 2 and len(jax.local_devices()) == 1
+    bench = wj.models.logistic()
+    kw = dict(noise_levels=[0.05], subsamples=[4], n_runs=8, key=jax.random.key(1), progress=False)
+    both = wj.studies.monte_carlo(bench, wj.MLE(), batch_size=8, **kw)
+    alone = wj.studies.monte_carlo(bench, wj.MLE(), devices=jax.local_devices(), batch_size=4, **kw)
+    a, b = both.runs[0], alone.runs[0]
+    assert np.allclose(a.params, b.params, rtol=1e-10, atol=0), (a.params, b.params)
+    assert np.allclose(a.covariance, b.covariance, rtol=1e-8, atol=0)
+    assert np.array_equal(a.status, b.status) and np.array_equal(a.num_steps, b.num_steps)
+    try:
+        wj.studies.monte_carlo(bench, wj.MLE(), devices=[d for d in jax.devices() if d.process_index != pid], **kw)
+    except ValueError as e:
+        assert "this process's own or hold the same number of devices" in str(e), e
+    else:
+        raise AssertionError("a study on another process's devices only was not refused")
+    print("OK")
+    """)
+
+
+def test_distributed_study_equals_single_process():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = str(s.getsockname()[1])
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    procs = [subprocess.Popen([sys.executable, "-c", _DISTRIBUTED, port, str(pid)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for pid in (0, 1)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+        assert out.strip().endswith("OK")
+
+
 @pytest.fixture(scope="module")
 def lv_studies():
     bench = zoo("lotka_volterra")

@@ -2,6 +2,7 @@
 functions cached, padded to a common K) on the host CPU, fit them in jit-compiled chunks
 (vmapped on GPU/TPU, `lax.map` on CPU) sharded over the devices, forward-simulate the fits."""
 
+import collections
 import contextlib
 import dataclasses
 import time
@@ -12,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import threadpoolctl
+from jax.experimental import multihost_utils
 from tqdm.auto import tqdm
 
 from ..data import Trajectory
@@ -119,6 +121,34 @@ def _fit_shard(device, estimator, liks, p0s, shared, covariance, model, solver, 
                                      covariance, model, solver, vectorize))
 
 
+def check_processes(devices) -> None:
+    """The devices of a study are this process's own, or (`jax.distributed`) the same
+    number of every process's; the processes then run the same study together."""
+    counts = collections.Counter(d.process_index for d in devices)
+    if set(counts) == {jax.process_index()}:
+        return
+    if len(counts) != jax.process_count() or len(set(counts.values())) != 1:
+        raise ValueError("devices must be this process's own or hold the same number of devices of every process "
+                         f"(jax.distributed), got {dict(sorted(counts.items()))} devices per process of "
+                         f"{jax.process_count()}.")
+
+
+def _all_shards(local_shards: list, devices) -> list:
+    """Every device's shard of a chunk in the order of `devices`, given this process's own
+    (fitted on its devices, in that order): with devices of several processes, these
+    exchange their shards."""
+    if {d.process_index for d in devices} == {jax.process_index()}:
+        return local_shards
+    stacked = jax.tree_util.tree_map(lambda *x: np.stack(x), *local_shards)
+    gathered = multihost_utils.process_allgather(stacked)  # (process, its shard, ...)
+    seen = collections.Counter()
+    where = []  # (process, position among its shards) of each device's shard
+    for d in devices:
+        where.append((d.process_index, seen[d.process_index]))
+        seen[d.process_index] += 1
+    return [jax.tree_util.tree_map(lambda x, w=w: np.asarray(x[w]), gathered) for w in where]
+
+
 def _single_threaded_blas():
     """The LAPACK calls of CPU fits (Cholesky, triangular solves) use the host's OpenBLAS;
     its threads contend with XLA's own and made the factorisations of 150×150 to 600×600
@@ -137,7 +167,7 @@ def _on_host():
     3 s and 14 s on 2 CPU cores). Only the stacked chunks go to the devices (`_put`): the
     compiled fit runs where its arrays are committed."""
     try:
-        cpu = jax.devices("cpu")[0]
+        cpu = jax.local_devices(backend="cpu")[0]
     except RuntimeError:  # JAX_PLATFORMS excludes the CPU
         yield
         return
@@ -176,13 +206,15 @@ def run_cells(
     model = bench.model
     noise_kind = "lognormal" if bench.noise.log_space else "gaussian"
     n_dev = len(devices)
+    local = [g for g, d in enumerate(devices) if d.process_index == jax.process_index()]
     # as few chunks as batch_size allows, of equal size (a multiple of the device count)
     # so that padding the last one wastes as little as possible
     n_chunks = -(-n_runs // max(batch_size, n_dev))
     per_chunk = -(-n_runs // n_chunks)
     batch_size = -(-per_chunk // n_dev) * n_dev
     timings = {"simulate_s": 0.0, "build_s": 0.0, "fit_s": 0.0}
-    bar = tqdm(total=len(cells) * n_chunks, desc=f"{model.name} study", unit="chunk", disable=not progress)
+    bar = tqdm(total=len(cells) * n_chunks, desc=f"{model.name} study", unit="chunk",
+               disable=not progress or jax.process_index() != 0)
     out = []
     lo, hi = jnp.asarray(lower), jnp.asarray(upper)
     for c, cell in enumerate(cells):
@@ -197,7 +229,7 @@ def run_cells(
         timings["build_s"] += time.perf_counter() - start
         chunks = []
         shared = (lo, hi, jnp.asarray(cell.u0, float), jnp.asarray(t), jnp.asarray(clean))
-        with _single_threaded_blas(), ThreadPoolExecutor(max_workers=n_dev) as pool:
+        with _single_threaded_blas(), ThreadPoolExecutor(max_workers=len(local)) as pool:
             for i in range(n_chunks):
                 idx = np.arange(i * batch_size, (i + 1) * batch_size)
                 idx = np.minimum(idx, n_runs - 1)  # the last chunk repeats its last run: fixed shapes
@@ -208,16 +240,19 @@ def run_cells(
                 # The runs are independent, so the devices never communicate (a shard_map
                 # over the batch deadlocked XLA:CPU's thread pool with several CPU devices
                 # and while loops, jax 0.10).
+                # With several processes (`jax.distributed`) each fits the shards of its own
+                # devices and the shards are then exchanged, so every process returns them all.
                 futures = []
                 chunk_start, build = time.perf_counter(), 0.0
-                for device, part in zip(devices, np.split(idx, n_dev)):
+                parts = np.split(idx, n_dev)
+                for g in local:
                     start = time.perf_counter()
-                    liks = make(part)
+                    liks = make(parts[g])
                     build += time.perf_counter() - start
                     futures.append(pool.submit(
-                        _fit_shard, device, estimator, liks, jnp.asarray(p0s[part]), shared, covariance, model,
-                        bench.solver, vectorize))
-                chunks.extend(f.result() for f in futures)
+                        _fit_shard, devices[g], estimator, liks, jnp.asarray(p0s[parts[g]]), shared, covariance,
+                        model, bench.solver, vectorize))
+                chunks.extend(_all_shards([f.result() for f in futures], devices))
                 timings["build_s"] += build
                 timings["fit_s"] += time.perf_counter() - chunk_start - build  # incl. compilation
                 bar.update()

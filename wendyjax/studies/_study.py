@@ -20,7 +20,7 @@ from ..estimators._wendy import AbstractWENDyEstimator
 from ..models import Benchmark
 from ..weak import TestFunctionConfig
 from . import _metrics as metrics
-from ._engine import Cell, CellRuns, forward_errors, resolve_vectorize, run_cells
+from ._engine import Cell, CellRuns, check_processes, forward_errors, resolve_vectorize, run_cells
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -208,6 +208,7 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
     lo, hi = _bounds(model, bounds)
     sampler = _p0_sampler(p0, model, lo, hi)
     devices = list(jax.devices() if devices is None else devices)
+    check_processes(devices)
     vectorize = resolve_vectorize(vectorize, devices)
     start = time.perf_counter()
     runs, timings = run_cells(bench, estimator, cells, n_runs, key, p0=sampler, lower=lo, upper=hi,
@@ -267,6 +268,11 @@ def monte_carlo(
     - `vectorize`: `True` vmaps the fits of a chunk, `False` runs them one after another
       in the same compiled call; "auto" vmaps on GPU/TPU and not on CPU, where it was
       measured 1.3–2× slower (benchmarks/study_throughput.py).
+    - `devices`: one shard of each chunk per device, fitted at the same time. Under
+      `jax.distributed` the default (all devices) spans the processes: call the study
+      with the same arguments in every process; each fits its own devices' shards and
+      every process returns the whole study. The devices must be this process's own or
+      the same number of every process's.
     """
     _check_benchmark(benchmark)
     key = jax.random.key(0) if key is None else key
