@@ -111,7 +111,8 @@ def cell_rows(study) -> list[list]:
                     first["median_coef_error"], first["median_forward_error"],
                     100 * median_over(cell, "rel_sq_bias"), 100 * median_over(cell, "rel_variance"),
                     100 * median_over(cell, "rel_mse"), median_over(cell, "coverage_2se"),
-                    float(np.nanmin(cov)), median_over(cell, "coverage_0.95"), first["median_steps"]])
+                    float(np.nanmin(cov)), median_over(cell, "coverage_0.95"), first["median_steps"],
+                    first["n_at_bound"]])
     return out
 
 
@@ -208,7 +209,7 @@ def main():
                      f"fit incl. compilation {s['fit_s']:.0f} s).", "",
                      *markdown_table(["noise", "M", "ok", "failure", "median coef err", "median fwd err",
                                       "bias² %", "var %", "MSE %", "cov 2se (median)", "cov 2se (min)",
-                                      "cov 95 %", "median steps"], cell_rows(study)), ""]
+                                      "cov 95 %", "median steps", "runs on the box"], cell_rows(study)), ""]
         if name == "logistic":
             d1 = logistic_vs_d1(study)
             if d1:

@@ -12,6 +12,7 @@ from _zoo import zoo
 import wendyjax as wj
 from wendyjax.studies import (
     coverage,
+    on_bound,
     relative_coefficient_error,
     relative_mse,
     relative_squared_bias,
@@ -39,6 +40,11 @@ def test_metrics_against_hand_computed_values():
     se = np.array([[0.15, 0.1], [0.05, np.nan], [0.2, 0.3]])
     assert np.allclose(coverage(p_hat, p_true, se), [2 / 3, 2 / 3])
     assert np.allclose(coverage(p_hat, p_true, se, z=1.0), [0.0, 1 / 3])
+    # on a finite bound within 1e-6·max(1, |bound|); infinite bounds are never reached
+    lower, upper = np.array([1.8, -np.inf]), np.array([2.3, -0.5])
+    np.testing.assert_array_equal(on_bound(p_hat, lower, upper), [[False, False], [True, True], [True, False]])
+    np.testing.assert_array_equal(on_bound(p_hat + 1e-7, lower, upper)[:, 0], [False, True, True])
+    np.testing.assert_array_equal(on_bound(p_hat + 1e-5, lower, upper)[:, 0], [False, False, False])
 
 
 def test_a_failed_forward_solve_is_a_failed_run():
@@ -54,6 +60,24 @@ def test_a_failed_forward_solve_is_a_failed_run():
     runs = wj.studies.CellRuns(256, params, params, cov, status, np.ones(n, int), np.zeros(n), np.zeros(n),
                                forward_ok, np.full(n, 10), np.full(n, 0.5))
     assert list(_failed(runs)) == [False, True, True, True]
+
+
+def test_estimates_on_the_box_are_counted_and_flagged():
+    # 3 runs of a 2-parameter model in the box [0, 2] x [-2, 0]: run 0 interior, run 1 on
+    # p2's upper bound, run 2 on both lower bounds, run 3 failed (on the box too: not counted)
+    params = np.array([[1.0, -1.0], [1.2, 0.0], [0.0, -2.0], [0.0, -2.0]])
+    n = len(params)
+    runs = wj.studies.CellRuns(256, params, params, np.tile(0.01 * np.eye(2), (n, 1, 1)),
+                               np.array(["successful"] * n), np.ones(n, int), np.zeros(n), np.zeros(n),
+                               np.array([True, True, True, False]), np.full(n, 10), np.full(n, 0.5))
+    cell = wj.studies.Cell(np.array([1.0, -1.0]), np.array([0.5]), 0.05, 1)
+    settings = {"level": 0.95, "bounds": [[0.0, -2.0], [2.0, 0.0]], "estimator": "MLE()", "n_runs": n,
+                "seed": [0], "covariance": "hessian"}
+    study = wj.studies.Study("toy", ("p1", "p2"), (cell,), (runs,), settings, (np.zeros(n),))
+    rows = study.rows()
+    assert [r["at_bound"] for r in rows] == [1 / 3, 2 / 3]
+    assert all(r["n_at_bound"] == 2 and r["n_ok"] == 3 for r in rows)
+    assert "2 run(s) that did not fail ended with an estimate on the parameter box's bounds" in study.table()
 
 
 @pytest.fixture(scope="module")
@@ -79,10 +103,12 @@ def test_small_study_end_to_end(small_study):
         assert np.isclose(row["rel_mse"], row["rel_sq_bias"] + row["rel_variance"])
         assert np.isclose(row["rel_mse"], np.mean((runs.params[:, j] - cell.p_true[j]) ** 2) / cell.p_true[j] ** 2)
         assert row["median_coef_error"] < 0.05
+        assert row["at_bound"] == 0 and row["n_at_bound"] == 0  # interior estimates
     assert "rel_sq_bias" in study.to_csv().splitlines()[0]
     back = json.loads(study.to_json())
     assert back["settings"]["n_runs"] == 7 and len(back["runs"][0]["params"]) == 7
-    assert "p1" in str(study) and "logistic" in str(study)
+    assert "p1" in str(study) and "logistic" in str(study) and "on box" in str(study)
+    assert "bounds" not in str(study).splitlines()[-1]  # no estimate on the box: no warning
 
 
 def test_study_runs_equal_single_fits(small_study):

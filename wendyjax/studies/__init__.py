@@ -5,6 +5,7 @@ the metrics of 000 Table 1."""
 from ._engine import Cell as Cell, CellRuns as CellRuns
 from ._metrics import (
     coverage as coverage,
+    on_bound as on_bound,
     relative_coefficient_error as relative_coefficient_error,
     relative_mse as relative_mse,
     relative_squared_bias as relative_squared_bias,

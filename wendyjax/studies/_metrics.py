@@ -43,3 +43,18 @@ def coverage(p_hat: ArrayLike, p_true: ArrayLike, stderr: ArrayLike, z: float = 
     err = np.abs(np.asarray(p_hat, float) - np.asarray(p_true, float))
     with np.errstate(invalid="ignore"):
         return np.mean(err < z * np.asarray(stderr, float), axis=0)
+
+
+def on_bound(p_hat: ArrayLike, lower: ArrayLike, upper: ArrayLike, rtol: float = 1e-6) -> np.ndarray:
+    r"""Which estimates lie on a finite bound of the parameter box (within
+    `rtol`·max(1, |bound|)), shape (N, J). Not a metric of 000: a bounded fit stops on the
+    box when the objective's minimum within it lies there, and such a run is a success in
+    000's sense although its estimate is only the box's edge (e.g. Goodwin-3D's corner
+    minimum, see the README); estimates on the box are a warning sign."""
+    p_hat = np.asarray(p_hat, float)
+    on = np.zeros(p_hat.shape, bool)
+    for bound in (np.asarray(lower, float), np.asarray(upper, float)):
+        finite = np.isfinite(bound)
+        value = np.where(finite, bound, 0.0)
+        on |= finite & (np.abs(p_hat - value) <= rtol * np.maximum(1.0, np.abs(value)))
+    return on

@@ -52,8 +52,11 @@ class Study:
 
     def rows(self) -> list[dict]:
         """One row per cell and parameter: the metrics of 000 Table 1, plus nominal-level
-        coverage, solver statuses and run counts."""
+        coverage, solver statuses, run counts and estimates on the parameter box's bounds
+        (`at_bound`: the fraction of the runs that did not fail whose estimate of this
+        parameter is on a bound; `n_at_bound`: those runs with any parameter on one)."""
         level = self.settings["level"]
+        lower, upper = (np.asarray(b, float) for b in self.settings["bounds"])
         z = float(scipy.stats.norm.ppf(0.5 + level / 2))
         out = []
         for i, (cell, r) in enumerate(zip(self.cells, self.runs)):
@@ -63,6 +66,7 @@ class Study:
                             metrics.relative_coefficient_error(r.params, cell.p_true))
             fwd = np.where(failed, self.p0_forward_error[i], r.forward_error)
             p_ok = r.params[ok]
+            bound = metrics.on_bound(p_ok, lower, upper)
             se = np.sqrt(np.diagonal(r.covariance[ok], axis1=1, axis2=2))
             stats = {
                 "rel_sq_bias": metrics.relative_squared_bias(p_ok, cell.p_true),
@@ -70,11 +74,13 @@ class Study:
                 "rel_mse": metrics.relative_mse(p_ok, cell.p_true),
                 "coverage_2se": metrics.coverage(p_ok, cell.p_true, se, 2.0),
                 f"coverage_{level:g}": metrics.coverage(p_ok, cell.p_true, se, z),
+                "at_bound": bound.mean(axis=0),
             } if ok.any() else {}
             common = {
                 "noise_ratio": cell.noise_ratio, "M": r.m, "subsample": cell.subsample,
                 "n_runs": len(failed), "n_ok": int(ok.sum()), "failure_rate": float(failed.mean()),
                 "solver_unsuccessful": int(np.sum(r.status != "successful")),
+                "n_at_bound": int(bound.any(axis=1).sum()),
                 "median_coef_error": float(np.median(coef)), "median_forward_error": float(np.median(fwd)),
                 "median_steps": float(np.median(r.num_steps)), "median_k": float(np.median(r.k)),
             }
@@ -91,10 +97,11 @@ class Study:
                 ("bias² %", "rel_sq_bias", "{:.3g}"), ("var %", "rel_variance", "{:.3g}"),
                 ("MSE %", "rel_mse", "{:.3g}"), ("cov 2se", "coverage_2se", "{:.2f}"),
                 (f"cov {level:g}", f"coverage_{level:g}", "{:.2f}"), ("coef err", "median_coef_error", "{:.3g}"),
-                ("fwd err", "median_forward_error", "{:.3g}"), ("fail", "failure_rate", "{:.2f}")]
+                ("fwd err", "median_forward_error", "{:.3g}"), ("fail", "failure_rate", "{:.2f}"),
+                ("on box", "at_bound", "{:.2f}")]
         pct = {"rel_sq_bias", "rel_variance", "rel_mse"}
-        lines = []
-        for row in self.rows():
+        rows, lines = self.rows(), []
+        for row in rows:
             cells = []
             for _, key, fmt in cols:
                 v = row.get(key, float("nan"))
@@ -107,7 +114,11 @@ class Study:
         s = self.settings
         title = (f"Monte Carlo study of '{self.model_name}': {s['estimator']}, {s['n_runs']} runs per setting, "
                  f"seed {s['seed']}, covariance {s['covariance']}")
-        return "\n".join([title, head, "-" * len(head), *body])
+        on_box = sum(row["n_at_bound"] for row in rows if row["param"] == self.param_names[0])
+        note = ([f"{on_box} run(s) that did not fail ended with an estimate on the parameter box's bounds "
+                 f"(column 'on box'): minima on the box's edge, check them before trusting the metrics."]
+                if on_box else [])
+        return "\n".join([title, head, "-" * len(head), *body, *note])
 
     def __str__(self) -> str:
         return self.table()
