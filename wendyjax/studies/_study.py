@@ -56,9 +56,7 @@ class Study:
         (`at_bound`: the fraction of the runs that did not fail whose estimate of this
         parameter is on a bound; `n_at_bound`: those runs with any parameter on one)."""
         level = self.settings["level"]
-        j = len(self.param_names)  # a study built by hand may not record a box: nothing is on it
-        lower, upper = (np.asarray(b, float) for b in self.settings.get("bounds", (np.full(j, -np.inf),
-                                                                                   np.full(j, np.inf))))
+        lower, upper = self.settings.get("bounds", (-np.inf, np.inf))  # a study built by hand may record no box
         z = float(scipy.stats.norm.ppf(0.5 + level / 2))
         out = []
         for i, (cell, r) in enumerate(zip(self.cells, self.runs)):
