@@ -299,6 +299,9 @@ def test_lotka_volterra_coverage_is_calibrated(lv_studies):
     sand = np.array([r["coverage_2se"] for r in lv_studies["sandwich"].rows()])
     assert abs(hess.mean() - 0.95) <= 3 * sd, hess
     assert np.all(sand >= 0.95 - 3 * sd), sand
-    # both studies fit the same data from the same starts: only the covariance differs
+    # both studies fit the same data from the same starts: only the covariance differs. The
+    # fits are compiled into two programs (each with its covariance), which XLA need not round
+    # alike: 4e-11 relative at most, measured with the tests' XLA flags (conftest)
     a, b = lv_studies["hessian"].runs[0], lv_studies["sandwich"].runs[0]
-    assert np.array_equal(a.params, b.params) and np.array_equal(a.p0, b.p0)
+    assert np.array_equal(a.p0, b.p0)
+    np.testing.assert_allclose(a.params, b.params, rtol=1e-8)
