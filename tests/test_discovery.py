@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse
 
 import wendyjax as wj
-from wendyjax.discovery import _colouring, _problem, _start
+from wendyjax.discovery import _colouring, _problem, _sparse_solve, _start
 from wendyjax.discovery._block_solve import bordered_solve
 from wendyjax.discovery._levenberg_marquardt import (
     _gradient_and_diagonal,
@@ -178,6 +178,62 @@ def test_sparse_bordered_solve_equals_a_dense_solve_and_flags_singular_matrices(
     # an exactly singular state block: NaN, which the Levenberg–Marquardt loop rejects
     d_u, d_t = solve(rows, cols, 0.0 * full[rows, cols], np.zeros(n), full[:n, n:], full[n:, n:], b[:n], b[n:])
     assert np.all(np.isnan(d_u)) and np.all(np.isnan(d_t))
+
+
+def test_two_level_sparse_solve_eliminates_the_time_difference_block(monkeypatch):
+    """Two time levels whose matrix is diagonal in d = u₁ − u₀ (003's midpoint residual):
+    only the one-level Schur complement is factorised, and the solution is the dense
+    solve's; a two-level matrix without that structure falls back to factorising all of A."""
+    rng = np.random.default_rng(5)
+    size, p = 12, 3
+    eye = np.eye(size)
+    p_inv = np.block([[0.5 * eye, 0.5 * eye], [-eye, eye]])  # (s, d) = P⁻¹ u
+    a_ss = scipy.sparse.random(size, size, density=0.3, random_state=6).toarray()
+    a_sd = scipy.sparse.random(size, size, density=0.3, random_state=7).toarray()
+    a_hat = np.block([[a_ss @ a_ss.T + size * eye, a_sd], [a_sd.T, np.diag(rng.uniform(size, 2 * size, size))]])
+    structured = p_inv.T @ a_hat @ p_inv  # diagonal in d, but not in u
+    assert np.count_nonzero(structured[size:, :size]) > size
+    generic = scipy.sparse.random(2 * size, 2 * size, density=0.2, random_state=8).toarray()
+    generic = generic @ generic.T + 2 * size * np.eye(2 * size)
+    border, corner = rng.standard_normal((2 * size, p)), 10.0 * np.eye(p)
+    shift, b = rng.uniform(0.1, 1.0, 2 * size), rng.standard_normal(2 * size + p)
+    sizes = []
+    factorise = _sparse_solve._factorise
+    monkeypatch.setattr(_sparse_solve, "_factorise", lambda a: sizes.append(a.shape[0]) or factorise(a))
+    for a, levels, factorised in ((structured, 2, size), (generic, 2, 2 * size), (structured, 1, 2 * size)):
+        rows, cols = np.nonzero(a)
+        d_u, d_t = jax.jit(sparse_bordered_solve, static_argnames="levels")(
+            rows, cols, a[rows, cols], shift, border, corner, b[:2 * size], b[2 * size:], levels=levels)
+        full = np.block([[a + np.diag(shift), border], [border.T, corner]])
+        np.testing.assert_allclose(np.concatenate([d_u, d_t]), np.linalg.solve(full, b), rtol=1e-10)
+        assert sizes == [factorised]  # one factorisation, of this size
+        sizes.clear()
+
+
+def test_two_snapshot_fit_with_the_sparse_solve_equals_the_block_cholesky():
+    """1-D Allen–Cahn from two snapshots: Levenberg–Marquardt with the sparse solve (its
+    two-level elimination) takes the steps of the dense block Cholesky."""
+    x = np.linspace(0.0, 10.0, 41)
+    dx, dt = x[1] - x[0], 0.2
+    u = np.tanh(x - 4.0) * np.cos(0.3 * x)
+    levels = [u]
+    for _ in range(20):  # explicit Euler substeps of u_t = u_xx + u - u³ (Neumann) to t = dt
+        padded = np.pad(u, 1, mode="edge")
+        u = u + dt / 20 * ((padded[2:] - 2 * u + padded[:-2]) / dx**2 + u - u**3)
+        levels.append(u)
+    clean = np.stack([levels[0], levels[-1]])
+    data = clean + 0.01 * np.random.default_rng(2).standard_normal(clean.shape)
+    library = wj.FiniteDifferenceLibrary(["u", "u^3", "u_x", "u_xx"], dx)
+    theta0, mask = jnp.ones((4, 1)), jnp.ones((4, 1), bool)
+    sols = []
+    for solver in ("cholesky", "sparse"):
+        problem = _problem.discovery_problem(data, library, dt, hessian=_problem.HESSIAN_KINDS[solver])
+        lm = wj.discovery.LevenbergMarquardt(hessian="gauss_newton", linear_solver=solver, max_steps=60)
+        sols.append(jax.jit(lm.__call__)(problem, jnp.asarray(data)[..., None], theta0, mask, 1e-2, 0.0, EPS))
+    dense, sparse = sols
+    assert int(dense.n_steps) == int(sparse.n_steps) > 5
+    np.testing.assert_allclose(sparse.theta, dense.theta, rtol=1e-8, atol=1e-10)
+    assert float(sparse.loss) == pytest.approx(float(dense.loss), rel=1e-10)
 
 
 def test_finite_difference_library_is_second_order_accurate():

@@ -211,7 +211,8 @@ class LevenbergMarquardt(eqx.Module):
                 st = problem.structure
                 scale_u = a * jnp.where(h.diag > 0, h.diag, 1e-8)
                 d_u, d_t = sparse_bordered_solve(st.dst_row, st.dst_col, h.values, scale_u, h.border,
-                                                 h.corner + jnp.diag(scale_t), -state.grad[:n_u], -state.grad[n_u:])
+                                                 h.corner + jnp.diag(scale_t), -state.grad[:n_u], -state.grad[n_u:],
+                                                 levels=T)
             else:
                 d_blocks = jnp.diagonal(h.diag, axis1=1, axis2=2)
                 scale_u = a * jnp.where(d_blocks > 0, d_blocks, 1e-8)
