@@ -45,6 +45,22 @@ def test_metrics_against_hand_computed_values():
     np.testing.assert_array_equal(on_bound(p_hat, lower, upper), [[False, False], [True, True], [True, False]])
     np.testing.assert_array_equal(on_bound(p_hat + 1e-7, lower, upper)[:, 0], [False, True, True])
     np.testing.assert_array_equal(on_bound(p_hat + 1e-5, lower, upper)[:, 0], [False, False, False])
+    # one estimate's coefficient error is a scalar
+    assert np.isclose(relative_coefficient_error(p_hat[0], p_true), expected[0])
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda p, t: relative_mse(p[0], t), r"p_hat must have shape \(runs, parameters\), got shape \(2,\)"),
+    (lambda p, t: relative_squared_bias(p, t[:1]), r"p_true must have shape \(2,\) .* got shape \(1,\)"),
+    (lambda p, t: relative_coefficient_error(p, 1.0), r"p_true must have shape \(2,\) .* got shape \(\)"),
+    (lambda p, t: coverage(p, t, np.ones((2, 2))), r"stderr must have shape \(3, 2\) or \(2,\) .* got shape \(2, 2\)"),
+    (lambda p, t: on_bound(p, np.zeros(3), np.inf), r"lower must have shape \(2,\) or \(\) .* got shape \(3,\)"),
+    (lambda p, t: on_bound(p, 0.0, np.ones((2, 1))), r"upper must have shape .* got shape \(2, 1\)"),
+])
+def test_metrics_refuse_mismatched_shapes(call, message):
+    p_hat = np.array([[2.2, -1.0], [1.8, -0.5], [2.3, -1.5]])
+    with pytest.raises(ValueError, match=message):
+        call(p_hat, np.array([2.0, -1.0]))
 
 
 def test_a_failed_forward_solve_is_a_failed_run():

@@ -8,41 +8,62 @@ import numpy as np
 from jaxtyping import ArrayLike
 
 
-def _scale(p_true) -> np.ndarray:
-    p_true = np.asarray(p_true, float)
+def _checked(p_hat, **per_parameter) -> list[np.ndarray]:
+    """`p_hat` as a float array of shape (N, J) and the named arrays as float arrays:
+    `p_true` of shape (J,), `stderr` of shape (N, J) or (J,), others (J,) or scalar."""
+    p_hat = np.asarray(p_hat, float)
+    if p_hat.ndim != 2:
+        raise ValueError(f"p_hat must have shape (runs, parameters), got shape {p_hat.shape}")
+    out = [p_hat]
+    for name, value in per_parameter.items():
+        value = np.asarray(value, float)
+        allowed = {"p_true": [p_hat.shape[1:]], "stderr": [p_hat.shape, p_hat.shape[1:]]}.get(
+            name, [p_hat.shape[1:], ()])
+        if value.shape not in allowed:
+            raise ValueError(f"{name} must have shape {' or '.join(map(str, allowed))} to match p_hat of shape "
+                             f"{p_hat.shape}, got shape {value.shape}")
+        out.append(value)
+    return out
+
+
+def _scale(p_true: np.ndarray) -> np.ndarray:
     return np.where(p_true == 0, 1.0, np.abs(p_true))
 
 
 def relative_coefficient_error(p_hat: ArrayLike, p_true: ArrayLike) -> np.ndarray:
-    r"""$\|\hat p - p^*\|_2 / \|p^*\|_2$ per run (000 eq. 12)."""
-    p_hat, p_true = np.asarray(p_hat, float), np.asarray(p_true, float)
-    return np.linalg.norm(p_hat - p_true, axis=-1) / np.linalg.norm(p_true)
+    r"""$\|\hat p - p^*\|_2 / \|p^*\|_2$ per run (000 eq. 12); of one estimate, shape (J,), a
+    scalar."""
+    one = np.ndim(p_hat) == 1
+    p_hat, p_true = _checked(np.atleast_2d(p_hat) if one else p_hat, p_true=p_true)
+    err = np.linalg.norm(p_hat - p_true, axis=-1) / np.linalg.norm(p_true)
+    return err[0] if one else err
 
 
 def relative_squared_bias(p_hat: ArrayLike, p_true: ArrayLike) -> np.ndarray:
     r"""$\big(\sum_n (\hat p^{(n)}_j - p^*_j)\big)^2 / (N^2 {p^*_j}^2)$ per parameter (000 eq. 15)."""
-    p_hat = np.asarray(p_hat, float)
-    return (np.mean(p_hat - np.asarray(p_true, float), axis=0) / _scale(p_true)) ** 2
+    p_hat, p_true = _checked(p_hat, p_true=p_true)
+    return (np.mean(p_hat - p_true, axis=0) / _scale(p_true)) ** 2
 
 
 def relative_variance(p_hat: ArrayLike, p_true: ArrayLike) -> np.ndarray:
     r"""$\sum_n (\hat p^{(n)}_j - \bar p_j)^2 / (N {p^*_j}^2)$ per parameter (000 eq. 16)."""
-    return np.var(np.asarray(p_hat, float), axis=0) / _scale(p_true) ** 2
+    p_hat, p_true = _checked(p_hat, p_true=p_true)
+    return np.var(p_hat, axis=0) / _scale(p_true) ** 2
 
 
 def relative_mse(p_hat: ArrayLike, p_true: ArrayLike) -> np.ndarray:
     r"""$\sum_n (\hat p^{(n)}_j - p^*_j)^2 / (N {p^*_j}^2)$ per parameter (000 eq. 17);
     equals squared bias + variance."""
-    p_hat = np.asarray(p_hat, float)
-    return np.mean((p_hat - np.asarray(p_true, float)) ** 2, axis=0) / _scale(p_true) ** 2
+    p_hat, p_true = _checked(p_hat, p_true=p_true)
+    return np.mean((p_hat - p_true) ** 2, axis=0) / _scale(p_true) ** 2
 
 
 def coverage(p_hat: ArrayLike, p_true: ArrayLike, stderr: ArrayLike, z: float = 2.0) -> np.ndarray:
     r"""Fraction of runs with $|\hat p_j - p^*_j| < z\sqrt{C_{jj}}$ per parameter (000 eq. 18
     with $z = 2$; the absolute value is implied there). A NaN standard error never covers."""
-    err = np.abs(np.asarray(p_hat, float) - np.asarray(p_true, float))
+    p_hat, p_true, stderr = _checked(p_hat, p_true=p_true, stderr=stderr)
     with np.errstate(invalid="ignore"):
-        return np.mean(err < z * np.asarray(stderr, float), axis=0)
+        return np.mean(np.abs(p_hat - p_true) < z * stderr, axis=0)
 
 
 def on_bound(p_hat: ArrayLike, lower: ArrayLike, upper: ArrayLike, rtol: float = 1e-6) -> np.ndarray:
@@ -51,9 +72,9 @@ def on_bound(p_hat: ArrayLike, lower: ArrayLike, upper: ArrayLike, rtol: float =
     box when the objective's minimum within it lies there, and such a run is a success in
     000's sense although its estimate is only the box's edge (e.g. Goodwin-3D's corner
     minimum, see the README); estimates on the box are a warning sign."""
-    p_hat = np.asarray(p_hat, float)
+    p_hat, lower, upper = _checked(p_hat, lower=lower, upper=upper)
     on = np.zeros(p_hat.shape, bool)
-    for bound in (np.asarray(lower, float), np.asarray(upper, float)):
+    for bound in (lower, upper):
         finite = np.isfinite(bound)
         value = np.where(finite, bound, 0.0)
         on |= finite & (np.abs(p_hat - value) <= rtol * np.maximum(1.0, np.abs(value)))
