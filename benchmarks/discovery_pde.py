@@ -15,7 +15,8 @@ default), the Gaussian kernel smoother whose widths leave-one-out cross-validati
 chooses (`u0="smoothed"`, not 003's), or the data with only the missing entries from that
 smoother (`u0="interpolated"`). Allen–Cahn rows are recorded at `--ac-size 128` (a
 40 × 40 domain instead of 80 × 80, all four cells) and at 003's 256 (an 80 × 80 domain;
-27–67 min per cell on 2 cores, all four cells from the forward-filled start).
+27–67 min per cell on 2 cores, all four cells from the forward-filled start and the
+missing-data cell also from the interpolated start).
 
 Data as in 003 §5.2. KS: $u_t = u u_x - u_{xx} - u_{xxxx}$ on a periodic domain of length 40,
 $u(x, 0) = -2\sin(12\pi x/40) + 2e^{-(x-2)^2/5}$, 128 points (Δx = 0.3125) × 128 levels
