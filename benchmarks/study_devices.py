@@ -7,10 +7,11 @@ Run from the repository root::
 
 `jax_num_cpu_devices` splits the host into `--devices` XLA devices; the same
 `wendyjax.studies.monte_carlo` call (000 protocol, 5 % noise, M = 256, `--runs` runs in
-one chunk, p₀ from the box) then runs once with every device (one shard each, fitted from
-its own thread) and once with the first device only. Each is timed `--repeats` times after
-a compiling call; medians of the wall time and of the study's own fit-stage time are
-reported, with the estimates' largest difference (the shards must not change them).
+one chunk, p₀ from the box) then runs once with every device (the runs sharded over them,
+one `shard_map` program per chunk) and once with the first device only. Each is timed
+`--repeats` times after a compiling call; medians of the wall time and of the study's own
+fit-stage time are reported, with the estimates' largest difference (the shards must not
+change them).
 Results go to `benchmarks/results/study_devices.{json,md}`.
 """
 

@@ -199,10 +199,10 @@ def test_study_bad_input():
         wj.studies.sweep(bench, p_true=[[1.0, -1.0]], u0=[[0.01], [0.02]])
 
 
-# Two CPU devices: each device compiles the chunk's fit for itself (with the 4 devices
-# used before, 4 compilations). The single-device study runs the same 8 runs in two chunks
-# of 4, the shard shape, so it reuses device 0's executable: what is compared is the
-# sharding itself (which run goes to which device, the order the results come back in).
+# Two CPU devices: a chunk of 8 runs is one program in which each device fits a shard of 4;
+# the single-device study runs the same 8 runs in two chunks of 4, the shard shape, so what
+# is compared is the sharding itself (which run goes to which device, the order the results
+# come back in).
 _SHARDED = textwrap.dedent("""
     import jax
     jax.config.update("jax_num_cpu_devices", 2)
@@ -224,17 +224,25 @@ _SHARDED = textwrap.dedent("""
     from wendyjax.studies import _engine
     with jax.default_device(jax.devices()[1]), _engine._on_host():
         assert jax.numpy.zeros(1).devices() == {jax.devices("cpu")[0]}
-    # the shards of a chunk are fitted at the same time: each waits inside its fit until
-    # the other has entered its own (a barrier that breaks after 120 s if they run one
-    # after another, as they did when one thread dispatched them)
+    # the shards of a chunk are fitted at the same time: each device's program waits in a
+    # callback until the other device's has reached it (a barrier that breaks after 120 s
+    # if the devices run one after another); 4 runs, a new shape, so the chunk is traced anew
     import threading
-    barrier, fit_chunk = threading.Barrier(2, timeout=120), _engine._fit_chunk
-    def meeting(*args):
-        barrier.wait()
-        return fit_chunk(*args)
-    _engine._fit_chunk = meeting
-    met = wj.studies.monte_carlo(bench, wj.MLE(), batch_size=8, **kw).runs[0]
-    assert np.array_equal(met.params, a.params)
+    barrier, fit_runs, calls = threading.Barrier(2, timeout=120), _engine._fit_runs, []
+    def meeting(estimator, liks, p0s, *args):
+        jax.debug.callback(lambda p: (calls.append(p.shape), barrier.wait()), p0s)
+        return fit_runs(estimator, liks, p0s, *args)
+    _engine._fit_runs = meeting
+    met = wj.studies.monte_carlo(bench, wj.MLE(), batch_size=4, **{**kw, "n_runs": 4}).runs[0]
+    assert calls == [(2, 2), (2, 2)] and not barrier.broken, calls
+    assert np.all(met.status == "successful"), met.status
+    # a vmapped chunk on several CPU devices would deadlock jaxlib's batched LAPACK: refused
+    try:
+        wj.studies.monte_carlo(bench, wj.MLE(), vectorize=True, **kw)
+    except ValueError as e:
+        assert "several CPU devices" in str(e), e
+    else:
+        raise AssertionError("vectorize=True on two CPU devices was not refused")
     print("OK")
 """)
 

@@ -6,7 +6,6 @@ import collections
 import contextlib
 import dataclasses
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import equinox as eqx
 import jax
@@ -14,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import threadpoolctl
 from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from tqdm.auto import tqdm
 
 from ..data import Trajectory
@@ -89,13 +89,8 @@ def _problem_builder(estimator, model, trajs, noise_kind, log_space, test_functi
     return liks, tfs
 
 
-def _put(tree, device):
-    return jax.tree_util.tree_map(lambda x: jax.device_put(x, device) if eqx.is_array(x) else x, tree)
-
-
-@eqx.filter_jit
-def _fit_chunk(estimator, liks, p0s, shared, covariance, model, solver, vectorize):
-    """Fit a stacked chunk of likelihoods, their covariances and forward-simulation errors;
+def _fit_runs(estimator, liks, p0s, shared, covariance, model, solver, vectorize):
+    """Fit stacked likelihoods, their covariances and forward-simulation errors;
     `shared` = (lower, upper, u0, t, reference) is the same for every run.
 
     `vectorize=True` vmaps the fits (every run steps until the slowest has converged);
@@ -115,10 +110,58 @@ def _fit_chunk(estimator, liks, p0s, shared, covariance, model, solver, vectoriz
     return jax.lax.map(lambda args: one(*args), (liks, p0s))
 
 
-def _fit_shard(device, estimator, liks, p0s, shared, covariance, model, solver, vectorize):
-    """`_fit_chunk` on one device, its outputs back on the host."""
-    return jax.device_get(_fit_chunk(estimator, _put(liks, device), _put(p0s, device), _put(shared, device),
-                                     covariance, model, solver, vectorize))
+@eqx.filter_jit
+def _fit_chunk(mesh, estimator, liks, p0s, shared, covariance, model, solver, vectorize):
+    """`_fit_runs` of a chunk whose runs are sharded over `mesh`'s axis "runs": one SPMD
+    program in which every device fits its own shard; the runs are independent, so the
+    devices never communicate."""
+    consts, static = eqx.partition((estimator, model, solver), eqx.is_array)
+    liks, liks_static = eqx.partition(liks, eqx.is_array)
+
+    def shard(liks, p0s, shared, consts):
+        estimator, model, solver = eqx.combine(consts, static)
+        return _fit_runs(estimator, eqx.combine(liks, liks_static), p0s, shared, covariance, model, solver,
+                         vectorize)
+
+    # check_vma=False: the fits' while loops carry values that differ per device in
+    # some leaves and not in others, which the check would reject as a type mismatch
+    return jax.shard_map(shard, mesh=mesh, in_specs=(_RUNS, _RUNS, P(), P()), out_specs=_RUNS,
+                         check_vma=False)(liks, p0s, shared, consts)
+
+
+_RUNS = P("runs")
+
+
+def _sharded(mesh, local_shards: dict):
+    """One global array per array leaf, split over `mesh`'s devices along the runs, from
+    this process's shards (`{device index: stacked pytree}`; with `jax.distributed` the
+    other processes hold the rest). Other leaves are the same in every shard."""
+    devices = list(mesh.devices.flat)
+    dynamic, static = eqx.partition(next(iter(local_shards.values())), eqx.is_array)
+    leaves = {g: jax.tree_util.tree_leaves(eqx.filter(tree, eqx.is_array)) for g, tree in local_shards.items()}
+    sharding = NamedSharding(mesh, _RUNS)
+    arrays = [
+        jax.make_array_from_single_device_arrays(
+            (leaf.shape[0] * len(devices), *leaf.shape[1:]), sharding,
+            [jax.device_put(leaves[g][i], devices[g]) for g in local_shards])
+        for i, leaf in enumerate(jax.tree_util.tree_leaves(dynamic))
+    ]
+    return eqx.combine(jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(dynamic), arrays), static)
+
+
+def _replicated(mesh, tree):
+    """`tree`'s arrays (the same in every process) on every device of `mesh`."""
+    sharding = NamedSharding(mesh, P())
+    return jax.tree_util.tree_map(
+        lambda x: jax.make_array_from_callback(np.shape(x), sharding, lambda index: np.asarray(x)[index]), tree)
+
+
+def _gathered(tree):
+    """A chunk's outputs as host arrays in every process (`jax.distributed`: the processes
+    exchange their shards)."""
+    if all(leaf.is_fully_addressable for leaf in jax.tree_util.tree_leaves(tree)):
+        return jax.device_get(tree)
+    return multihost_utils.process_allgather(tree, tiled=True)
 
 
 def check_processes(devices) -> None:
@@ -131,22 +174,6 @@ def check_processes(devices) -> None:
         raise ValueError("devices must be this process's own or hold the same number of devices of every process "
                          f"(jax.distributed), got {dict(sorted(counts.items()))} devices per process of "
                          f"{jax.process_count()}.")
-
-
-def _all_shards(local_shards: list, devices) -> list:
-    """Every device's shard of a chunk in the order of `devices`, given this process's own
-    (fitted on its devices, in that order): with devices of several processes, these
-    exchange their shards."""
-    if {d.process_index for d in devices} == {jax.process_index()}:
-        return local_shards
-    stacked = jax.tree_util.tree_map(lambda *x: np.stack(x), *local_shards)
-    gathered = multihost_utils.process_allgather(stacked)  # (process, its shard, ...)
-    seen = collections.Counter()
-    where = []  # (process, position among its shards) of each device's shard
-    for d in devices:
-        where.append((d.process_index, seen[d.process_index]))
-        seen[d.process_index] += 1
-    return [jax.tree_util.tree_map(lambda x, w=w: np.asarray(x[w]), gathered) for w in where]
 
 
 def _single_threaded_blas():
@@ -180,6 +207,12 @@ def resolve_vectorize(vectorize, devices) -> bool:
         return any(d.platform != "cpu" for d in devices)
     if not isinstance(vectorize, bool):
         raise ValueError(f"vectorize must be 'auto', True or False, got {vectorize!r}.")
+    if vectorize and sum(d.platform == "cpu" for d in devices) > 1:
+        # jaxlib 0.10's batched LAPACK kernels (a vmapped Cholesky) split the batch over
+        # XLA:CPU's thread pool and wait for the pieces; with every pool thread running one
+        # device's shard, all of them wait forever (measured: 2 CPU devices on 2 cores)
+        raise ValueError("vectorize=True with several CPU devices deadlocks XLA:CPU's batched LAPACK kernels; "
+                         "use vectorize=False (the CPU default) or one CPU device.")
     return vectorize
 
 
@@ -216,7 +249,8 @@ def run_cells(
     bar = tqdm(total=len(cells) * n_chunks, desc=f"{model.name} study", unit="chunk",
                disable=not progress or jax.process_index() != 0)
     out = []
-    lo, hi = jnp.asarray(lower), jnp.asarray(upper)
+    lo, hi = np.asarray(lower), np.asarray(upper)
+    mesh = Mesh(np.asarray(devices), ("runs",))
     for c, cell in enumerate(cells):
         k_data, k_p0 = jax.random.split(jax.random.fold_in(key, c))
         start = time.perf_counter()
@@ -228,33 +262,23 @@ def run_cells(
         make, tfs = _problem_builder(estimator, model, trajs, noise_kind, bench.noise.log_space, test_functions)
         timings["build_s"] += time.perf_counter() - start
         chunks = []
-        shared = (lo, hi, jnp.asarray(cell.u0, float), jnp.asarray(t), jnp.asarray(clean))
-        with _single_threaded_blas(), ThreadPoolExecutor(max_workers=len(local)) as pool:
+        shared = _replicated(mesh, (lo, hi, np.asarray(cell.u0, float), np.asarray(t), np.asarray(clean)))
+        with _single_threaded_blas():
             for i in range(n_chunks):
                 idx = np.arange(i * batch_size, (i + 1) * batch_size)
                 idx = np.minimum(idx, n_runs - 1)  # the last chunk repeats its last run: fixed shapes
-                # one shard per device, each fitted from its own thread: a call runs on the
-                # calling thread until it has finished (`eqx.filter_jit` waits for it, and so
-                # does any CPU computation with a host callback, such as diffrax's checks),
-                # so one thread dispatching every shard ran the devices one after another.
-                # The runs are independent, so the devices never communicate (a shard_map
-                # over the batch deadlocked XLA:CPU's thread pool with several CPU devices
-                # and while loops, jax 0.10).
-                # With several processes (`jax.distributed`) each fits the shards of its own
-                # devices and the shards are then exchanged, so every process returns them all.
-                futures = []
-                chunk_start, build = time.perf_counter(), 0.0
+                # one shard of runs per device; with several processes (`jax.distributed`)
+                # each builds the shards of its own devices, and the fitted shards are
+                # exchanged so that every process returns them all
+                start = time.perf_counter()
                 parts = np.split(idx, n_dev)
-                for g in local:
-                    start = time.perf_counter()
-                    liks = make(parts[g])
-                    build += time.perf_counter() - start
-                    futures.append(pool.submit(
-                        _fit_shard, devices[g], estimator, liks, jnp.asarray(p0s[parts[g]]), shared, covariance,
-                        model, bench.solver, vectorize))
-                chunks.extend(_all_shards([f.result() for f in futures], devices))
-                timings["build_s"] += build
-                timings["fit_s"] += time.perf_counter() - chunk_start - build  # incl. compilation
+                liks = _sharded(mesh, {g: make(parts[g]) for g in local})
+                p0_chunk = _sharded(mesh, {g: p0s[parts[g]] for g in local})
+                chunk_start = time.perf_counter()
+                timings["build_s"] += chunk_start - start
+                chunks.append(_gathered(_fit_chunk(mesh, estimator, liks, p0_chunk, shared, covariance, model,
+                                                   bench.solver, vectorize)))
+                timings["fit_s"] += time.perf_counter() - chunk_start  # incl. compilation
                 bar.update()
         sols, covs, errs, oks = (jax.tree_util.tree_map(lambda *x: np.concatenate(x)[:n_runs], *parts)
                                  for parts in zip(*chunks))

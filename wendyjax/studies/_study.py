@@ -278,8 +278,10 @@ def monte_carlo(
       error and hybrids; `level`: nominal level of the second coverage.
     - `vectorize`: `True` vmaps the fits of a chunk, `False` runs them one after another
       in the same compiled call; "auto" vmaps on GPU/TPU and not on CPU, where it was
-      measured 1.3–2× slower (benchmarks/study_throughput.py).
-    - `devices`: one shard of each chunk per device, fitted at the same time. Under
+      measured 1.3–2× slower (benchmarks/study_throughput.py). `True` with several CPU
+      devices is refused (it deadlocks jaxlib 0.10's batched LAPACK kernels).
+    - `devices`: each chunk's runs are sharded over them (`jax.sharding`: a `Mesh` of the
+      devices and one `shard_map` program), every device fitting its shard at the same time. Under
       `jax.distributed` the default (all devices) spans the processes: call the study
       with the same arguments in every process; each fits its own devices' shards and
       every process returns the whole study. The devices must be this process's own or
