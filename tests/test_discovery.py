@@ -1,6 +1,7 @@
 """Sparse state-and-parameter regression (paper 003): colouring, Hessian, solver, selection."""
 
 import functools
+import time
 
 import equinox as eqx
 import jax
@@ -374,12 +375,18 @@ def test_exact_support_from_complete_lorenz_data_at_low_noise():
     midpoint rule's O(Δt²) error, the only misfit left: measured 12 extra terms at Δt = 0.02.)"""
     clean, library, true = _lorenz()
     data = clean + 0.05 * clean.std(0) * np.random.default_rng(0).standard_normal(clean.shape)
+    start = time.perf_counter()
     found = wj.StateParameterRegression().fit(data, library, 0.02)
+    total = time.perf_counter() - start
     assert found.compare(true)["missing_terms"] == 0 and found.compare(true)["extra_terms"] == 0, found.table()
     assert found.compare(true)["max_relative_error"] < 0.1  # measured 0.043
     assert found.best.status[0] == wj.RESULTS.successful
     # the record of every tested model, the selected one marked
     assert len(found.history) >= 3 and "<- selected" in found.table()
+    # each model's wall time is recorded and shown; the fits are most of the whole call
+    seconds = [c.seconds for c in found.history]
+    assert min(seconds) > 0 and 0.5 * total < sum(seconds) <= total, (seconds, total)
+    assert found.table().splitlines()[0].split()[5] == "seconds"
     assert str(found).splitlines()[1].startswith("x' = ")
 
 

@@ -137,12 +137,13 @@ class StateParameterRegression(eqx.Module):
             candidate = Candidate(mask=mask, theta=np.asarray(plain.theta), theta_sparse=np.asarray(sparse.theta),
                                   u=np.asarray(plain.u), u_sparse=sparse.u, loss=float(plain.loss_lambda), ic=ic,
                                   status=(plain.result, sparse.result),
-                                  n_steps=(int(plain.n_steps), int(sparse.n_steps)))
+                                  n_steps=(int(plain.n_steps), int(sparse.n_steps)),
+                                  seconds=time.perf_counter() - clock)
             history.append(candidate)
             if verbose:
                 print(f"model {len(history) - 1}: {candidate.n_terms} terms, {self.criterion.upper()} {ic:.6g}"
                       f"{' (accepted)' if ic < best else ''}, {candidate.n_steps[0]}/{candidate.n_steps[1]} steps, "
-                      f"{time.perf_counter() - clock:.1f} s", flush=True)
+                      f"{candidate.seconds:.1f} s", flush=True)
             return candidate, ic < best
 
         mask = np.ones((library.n_features, library.n_states), bool)

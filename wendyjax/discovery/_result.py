@@ -15,7 +15,8 @@ from ._problem import DiscoveryProblem
 class Candidate:
     """One tested term mask: the unpenalised fit (`theta`, `u`, `loss` = 𝓛_λ, score `ic`) and
     the penalised fit that ranks its terms (`theta_sparse`, `u_sparse`); statuses and step
-    counts of both."""
+    counts of both, and `seconds`, the wall time of the two fits (compilation included for
+    the first model tested)."""
 
     mask: np.ndarray
     theta: np.ndarray
@@ -26,6 +27,7 @@ class Candidate:
     ic: float
     status: tuple[RESULTS, RESULTS]
     n_steps: tuple[int, int]
+    seconds: float
 
     @property
     def n_terms(self) -> int:
@@ -84,13 +86,15 @@ class Discovery:
                 "data": float(np.linalg.norm((data - u_true)[observed]) / np.linalg.norm(u_true[observed]))}
 
     def table(self) -> str:
-        """Every tested model: number of terms, 𝓛_λ, score, steps and statuses."""
+        """Every tested model: number of terms, 𝓛_λ, score, steps (unpenalised/penalised fit),
+        wall seconds of both fits and statuses."""
         best = self.history.index(self.best)
-        lines = [f"{'model':>5} {'terms':>5} {'loss':>12} {self.criterion.upper():>12} {'steps':>9}  status"]
+        lines = [f"{'model':>5} {'terms':>5} {'loss':>12} {self.criterion.upper():>12} {'steps':>9} {'seconds':>8}"
+                 "  status"]
         for i, c in enumerate(self.history):
             status = "/".join(str(status_names(s)) or "ok" for s in c.status)
-            lines.append(f"{i:>5} {c.n_terms:>5} {c.loss:>12.5g} {c.ic:>12.6g} {c.n_steps[0]:>4}/{c.n_steps[1]:<4}  "
-                         f"{status}{'  <- selected' if i == best else ''}")
+            lines.append(f"{i:>5} {c.n_terms:>5} {c.loss:>12.5g} {c.ic:>12.6g} {c.n_steps[0]:>4}/{c.n_steps[1]:<4} "
+                         f"{c.seconds:>8.1f}  {status}{'  <- selected' if i == best else ''}")
         return "\n".join(lines)
 
     def summary(self) -> None:
