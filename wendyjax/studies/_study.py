@@ -271,6 +271,11 @@ def monte_carlo(
     returns a [`Study`][] with 000 Table 1's metrics.
 
     - `p0`: "box" draws each run's start uniformly from the bounds (000); or one array.
+    - `key`: each setting draws its noise and starts from `fold_in(key, i)`, `i` its
+      position in the study (noise level major, then subsampling); a study split into
+      pieces of one setting each with the same key therefore uses the same keys in every
+      piece (the same starts p₀ in each; common random numbers), unless each piece gets
+      its own key.
     - `bounds`: "model" (the benchmark's box), `None` or `(lower, upper)`.
     - `estimator`: "mle" (default), "irls", "wls", "output_error", "hybrid" or a configured
       estimator (`OutputError` fits each run's initial state too, from its first sample).
