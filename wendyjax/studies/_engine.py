@@ -110,6 +110,9 @@ def _fit_runs(estimator, liks, p0s, shared, covariance, model, solver, vectorize
     return jax.lax.map(lambda args: one(*args), (liks, p0s))
 
 
+_RUNS = P("runs")  # a chunk's arrays are split over the devices along their leading (runs) axis
+
+
 @eqx.filter_jit
 def _fit_chunk(mesh, estimator, liks, p0s, shared, covariance, model, solver, vectorize):
     """`_fit_runs` of a chunk whose runs are sharded over `mesh`'s axis "runs": one SPMD
@@ -127,9 +130,6 @@ def _fit_chunk(mesh, estimator, liks, p0s, shared, covariance, model, solver, ve
     # some leaves and not in others, which the check would reject as a type mismatch
     return jax.shard_map(shard, mesh=mesh, in_specs=(_RUNS, _RUNS, P(), P()), out_specs=_RUNS,
                          check_vma=False)(liks, p0s, shared, consts)
-
-
-_RUNS = P("runs")
 
 
 def _sharded(mesh, local_shards: dict):
