@@ -4,6 +4,7 @@ Run from the repository root::
 
     OPENBLAS_THREAD_TIMEOUT=4 python benchmarks/study_throughput.py            # logistic + lorenz
     OPENBLAS_THREAD_TIMEOUT=4 python benchmarks/study_throughput.py --runs 64
+    python benchmarks/study_throughput.py --runs 64 --devices 2 --name study_throughput_2dev
 
 For each model, `--runs` noisy datasets (000 protocol, 5 % noise, M = 256) are simulated
 and their likelihoods built (outside the timing, padded to a common K). Then, side by
@@ -13,7 +14,10 @@ side in one process, the same WENDy-MLE fits from the same box-drawn starts are 
    (what `wendyjax.studies.monte_carlo(..., vectorize=True)` runs per chunk);
 2. map: one jit-compiled `lax.map` of the same solve, fits one after another inside the
    compiled call (`vectorize=False`, the CPU default of the studies);
-3. loop: a Python loop calling the jitted single-fit `MLE().solve` once per dataset.
+3. loop: a Python loop calling the jitted single-fit `MLE().solve` once per dataset;
+4. with `--devices N` (N XLA CPU devices, `jax_num_cpu_devices`; the loop, vmap and map run
+   on the first): sharded, the `lax.map` of 2. inside a `shard_map` over all N devices, as
+   the studies shard a chunk (every device fits its share of the runs at the same time).
 
 Each is timed `--repeats` times after a compile call; medians are reported as fits per
 second, with the ratios to the loop. The issue-4 target is vmap/loop >= 3. Host BLAS
@@ -38,6 +42,7 @@ import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import threadpoolctl  # noqa: E402
+from jax.sharding import Mesh, PartitionSpec as P  # noqa: E402
 
 import wendyjax as wj  # noqa: E402
 from wendyjax.weak import stack_likelihoods  # noqa: E402
@@ -77,6 +82,18 @@ def run(name, n_runs, subsample, repeats):
     t_vmap = _timed(lambda: vmapped(stacked, p0), repeats)
     t_map = _timed(lambda: mapped(stacked, p0), repeats)
     t_loop = _timed(lambda: [single(lik, p) for lik, p in zip(singles, p0)], repeats)
+    sharded = {}
+    if jax.device_count() > 1:
+        mesh = Mesh(np.asarray(jax.devices()), ("runs",))
+        lik_arrays, lik_static = eqx.partition(stacked, eqx.is_array)
+        inner = lambda arrays, ps: jax.lax.map(  # noqa: E731
+            lambda a: est.solve(eqx.combine(a[0], lik_static), a[1], lo, hi), (arrays, ps))
+        fit = eqx.filter_jit(jax.shard_map(inner, mesh=mesh, in_specs=P("runs"), out_specs=P("runs"),
+                                           check_vma=False))
+        t_shard = _timed(lambda: fit(lik_arrays, p0), repeats)
+        shard_params = np.asarray(fit(lik_arrays, p0).params)
+        sharded = {"devices": jax.device_count(), "sharded_s": t_shard, "sharded_fits_per_s": n_runs / t_shard,
+                   "sharded_ratio": t_loop / t_shard}
     sol = vmapped(stacked, p0)
     loop_params = np.stack([np.asarray(single(lik, p).params) for lik, p in zip(singles, p0)])
     return {
@@ -89,6 +106,8 @@ def run(name, n_runs, subsample, repeats):
         "vmap_fits_per_s": n_runs / t_vmap, "map_fits_per_s": n_runs / t_map, "loop_fits_per_s": n_runs / t_loop,
         "vmap_ratio": t_loop / t_vmap, "map_ratio": t_loop / t_map,
         "max_param_diff": float(np.max(np.abs(np.asarray(sol.params) - loop_params))),
+        **sharded,
+        **({"sharded_max_param_diff": float(np.max(np.abs(shard_params - loop_params)))} if sharded else {}),
     }
 
 
@@ -101,7 +120,11 @@ def main():
     ap.add_argument("--blas-threads", action="store_true", help="leave host BLAS threading at its default")
     ap.add_argument("--name", default="study_throughput",
                     help="results file stem under benchmarks/results/ (default: study_throughput)")
+    ap.add_argument("--devices", type=int, default=1,
+                    help="XLA CPU devices (jax_num_cpu_devices); with more than one, also time the sharded fits")
     args = ap.parse_args()
+    if args.devices > 1:
+        jax.config.update("jax_num_cpu_devices", args.devices)
     info = machine_info()
     rows = []
     limit = contextlib.nullcontext() if args.blas_threads else threadpoolctl.threadpool_limits(1, user_api="blas")
@@ -112,7 +135,9 @@ def main():
             print(f"{name:10s} K={row['K']:3d} vmap {row['vmap_fits_per_s']:7.1f}  map {row['map_fits_per_s']:7.1f}  "
                   f"loop {row['loop_fits_per_s']:7.1f} fits/s  vmap/loop {row['vmap_ratio']:.2f}  "
                   f"map/loop {row['map_ratio']:.2f}  steps median {row['steps_median']:.0f} max {row['steps_max']}  "
-                  f"(max |Δp| {row['max_param_diff']:.1e}, {row['successful']}/{row['runs']} successful)")
+                  f"(max |Δp| {row['max_param_diff']:.1e}, {row['successful']}/{row['runs']} successful)"
+                  + (f"; sharded over {row['devices']} devices {row['sharded_fits_per_s']:.1f} fits/s, "
+                     f"sharded/loop {row['sharded_ratio']:.2f}" if "devices" in row else ""))
     RESULTS.mkdir(exist_ok=True)
     command = "python benchmarks/study_throughput.py " + " ".join(sys.argv[1:])
     blas = "default" if args.blas_threads else "1 thread"
@@ -128,6 +153,13 @@ def main():
         lines.append(f"| {r['model']} | {r['runs']} | {r['M']} | {r['K']} | {r['steps_median']:.0f} / {r['steps_max']} "
                      f"| {r['vmap_fits_per_s']:.1f} | {r['map_fits_per_s']:.1f} | {r['loop_fits_per_s']:.1f} "
                      f"| {r['vmap_ratio']:.2f} | {r['map_ratio']:.2f} | {r['max_param_diff']:.1e} |")
+    if any("devices" in r for r in rows):
+        lines += ["", f"Sharded over {args.devices} CPU devices (`lax.map` per device inside one `shard_map`), "
+                  "against the same loop:", "",
+                  "| model | sharded fits/s | loop fits/s | sharded/loop | max abs param diff |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {r['model']} | {r['sharded_fits_per_s']:.1f} | {r['loop_fits_per_s']:.1f} "
+                  f"| {r['sharded_ratio']:.2f} | {r['sharded_max_param_diff']:.1e} |" for r in rows]
     (RESULTS / f"{args.name}.md").write_text("\n".join(lines) + "\n")
 
 
