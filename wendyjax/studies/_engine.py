@@ -232,10 +232,10 @@ def run_cells(
     batch_size: int,
     devices,
     progress: bool,
-    vectorize="auto",
+    vectorize: bool,
 ) -> tuple[list[CellRuns], dict]:
-    """Run every cell; return their per-run outputs and timings."""
-    vectorize = resolve_vectorize(vectorize, devices)
+    """Run every cell; return their per-run outputs and timings (`vectorize` as
+    `resolve_vectorize` returns it)."""
     model = bench.model
     noise_kind = "lognormal" if bench.noise.log_space else "gaussian"
     n_dev = len(devices)
