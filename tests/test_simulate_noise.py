@@ -42,6 +42,22 @@ def test_simulate_bad_input():
         wj.LogNormal(-1.0)
     with pytest.raises(ValueError, match="subsample"):
         b.simulate(jax.random.key(0), subsample=0)
+    with pytest.raises(ValueError, match="subsample must be a positive integer, got 2.5"):
+        b.simulate(jax.random.key(0), subsample=2.5)
+    # the noise ratio replaces the benchmark's through the noise model's own checks
+    with pytest.raises(ValueError, match="noise_ratio must be a finite number >= 0, got -0.1"):
+        b.simulate(jax.random.key(0), -0.1)
+    with pytest.raises(TypeError, match="key must be a PRNG key .* or an integer seed, got str"):
+        b.simulate("0", 0.1)
+    with pytest.raises(TypeError, match="key must be a PRNG key"):
+        b.simulate(0.1, jax.random.key(0))  # arguments swapped
+
+
+def test_an_integer_seed_is_the_key_it_names():
+    b = zoo("logistic")
+    a, c = b.simulate(3, 0.05, subsample=8), b.simulate(jax.random.key(3), 0.05, subsample=8)
+    np.testing.assert_array_equal(np.asarray(a.u), np.asarray(c.u))
+    assert not np.array_equal(np.asarray(a.u), np.asarray(b.simulate(4, 0.05, subsample=8).u))
 
 
 def test_solver_failure_is_reported():

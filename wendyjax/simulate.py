@@ -1,7 +1,10 @@
 """Ground-truth trajectories with diffrax, and noisy synthetic data."""
 
+import numbers
+
 import diffrax
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
@@ -96,6 +99,18 @@ def integrate(
     return ys
 
 
+def as_key(key, name: str = "key") -> PRNGKeyArray:
+    """`key` as a PRNG key: a key (typed, or raw uint32 data) as it is, an integer seed
+    as `jax.random.key(seed)`."""
+    if isinstance(key, numbers.Integral) and not isinstance(key, bool):
+        return jax.random.key(int(key))
+    if isinstance(key, jax.Array) and (jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+                                       or (key.dtype == jnp.uint32 and key.ndim == 1)):
+        return key
+    raise TypeError(f"{name} must be a PRNG key (jax.random.key(seed)) or an integer seed, "
+                    f"got {type(key).__name__} {key!r}.")
+
+
 def simulate(
     model: ODEModel,
     p: ArrayLike,
@@ -107,14 +122,16 @@ def simulate(
 ) -> Trajectory:
     """Simulate `model` from `u0` on `t` and corrupt it with `noise` (paper 000 §3.4).
 
-    With `noise=None` the noiseless trajectory is returned. `solve_kwargs` go to
-    [`solve`][wendyjax.solve].
+    With `noise=None` the noiseless trajectory is returned. `key`: a PRNG key or an
+    integer seed. `solve_kwargs` go to [`solve`][wendyjax.solve].
     """
+    if noise is not None:
+        if key is None:
+            raise ValueError("simulate needs a PRNG key (key=jax.random.key(...)) to draw noise.")
+        key = as_key(key)
     clean = solve(model, p, u0, t, **solve_kwargs)
     if noise is None:
         return Trajectory(np.asarray(t), np.asarray(clean))
-    if key is None:
-        raise ValueError("simulate needs a PRNG key (key=jax.random.key(...)) to draw noise.")
     noisy = noise.sample(clean, key)
     return Trajectory(np.asarray(t), np.asarray(noisy))
 

@@ -15,8 +15,11 @@ from ..model import ODEModel
 
 
 def zoo_names() -> list[str]:
-    """The names of the model zoo's benchmarks (`wj.models.<name>()`)."""
-    return sorted(n for n in vars(models) if not n.startswith("_") and n != "Benchmark")
+    """The names of the model zoo's ODE benchmarks (`wj.models.<name>()`; not the PDE
+    reference solutions, which have no protocol to fit)."""
+    return sorted(n for n, f in vars(models).items()
+                  if callable(f) and getattr(f, "__module__", None) == models.Benchmark.__module__
+                  and not n.startswith("_") and n != "Benchmark")
 
 
 def load_model(spec: str) -> "tuple[ODEModel | LinearODE, models.Benchmark | None, BSplineBasis | None]":

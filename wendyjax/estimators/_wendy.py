@@ -74,7 +74,14 @@ class AbstractWENDyEstimator(eqx.Module):
         return parameter_covariance(lik, sol.params, kind)
 
     def fit(self, model, data, p0=None, **kwargs):
-        """Fit `model` to `data`; see [`fit`][wendyjax.fit] for the arguments."""
+        """Fit `model` to `data` from `p0` and return a [`WENDyFit`][wendyjax.WENDyFit].
+
+        Keywords: `noise` ("gaussian", "lognormal" or a noise model), `bounds` ("model",
+        `None` or `(lower, upper)`), `sigma` (noise level per state; estimated when `None`),
+        `test_functions`, `k` and `diag_reg` (as in [`weak_likelihood`][wendyjax.weak_likelihood]),
+        `covariance` ("sandwich" or "hessian"), `throw` (raise when the solve fails, else
+        report it in `status`). `p0` may be left out for models linear in the parameters
+        (the WLS estimate is the start)."""
         from ._fit import fit
 
         return fit(model, data, p0, method=self, **kwargs)

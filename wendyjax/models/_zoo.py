@@ -1,5 +1,8 @@
 """Benchmark systems of the papers, each with its protocol (truth, grid, noise, box)."""
 
+import dataclasses
+import numbers
+
 import diffrax
 import equinox as eqx
 import jax.numpy as jnp
@@ -9,7 +12,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from ..data import Trajectory
 from ..model import ODEModel
 from ..noise import AbstractNoise, AdditiveGaussian, LogNormal
-from ..simulate import simulate
+from ..simulate import as_key, simulate
 
 
 class Benchmark(eqx.Module):
@@ -35,16 +38,20 @@ class Benchmark(eqx.Module):
         p: Float[Array, " j"] | None = None,
     ) -> Trajectory:
         """Noisy data on the protocol grid (every `subsample`-th point), at `p_true` unless
-        `p` is given; `noise_ratio=0` gives the noiseless trajectory.
+        `p` is given; `noise_ratio=0` gives the noiseless trajectory. `key`: a PRNG key or
+        an integer seed.
 
         Under log-normal noise, samples with a non-positive state (e.g. SIR-TDI's
         u(0) = (1, 0, 0)) carry no information in log space and are dropped, as WENDy.jl
         does."""
-        if subsample < 1:
-            raise ValueError(f"subsample must be a positive integer, got {subsample}.")
+        key = None if key is None else as_key(key)
+        if isinstance(subsample, bool) or not isinstance(subsample, numbers.Integral) or subsample < 1:
+            raise ValueError(f"subsample must be a positive integer, got {subsample!r}.")
         noise = self.noise
         if noise_ratio is not None:
-            noise = eqx.tree_at(lambda n: n.noise_ratio, noise, noise_ratio)
+            if not (isinstance(noise_ratio, numbers.Real) and np.isfinite(noise_ratio) and noise_ratio >= 0):
+                raise ValueError(f"noise_ratio must be a finite number >= 0, got {noise_ratio!r}.")
+            noise = dataclasses.replace(noise, noise_ratio=noise_ratio)
         t = np.asarray(self.t)[::subsample]
         p = self.p_true if p is None else p
         data = simulate(
