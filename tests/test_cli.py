@@ -152,11 +152,19 @@ def test_study_writes_its_table(files, capsys):
     out = capsys.readouterr().out
     assert "Monte Carlo study of 'logistic'" in out
     lines = (tmp / "study.csv").read_text().splitlines()
-    assert len(lines) == 1 + 2 and lines[0].startswith("noise_ratio")       # header + one row per parameter
+    assert len(lines) == 1 + 2 and lines[0].startswith("cell,u0_u,noise_ratio")   # header + one row per parameter
     assert json.loads((tmp / "study.json").read_text())["settings"]["n_runs"] == 3
     with pytest.raises(SystemExit):
         main(["study", "logistic", "--subsample", "0"])
     assert "positive integers" in capsys.readouterr().err
+
+
+def test_demo_refuses_what_it_cannot_run(capsys):
+    # the PDE reference solutions have no protocol to fit: not offered
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", "--model", "kuramoto_sivashinsky"])
+    assert exc.value.code == 2 and "invalid choice" in capsys.readouterr().err
+    _fails(["demo", "--noise", "-0.1"], capsys, "noise_ratio must be a finite number >= 0, got -0.1")
 
 
 def test_bench_lists_runs_and_rejects_unknown(capsys, monkeypatch):

@@ -11,6 +11,7 @@ from _zoo import zoo
 
 import wendyjax as wj
 from wendyjax.studies import (
+    _engine,
     coverage,
     on_bound,
     relative_coefficient_error,
@@ -47,6 +48,8 @@ def test_metrics_against_hand_computed_values():
     np.testing.assert_array_equal(on_bound(p_hat + 1e-5, lower, upper)[:, 0], [False, False, False])
     # one estimate's coefficient error is a scalar
     assert np.isclose(relative_coefficient_error(p_hat[0], p_true), expected[0])
+    # a zero truth is measured absolutely, as the relative forms of zero parameters are
+    assert np.allclose(relative_coefficient_error(p_hat, np.zeros(2)), np.linalg.norm(p_hat, axis=1))
 
 
 @pytest.mark.parametrize("call, message", [
@@ -98,6 +101,41 @@ def test_estimates_on_the_box_are_counted_and_flagged():
     assert all(r["at_bound"] == 0 and r["n_at_bound"] == 0 for r in study.rows())
 
 
+def test_failed_runs_take_their_starts_errors_and_survive_a_round_trip(tmp_path):
+    # run 2's forward simulation failed and run 3's covariance is infinite: both failed, so
+    # their coefficient and forward errors are those of their starts p0 (000 §3.3), and
+    # bias, variance, MSE and coverage are over runs 0 and 1 only
+    p_true = np.array([1.0, -1.0])
+    params = np.array([[1.1, -1.0], [0.9, -1.0], [5.0, 5.0], [1.0, -1.2]])
+    p0 = np.array([[2.0, -1.0], [2.0, -1.0], [1.0, -3.0], [1.0, 2.0]])
+    cov = np.tile(0.01 * np.eye(2), (4, 1, 1))
+    cov[3, 1, 1] = np.inf
+    runs = wj.studies.CellRuns(256, params, p0, cov, np.array(["successful"] * 4), np.array([3, 4, 5, 6]),
+                               np.zeros(4), np.array([0.01, 0.03, np.nan, 0.02]),
+                               np.array([True, True, False, True]), np.full(4, 10.0), np.full(4, 0.5))
+    cell = wj.studies.Cell(p_true, np.array([0.5]), 0.05, 1)
+    settings = {"level": 0.95, "bounds": [[-10.0, -10.0], [10.0, 10.0]], "estimator": "MLE()", "n_runs": 4,
+                "seed": [0, 1], "covariance": "sandwich", "kind": "monte_carlo"}
+    p0_err = np.array([np.nan, np.nan, 0.7, 0.9])
+    study = wj.studies.Study("toy", ("p1", "p2"), (cell,), (runs,), settings, (p0_err,), ("u",))
+    row = study.rows()[0]
+    assert row["n_ok"] == 2 and row["failure_rate"] == 0.5
+    # coefficient errors 0.1/√2, 0.1/√2, ‖(0, -2)‖/√2 (p0 of run 2), ‖(0, 3)‖/√2 (p0 of run 3)
+    assert np.isclose(row["median_coef_error"], (0.1 + 2.0) / 2 / np.sqrt(2))
+    assert np.isclose(row["median_forward_error"], np.median([0.01, 0.03, 0.7, 0.9]))
+    assert np.isclose(row["rel_variance"], 0.01) and np.isclose(row["rel_sq_bias"], 0.0)
+    assert row["coverage_2se"] == 1.0 and row["cell"] == 0 and row["u0_u"] == 0.5
+    text = study.to_json(tmp_path / "toy.json")
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    back = wj.studies.Study.load(tmp_path / "toy.json")
+    assert back.rows() == study.rows() and back.table() == study.table()
+    np.testing.assert_array_equal(back.p0_forward_error[0], p0_err)
+    for name in ("params", "p0", "num_steps", "forward_ok", "status", "forward_error"):
+        np.testing.assert_array_equal(getattr(back.runs[0], name), getattr(runs, name))
+    assert back.runs[0].num_steps.dtype.kind == "i" and back.runs[0].forward_ok.dtype == bool
+    assert list(back.failed(0)) == [False, False, True, True]  # the infinite variance reads back as NaN
+
+
 @pytest.fixture(scope="module")
 def small_study():
     bench = zoo("logistic")
@@ -125,6 +163,13 @@ def test_small_study_end_to_end(small_study):
     assert "rel_sq_bias" in study.to_csv().splitlines()[0]
     back = json.loads(study.to_json())
     assert back["settings"]["n_runs"] == 7 and len(back["runs"][0]["params"]) == 7
+    settings = study.settings
+    assert settings["key_impl"] == "threefry2x32" and settings["x64"] is True and settings["seed"] == [0, 3]
+    assert settings["chunk_size"] == 4 and settings["n_chunks"] == 2  # 7 runs in two chunks of 4
+    assert settings["grid"] == {"t0": 0.0, "t1": 10.0, "n": 1025} and settings["noise"].startswith("AdditiveGaussian")
+    again = wj.studies.Study.from_dict(back)
+    assert again.rows() == study.rows()
+    np.testing.assert_array_equal(again.runs[0].covariance, runs.covariance)
     assert "p1" in str(study) and "logistic" in str(study) and "on box" in str(study)
     assert "bounds" not in str(study).splitlines()[-1]  # no estimate on the box: no warning
 
@@ -164,16 +209,30 @@ def test_sweep_over_true_parameters():
     for cell, runs, p in zip(study.cells, study.runs, grid):
         assert np.array_equal(cell.p_true, p)
         assert np.all(np.abs(runs.params - p) < 0.05 * np.abs(p))
+    # the rows say which grid point they belong to
+    body = study.table().splitlines()[3:]
+    assert [line.split()[:2] for line in body] == [["0", "0.02"], ["0", "0.02"], ["1", "0.02"], ["1", "0.02"]]
+    assert [float(line.split()[4]) for line in body] == [1.0, -1.0, 0.8, -0.8]
+    assert [r["cell"] for r in study.rows()] == [0, 0, 1, 1]
+    # the saved key data and generator rebuild the key: the same study again (an integer
+    # seed and a scalar noise level are accepted as well)
+    key = jax.random.wrap_key_data(np.array(study.settings["seed"], np.uint32), impl=study.settings["key_impl"])
+    again = wj.studies.sweep(bench, "wls", p_true=grid, noise_level=0.02, subsample=4, n_runs=3, key=key,
+                             progress=False)
+    by_seed = wj.studies.monte_carlo(bench, "wls", noise_levels=0.02, subsamples=4, n_runs=3, key=0, progress=False)
+    for a, b in zip(again.runs, study.runs):
+        np.testing.assert_array_equal(a.params, b.params)
+    np.testing.assert_array_equal(by_seed.runs[0].params, study.runs[0].params)  # key 0, setting 0, same truth
 
 
-def test_study_bad_input():
+def test_study_bad_input(monkeypatch):
     bench = zoo("logistic")
     mc = wj.studies.monte_carlo
     with pytest.raises(TypeError, match="Benchmark"):
         mc(bench.model)
     with pytest.raises(ValueError, match="n_runs"):
         mc(bench, n_runs=1)
-    with pytest.raises(ValueError, match="noise levels must be positive"):
+    with pytest.raises(ValueError, match="noise_levels must be positive and finite, got 0.0"):
         mc(bench, noise_levels=[0.0])
     with pytest.raises(ValueError, match="subsample"):
         mc(bench, subsamples=[0])
@@ -197,6 +256,33 @@ def test_study_bad_input():
         wj.studies.sweep(bench, p_true=[1.0, -1.0])
     with pytest.raises(ValueError, match="same length"):
         wj.studies.sweep(bench, p_true=[[1.0, -1.0]], u0=[[0.01], [0.02]])
+    # refused before any fitting, naming the argument
+    with pytest.raises(ValueError, match="noise_levels must be positive and finite, got inf"):
+        mc(bench, noise_levels=[0.05, np.inf])
+    with pytest.raises(ValueError, match="noise_levels must hold numbers"):
+        mc(bench, noise_levels=["high"])
+    with pytest.raises(ValueError, match="subsamples must be an integer >= 1, got 2.5"):
+        mc(bench, subsamples=[2.5])
+    with pytest.raises(ValueError, match="batch_size must be an integer >= 1, got True"):
+        mc(bench, batch_size=True)
+    with pytest.raises(TypeError, match="test_functions must be a TestFunctionConfig"):
+        mc(bench, "output_error", test_functions=None)
+    with pytest.raises(ValueError, match="p0 must be 'box'"):
+        mc(bench, p0="random")
+    with pytest.raises(TypeError, match="key must be a PRNG key"):
+        mc(bench, key="0")
+    with pytest.raises(ValueError, match="noise_level must be positive and finite"):
+        wj.studies.sweep(bench, p_true=[[1.0, -1.0]], noise_level=-0.1)
+    with pytest.raises(ValueError, match="subsample must be an integer >= 1"):
+        wj.studies.sweep(bench, p_true=[[1.0, -1.0]], subsample=0)
+    # a setting whose subsampling leaves too few samples names itself, before the first
+    # setting's fits (which would be fine) run
+    fits = []
+    monkeypatch.setattr(_engine, "_fit_chunk", lambda *a, **k: fits.append(a))
+    with pytest.raises(ValueError, match=r"setting 1 \(noise ratio 0.05, subsample 600: 2 of the benchmark's "
+                                         r"1025 samples\) cannot be set up: too few samples"):
+        mc(bench, subsamples=[4, 600], n_runs=2, progress=False)
+    assert fits == []
 
 
 # Two CPU devices: a chunk of 8 runs is one program in which each device fits a shard of 4;

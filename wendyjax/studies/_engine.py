@@ -191,7 +191,7 @@ def _on_host():
     many small eager operations and host syncs (structure checks, radius selection); on
     an accelerator each is a kernel launch or a transfer, and these stages took 2/3 of a
     GPU study (Goodwin-3D full grid at M = 256: simulate 90 s and build 80 s on an H100,
-    3 s and 14 s on 2 CPU cores). Only the stacked chunks go to the devices (`_put`): the
+    3 s and 14 s on 2 CPU cores). Only the stacked chunks go to the devices (`_sharded`): the
     compiled fit runs where its arrays are committed."""
     try:
         cpu = jax.local_devices(backend="cpu")[0]
@@ -234,8 +234,10 @@ def run_cells(
     progress: bool,
     vectorize: bool,
 ) -> tuple[list[CellRuns], dict]:
-    """Run every cell; return their per-run outputs and timings (`vectorize` as
-    `resolve_vectorize` returns it)."""
+    """Run every cell; return their per-run outputs, and the timings and chunking
+    (`vectorize` as `resolve_vectorize` returns it). Every cell's data and problems are
+    prepared before the first fit, so that a setting they cannot be built for (e.g. too
+    few samples left by its subsampling) fails before any fitting."""
     model = bench.model
     noise_kind = "lognormal" if bench.noise.log_space else "gaussian"
     n_dev = len(devices)
@@ -245,22 +247,30 @@ def run_cells(
     n_chunks = -(-n_runs // max(batch_size, n_dev))
     per_chunk = -(-n_runs // n_chunks)
     batch_size = -(-per_chunk // n_dev) * n_dev
-    timings = {"simulate_s": 0.0, "build_s": 0.0, "fit_s": 0.0}
+    info = {"simulate_s": 0.0, "build_s": 0.0, "fit_s": 0.0, "chunk_size": batch_size, "n_chunks": n_chunks}
+    prepared = []
+    for c, cell in enumerate(cells):
+        k_data, k_p0 = jax.random.split(jax.random.fold_in(key, c))
+        try:
+            start = time.perf_counter()
+            t, clean, keep, noisy = _cell_data(bench, cell, n_runs, k_data)
+            trajs = [Trajectory(t[keep], u) for u in noisy]
+            info["simulate_s"] += time.perf_counter() - start
+            start = time.perf_counter()
+            make, tfs = _problem_builder(estimator, model, trajs, noise_kind, bench.noise.log_space, test_functions)
+            info["build_s"] += time.perf_counter() - start
+        except ValueError as e:
+            n = len(np.asarray(bench.t)[:: cell.subsample])
+            raise ValueError(f"setting {c} (noise ratio {cell.noise_ratio:g}, subsample {cell.subsample}: {n} of the "
+                             f"benchmark's {len(bench.t)} samples) cannot be set up: {e}") from e
+        p0s = np.asarray(p0(k_p0, n_runs)) if callable(p0) else np.broadcast_to(p0, (n_runs, model.n_params))
+        prepared.append((t, clean, p0s, make, tfs))
     bar = tqdm(total=len(cells) * n_chunks, desc=f"{model.name} study", unit="chunk",
                disable=not progress or jax.process_index() != 0)
     out = []
     lo, hi = np.asarray(lower), np.asarray(upper)
     mesh = Mesh(np.asarray(devices), ("runs",))
-    for c, cell in enumerate(cells):
-        k_data, k_p0 = jax.random.split(jax.random.fold_in(key, c))
-        start = time.perf_counter()
-        t, clean, keep, noisy = _cell_data(bench, cell, n_runs, k_data)
-        p0s = np.asarray(p0(k_p0, n_runs)) if callable(p0) else np.broadcast_to(p0, (n_runs, model.n_params))
-        trajs = [Trajectory(t[keep], u) for u in noisy]
-        timings["simulate_s"] += time.perf_counter() - start
-        start = time.perf_counter()
-        make, tfs = _problem_builder(estimator, model, trajs, noise_kind, bench.noise.log_space, test_functions)
-        timings["build_s"] += time.perf_counter() - start
+    for cell, (t, clean, p0s, make, tfs) in zip(cells, prepared):
         chunks = []
         shared = _replicated(mesh, (lo, hi, np.asarray(cell.u0, float), np.asarray(t), np.asarray(clean)))
         with _single_threaded_blas():
@@ -275,10 +285,10 @@ def run_cells(
                 liks = _sharded(mesh, {g: make(parts[g]) for g in local})
                 p0_chunk = _sharded(mesh, {g: p0s[parts[g]] for g in local})
                 chunk_start = time.perf_counter()
-                timings["build_s"] += chunk_start - start
+                info["build_s"] += chunk_start - start
                 chunks.append(_gathered(_fit_chunk(mesh, estimator, liks, p0_chunk, shared, covariance, model,
                                                    bench.solver, vectorize)))
-                timings["fit_s"] += time.perf_counter() - chunk_start  # incl. compilation
+                info["fit_s"] += time.perf_counter() - chunk_start  # incl. compilation
                 bar.update()
         sols, covs, errs, oks = (jax.tree_util.tree_map(lambda *x: np.concatenate(x)[:n_runs], *parts)
                                  for parts in zip(*chunks))
@@ -290,7 +300,7 @@ def run_cells(
             radius=np.array([tf.info.radius if tf else np.nan for tf in tfs]),
         ))
     bar.close()
-    return out, timings
+    return out, info
 
 
 def forward_errors(bench: Benchmark, cell: Cell, params: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -31,11 +31,11 @@ def _scale(p_true: np.ndarray) -> np.ndarray:
 
 
 def relative_coefficient_error(p_hat: ArrayLike, p_true: ArrayLike) -> np.ndarray:
-    r"""$\|\hat p - p^*\|_2 / \|p^*\|_2$ per run (000 eq. 12); of one estimate, shape (J,), a
-    scalar."""
+    r"""$\|\hat p - p^*\|_2 / \|p^*\|_2$ per run (000 eq. 12; absolute when $p^* = 0$); of one
+    estimate, shape (J,), a scalar."""
     one = np.ndim(p_hat) == 1
     p_hat, p_true = _checked(np.atleast_2d(p_hat) if one else p_hat, p_true=p_true)
-    err = np.linalg.norm(p_hat - p_true, axis=-1) / np.linalg.norm(p_true)
+    err = np.linalg.norm(p_hat - p_true, axis=-1) / (np.linalg.norm(p_true) or 1.0)
     return err[0] if one else err
 
 

@@ -4,6 +4,8 @@ import csv
 import dataclasses
 import io
 import json
+import math
+import numbers
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,6 +20,7 @@ from ..estimators._fit import _METHODS, _bounds, _check_p0
 from ..estimators._output_error import Hybrid, OutputError
 from ..estimators._wendy import AbstractWENDyEstimator
 from ..models import Benchmark
+from ..simulate import as_key
 from ..weak import TestFunctionConfig
 from . import _metrics as metrics
 from ._engine import Cell, CellRuns, check_processes, forward_errors, resolve_vectorize, run_cells
@@ -45,6 +48,7 @@ class Study:
     runs: tuple[CellRuns, ...]
     settings: dict
     p0_forward_error: tuple[np.ndarray, ...]
+    state_names: tuple[str, ...] = ()
 
     def failed(self, i: int) -> np.ndarray:
         """Which runs of cell `i` failed."""
@@ -54,7 +58,9 @@ class Study:
         """One row per cell and parameter: the metrics of 000 Table 1, plus nominal-level
         coverage, solver statuses, run counts and estimates on the parameter box's bounds
         (`at_bound`: the fraction of the runs that did not fail whose estimate of this
-        parameter is on a bound; `n_at_bound`: those runs with any parameter on one)."""
+        parameter is on a bound; `n_at_bound`: those runs with any parameter on one).
+        `cell` is the setting's index and `u0_<state>` its initial condition, which with
+        `p_true` tell the settings of a sweep apart."""
         level = self.settings["level"]
         lower, upper = self.settings.get("bounds", (-np.inf, np.inf))  # a study built by hand may record no box
         z = float(scipy.stats.norm.ppf(0.5 + level / 2))
@@ -77,6 +83,7 @@ class Study:
                 "at_bound": bound.mean(axis=0),
             } if ok.any() else {}
             common = {
+                "cell": i, **{f"u0_{name}": float(v) for name, v in zip(self._state_names, cell.u0)},
                 "noise_ratio": cell.noise_ratio, "M": r.m, "subsample": cell.subsample,
                 "n_runs": len(failed), "n_ok": int(ok.sum()), "failure_rate": float(failed.mean()),
                 "solver_unsuccessful": int(np.sum(r.status != "successful")),
@@ -90,10 +97,18 @@ class Study:
                 out.append(row)
         return out
 
+    @property
+    def _state_names(self) -> tuple[str, ...]:
+        d = len(self.cells[0].u0) if self.cells else 0
+        return self.state_names or tuple(f"x{e + 1}" for e in range(d))
+
     def table(self) -> str:
-        """The metrics as a readable fixed-width table (relative quantities in %)."""
+        """The metrics as a readable fixed-width table (relative quantities in %); a sweep's
+        rows also show their setting (`cell`, as in [`rows`][]) and true value."""
         level = self.settings["level"]
-        cols = [("noise", "noise_ratio", "{:.3g}"), ("M", "M", "{:d}"), ("param", "param", "{}"),
+        sweep = [("cell", "cell", "{:d}"), ("p*", "p_true", "{:.4g}")] if self.settings.get("kind") == "sweep" else []
+        cols = [*sweep[:1], ("noise", "noise_ratio", "{:.3g}"), ("M", "M", "{:d}"), ("param", "param", "{}"),
+                *sweep[1:],
                 ("bias² %", "rel_sq_bias", "{:.3g}"), ("var %", "rel_variance", "{:.3g}"),
                 ("MSE %", "rel_mse", "{:.3g}"), ("cov 2se", "coverage_2se", "{:.2f}"),
                 (f"cov {level:g}", f"coverage_{level:g}", "{:.2f}"), ("coef err", "median_coef_error", "{:.3g}"),
@@ -136,20 +151,62 @@ class Study:
         return buf.getvalue()
 
     def to_dict(self) -> dict:
-        """Settings, metric rows and every run's outputs as plain Python lists."""
+        """Settings, metric rows and every run's outputs (with the forward-simulation
+        errors of failed runs' starts, `p0_forward_error`) as plain Python lists;
+        [`from_dict`][] rebuilds the study."""
         runs = [{f.name: np.asarray(getattr(r, f.name)).tolist() for f in dataclasses.fields(r)}
                 for r in self.runs]
         cells = [{"p_true": c.p_true.tolist(), "u0": c.u0.tolist(), "noise_ratio": c.noise_ratio,
                   "subsample": c.subsample} for c in self.cells]
-        return {"model": self.model_name, "params": list(self.param_names), "settings": self.settings,
-                "metrics": self.rows(), "cells": cells, "runs": runs}
+        return {"model": self.model_name, "params": list(self.param_names), "states": list(self._state_names),
+                "settings": self.settings, "metrics": self.rows(), "cells": cells, "runs": runs,
+                "p0_forward_error": [e.tolist() for e in self.p0_forward_error]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Study":
+        """The study [`to_dict`][] (or a JSON file of it, read back) describes."""
+        def array(x):
+            return np.array(_nan_for_none(x))
+
+        cells = tuple(Cell(array(c["p_true"]).astype(float), array(c["u0"]).astype(float), float(c["noise_ratio"]),
+                           int(c["subsample"])) for c in data["cells"])
+        runs = tuple(CellRuns(**{f.name: int(r[f.name]) if f.name == "m" else array(r[f.name])
+                                 for f in dataclasses.fields(CellRuns)}) for r in data["runs"])
+        return cls(data["model"], tuple(data["params"]), cells, runs, data["settings"],
+                   tuple(array(e).astype(float) for e in data["p0_forward_error"]), tuple(data.get("states", ())))
 
     def to_json(self, path: str | Path | None = None) -> str:
-        """[`to_dict`][] as JSON (written to `path` when given)."""
-        text = json.dumps(self.to_dict(), indent=1, default=float)
+        """[`to_dict`][] as strict JSON (NaN and infinities written as `null`; written to
+        `path` when given); [`load`][] reads it back."""
+        text = json.dumps(_none_for_nan(self.to_dict()), indent=1, allow_nan=False)
         if path is not None:
             Path(path).write_text(text + "\n")
         return text
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Study":
+        """A study saved with [`to_json`][]."""
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+def _none_for_nan(x):
+    """`x` (nested dicts, lists, numbers) with non-finite floats as `None` (strict JSON)."""
+    if isinstance(x, dict):
+        return {k: _none_for_nan(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_none_for_nan(v) for v in x]
+    if isinstance(x, (float, np.floating)):
+        return float(x) if math.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
+    return x
+
+
+def _nan_for_none(x):
+    """Nested lists read from JSON with `None` back as NaN."""
+    return [_nan_for_none(v) for v in x] if isinstance(x, list) else (np.nan if x is None else x)
 
 
 def _failed(r: CellRuns) -> np.ndarray:
@@ -170,6 +227,9 @@ def _p0_sampler(p0, model, lo, hi) -> "Callable | np.ndarray":
                 f"has no finite box: pass bounds=(lower, upper) or a fixed p0."
             )
         return lambda key, n: jax.random.uniform(key, (n, model.n_params), minval=lo, maxval=hi)
+    if isinstance(p0, str):
+        raise ValueError(f"p0 must be 'box' (starts drawn from the parameter box) or one start of "
+                         f"{model.n_params} parameters, got {p0!r}.")
     return _check_p0(model, p0, lo, hi)
 
 
@@ -201,20 +261,15 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
                batch_size, devices, vectorize, progress, kind) -> Study:
     estimator = _study_estimator(estimator, bench)
     covariance = estimator.covariances[0] if covariance is None else covariance
-    if not isinstance(n_runs, int) or n_runs < 2:
-        raise ValueError(f"n_runs must be an integer >= 2, got {n_runs!r}.")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
+    n_runs, batch_size = _count("n_runs", n_runs, 2), _count("batch_size", batch_size, 1)
+    if not isinstance(test_functions, TestFunctionConfig):
+        raise TypeError(f"test_functions must be a TestFunctionConfig (each run's test functions are built from "
+                        f"its own data), got {type(test_functions).__name__}.")
     if covariance not in estimator.covariances:
         raise ValueError(f"covariance must be one of {estimator.covariances} for {type(estimator).__name__}, "
                          f"got {covariance!r}.")
     if not 0 < level < 1:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
-    for cell in cells:
-        if not cell.noise_ratio > 0:
-            raise ValueError(f"noise levels must be positive, got {cell.noise_ratio}.")
-        if not isinstance(cell.subsample, (int, np.integer)) or cell.subsample < 1:
-            raise ValueError(f"subsample values must be positive integers, got {cell.subsample!r}.")
     model = bench.model
     lo, hi = _bounds(model, bounds)
     sampler = _p0_sampler(p0, model, lo, hi)
@@ -222,7 +277,7 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
     check_processes(devices)
     vectorize = resolve_vectorize(vectorize, devices)
     start = time.perf_counter()
-    runs, timings = run_cells(bench, estimator, cells, n_runs, key, p0=sampler, lower=lo, upper=hi,
+    runs, info = run_cells(bench, estimator, cells, n_runs, key, p0=sampler, lower=lo, upper=hi,
                               covariance=covariance, test_functions=test_functions, batch_size=batch_size,
                               devices=devices, vectorize=vectorize, progress=progress)
     p0_errors = []
@@ -232,15 +287,44 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
         if failed.any():
             err[failed] = forward_errors(bench, cell, r.p0[failed])[0]
         p0_errors.append(err)
+    from .. import __version__
+
+    t = np.asarray(bench.t)
     settings = {
         "kind": kind, "estimator": repr(estimator), "n_runs": n_runs, "seed": _key_seed(key),
+        "key_impl": str(jax.random.key_impl(key)), "x64": bool(jax.config.jax_enable_x64),
         "p0": "uniform in the box" if callable(sampler) else np.asarray(sampler).tolist(),
         "bounds": [lo.tolist(), hi.tolist()], "covariance": covariance, "level": level,
         "test_functions": dataclasses.asdict(test_functions), "batch_size": batch_size,
-        "devices": [str(d) for d in devices], "vectorize": vectorize, "noise": type(bench.noise).__name__,
-        "benchmark_source": bench.source, "wall_time_s": time.perf_counter() - start, **timings,
+        "devices": [str(d) for d in devices], "vectorize": vectorize, "noise": repr(bench.noise),
+        "grid": {"t0": float(t[0]), "t1": float(t[-1]), "n": len(t)}, "benchmark_source": bench.source,
+        "versions": {"wendyjax": __version__, "jax": jax.__version__},
+        "wall_time_s": time.perf_counter() - start, **info,
     }
-    return Study(model.name, tuple(model.param_names), tuple(cells), tuple(runs), settings, tuple(p0_errors))
+    return Study(model.name, tuple(model.param_names), tuple(cells), tuple(runs), settings, tuple(p0_errors),
+                 tuple(model.state_names))
+
+
+def _count(name: str, value, minimum: int) -> int:
+    """`value` as an int of at least `minimum` (NumPy integers too; bools and floats refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    return int(value)
+
+
+def _noise_ratio(name: str, value) -> float:
+    try:
+        ratio = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must hold numbers, got {value!r}.") from None
+    if not (math.isfinite(ratio) and ratio > 0):
+        raise ValueError(f"{name} must be positive and finite, got {value!r}.")
+    return ratio
+
+
+def _as_list(values) -> list:
+    """A scalar as a one-element list, a sequence as a list."""
+    return [values] if np.ndim(values) == 0 else list(values)
 
 
 def monte_carlo(
@@ -249,7 +333,7 @@ def monte_carlo(
     noise_levels: Sequence[float] = (0.05,),
     subsamples: Sequence[int] = (1,),
     n_runs: int = 100,
-    key: PRNGKeyArray | None = None,
+    key: "PRNGKeyArray | int | None" = None,
     *,
     p0: "str | ArrayLike" = "box",
     bounds="model",
@@ -271,8 +355,10 @@ def monte_carlo(
     returns a [`Study`][] with 000 Table 1's metrics.
 
     - `p0`: "box" draws each run's start uniformly from the bounds (000); or one array.
-    - `key`: each setting draws its noise and starts from `fold_in(key, i)`, `i` its
-      position in the study (noise level major, then subsampling); a study split into
+    - `noise_levels`, `subsamples`: a value or a sequence of values each.
+    - `key`: a PRNG key or an integer seed (default 0); each setting draws its noise and
+      starts from `fold_in(key, i)`, `i` its position in the study (noise level major,
+      then subsampling); a study split into
       pieces of one setting each with the same key therefore uses the same keys in every
       piece (the same starts p₀ in each; common random numbers), unless each piece gets
       its own key.
@@ -293,9 +379,11 @@ def monte_carlo(
       the same number of every process's.
     """
     _check_benchmark(benchmark)
-    key = jax.random.key(0) if key is None else key
-    cells = [Cell(np.asarray(benchmark.p_true, float), np.asarray(benchmark.u0, float), float(nr), int(s))
-             for nr in noise_levels for s in subsamples]
+    key = as_key(0 if key is None else key)
+    levels = [_noise_ratio("noise_levels", v) for v in _as_list(noise_levels)]
+    subsamples = [_count("subsamples", s, 1) for s in _as_list(subsamples)]
+    cells = [Cell(np.asarray(benchmark.p_true, float), np.asarray(benchmark.u0, float), nr, s)
+             for nr in levels for s in subsamples]
     if not cells:
         raise ValueError("noise_levels and subsamples must be non-empty.")
     return _run_study(benchmark, estimator, cells, n_runs, key, p0, bounds, covariance, level, test_functions,
@@ -311,7 +399,7 @@ def sweep(
     noise_level: float = 0.05,
     subsample: int = 1,
     n_runs: int = 20,
-    key: PRNGKeyArray | None = None,
+    key: "PRNGKeyArray | int | None" = None,
     p0: "str | ArrayLike" = "box",
     bounds="model",
     covariance: str | None = None,
@@ -344,7 +432,8 @@ def sweep(
     g = sizes.pop()
     ps = grids.get("p_true", np.broadcast_to(np.asarray(benchmark.p_true, float), (g, j)))
     us = grids.get("u0", np.broadcast_to(np.asarray(benchmark.u0, float), (g, d)))
-    cells = [Cell(np.array(p), np.array(u), float(noise_level), int(subsample)) for p, u in zip(ps, us)]
-    key = jax.random.key(0) if key is None else key
+    noise_level, subsample = _noise_ratio("noise_level", noise_level), _count("subsample", subsample, 1)
+    cells = [Cell(np.array(p), np.array(u), noise_level, subsample) for p, u in zip(ps, us)]
+    key = as_key(0 if key is None else key)
     return _run_study(benchmark, estimator, cells, n_runs, key, p0, bounds, covariance, level, test_functions,
                       batch_size, devices, vectorize, progress, "sweep")
