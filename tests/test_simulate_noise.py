@@ -150,3 +150,16 @@ def test_integrate_any_rhs_with_nan_rows_after_a_failure():
     assert np.all(np.isfinite(blow[:10])) and np.all(np.isnan(blow[-5:]))
     with pytest.raises(ValueError, match="strictly increasing"):
         wj.integrate(bench.model.rhs, bench.p_true, bench.u0, t[::-1])
+
+
+def test_setting_up_a_fit_in_float32_is_warned_about():
+    b = zoo("logistic")
+    data = b.simulate(0, 0.05, subsample=8)
+    jax.config.update("jax_enable_x64", False)
+    try:
+        with pytest.warns(UserWarning, match=r"weak likelihood: JAX is in float32 \(jax_enable_x64 is off\)"):
+            wj.weak_likelihood(b.model, data)
+        with pytest.warns(UserWarning, match="output-error problem: JAX is in float32"):
+            wj.estimators.output_error_problem(b.model, data)
+    finally:
+        jax.config.update("jax_enable_x64", True)

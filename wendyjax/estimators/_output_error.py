@@ -21,6 +21,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Bool, Float, Int
 
+from .._precision import warn_if_float32
 from ..data import Dataset, Trajectory, as_dataset
 from ..model import ODEModel
 from ..noise import AbstractNoise, estimate_noise_std, is_log_space
@@ -108,6 +109,7 @@ def output_error_problem(
     """
     if not isinstance(model, ODEModel):
         raise TypeError(f"model must be an ODEModel, got {type(model).__name__}.")
+    warn_if_float32("output-error problem")
     dataset = as_dataset(data)
     log_space = is_log_space(noise)
     d = model.n_states

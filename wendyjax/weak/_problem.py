@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._precision import warn_if_float32
 from ..data import Dataset, Trajectory, as_dataset
 from ..model import ODEModel
 from ..noise import AbstractNoise, estimate_noise_std, is_log_space
@@ -108,6 +109,7 @@ def build_problem(
     - `test_functions`: a configuration, or prebuilt test functions (one per trajectory).
     - `k`: pad every trajectory to exactly `k` test functions (for batching).
     """
+    warn_if_float32("weak likelihood")
     dataset = as_dataset(data)
     log_space = is_log_space(noise)
     d = model.n_states
