@@ -72,6 +72,11 @@ def test_lorenz96_any_size_and_forcing():
         (dict(rhs=lorenz_rhs, state_names=3, param_names=3, bounds=([0, 0], [1, 1])), "bounds"),
         (dict(rhs=lorenz_rhs, state_names=3, param_names=3, bounds=([2, 0, 0], [1, 1, 1])), "lower"),
         (dict(rhs="not callable", state_names=3, param_names=3), "callable"),
+        # out-of-range indices, which JAX clamps (p[1] would read p[0]): a parameter or a state missing
+        (dict(rhs=lambda u, p, t: p[0] * u * (1 - u / p[1]), state_names=["N"], param_names=["r"]),
+         r"p of shape \(1,\): out-of-bounds indexing .* index 1 is out of bounds for axis 0 with size 1"),
+        (dict(rhs=lambda u, p, t: jnp.stack([u[1], -p[0] * u[2]]), state_names=2, param_names=1),
+         r"index 2 is out of bounds for axis 0 with size 2"),
     ],
 )
 def test_model_bad_input(kwargs, match):

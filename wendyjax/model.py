@@ -7,6 +7,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import checkify
 from jaxtyping import Array, ArrayLike, Float
 
 
@@ -37,6 +38,23 @@ def _detect_linear_in_params(rhs, n_states: int, n_params: int, n_probe: int = 4
     hess = jax.vmap(jax.jacfwd(jax.jacfwd(rhs, argnums=1), argnums=1))(u, p, t)
     hess = np.asarray(hess)
     return bool(np.all(hess == 0.0))
+
+
+def _check_indexing(rhs, n_states: int, n_params: int) -> None:
+    """Raise when `rhs` indexes `u` or `p` beyond their lengths, which JAX would clamp
+    silently (e.g. `p[1]` with one parameter reads `p[0]`): one eager evaluation under
+    `checkify`'s index checks."""
+    checked = checkify.checkify(rhs, errors=checkify.index_checks)
+    try:
+        error, _ = checked(jnp.ones(n_states), jnp.ones(n_params), jnp.zeros(()))
+    except Exception:  # noqa: BLE001 - a function checkify cannot evaluate keeps the shape check only
+        return
+    message = error.get()
+    if message:
+        raise ValueError(
+            f"rhs(u, p, t) indexes past the end of an argument with u of shape ({n_states},) and "
+            f"p of shape ({n_params},): {message.strip()} Are the state and parameter names complete?"
+        )
 
 
 class ODEModel(eqx.Module):
@@ -89,6 +107,7 @@ class ODEModel(eqx.Module):
                 f"calling rhs(u, p, t) with u of shape ({d},), p of shape ({j},) and a "
                 f"scalar t failed: {e}"
             ) from e
+        _check_indexing(rhs, d, j)
         if not hasattr(out, "shape") or tuple(out.shape) != (d,):
             shape = getattr(out, "shape", type(out).__name__)
             raise ValueError(
