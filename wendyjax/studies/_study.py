@@ -33,7 +33,9 @@ class Study:
     `cells[i]` is a setting (truth, initial condition, noise ratio, subsampling) and
     `runs[i]` its per-run outputs: estimates, starts, covariances, solver statuses, ℓ,
     forward-simulation errors, K and the selected radius. `settings` records everything
-    that produced the study (model, estimator, seed, covariance, level, timings).
+    that produced the study (model, estimator, key data and generator, float width,
+    covariance, level, chunking, versions, timings). [`to_json`][] saves it all and
+    [`load`][] reads it back.
 
     A run **fails** when the forward simulation of its estimate fails (000 eq. 14), the
     estimator's own forward solve failed (output error's `forward_failed`), or the estimate
