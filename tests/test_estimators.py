@@ -1,9 +1,11 @@
+
 """WENDy estimators on the papers' systems: recovery, coverage, vmapped batches, statuses.
 
 Monte Carlo tolerances: with n intervals of nominal coverage 0.95, the pooled coverage has
 standard error √(0.95·0.05/n); the tests assert it is above 0.95 − 3 standard errors.
 """
 
+import dataclasses
 import math
 
 import equinox as eqx
@@ -171,6 +173,9 @@ def test_fit_result_object(lorenz_data, capsys):
     fit.summary(truth=b.p_true)
     out = capsys.readouterr().out
     assert "WENDy-MLE fit of 'lorenz': converged" in out and "rho" in out
+    assert "note:" not in out  # 1 % intervals well inside the box
+    wide = dataclasses.replace(fit, covariance=fit.covariance * np.array([1.0, 1e8, 1.0]))  # rho's only
+    assert "note: the 95% intervals of rho reach outside the model's parameter box" in wide.table()
     assert fit.nll == pytest.approx(float(wj.weak.nll(fit.likelihood, fit.params)))
     clean = b.simulate(None, 0.0, subsample=2)
     assert fit.forward_error(b.u0, clean.t, clean.u) < 0.2

@@ -87,7 +87,8 @@ class AbstractFit(StatusMixin, abc.ABC):
         """The lines above the parameter table."""
 
     def table(self, level: float = 0.95, truth=None) -> str:
-        """The summary table as text; `truth` adds a column of true values."""
+        """The summary table as text; `truth` adds a column of true values. A note names
+        the parameters whose interval leaves the model's box."""
         lo, hi = self.ci(level)
         pct = f"{100 * level:g}%"
         header = ["param", "estimate", "std err", f"{pct} lower", f"{pct} upper"]
@@ -102,7 +103,18 @@ class AbstractFit(StatusMixin, abc.ABC):
         lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
                  for row in cells]
         lines.insert(1, "-" * len(lines[0]))
+        outside = self._outside_box(lo, hi)
+        if outside:
+            lines.append(f"note: the {pct} intervals of {', '.join(outside)} reach outside the model's parameter "
+                         f"box; normal intervals ignore the box, so they are a poor guide there.")
         return "\n".join(self._head() + lines)
+
+    def _outside_box(self, lo: np.ndarray, hi: np.ndarray) -> list[str]:
+        """The parameters whose interval (lo, hi) leaves the model's box."""
+        if self.model.bounds is None:
+            return []
+        box_lo, box_hi = (np.asarray(b, float) for b in self.model.bounds)
+        return [n for n, a, b, bl, bu in zip(self.model.param_names, lo, hi, box_lo, box_hi) if a < bl or b > bu]
 
     @property
     def _status_text(self) -> str:
