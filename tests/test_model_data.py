@@ -74,7 +74,8 @@ def test_lorenz96_any_size_and_forcing():
         (dict(rhs="not callable", state_names=3, param_names=3), "callable"),
         # out-of-range indices, which JAX clamps (p[1] would read p[0]): a parameter or a state missing
         (dict(rhs=lambda u, p, t: p[0] * u * (1 - u / p[1]), state_names=["N"], param_names=["r"]),
-         r"p of shape \(1,\): out-of-bounds indexing .* index 1 is out of bounds for axis 0 with size 1"),
+         r"p of shape \(1,\) indexes past the end of an array: out-of-bounds indexing .* index 1 is out of "
+         r"bounds for axis 0 with size 1"),
         (dict(rhs=lambda u, p, t: jnp.stack([u[1], -p[0] * u[2]]), state_names=2, param_names=1),
          r"index 2 is out of bounds for axis 0 with size 2"),
     ],
@@ -82,6 +83,19 @@ def test_lorenz96_any_size_and_forcing():
 def test_model_bad_input(kwargs, match):
     with pytest.raises((ValueError, TypeError), match=match):
         wj.ODEModel(**kwargs)
+
+
+def test_intended_out_of_range_indexing_can_be_allowed():
+    # a line of cells with zero boundary values read by out-of-range indices filled with 0
+    def heat(u, p, t):
+        left = jnp.concatenate([jnp.zeros(1), u[:-1]])
+        right = u.at[jnp.arange(3) + 1].get(mode="fill", fill_value=0.0)  # index 3 reads the boundary's 0
+        return p[0] * (left - 2 * u + right)
+
+    with pytest.raises(ValueError, match="check_indexing=False"):
+        wj.ODEModel(heat, 3, 1)
+    model = wj.ODEModel(heat, 3, 1, check_indexing=False)
+    np.testing.assert_allclose(model.rhs(jnp.ones(3), jnp.ones(1), 0.0), [-1.0, 0.0, -1.0])
 
 
 def test_check_params():

@@ -43,21 +43,27 @@ def test_simulate_bad_input():
         wj.LogNormal(-1.0)
     with pytest.raises(ValueError, match="subsample"):
         b.simulate(jax.random.key(0), subsample=0)
-    with pytest.raises(ValueError, match="subsample must be a positive integer, got 2.5"):
+    with pytest.raises(ValueError, match="subsample must be an integer >= 1, got 2.5"):
         b.simulate(jax.random.key(0), subsample=2.5)
-    # the noise ratio replaces the benchmark's through the noise model's own checks
+    # a noise ratio that would flip the noise's sign, and keys that are not keys
     with pytest.raises(ValueError, match="noise_ratio must be a finite number >= 0, got -0.1"):
         b.simulate(jax.random.key(0), -0.1)
-    with pytest.raises(TypeError, match="key must be a PRNG key .* or an integer seed, got str"):
+    with pytest.raises(TypeError, match="key must be one PRNG key .* or an integer seed below 2..63, got str"):
         b.simulate("0", 0.1)
-    with pytest.raises(TypeError, match="key must be a PRNG key"):
+    with pytest.raises(TypeError, match="key must be one PRNG key"):
         b.simulate(0.1, jax.random.key(0))  # arguments swapped
+    with pytest.raises(TypeError, match="key must be one PRNG key"):
+        b.simulate(jax.random.split(jax.random.key(0), 3), 0.1)  # several keys
 
 
 def test_an_integer_seed_is_the_key_it_names():
     b = zoo("logistic")
     a, c = b.simulate(3, 0.05, subsample=8), b.simulate(jax.random.key(3), 0.05, subsample=8)
     np.testing.assert_array_equal(np.asarray(a.u), np.asarray(c.u))
+    # NumPy and 0-d JAX integers, 0-d noise ratios and NumPy raw keys work as well
+    for seed, ratio in ((np.int64(3), np.array(0.05)), (jnp.asarray(3), jnp.asarray(0.05)),
+                        (np.asarray(jax.random.PRNGKey(3)), 0.05)):
+        np.testing.assert_array_equal(np.asarray(b.simulate(seed, ratio, subsample=np.int64(8)).u), np.asarray(a.u))
     assert not np.array_equal(np.asarray(a.u), np.asarray(b.simulate(4, 0.05, subsample=8).u))
 
 
@@ -164,6 +170,7 @@ def test_setting_up_a_fit_in_float32_is_warned_about():
             wj.estimators.output_error_problem(b.model, data)
     finally:
         jax.config.update("jax_enable_x64", True)
-    ours = [str(w.message) for w in caught if "JAX is in float32" in str(w.message)]
-    assert [m.split(":")[0] for m in ours] == ["weak likelihood", "output-error problem"]
-    assert "(jax_enable_x64 is off)" in ours[0]
+    ours = [w for w in caught if "JAX is in float32" in str(w.message)]
+    assert [str(w.message).split(":")[0] for w in ours] == ["weak likelihood", "output-error problem"]
+    assert "(jax_enable_x64 is off)" in str(ours[0].message)
+    assert all(w.filename == __file__ for w in ours)  # attributed to the caller, not the library

@@ -41,9 +41,9 @@ def _detect_linear_in_params(rhs, n_states: int, n_params: int, n_probe: int = 4
 
 
 def _check_indexing(rhs, n_states: int, n_params: int) -> None:
-    """Raise when `rhs` indexes `u` or `p` beyond their lengths, which JAX would clamp
-    silently (e.g. `p[1]` with one parameter reads `p[0]`): one eager evaluation under
-    `checkify`'s index checks."""
+    """Raise when `rhs` indexes an array beyond its length, which JAX clamps silently (e.g.
+    `p[1]` with one parameter reads `p[0]`): one eager evaluation at u = 1, p = 1, t = 0
+    under `checkify`'s index checks (branches not taken there are not checked)."""
     checked = checkify.checkify(rhs, errors=checkify.index_checks)
     try:
         error, _ = checked(jnp.ones(n_states), jnp.ones(n_params), jnp.zeros(()))
@@ -52,8 +52,9 @@ def _check_indexing(rhs, n_states: int, n_params: int) -> None:
     message = error.get()
     if message:
         raise ValueError(
-            f"rhs(u, p, t) indexes past the end of an argument with u of shape ({n_states},) and "
-            f"p of shape ({n_params},): {message.strip()} Are the state and parameter names complete?"
+            f"rhs(u, p, t) with u of shape ({n_states},) and p of shape ({n_params},) indexes past the end "
+            f"of an array: {message.strip()} Are the state and parameter names complete? (If the "
+            f"out-of-range index is intended, e.g. .at[i].get(mode='fill'), pass check_indexing=False.)"
         )
 
 
@@ -71,6 +72,9 @@ class ODEModel(eqx.Module):
     - `name`: a label used in summaries.
     - `jump_ts`: times where `f` jumps in `t` (known forcing such as a pulse): every
       diffrax solve of the model steps exactly onto them instead of stepping over them.
+    - `check_indexing`: evaluate `f` once under JAX's index checks and refuse it when it
+      indexes past the end of an array (JAX would clamp the index: `p[1]` with one
+      parameter reads `p[0]`); `False` for an `f` that does so on purpose.
     """
 
     rhs: Callable = eqx.field(static=True)
@@ -90,6 +94,7 @@ class ODEModel(eqx.Module):
         linear_in_params: bool | None = None,
         name: str = "ode",
         jump_ts: Sequence[float] | None = None,
+        check_indexing: bool = True,
     ):
         if not callable(rhs):
             raise TypeError(f"rhs must be callable f(u, p, t), got {type(rhs).__name__}.")
@@ -107,7 +112,8 @@ class ODEModel(eqx.Module):
                 f"calling rhs(u, p, t) with u of shape ({d},), p of shape ({j},) and a "
                 f"scalar t failed: {e}"
             ) from e
-        _check_indexing(rhs, d, j)
+        if check_indexing:
+            _check_indexing(rhs, d, j)
         if not hasattr(out, "shape") or tuple(out.shape) != (d,):
             shape = getattr(out, "shape", type(out).__name__)
             raise ValueError(

@@ -92,4 +92,4 @@ def as_ode_model(field: eqx.Module, n_states: int, name: str = "neural field"
     def rhs(u, q, t):
         return rebuild(q)(u, t)
 
-    return ODEModel(rhs, n_states, int(p.size), linear_in_params=False, name=name), p, rebuild
+    return ODEModel(rhs, n_states, int(p.size), linear_in_params=False, name=name, check_indexing=False), p, rebuild

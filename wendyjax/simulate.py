@@ -1,14 +1,12 @@
 """Ground-truth trajectories with diffrax, and noisy synthetic data."""
 
-import numbers
-
 import diffrax
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
+from ._checks import as_key
 from .data import Trajectory
 from .model import ODEModel
 from .noise import AbstractNoise
@@ -97,18 +95,6 @@ def integrate(
     ys = np.array(ys)
     ys[~np.isfinite(ys)] = np.nan  # diffrax leaves the unreached save times at inf
     return ys
-
-
-def as_key(key, name: str = "key") -> PRNGKeyArray:
-    """`key` as a PRNG key: a key (typed, or raw uint32 data) as it is, an integer seed
-    as `jax.random.key(seed)`."""
-    if isinstance(key, numbers.Integral) and not isinstance(key, bool):
-        return jax.random.key(int(key))
-    if isinstance(key, jax.Array) and (jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
-                                       or (key.dtype == jnp.uint32 and key.ndim == 1)):
-        return key
-    raise TypeError(f"{name} must be a PRNG key (jax.random.key(seed)) or an integer seed, "
-                    f"got {type(key).__name__} {key!r}.")
 
 
 def simulate(

@@ -1,7 +1,6 @@
 """Benchmark systems of the papers, each with its protocol (truth, grid, noise, box)."""
 
 import dataclasses
-import numbers
 
 import diffrax
 import equinox as eqx
@@ -9,10 +8,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from .._checks import as_count, as_key, as_ratio
 from ..data import Trajectory
 from ..model import ODEModel
 from ..noise import AbstractNoise, AdditiveGaussian, LogNormal
-from ..simulate import as_key, simulate
+from ..simulate import simulate
 
 
 class Benchmark(eqx.Module):
@@ -45,13 +45,10 @@ class Benchmark(eqx.Module):
         u(0) = (1, 0, 0)) carry no information in log space and are dropped, as WENDy.jl
         does."""
         key = None if key is None else as_key(key)
-        if isinstance(subsample, bool) or not isinstance(subsample, numbers.Integral) or subsample < 1:
-            raise ValueError(f"subsample must be a positive integer, got {subsample!r}.")
+        subsample = as_count("subsample", subsample, 1)
         noise = self.noise
         if noise_ratio is not None:
-            if not (isinstance(noise_ratio, numbers.Real) and np.isfinite(noise_ratio) and noise_ratio >= 0):
-                raise ValueError(f"noise_ratio must be a finite number >= 0, got {noise_ratio!r}.")
-            noise = dataclasses.replace(noise, noise_ratio=noise_ratio)
+            noise = dataclasses.replace(noise, noise_ratio=as_ratio("noise_ratio", noise_ratio, zero_ok=True))
         t = np.asarray(self.t)[::subsample]
         p = self.p_true if p is None else p
         data = simulate(

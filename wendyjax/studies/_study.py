@@ -5,7 +5,6 @@ import dataclasses
 import io
 import json
 import math
-import numbers
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -16,11 +15,11 @@ import numpy as np
 import scipy.stats
 from jaxtyping import ArrayLike, PRNGKeyArray
 
+from .._checks import as_count, as_key, as_ratio
 from ..estimators._fit import _METHODS, _bounds, _check_p0
 from ..estimators._output_error import Hybrid, OutputError
 from ..estimators._wendy import AbstractWENDyEstimator
 from ..models import Benchmark
-from ..simulate import as_key
 from ..weak import TestFunctionConfig
 from . import _metrics as metrics
 from ._engine import Cell, CellRuns, check_processes, forward_errors, resolve_vectorize, run_cells
@@ -168,19 +167,21 @@ class Study:
     def from_dict(cls, data: dict) -> "Study":
         """The study [`to_dict`][] (or a JSON file of it, read back) describes."""
         def array(x):
-            return np.array(_nan_for_none(x))
+            return np.array(_from_json(x, nan=True))
 
         cells = tuple(Cell(array(c["p_true"]).astype(float), array(c["u0"]).astype(float), float(c["noise_ratio"]),
                            int(c["subsample"])) for c in data["cells"])
         runs = tuple(CellRuns(**{f.name: int(r[f.name]) if f.name == "m" else array(r[f.name])
                                  for f in dataclasses.fields(CellRuns)}) for r in data["runs"])
-        return cls(data["model"], tuple(data["params"]), cells, runs, data["settings"],
-                   tuple(array(e).astype(float) for e in data["p0_forward_error"]), tuple(data.get("states", ())))
+        # files written before p0_forward_error was saved: unknown (NaN)
+        p0_errors = data.get("p0_forward_error") or [[None] * len(r.p0) for r in runs]
+        return cls(data["model"], tuple(data["params"]), cells, runs, _from_json(data["settings"], nan=False),
+                   tuple(array(e).astype(float) for e in p0_errors), tuple(data.get("states", ())))
 
     def to_json(self, path: str | Path | None = None) -> str:
-        """[`to_dict`][] as strict JSON (NaN and infinities written as `null`; written to
-        `path` when given); [`load`][] reads it back."""
-        text = json.dumps(_none_for_nan(self.to_dict()), indent=1, allow_nan=False)
+        """[`to_dict`][] as strict JSON (NaN written as `null`, infinities as "inf" and
+        "-inf"; written to `path` when given); [`load`][] reads it back."""
+        text = json.dumps(_to_json(self.to_dict()), indent=1, allow_nan=False)
         if path is not None:
             Path(path).write_text(text + "\n")
         return text
@@ -191,14 +192,14 @@ class Study:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
 
-def _none_for_nan(x):
-    """`x` (nested dicts, lists, numbers) with non-finite floats as `None` (strict JSON)."""
+def _to_json(x):
+    """`x` (nested dicts, lists, numbers) in strict JSON: NaN as `None`, ±inf as "inf"/"-inf"."""
     if isinstance(x, dict):
-        return {k: _none_for_nan(v) for k, v in x.items()}
+        return {k: _to_json(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_none_for_nan(v) for v in x]
+        return [_to_json(v) for v in x]
     if isinstance(x, (float, np.floating)):
-        return float(x) if math.isfinite(x) else None
+        return float(x) if math.isfinite(x) else None if math.isnan(x) else "inf" if x > 0 else "-inf"
     if isinstance(x, np.integer):
         return int(x)
     if isinstance(x, np.bool_):
@@ -206,9 +207,16 @@ def _none_for_nan(x):
     return x
 
 
-def _nan_for_none(x):
-    """Nested lists read from JSON with `None` back as NaN."""
-    return [_nan_for_none(v) for v in x] if isinstance(x, list) else (np.nan if x is None else x)
+def _from_json(x, nan: bool):
+    """Undo [`_to_json`][] on nested dicts and lists: "inf"/"-inf" back to floats and, with
+    `nan`, `None` to NaN (in arrays; the settings keep their `None`s)."""
+    if isinstance(x, dict):
+        return {k: _from_json(v, nan) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_from_json(v, nan) for v in x]
+    if x is None and nan:
+        return np.nan
+    return {"inf": np.inf, "-inf": -np.inf}.get(x, x) if isinstance(x, str) else x
 
 
 def _failed(r: CellRuns) -> np.ndarray:
@@ -263,7 +271,7 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
                batch_size, devices, vectorize, progress, kind) -> Study:
     estimator = _study_estimator(estimator, bench)
     covariance = estimator.covariances[0] if covariance is None else covariance
-    n_runs, batch_size = _count("n_runs", n_runs, 2), _count("batch_size", batch_size, 1)
+    n_runs, batch_size = as_count("n_runs", n_runs, 2), as_count("batch_size", batch_size, 1)
     if not isinstance(test_functions, TestFunctionConfig):
         raise TypeError(f"test_functions must be a TestFunctionConfig (each run's test functions are built from "
                         f"its own data), got {type(test_functions).__name__}.")
@@ -305,23 +313,6 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
     }
     return Study(model.name, tuple(model.param_names), tuple(cells), tuple(runs), settings, tuple(p0_errors),
                  tuple(model.state_names))
-
-
-def _count(name: str, value, minimum: int) -> int:
-    """`value` as an int of at least `minimum` (NumPy integers too; bools and floats refused)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
-    return int(value)
-
-
-def _noise_ratio(name: str, value) -> float:
-    try:
-        ratio = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must hold numbers, got {value!r}.") from None
-    if not (math.isfinite(ratio) and ratio > 0):
-        raise ValueError(f"{name} must be positive and finite, got {value!r}.")
-    return ratio
 
 
 def _as_list(values) -> list:
@@ -382,8 +373,8 @@ def monte_carlo(
     """
     _check_benchmark(benchmark)
     key = as_key(0 if key is None else key)
-    levels = [_noise_ratio("noise_levels", v) for v in _as_list(noise_levels)]
-    subsamples = [_count("subsamples", s, 1) for s in _as_list(subsamples)]
+    levels = [as_ratio("noise_levels", v) for v in _as_list(noise_levels)]
+    subsamples = [as_count("subsamples", s, 1) for s in _as_list(subsamples)]
     cells = [Cell(np.asarray(benchmark.p_true, float), np.asarray(benchmark.u0, float), nr, s)
              for nr in levels for s in subsamples]
     if not cells:
@@ -434,7 +425,7 @@ def sweep(
     g = sizes.pop()
     ps = grids.get("p_true", np.broadcast_to(np.asarray(benchmark.p_true, float), (g, j)))
     us = grids.get("u0", np.broadcast_to(np.asarray(benchmark.u0, float), (g, d)))
-    noise_level, subsample = _noise_ratio("noise_level", noise_level), _count("subsample", subsample, 1)
+    noise_level, subsample = as_ratio("noise_level", noise_level), as_count("subsample", subsample, 1)
     cells = [Cell(np.array(p), np.array(u), noise_level, subsample) for p, u in zip(ps, us)]
     key = as_key(0 if key is None else key)
     return _run_study(benchmark, estimator, cells, n_runs, key, p0, bounds, covariance, level, test_functions,

@@ -1,0 +1,56 @@
+"""Input checks shared by the public entry points: each names the argument it refuses."""
+
+import math
+import operator
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import PRNGKeyArray
+
+
+def as_count(name: str, value, minimum: int) -> int:
+    """`value` as an int of at least `minimum`: Python, NumPy and 0-d JAX integers; bools and
+    floats refused."""
+    try:
+        if isinstance(value, (bool, np.bool_)):
+            raise TypeError
+        count = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.") from None
+    if count < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    return count
+
+
+def as_ratio(name: str, value, *, zero_ok: bool = False) -> float:
+    """`value` (any real scalar, 0-d arrays too) as a finite float > 0 (>= 0 with `zero_ok`)."""
+    try:
+        if np.ndim(value) != 0 or isinstance(value, (str, bytes)):
+            raise TypeError
+        ratio = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}.") from None
+    if not (math.isfinite(ratio) and (ratio >= 0 if zero_ok else ratio > 0)):
+        raise ValueError(f"{name} must be a finite number {'>=' if zero_ok else '>'} 0, got {value!r}.")
+    return ratio
+
+
+def as_key(key, name: str = "key") -> PRNGKeyArray:
+    """`key` as one PRNG key: a typed key of shape () or raw key data (uint32, shape (2,) or
+    (4,)) as it is, an integer seed (0-d arrays too) as `jax.random.key(seed)`."""
+    if not isinstance(key, (bool, np.bool_)) and np.ndim(key) == 0 and not _is_typed_key(key):
+        try:
+            return jax.random.key(operator.index(key))
+        except (TypeError, OverflowError):
+            pass
+    elif _is_typed_key(key) and np.shape(key) == ():
+        return key
+    elif isinstance(key, (jax.Array, np.ndarray)) and key.dtype == np.uint32 and key.shape in ((2,), (4,)):
+        return jnp.asarray(key)
+    raise TypeError(f"{name} must be one PRNG key (jax.random.key(seed)) or an integer seed below 2**63, "
+                    f"got {type(key).__name__} {key!r}.")
+
+
+def _is_typed_key(x) -> bool:
+    return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
