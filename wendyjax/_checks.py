@@ -1,7 +1,9 @@
-"""Input checks shared by the public entry points: each names the argument it refuses."""
+"""Input checks shared by the public entry points: each names the argument it refuses; and
+the warning when a fit is set up in float32."""
 
 import math
 import operator
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -39,18 +41,33 @@ def as_ratio(name: str, value, *, zero_ok: bool = False) -> float:
 def as_key(key, name: str = "key") -> PRNGKeyArray:
     """`key` as one PRNG key: a typed key of shape () or raw key data (uint32, shape (2,) or
     (4,)) as it is, an integer seed (0-d arrays too) as `jax.random.key(seed)`."""
-    if not isinstance(key, (bool, np.bool_)) and np.ndim(key) == 0 and not _is_typed_key(key):
+    if _is_typed_key(key):
+        if key.shape == ():
+            return key
+    elif isinstance(key, (jax.Array, np.ndarray)) and key.dtype == np.uint32 and key.shape in ((2,), (4,)):
+        return jnp.asarray(key)
+    elif not isinstance(key, (bool, np.bool_)) and np.ndim(key) == 0:
         try:
             return jax.random.key(operator.index(key))
         except (TypeError, OverflowError):
             pass
-    elif _is_typed_key(key) and np.shape(key) == ():
-        return key
-    elif isinstance(key, (jax.Array, np.ndarray)) and key.dtype == np.uint32 and key.shape in ((2,), (4,)):
-        return jnp.asarray(key)
     raise TypeError(f"{name} must be one PRNG key (jax.random.key(seed)) or an integer seed below 2**63, "
                     f"got {type(key).__name__} {key!r}.")
 
 
 def _is_typed_key(x) -> bool:
     return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def warn_if_float32(what: str, stacklevel: int) -> None:
+    """Warn that `what` will compute in float32 unless `jax_enable_x64` is on: the weak
+    covariances' Cholesky factorisations and the solvers' stopping tolerances (1e-8) are
+    meant for float64. `stacklevel`: as `warnings.warn`'s, counted from the caller."""
+    if not jax.config.jax_enable_x64:
+        warnings.warn(
+            f"{what}: JAX is in float32 (jax_enable_x64 is off), so the fit's covariance "
+            "factorisations and solver tolerances (1e-8) work with 7 digits; estimates and "
+            "intervals can differ from float64's. Call jax.config.update('jax_enable_x64', True) "
+            "at the start of the program.",
+            UserWarning, stacklevel=stacklevel + 1,
+        )

@@ -21,7 +21,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Bool, Float, Int
 
-from .._precision import warn_if_float32
+from .._checks import warn_if_float32
 from ..data import Dataset, Trajectory, as_dataset
 from ..model import ODEModel
 from ..noise import AbstractNoise, estimate_noise_std, is_log_space

@@ -288,8 +288,8 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
     vectorize = resolve_vectorize(vectorize, devices)
     start = time.perf_counter()
     runs, info = run_cells(bench, estimator, cells, n_runs, key, p0=sampler, lower=lo, upper=hi,
-                              covariance=covariance, test_functions=test_functions, batch_size=batch_size,
-                              devices=devices, vectorize=vectorize, progress=progress)
+                           covariance=covariance, test_functions=test_functions, batch_size=batch_size,
+                           devices=devices, vectorize=vectorize, progress=progress)
     p0_errors = []
     for cell, r in zip(cells, runs):
         err = np.full(n_runs, np.nan)
@@ -351,10 +351,9 @@ def monte_carlo(
     - `noise_levels`, `subsamples`: a value or a sequence of values each.
     - `key`: a PRNG key or an integer seed (default 0); each setting draws its noise and
       starts from `fold_in(key, i)`, `i` its position in the study (noise level major,
-      then subsampling); a study split into
-      pieces of one setting each with the same key therefore uses the same keys in every
-      piece (the same starts p₀ in each; common random numbers), unless each piece gets
-      its own key.
+      then subsampling); a study split into pieces of one setting each with the same key
+      therefore uses the same keys in every piece (the same starts p₀ in each; common
+      random numbers), unless each piece gets its own key.
     - `bounds`: "model" (the benchmark's box), `None` or `(lower, upper)`.
     - `estimator`: "mle" (default), "irls", "wls", "output_error", "hybrid" or a configured
       estimator (`OutputError` fits each run's initial state too, from its first sample).

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._precision import warn_if_float32
+from .._checks import warn_if_float32
 from ..data import Dataset, Trajectory, as_dataset
 from ..model import ODEModel
 from ..noise import AbstractNoise, estimate_noise_std, is_log_space
