@@ -54,6 +54,12 @@ def test_simulate_bad_input():
         b.simulate(0.1, jax.random.key(0))  # arguments swapped
     with pytest.raises(TypeError, match="key must be one PRNG key"):
         b.simulate(jax.random.split(jax.random.key(0), 3), 0.1)  # several keys
+    with pytest.raises(TypeError, match="key must be one PRNG key .* below 2..63, got int"):
+        b.simulate(2**64, 0.1)
+    with pytest.raises(TypeError, match="key must be one PRNG key"):
+        b.simulate(np.zeros(5, np.uint32), 0.1)  # raw key data of no generator's length
+    with pytest.raises(ValueError, match=r"noise_ratio must be a number, got \[0.1\]"):
+        b.simulate(0, [0.1])
 
 
 def test_an_integer_seed_is_the_key_it_names():
