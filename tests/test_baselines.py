@@ -24,6 +24,7 @@ def neural_ode():
     return vector_field, theta, jnp.array([1.0, 0.0]), t, y
 
 
+@pytest.mark.slow
 def test_gradient_modes_agree_with_each_other_and_finite_differences(neural_ode):
     f, theta, x0, t, y = neural_ode
     tight = {"rtol": 1e-10, "atol": 1e-10}
@@ -49,6 +50,7 @@ def test_gradient_modes_agree_with_each_other_and_finite_differences(neural_ode)
     assert fd == pytest.approx(float(flat["backprop"] @ direction), rel=1e-6)
 
 
+@pytest.mark.slow
 def test_evaluation_counts(neural_ode):
     f, theta, x0, t, y = neural_ode
     n_params = jax.flatten_util.ravel_pytree(theta)[0].size

@@ -370,6 +370,7 @@ def test_gauss_newton_and_conjugate_gradients_reach_the_same_minimum():
             _problem.discovery_problem(data, library, 0.02), jnp.asarray(data), theta0, mask, 1e-2, 0.0, EPS)
 
 
+@pytest.mark.slow
 def test_exact_support_from_complete_lorenz_data_at_low_noise():
     """5 % noise, nothing missing. (On noise-free data BIC keeps terms that absorb the
     midpoint rule's O(Δt²) error, the only misfit left: measured 12 extra terms at Δt = 0.02.)"""
@@ -510,6 +511,7 @@ def test_kuramoto_sivashinsky_terms_recovered_from_noisy_gappy_data():
     assert np.max(np.abs(collapsed.theta)) < 0.1 and collapsed.loss > 1.3 * good.loss  # measured 0.011; 1.58×
 
 
+@pytest.mark.slow
 def test_smoothed_start_rescues_the_full_library_fit_at_100_percent_noise():
     """003 Table 3's hardest protocol on 96 of its 128 levels (100 % noise, 40 % missing), the
     full 9-term library, 60 Gauss–Newton LM steps: from the gap-filled data the fit walks every

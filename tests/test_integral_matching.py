@@ -228,7 +228,7 @@ def test_neural_field_training_decreases_loss_and_beats_baselines():
         _ = fit.params
 
 
-@pytest.mark.filterwarnings("ignore:output error stopped at its step limit")
+@pytest.mark.filterwarnings("ignore:Output-error stopped at its step limit")
 def test_neural_field_as_ode_model_refined_by_output_error():
     # data from a small tanh network; the same architecture with perturbed weights as the
     # start: as an ODEModel of its flattened weights, OutputError refits it
@@ -247,9 +247,9 @@ def test_neural_field_as_ode_model_refined_by_output_error():
         sim = wj.neural.solve_field(rebuild(jnp.asarray(q)), data.u[0], t)
         return 0.5 * float(np.sum(((sim - data.u) / refined.scale[0]) ** 2))
 
-    np.testing.assert_allclose(trajectory_loss(refined.params), refined.loss, rtol=1e-4)
+    np.testing.assert_allclose(trajectory_loss(refined.params), refined.objective, rtol=1e-4)
     # from 1000× the noise level to within 1.5× the loss of the true weights in 8 steps
-    assert refined.loss < 0.01 * trajectory_loss(p0) and refined.loss < 1.5 * trajectory_loss(p_true)
+    assert refined.objective < 0.01 * trajectory_loss(p0) and refined.objective < 1.5 * trajectory_loss(p_true)
 
 
 def test_pure_gradient_solve_equals_fit_with_progress_and_vmaps():

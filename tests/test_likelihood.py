@@ -25,6 +25,7 @@ def _lik(bench, data, **kw):
 # --- noiseless data: only integration error remains (000 Prop. 1) -----------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["logistic", "lorenz", "goodwin_2d", "goodwin_3d"])
 def test_noiseless_residual_is_integration_error_only(name):
     b = zoo(name)
@@ -110,6 +111,7 @@ def _analytic_grad_hess(lik, p):
     return nll, grad, H
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["lorenz", "goodwin_2d", "goodwin_3d"])
 def test_likelihood_matches_analytic_formulas(name):
     b, lik, p = _small_case(name)
@@ -138,6 +140,7 @@ def test_derivatives_match_finite_differences(name, central_difference):
 
 @pytest.mark.parametrize("name", ["logistic", "lorenz", "lotka_volterra", "hindmarsh_rose", "ptb",
                                   "fitzhugh_nagumo", "lotka_volterra_lognormal"])
+@pytest.mark.slow
 def test_linear_fast_path_agrees_with_general_path(name):
     lognormal = name.endswith("_lognormal")
     b = zoo(name.removesuffix("_lognormal"))
@@ -231,6 +234,7 @@ def test_linear_path_refuses_a_structure_the_random_probes_missed():
         assert wj.weak_likelihood(plain, data, "gaussian").linear is not None
 
 
+@pytest.mark.slow
 def test_linear_path_with_a_parameter_in_several_equations():
     # p0 enters all three equations, p2 none of the state Jacobian (a constant forcing):
     # the block pattern of ∂S/∂p_i must cover every equation p_i touches

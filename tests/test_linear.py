@@ -109,14 +109,14 @@ def test_companion_ode_matches_the_analytic_solution():
 
 
 def test_output_error_on_the_companion_system_with_a_hidden_derivative():
-    # NLS of 002 §2.1: x observed, Dx never observed (its start given by x0), the pulse
+    # NLS of 002 §2.1: x observed, Dx never observed (its start given by u0), the pulse
     # edges as jump_ts; noiseless data from the truth come back from a 10 % perturbed start
     t = np.linspace(0, 60, 31)
     x = ds.head_impact_solution(t)
     model = ds.head_impact_model().ode_model()
     assert model.jump_ts == (14.0, 15.0)
     data = wj.Trajectory(t, np.c_[x, np.zeros_like(x)], np.c_[np.ones_like(t, bool), np.zeros_like(t, bool)])
-    problem = wj.estimators.output_error_problem(model, data, weighted=False, x0=[0.0, 0.0])
+    problem = wj.estimators.output_error_problem(model, data, weighted=False, u0=[0.0, 0.0])
     est = wj.OutputError(ode_rtol=1e-10, ode_atol=1e-12)
     sol = eqx.filter_jit(est.solve)(problem, 1.1 * np.array(ds.SIMULATION_THETA), np.full(3, -np.inf),
                                     np.full(3, np.inf))
@@ -124,10 +124,11 @@ def test_output_error_on_the_companion_system_with_a_hidden_derivative():
     np.testing.assert_allclose(sol.params, ds.SIMULATION_THETA, rtol=1e-6)
     with pytest.raises(ValueError, match="never observed"):
         wj.estimators.output_error_problem(model, data, weighted=False)
-    with pytest.raises(ValueError, match="x0 must be 2 finite"):
-        wj.estimators.output_error_problem(model, data, weighted=False, x0=[0.0])
+    with pytest.raises(ValueError, match="u0 must be 2 finite"):
+        wj.estimators.output_error_problem(model, data, weighted=False, u0=[0.0])
 
 
+@pytest.mark.slow
 def test_parameter_cascading_reports_the_least_gcv(head_impact_fit):
     fit = head_impact_fit
     est = L.Data2LD(fit.basis, continuation="gcv", gammas=(2.0, 4.0, 6.0, 8.0, 9.0))

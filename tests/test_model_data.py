@@ -36,6 +36,7 @@ ZOO = ["logistic", "lotka_volterra", "lorenz", "fitzhugh_nagumo", "goodwin_2d", 
        "sir_tdi", "ptb", "rossler", "duffing", "lorenz96", "spiral", "van_der_pol"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ZOO)
 def test_zoo_protocol_is_consistent(name):
     b = getattr(wj.models, name)()

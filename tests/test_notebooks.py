@@ -24,6 +24,7 @@ def test_every_notebook_is_tested():
     assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == sorted(EXPECT)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXPECT))
 def test_notebook_runs_small(name, tmp_path):
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)

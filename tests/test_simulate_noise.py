@@ -73,6 +73,7 @@ def test_an_integer_seed_is_the_key_it_names():
     assert not np.array_equal(np.asarray(a.u), np.asarray(b.simulate(4, 0.05, subsample=8).u))
 
 
+@pytest.mark.slow
 def test_solver_failure_is_reported():
     blowup = wj.ODEModel(lambda u, p, t: p[0] * u**2, 1, 1)
     with pytest.raises(RuntimeError, match="failed to solve"):

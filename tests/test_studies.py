@@ -148,6 +148,7 @@ def small_study():
     return bench, study
 
 
+@pytest.mark.slow
 def test_small_study_end_to_end(small_study):
     bench, study = small_study
     (cell,), (runs,) = study.cells, study.runs
@@ -204,6 +205,7 @@ def test_sequential_study_equals_vmapped(small_study):
     assert np.all(np.abs(a.num_steps - b.num_steps) <= 1) and np.array_equal(a.status, b.status)
 
 
+@pytest.mark.slow
 def test_sweep_over_true_parameters():
     bench = zoo("logistic")
     grid = np.array([[1.0, -1.0], [0.8, -0.8]])
@@ -375,6 +377,7 @@ _DISTRIBUTED = textwrap.dedent("""
     """)
 
 
+@pytest.mark.slow
 def test_distributed_study_equals_single_process():
     import socket
 
@@ -401,6 +404,7 @@ def lv_studies():
     return {cov: wj.studies.monte_carlo(bench, wj.MLE(), covariance=cov, **kw) for cov in ("sandwich", "hessian")}
 
 
+@pytest.mark.slow
 def test_lotka_volterra_coverage_is_calibrated(lv_studies):
     # 40 runs at 5 % noise, M = 128. Binomial sd of a 95 % coverage estimate from 40 runs is
     # √(0.95·0.05/40) = 0.034. The inverse-Hessian intervals must cover within 3 sd of the

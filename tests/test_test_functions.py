@@ -107,6 +107,7 @@ def _jittered_grid(rng, n, t1=10.0):
     return t
 
 
+@pytest.mark.slow
 def test_nonuniform_grid_requires_a_fixed_radius(rng):
     t = _jittered_grid(rng, 1000)
     u = np.sin(t)[:, None]

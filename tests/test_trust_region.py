@@ -21,6 +21,7 @@ def _fgh(x, _):
 _solve = jax.jit(lambda x0, lo, hi: bounded_trust_region(_fgh, x0, lo, hi))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [2, 5, 10])
 def test_rosenbrock_unbounded_and_bounded(n):
     x0 = -1.2 * jnp.ones(n)
@@ -52,6 +53,7 @@ def test_a_variable_the_objective_ignores_stays_put():
         np.testing.assert_allclose(sol.x, [x0_hat, 0.5], atol=1e-12)
 
 
+@pytest.mark.slow
 def test_subproblem_is_the_exact_minimiser(rng):
     """Against dense random sampling of the ball, including the hard case."""
     for trial in range(40):

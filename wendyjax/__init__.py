@@ -1,11 +1,5 @@
 """wendyjax: weak-form (WENDy) estimation of ODE parameters in JAX."""
 
-from . import _xla_flags
-
-_xla_flags.apply()
-
-# ruff: noqa: E402
-
 from . import (
     baselines as baselines,
     collocation as collocation,
@@ -20,6 +14,8 @@ from . import (
     studies as studies,
     weak as weak,
 )
+from ._compile import CPU_COMPILER_OPTIONS as CPU_COMPILER_OPTIONS
+from ._version import __version__ as __version__
 from .data import Dataset as Dataset, Trajectory as Trajectory, trapezoid_weights as trapezoid_weights
 from .discovery import Discovery as Discovery, StateParameterRegression as StateParameterRegression
 from .estimators import (
@@ -27,11 +23,14 @@ from .estimators import (
     MLE as MLE,
     RESULTS as RESULTS,
     WLS as WLS,
+    AbstractEstimator as AbstractEstimator,
+    AbstractFit as AbstractFit,
     Hybrid as Hybrid,
     IntegralMatching as IntegralMatching,
     IntegralMatchingFit as IntegralMatchingFit,
     OutputError as OutputError,
     OutputErrorFit as OutputErrorFit,
+    Solution as Solution,
     WENDyFit as WENDyFit,
 )
 from .library import FiniteDifferenceLibrary as FiniteDifferenceLibrary, PolynomialLibrary as PolynomialLibrary
@@ -55,8 +54,6 @@ from .weak import (
     WeakLikelihood as WeakLikelihood,
     weak_likelihood as weak_likelihood,
 )
-
-__version__ = "0.1.0.dev0"
 
 
 def __getattr__(name):

@@ -4,6 +4,7 @@ the warning when a fit is set up in float32."""
 import math
 import operator
 import warnings
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -71,3 +72,17 @@ def warn_if_float32(what: str, stacklevel: int) -> None:
             "at the start of the program.",
             UserWarning, stacklevel=stacklevel + 1,
         )
+
+
+def as_names(names: int | Sequence[str], prefix: str, what: str) -> tuple[str, ...]:
+    """`names` as a tuple of distinct strings; a count `n` gives `prefix1…prefixn`."""
+    if isinstance(names, (int, np.integer)):
+        if names < 1:
+            raise ValueError(f"{what} must be a positive count or a list of names, got {names}.")
+        return tuple(f"{prefix}{i + 1}" for i in range(int(names)))
+    names = tuple(str(n) for n in names)
+    if len(names) == 0:
+        raise ValueError(f"{what} must not be empty.")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{what} contains duplicate names: {names}.")
+    return names

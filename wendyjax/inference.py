@@ -19,8 +19,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float
 
 from .model import ODEModel
 from .simulate import _solve
-from .weak import WeakLikelihood, covariance, nll_hessian, residual
-from .weak._likelihood import spd_inverse
+from .weak import WeakLikelihood, covariance, nll_hessian, residual, spd_inverse
 
 COVARIANCES = ("sandwich", "hessian")
 

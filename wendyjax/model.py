@@ -10,18 +10,7 @@ import numpy as np
 from jax.experimental import checkify
 from jaxtyping import Array, ArrayLike, Float
 
-
-def _names(names: int | Sequence[str], prefix: str, what: str) -> tuple[str, ...]:
-    if isinstance(names, (int, np.integer)):
-        if names < 1:
-            raise ValueError(f"{what} must be a positive count or a list of names, got {names}.")
-        return tuple(f"{prefix}{i + 1}" for i in range(int(names)))
-    names = tuple(str(n) for n in names)
-    if len(names) == 0:
-        raise ValueError(f"{what} must not be empty.")
-    if len(set(names)) != len(names):
-        raise ValueError(f"{what} contains duplicate names: {names}.")
-    return names
+from ._checks import as_names
 
 
 def _detect_linear_in_params(rhs, n_states: int, n_params: int, n_probe: int = 4) -> bool:
@@ -70,6 +59,9 @@ class ODEModel(eqx.Module):
     - `linear_in_params`: declare whether `f` is affine in `p`; `None` detects it by
       autodiff (the second derivative in `p` vanishing at random probe points).
     - `name`: a label used in summaries.
+    - `noise`: the noise model that fits of this model assume unless told otherwise:
+      "gaussian" (additive) or "lognormal" (multiplicative); the model zoo sets each
+      benchmark's own.
     - `jump_ts`: times where `f` jumps in `t` (known forcing such as a pulse): every
       diffrax solve of the model steps exactly onto them instead of stepping over them.
     - `check_indexing`: evaluate `f` once under JAX's index checks and refuse it when it
@@ -83,6 +75,7 @@ class ODEModel(eqx.Module):
     bounds: tuple[Float[Array, " J"], Float[Array, " J"]] | None
     linear_in_params: bool = eqx.field(static=True)
     name: str = eqx.field(static=True)
+    noise: str = eqx.field(static=True)
     jump_ts: tuple[float, ...] | None = eqx.field(static=True)
 
     def __init__(
@@ -95,13 +88,17 @@ class ODEModel(eqx.Module):
         name: str = "ode",
         jump_ts: Sequence[float] | None = None,
         check_indexing: bool = True,
+        noise: str = "gaussian",
     ):
         if not callable(rhs):
             raise TypeError(f"rhs must be callable f(u, p, t), got {type(rhs).__name__}.")
         self.rhs = rhs
-        self.state_names = _names(state_names, "u", "state_names")
-        self.param_names = _names(param_names, "p", "param_names")
+        self.state_names = as_names(state_names, "u", "state_names")
+        self.param_names = as_names(param_names, "p", "param_names")
         self.name = str(name)
+        if noise not in ("gaussian", "lognormal"):
+            raise ValueError(f"noise must be 'gaussian' or 'lognormal', got {noise!r}.")
+        self.noise = noise
         d, j = len(self.state_names), len(self.param_names)
         try:
             out = jax.eval_shape(

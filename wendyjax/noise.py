@@ -104,6 +104,15 @@ def is_log_space(noise: "str | AbstractNoise") -> bool:
     raise ValueError(f"noise must be 'gaussian', 'lognormal' or a noise model, got {noise!r}.")
 
 
+def resolve_noise(model, noise: "str | AbstractNoise | None") -> "str | AbstractNoise":
+    """`noise`, or where it is `None` the model's own (`model.noise`, "gaussian" for
+    models that declare none)."""
+    if noise is None:
+        return getattr(model, "noise", "gaussian")
+    is_log_space(noise)  # refuses an unknown name
+    return noise
+
+
 def fornberg_weights(x: np.ndarray, x0: float, order: int) -> np.ndarray:
     """Finite-difference weights of the `order`-th derivative at `x0` on nodes `x`
     (Fornberg 1988, the recursion over nodes and derivative orders)."""

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..estimators import ESTIMATORS
 from ._io import load_data, load_model, load_series, zoo_names
 
-_METHODS = ("mle", "irls", "wls", "output_error", "hybrid")  # for ODEModels; LinearODEs: data2ld
+_METHODS = tuple(ESTIMATORS)  # for ODEModels; LinearODEs: data2ld
 _BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
@@ -106,30 +107,29 @@ def _run_fit(args) -> int:
     if args.method == "data2ld":
         raise ValueError(f"--method data2ld fits a wendyjax.linear.LinearODE; model '{model.name}' is an ODEModel.")
     args.method = args.method or "mle"
-    noise = args.noise or ("lognormal" if bench is not None and bench.noise.log_space else "gaussian")
+    noise = args.noise  # None: the model's own (a zoo model's protocol)
     p0 = _default_p0(model, args.p0)
     kwargs = {} if args.covariance is None else {"covariance": args.covariance}
     if args.radius is not None:
         from ..weak import TestFunctionConfig
 
         kwargs["test_functions"] = TestFunctionConfig(radius=args.radius)
+    est = estimators.get_estimator(args.method)
+    ode_solver = bench.solver if bench is not None else diffrax.Tsit5()
     if args.method in ("output_error", "hybrid"):
         if p0 is None:
             raise ValueError(f"--p0 is needed: model '{model.name}' has no finite box to start from.")
-        oe = estimators.OutputError(solver=bench.solver if bench is not None else diffrax.Tsit5())
+        oe = estimators.OutputError(ode_solver=ode_solver)
         est = oe if args.method == "output_error" else estimators.Hybrid(output_error=oe)
         if args.covariance not in (None, "gauss_newton"):
             raise ValueError(f"--covariance {args.covariance}: output error has only gauss_newton.")
         if args.radius is not None and args.method == "output_error":
             raise ValueError("--radius sets WENDy's test functions; output error has none.")
-        extra = {k: v for k, v in kwargs.items() if k == "test_functions"}
-        result = est.fit(model, data, p0, noise=noise, **extra)
-    else:
-        if p0 is None and not model.linear_in_params:
-            raise ValueError(f"--p0 is needed: model '{model.name}' is nonlinear in its parameters and has no "
-                             f"finite box to start from.")
-        est = {"mle": estimators.MLE, "irls": estimators.IRLS, "wls": estimators.WLS}[args.method]()
-        result = est.fit(model, data, p0, noise=noise, **kwargs)
+    elif p0 is None and not model.linear_in_params:
+        raise ValueError(f"--p0 is needed: model '{model.name}' is nonlinear in its parameters and has no "
+                         f"finite box to start from.")
+    kwargs = {k: v for k, v in kwargs.items() if k in (*est.options(), "covariance")}
+    result = est.fit(model, data, p0, noise=noise, **kwargs)
     _print_result(args, result, model.param_names)
     return 0
 

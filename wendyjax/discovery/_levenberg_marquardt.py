@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ..estimators._results import RESULTS
+from .._results import RESULTS
 from ._block_solve import bordered_solve
 from ._problem import HESSIAN_KINDS, DiscoveryProblem, objective, smoothed_l0, weighted_residuals
 from ._sparse_solve import sparse_bordered_solve

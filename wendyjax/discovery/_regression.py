@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
-from ..estimators._results import RESULTS, status_names
+from .._results import RESULTS, status_names
 from ..library import AbstractLibrary
 from ._levenberg_marquardt import LevenbergMarquardt, LMSolution
 from ._problem import HESSIAN_KINDS, DiscoveryProblem, discovery_problem

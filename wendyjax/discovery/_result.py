@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
-from ..estimators._results import RESULTS, status_names
+from .._results import RESULTS, status_names
 from ..library import AbstractLibrary
 from ._problem import DiscoveryProblem
 
@@ -102,6 +102,6 @@ class Discovery:
         print(self)
 
     def __str__(self) -> str:
-        return "\n".join([f"Sparse state-and-parameter regression (003): {self.best.n_terms} of "
+        return "\n".join([f"Sparse state-and-parameter regression (Meissner & Glasner 2024): {self.best.n_terms} of "
                           f"{self.best.mask.size} terms, {self.criterion.upper()} {self.best.ic:.6g}, "
                           f"{len(self.history)} models tested", *self.equations()])

@@ -1,11 +1,14 @@
-"""Estimators: WENDy (WLS, IRLS, MLE), output error, the WENDy → output-error hybrid,
-integral matching on LGR collocation, the bounded trust-region solver and fit results."""
+"""Estimators: one contract ([`AbstractEstimator`][]: `problem`, `init`, `solve`,
+`covariance`, and the shared `fit`) implemented by WENDy (WLS, IRLS, MLE), output error,
+the WENDy → output-error hybrid and integral matching on LGR collocation; the bounded
+trust-region solver; fit results; the name → estimator registry."""
 
+from .._results import RESULTS as RESULTS
+from ._base import AbstractEstimator as AbstractEstimator, check_start as check_start, model_box as model_box
 from ._integral_matching import (
     IntegralMatching as IntegralMatching,
     IntegralMatchingFit as IntegralMatchingFit,
     IntegralMatchingProblem as IntegralMatchingProblem,
-    IntegralMatchingSolution as IntegralMatchingSolution,
     collocation_residuals as collocation_residuals,
     integral_matching_loss as integral_matching_loss,
     integral_matching_problem as integral_matching_problem,
@@ -15,17 +18,11 @@ from ._output_error import (
     HybridProblem as HybridProblem,
     OutputError as OutputError,
     OutputErrorProblem as OutputErrorProblem,
-    OutputErrorSolution as OutputErrorSolution,
     output_error_problem as output_error_problem,
     stack_problems as stack_problems,
 )
+from ._registry import ESTIMATORS as ESTIMATORS, get_estimator as get_estimator
 from ._result import AbstractFit as AbstractFit, OutputErrorFit as OutputErrorFit, WENDyFit as WENDyFit
-from ._results import RESULTS as RESULTS
+from ._solution import Solution as Solution
 from ._trust_region import TrustRegionSolution as TrustRegionSolution, bounded_trust_region as bounded_trust_region
-from ._wendy import (
-    IRLS as IRLS,
-    MLE as MLE,
-    WLS as WLS,
-    AbstractWENDyEstimator as AbstractWENDyEstimator,
-    Solution as Solution,
-)
+from ._wendy import IRLS as IRLS, MLE as MLE, WLS as WLS, AbstractWENDyEstimator as AbstractWENDyEstimator

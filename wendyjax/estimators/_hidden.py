@@ -36,13 +36,13 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
-from ._integral_matching import (
+from .._results import RESULTS
+from ._im_problem import (
     IntegralMatchingProblem,
     collocation_residuals,
     integral_matching_loss,
     integral_matching_problem,
 )
-from ._results import RESULTS
 from ._trust_region import bounded_trust_region
 
 

@@ -33,119 +33,24 @@ import numpy as np
 import optax
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray, PyTree
 
-from ..collocation import LGR, SavitzkyGolay, node_values
+from .._results import RESULTS
+from ..collocation import SavitzkyGolay
 from ..data import as_dataset
 from ..library import PolynomialLibrary
 from ..model import ODEModel
 from ..neural import field_rhs
 from ..simulate import integrate
+from ._hidden import chained_problem, chained_states, fit_hidden, fit_hidden_gradient, node_times
+from ._im_problem import (
+    IntegralMatchingProblem,
+    collocation_residuals,
+    integral_matching_loss,
+    integral_matching_problem,
+)
 from ._result import StatusMixin
-from ._results import RESULTS
 from ._trust_region import bounded_trust_region
 
 METHODS = ("auto", "least_squares", "gauss_newton", "gradient")
-
-
-class IntegralMatchingProblem(eqx.Module):
-    r"""The subintervals an integral-matching fit runs on: node values `X` $(S, K+1, D)$ of
-    every candidate subinterval (all trajectories together), their start times `a`
-    $(S,)$, the subinterval length `length` and the collocation `lgr`."""
-
-    lgr: LGR
-    X: Float[Array, "S K1 D"]
-    a: Float[Array, " S"]
-    length: Float[Array, ""]
-
-
-def _fill_gaps(t: np.ndarray, y: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """`y` with each partially observed state's missing samples linearly interpolated in
-    time between its observed ones and held constant before the first and after the last
-    (a degree-K fit that extrapolates there instead amplifies noise: measured 26–44 node
-    error at 30–50 % noise); the samples of never-observed states are set to 0."""
-    observed = mask > 0
-    out = np.where(observed, y, 0.0)
-    for k in np.flatnonzero(observed.any(axis=0) & ~observed.all(axis=0)):
-        out[:, k] = np.interp(t, t[observed[:, k]], y[observed[:, k], k])
-    return out
-
-
-def integral_matching_problem(
-    data,
-    *,
-    order: int = 30,
-    length: float = 1.0,
-    smoother: SavitzkyGolay | None = SavitzkyGolay(),
-    stride: int | None = None,
-    hidden: bool = False,
-) -> IntegralMatchingProblem:
-    r"""Denoise `data` (a `Trajectory`, `Dataset` or list of trajectories) with `smoother`
-    (004 App. A; `None` to skip), and fit the degree-`order` LGR polynomial to the samples
-    in $[t_i, t_i + h]$ for every `stride`-th sample $t_i$ with $t_i + h$ inside the data
-    (default stride: a tenth of the samples per subinterval). Missing values (mask) of a
-    state are filled by linear interpolation between its observed samples (held constant
-    beyond the first and last) before both fits; every subinterval must still hold K + 1
-    observed samples of every observed state. Non-uniform grids need nothing special. With
-    `hidden`, states never observed are allowed (their node values are 0: partial
-    observation, 004 §5).
-
-    Why filling: degree-K fits through the observed samples alone extrapolate wildly
-    across gaps near a subinterval's ends, where LGR nodes cluster (measured on Van der
-    Pol, 40 % missing, K = 15, h = 1, three seeds: node values off by up to 0.02–3.6 on
-    noise-free data and 449–2070 at 30 % noise; filled: 0.08–0.10 and 0.78–0.87)."""
-    dataset = as_dataset(data)
-    if not length > 0:
-        raise ValueError(f"length (the subinterval length h) must be positive, got {length}.")
-    lgr = LGR(order)
-    X, a = [], []
-    for r, traj in enumerate(dataset):
-        t, y = np.asarray(traj.t, float), np.asarray(traj.u, float)
-        mask = np.ones_like(y) if traj.mask is None else np.asarray(traj.mask, float)
-        seen = mask.sum(axis=0) > 0
-        if not (hidden and seen.any()) and not seen.all():
-            k = int(np.argmin(seen))
-            raise ValueError(f"trajectory {r}: state {k} is never observed; integral matching needs every state "
-                             "observed, or hidden-state reconstruction (004 §5: IntegralMatching.fit with hidden0).")
-        last = np.searchsorted(t, t[-1] - length * (1 - 1e-9), side="right")  # t_i + h ≤ t_end, to rounding
-        if last == 0:
-            raise ValueError(f"trajectory {r} spans {t[-1] - t[0]:.6g}, shorter than the subinterval length "
-                             f"h = {length}; lower `length`.")
-        ends = np.searchsorted(t, t[:last] + length * (1 + 1e-9), side="right")
-        cum = np.concatenate([np.zeros((1, y.shape[1])), np.cumsum(mask, axis=0)])
-        observed = (cum[ends] - cum[:last])[:, seen].min()
-        if observed < order + 1:
-            raise ValueError(f"trajectory {r}: a subinterval of length h = {length} holds only {int(observed)} "
-                             f"observed samples of some state, but LGR order K = {order} needs at least K + 1 = "
-                             f"{order + 1}; lengthen `length` or lower `order`.")
-        window = int((ends - np.arange(last)).max())  # samples in the fullest subinterval
-        step = max(1, window // 10) if stride is None else int(stride)
-        if step < 1:
-            raise ValueError(f"stride must be a positive integer, got {stride}.")
-        starts = np.arange(0, last, step)
-        weights = np.broadcast_to(seen.astype(float), y.shape)  # after filling: every sample of a seen state
-        tj, yj, mj = jnp.asarray(t), jnp.asarray(_fill_gaps(t, y, mask)), jnp.asarray(weights)
-        grid = bool(weights.all() and np.allclose(np.diff(t), t[1] - t[0], rtol=1e-9, atol=0.0))
-        if smoother is not None:
-            yj = smoother(tj, yj, mj, grid)
-        counts = ends - np.arange(last)
-        uniform = grid and bool(np.all(counts == window) and starts[-1] + window <= t.size)
-        X.append(node_values(lgr, tj, yj, mj, jnp.asarray(starts), float(length), window, uniform))
-        a.append(t[starts])
-    return IntegralMatchingProblem(lgr, jnp.concatenate(X), jnp.asarray(np.concatenate(a)), jnp.asarray(length, float))
-
-
-def collocation_residuals(
-    rhs: Callable, theta: PyTree, problem: IntegralMatchingProblem, index: Int[Array, " b"] | None = None
-) -> Float[Array, "b K D"]:
-    r"""$X_{s,0} + hAF(X_s, \Theta) - X_{s,1:K}$ for the subintervals `index` (all by
-    default): 004 eq. 5, the right-hand side vmapped over the nodes of all of them at once
-    (one batch of B·K points: about 8 % faster per gradient in a compiled loop than nested
-    vmaps over subintervals and nodes, on the spiral network of `benchmarks/spiral_neural.py`)."""
-    X, a = (problem.X, problem.a) if index is None else (problem.X[index], problem.a[index])
-    h, lgr = problem.length, problem.lgr
-    b, k, d = X.shape[0], X.shape[1] - 1, X.shape[2]
-    t = a[:, None] + h * lgr.nodes[None, 1:]
-    F = jax.vmap(rhs, (0, None, 0))(X[:, 1:].reshape(b * k, d), theta, t.reshape(-1)).reshape(b, k, d)
-    return X[:, :1] + h * jnp.einsum("ij,bjd->bid", lgr.A, F) - X[:, 1:]
 
 
 def _batch_loss(params: tuple, args: PyTree, index: Int[Array, " b"] | None) -> Float[Array, ""]:
@@ -153,13 +58,6 @@ def _batch_loss(params: tuple, args: PyTree, index: Int[Array, " b"] | None) -> 
     (the gradient loop's form: parameter groups, then everything else as arguments)."""
     rhs, static, problem = args
     return integral_matching_loss(rhs, eqx.combine(params[0], static), problem, index)
-
-
-def integral_matching_loss(
-    rhs: Callable, theta: PyTree, problem: IntegralMatchingProblem, index: Int[Array, " b"] | None = None
-) -> Float[Array, ""]:
-    r"""$\ell(\Theta)$: the mean squared collocation residual over the subintervals `index`."""
-    return jnp.mean(collocation_residuals(rhs, theta, problem, index) ** 2)
 
 
 class IntegralMatchingSolution(eqx.Module):
@@ -461,8 +359,6 @@ class IntegralMatching(eqx.Module):
                                    history=history[np.isfinite(history)], seconds=elapsed, rhs=rhs)
 
     def _fit_hidden(self, model, data, theta0, given, rhs, lower, upper, hidden0, method, key, progress, start):
-        from ._hidden import chained_problem, chained_states, fit_hidden, fit_hidden_gradient, node_times
-
         neural = not isinstance(model, (ODEModel, PolynomialLibrary))
         if self.threshold is not None:
             raise ValueError("threshold (sequential thresholding) is not available with hidden states.")
@@ -470,9 +366,10 @@ class IntegralMatching(eqx.Module):
             method = "gauss_newton"  # the joint problem is nonlinear in the hidden states
         if method not in ("gauss_newton", "gradient"):
             raise ValueError(f"hidden states are reconstructed by method='gauss_newton' (joint over parameters and "
-                             f"hidden states) or 'gradient' (004 Algorithm 2), got method={self.method!r}.")
+                             f"hidden states) or 'gradient' (Anonymous 2025 Algorithm 2), got method={self.method!r}.")
         if method == "gauss_newton" and neural:
-            raise ValueError("hidden states with a neural vector field need method='gradient' (004 Algorithm 2).")
+            raise ValueError("hidden states with a neural vector field need method='gradient' (Anonymous 2025, "
+                             "Algorithm 2).")
         if not (given or neural):
             raise ValueError("theta0 is required with hidden states: the hidden states start as the model's "
                              "solution along the observed ones (zero coefficients would make them constant).")

@@ -19,15 +19,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
-from jaxtyping import Array, Bool, Float, Int
+from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
 from .._checks import warn_if_float32
+from .._results import RESULTS
 from ..data import Dataset, Trajectory, as_dataset
 from ..model import ODEModel
-from ..noise import AbstractNoise, estimate_noise_std, is_log_space
-from ..weak import WeakLikelihood
-from ..weak._problem import log_space_rhs
-from ._results import RESULTS
+from ..noise import AbstractNoise, estimate_noise_std, is_log_space, resolve_noise
+from ..weak import TestFunctionConfig, WeakLikelihood, log_space_rhs
+from ._base import AbstractEstimator, check_start
+from ._result import OutputErrorFit
+from ._solution import Solution
 from ._trust_region import bounded_trust_region
 from ._wendy import MLE, AbstractWENDyEstimator
 
@@ -81,7 +83,8 @@ def _trajectory_arrays(tr: Trajectory, log_space: bool, d: int, hidden_ok: bool 
     if not hidden_ok and not mask.any(axis=0).all():
         missing = [j for j in range(d) if not mask[:, j].any()]
         raise ValueError(f"states {missing} are never observed in a trajectory: their initial "
-                         f"condition cannot be started from the data (pass x0=...).")
+                         f"condition cannot be started from the data (pass u0=..., the start of the initial "
+                         f"states).")
     x0 = np.array([u[np.argmax(mask[:, j]), j] for j in range(d)])
     return t, u, mask, x0
 
@@ -93,7 +96,7 @@ def output_error_problem(
     *,
     sigma=None,
     weighted: bool = True,
-    x0=None,
+    u0=None,
 ) -> OutputErrorProblem:
     """Validate data and stack the arrays of an output-error fit.
 
@@ -103,9 +106,9 @@ def output_error_problem(
       likelihood); `False` gives 000 eq. (11)'s plain least squares.
     - `sigma`: noise level per state (scalar or `(D,)`; log space for log-normal noise);
       `None` estimates it from each trajectory's fully observed rows (001 §2.2).
-    - `x0`: default start of the initial states, `(D,)` or `(R, D)` (log space for
-      log-normal noise); `None` takes each state's first observation, so every state must
-      be observed somewhere; with `x0` states may be hidden (never observed).
+    - `u0`: start of the initial states, `(D,)` or `(R, D)`; `None` takes each state's
+      first observation, so every state must be observed somewhere; with `u0` states may
+      be hidden (never observed).
     """
     if not isinstance(model, ODEModel):
         raise TypeError(f"model must be an ODEModel, got {type(model).__name__}.")
@@ -118,13 +121,16 @@ def output_error_problem(
             f"data have {dataset.n_states} state columns but model '{model.name}' has {d} "
             f"states ({', '.join(model.state_names)})."
         )
-    arrays = [_trajectory_arrays(tr, log_space, d, hidden_ok=x0 is not None) for tr in dataset]
-    if x0 is not None:
-        x0 = np.asarray(x0, dtype=float)
-        x0 = np.broadcast_to(x0, (len(arrays), d)) if x0.shape == (d,) else x0
-        if x0.shape != (len(arrays), d) or not np.all(np.isfinite(x0)):
-            raise ValueError(f"x0 must be {d} finite initial states, or one row per trajectory "
-                             f"({len(arrays)}, {d}), got shape {x0.shape}.")
+    arrays = [_trajectory_arrays(tr, log_space, d, hidden_ok=u0 is not None) for tr in dataset]
+    if u0 is not None:
+        u0 = np.asarray(u0, dtype=float)
+        u0 = np.broadcast_to(u0, (len(arrays), d)) if u0.shape == (d,) else u0
+        if u0.shape != (len(arrays), d) or not np.all(np.isfinite(u0)):
+            raise ValueError(f"u0 must be {d} finite initial states of model '{model.name}', or one row per "
+                             f"trajectory ({len(arrays)}, {d}), got shape {u0.shape}.")
+        if log_space and np.any(u0 <= 0):
+            raise ValueError("u0 must be positive under log-normal noise (the fit runs on log states).")
+        x0 = np.log(u0) if log_space else u0
         arrays = [(t, u, m, row) for (t, u, m, _), row in zip(arrays, x0)]
     if not weighted:
         scales = [np.ones(d)] * len(arrays)
@@ -203,28 +209,6 @@ class _Box(eqx.Module):
                          jnp.where(lo_f, inv_softplus(gap_lo), jnp.where(hi_f, inv_softplus(gap_hi), p)))
 
 
-class OutputErrorSolution(eqx.Module):
-    """Output of [`OutputError.solve`][]: parameters, initial states (natural scale), the
-    loss ½Σ(whitened residual)² (inf when the forward solve at the estimate fails), LM
-    steps and status. Batched when vmapped."""
-
-    params: Float[Array, " j"]
-    u0: Float[Array, "r d"]
-    loss: Float[Array, ""]
-    num_steps: Int[Array, ""]
-    result: RESULTS
-
-    @property
-    def objective(self) -> Float[Array, ""]:
-        """The least-squares loss at the estimate."""
-        return self.loss
-
-    @property
-    def successful(self) -> Bool[Array, "..."]:
-        """Whether the solve converged (`result == RESULTS.successful`)."""
-        return self.result == RESULTS.successful
-
-
 def _states_norm(y):
     """RMS norm of the states only (the first leaf of an augmented state)."""
     return optx.rms_norm(jax.tree_util.tree_leaves(y)[0])
@@ -251,11 +235,11 @@ def _states_jvp(primals, tangents, *, est, problem):
     return (xs, jnp.all(ok)), (dxs, None)
 
 
-class OutputError(eqx.Module):
+class OutputError(AbstractEstimator):
     r"""Output-error least squares over parameters and initial states (000 eq. 11, §3.2).
 
-    - `solver`: the diffrax solver of the forward model (`Tsit5()`; `Kvaerno5()` for stiff
-      systems), with step-size tolerances `ode_rtol`, `ode_atol` and at most `ode_max_steps`
+    - `ode_solver`: the diffrax solver of the forward model (`Tsit5()`; `Kvaerno5()` for
+      stiff systems), with step-size tolerances `ode_rtol`, `ode_atol` and at most `ode_max_steps`
       steps per solve.
     - `rtol`, `atol`, `max_steps`: of the Levenberg–Marquardt iteration.
     - `fit_u0`: also fit the initial states (default, as 000); else they stay at the start.
@@ -277,7 +261,7 @@ class OutputError(eqx.Module):
     estimate whose solve fails has status `forward_failed` (000's failure).
     """
 
-    solver: diffrax.AbstractSolver = diffrax.Tsit5()
+    ode_solver: diffrax.AbstractSolver = diffrax.Tsit5()
     ode_rtol: float = 1e-6
     ode_atol: float = 1e-8
     ode_max_steps: int = 16_384
@@ -288,13 +272,43 @@ class OutputError(eqx.Module):
     jacobian: str = "sensitivity"
     optimizer: str = "trust_region"
     method: ClassVar[str] = "output_error"
+    covariances: ClassVar[tuple[str, ...]] = ("gauss_newton",)
+    fit_type: ClassVar[type] = OutputErrorFit
 
     def __check_init__(self):
         if self.jacobian not in ("sensitivity", "forward_mode"):
             raise ValueError(f"jacobian must be 'sensitivity' or 'forward_mode', got {self.jacobian!r}.")
         if self.optimizer not in ("trust_region", "optimistix"):
             raise ValueError(f"optimizer must be 'trust_region' or 'optimistix', got {self.optimizer!r}.")
-    covariances: ClassVar[tuple[str, ...]] = ("gauss_newton",)
+
+    def problem(
+        self,
+        model,
+        data: Dataset,
+        *,
+        key: PRNGKeyArray | None = None,
+        noise=None,
+        sigma=None,
+        weighted: bool = True,
+        u0=None,
+    ) -> OutputErrorProblem:
+        """The output-error data of `model` on `data` (see [`output_error_problem`][]):
+        `noise` ("gaussian" or "lognormal": log residuals; `None` takes `model.noise`),
+        `sigma` and `weighted`, and `u0`, the start of the initial states (`(D,)` or
+        `(R, D)`; default: the first observations)."""
+        return output_error_problem(model, data, resolve_noise(model, noise), sigma=sigma, weighted=weighted, u0=u0)
+
+    def batch_problems(self, model, datasets: list, **options):
+        """One output-error problem per dataset (each from its own first observations)."""
+        return (lambda indices: stack_problems([self.problem(model, as_dataset(datasets[i]), **options)
+                                                for i in indices]), [{} for _ in datasets])
+
+    def init(self, model, problem, p0, lower, upper) -> Float[Array, " j"]:
+        """`p0` checked: output error has no default start."""
+        if p0 is None:
+            raise ValueError(f"p0 is required: output error on model '{model.name}' starts from given parameters "
+                             f"({', '.join(model.param_names)}); a WENDy estimate is a good one (see Hybrid).")
+        return jnp.asarray(check_start(model, p0, lower, upper), float)
 
     def _solve(self, problem, t, x0, p, sensitivities: bool):
         """One trajectory: states at `t` (and, with `sensitivities`, ∂x/∂x₀ and ∂x/∂p from
@@ -311,7 +325,7 @@ class OutputError(eqx.Module):
         else:
             field, y0 = (lambda s, x, p: rhs(x, p, s)), x0
         sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(field), self.solver, t0=t[0], t1=t[-1], dt0=None, y0=y0, args=p,
+            diffrax.ODETerm(field), self.ode_solver, t0=t[0], t1=t[-1], dt0=None, y0=y0, args=p,
             saveat=diffrax.SaveAt(ts=t),
             # step sizes controlled by the states alone: the same steps as the plain solve
             stepsize_controller=problem.model.stepsize_controller(self.ode_rtol, self.ode_atol, norm=_states_norm),
@@ -378,52 +392,42 @@ class OutputError(eqx.Module):
         r, ok = self.residuals(problem, p, x)
         return p, x, sol.stats["num_steps"], result, jnp.where(ok, 0.5 * jnp.sum(r**2), jnp.inf)
 
-    def solve(self, problem: OutputErrorProblem, p0, lower, upper, x0=None) -> OutputErrorSolution:
-        """Fit from `p0` within `lower ≤ p ≤ upper`; initial states from `x0` (log space for
-        log-normal noise) or the first observations. Pure: jit/vmap it."""
-        x0 = problem.x0 if x0 is None else x0
+    def solve(self, problem: OutputErrorProblem, p0, lower, upper) -> Solution:
+        """Fit from `p0` within `lower ≤ p ≤ upper`, the initial states from the problem's
+        start `x0`. Pure: jit/vmap it. `extras["u0"]`: the fitted initial states (natural
+        scale); the objective is inf when the forward solve at the estimate fails."""
+        x0 = problem.x0
         run = self._trust_region if self.optimizer == "trust_region" else self._optimistix
         p, x, num_steps, result, loss = run(problem, jnp.asarray(p0, float), x0, jnp.asarray(lower, float),
                                             jnp.asarray(upper, float))
         result = RESULTS.where(jnp.isfinite(loss), result, RESULTS.forward_failed)
         u0 = jnp.exp(x) if problem.log_space else x
-        return OutputErrorSolution(p, u0, loss, num_steps, result)
+        return Solution(p, loss, num_steps, result, {"u0": u0})
 
-    def covariance(self, problem: OutputErrorProblem, sol: OutputErrorSolution, kind: str = "gauss_newton"):
+    def covariance(self, problem: OutputErrorProblem, sol: Solution, kind: str | None = None):
         r"""Gauss–Newton covariance of $\hat p$: the $p$ block of $s^2 (J^TJ)^{-1}$, $J$ the
         Jacobian of the whitened residuals in $(p, u_0)$ and $s^2$ = RSS/(n − #unknowns)."""
-        if kind not in self.covariances:
+        if kind not in (None, *self.covariances):
             raise ValueError(f"output error has covariance {self.covariances}, got {kind!r}.")
-        x = jnp.log(sol.u0) if problem.log_space else sol.u0
+        u0 = sol.extras["u0"]
+        x = jnp.log(u0) if problem.log_space else u0
         flat = lambda p, x: self.residuals(problem, p, x)[0].reshape(-1)  # noqa: E731
         jp, jx = jax.jacfwd(flat, argnums=(0, 1))(sol.params, x)
         jac = jnp.concatenate([jp, jx.reshape(jx.shape[0], -1)], axis=1) if self.fit_u0 else jp
         dof = problem.n_observed - jac.shape[1]
-        s2 = 2.0 * sol.loss / jnp.maximum(dof, 1)
+        s2 = 2.0 * sol.objective / jnp.maximum(dof, 1)
         info = jac.T @ jac
         return s2 * jnp.linalg.pinv(info, hermitian=True)[: sol.params.shape[0], : sol.params.shape[0]]
 
-    def fit(self, model, data, p0, **kwargs):
-        """Fit `model` to `data` from `p0` and return an
-        [`OutputErrorFit`][wendyjax.estimators.OutputErrorFit].
-
-        Keywords: `u0` (start of the initial states, `(D,)` or `(R, D)`; default the first
-        observations), `noise` ("gaussian" or "lognormal": log residuals), `bounds`
-        ("model", None or (lower, upper)), `sigma` and `weighted` (as in
-        [`output_error_problem`][]), `throw` (raise when the final forward solve fails)."""
-        from ._fit import fit_output_error
-
-        return fit_output_error(self, model, data, p0, **kwargs)
-
     def solve_multistart(
         self, problem: OutputErrorProblem, p0s, lower, upper
-    ) -> tuple[OutputErrorSolution, OutputErrorSolution]:
+    ) -> tuple[Solution, Solution]:
         """Fit from every row of `p0s` (vmapped, one compiled call) and return
         `(best, all)`: the successful fit of least loss (the least-loss fit when none
         succeeded), and every fit."""
         every = jax.vmap(lambda p0: self.solve(problem, p0, lower, upper))(jnp.asarray(p0s, float))
-        loss = jnp.where(every.successful & jnp.isfinite(every.loss), every.loss, jnp.inf)
-        fallback = jnp.argmin(jnp.nan_to_num(every.loss, nan=jnp.inf))
+        loss = jnp.where(every.successful & jnp.isfinite(every.objective), every.objective, jnp.inf)
+        fallback = jnp.argmin(jnp.nan_to_num(every.objective, nan=jnp.inf))
         best = jnp.where(jnp.any(jnp.isfinite(loss)), jnp.argmin(loss), fallback)
         return jax.tree_util.tree_map(lambda x: x[best], every), every
 
@@ -435,29 +439,56 @@ class HybridProblem(eqx.Module):
     output_error: OutputErrorProblem
 
 
-class Hybrid(eqx.Module):
-    r"""WENDy estimate refined by output error (000 §3.6.4): `wendy` (MLE by default) from
-    $p_0$, then `output_error` from the WENDy estimate (from $p_0$ when WENDy fails)."""
+class Hybrid(AbstractEstimator):
+    r"""WENDy estimate refined by output error (Rummel et al. 2025, §3.6.4): `wendy` (MLE
+    by default) from $p_0$, then `output_error` from the WENDy estimate (from $p_0$ when
+    WENDy fails), its initial states from the first observations."""
 
     wendy: AbstractWENDyEstimator = MLE()
     output_error: OutputError = OutputError()
     method: ClassVar[str] = "hybrid"
     covariances: ClassVar[tuple[str, ...]] = ("gauss_newton",)
+    fit_type: ClassVar[type] = OutputErrorFit
 
-    def solve(self, problem: HybridProblem, p0, lower, upper) -> OutputErrorSolution:
-        """WENDy's solve from `p0`, then output error from its estimate (a pure function of arrays)."""
+    def problem(
+        self,
+        model,
+        data: Dataset,
+        *,
+        key: PRNGKeyArray | None = None,
+        noise=None,
+        sigma=None,
+        weighted: bool = True,
+        test_functions=TestFunctionConfig(),
+        k: int | None = None,
+    ) -> HybridProblem:
+        """The weak likelihood (`test_functions`, `k`) and the output-error data
+        (`weighted`) of `model` on `data`, with one `noise` model and `sigma`."""
+        noise = resolve_noise(model, noise)
+        lik = self.wendy.problem(model, data, noise=noise, sigma=sigma, test_functions=test_functions, k=k)
+        return HybridProblem(lik, output_error_problem(model, data, noise, sigma=sigma, weighted=weighted))
+
+    def batch_problems(self, model, datasets: list, *, noise=None, sigma=None, weighted: bool = True, **options):
+        """The WENDy stage's stacked likelihoods (padded to one K) with the stacked
+        output-error problems."""
+        noise = resolve_noise(model, noise)
+        liks, notes = self.wendy.batch_problems(model, datasets, noise=noise, sigma=sigma, **options)
+        oe, _ = self.output_error.batch_problems(model, datasets, noise=noise, sigma=sigma, weighted=weighted)
+        return (lambda indices: HybridProblem(liks(indices), oe(indices))), notes
+
+    def init(self, model, problem, p0, lower, upper) -> Float[Array, " j"]:
+        """`p0` checked, or the WENDy stage's default start (models linear in the parameters)."""
+        return self.wendy.init(model, problem.likelihood, p0, lower, upper)
+
+    def solve(self, problem: HybridProblem, p0, lower, upper) -> Solution:
+        """WENDy's solve from `p0`, then output error from its estimate (a pure function of
+        arrays); `extras` adds the WENDy stage's `wendy_params` and `wendy_result`."""
         start = self.wendy.solve(problem.likelihood, p0, lower, upper)
         p_start = jnp.where(start.successful & jnp.all(jnp.isfinite(start.params)), start.params, p0)
-        return self.output_error.solve(problem.output_error, p_start, lower, upper)
+        sol = self.output_error.solve(problem.output_error, p_start, lower, upper)
+        return eqx.tree_at(lambda s: s.extras, sol,
+                           {**sol.extras, "wendy_params": start.params, "wendy_result": start.result})
 
-    def fit(self, model, data, p0, **kwargs):
-        """Fit `model` to `data` from `p0` (WENDy, then output error); keywords as
-        [`OutputError.fit`][] plus `test_functions` for the WENDy stage (no `u0`). The
-        result's `wendy` holds the WENDy fit."""
-        from ._fit import fit_output_error
-
-        return fit_output_error(self, model, data, p0, **kwargs)
-
-    def covariance(self, problem: HybridProblem, sol: OutputErrorSolution, kind: str = "gauss_newton"):
+    def covariance(self, problem: HybridProblem, sol: Solution, kind: str | None = None):
         """The output-error covariance at the refined estimate."""
         return self.output_error.covariance(problem.output_error, sol, kind)

@@ -6,11 +6,11 @@ import dataclasses
 import diffrax
 import numpy as np
 
+from .._results import RESULTS, status_names
 from ..inference import confidence_intervals, forward_simulation_error
 from ..model import ODEModel
 from ..simulate import solve
 from ..weak import TestFunctionInfo, WeakLikelihood
-from ._results import RESULTS
 
 
 class StatusMixin:
@@ -26,12 +26,18 @@ class StatusMixin:
     def message(self) -> str:
         return RESULTS[self.status]
 
+    @property
+    def status_name(self) -> str:
+        """The status's name ("successful", "max_steps_reached", …)."""
+        return str(status_names(self.status))
+
 
 @dataclasses.dataclass(frozen=True)
 class AbstractFit(StatusMixin, abc.ABC):
     """What every fit result has (plain NumPy arrays): `params`, their `covariance`
     (`covariance_method`), the start `p0`, `num_steps`, `status` (a `RESULTS` item,
-    `message` its text) and `method`."""
+    `message` its text, `successful`), `method`, the `objective` at the estimate, the
+    `noise` model fitted and the wall-clock `seconds` of the solve (compilation included)."""
 
     model: ODEModel
     params: np.ndarray
@@ -41,6 +47,35 @@ class AbstractFit(StatusMixin, abc.ABC):
     num_steps: int
     status: RESULTS
     method: str
+    objective: float
+    noise: str
+    seconds: float
+
+    @classmethod
+    @abc.abstractmethod
+    def from_solution(cls, estimator, model, problem, p0, solution, covariance, kind: str, seconds: float):
+        """The result of `estimator.solve(problem, p0, ...)` and its covariance."""
+
+    @classmethod
+    def _common(cls, estimator, model, p0, solution, covariance, kind, seconds, noise) -> dict:
+        return dict(model=model, params=np.asarray(solution.params), covariance=covariance, covariance_method=kind,
+                    p0=np.asarray(p0, float), num_steps=int(solution.num_steps), status=solution.result,
+                    method=estimator.method, objective=float(solution.objective), noise=noise, seconds=seconds)
+
+    @property
+    @abc.abstractmethod
+    def title(self) -> str:
+        """What was fitted, e.g. "WENDy-MLE" (for messages)."""
+
+    @property
+    def model_name(self) -> str:
+        """The fitted model's name."""
+        return self.model.name
+
+    @property
+    def start_text(self) -> str:
+        """The start `p0` as text (for messages)."""
+        return str(np.asarray(self.p0).tolist())
 
     @property
     def stderr(self) -> np.ndarray:
@@ -70,6 +105,8 @@ class AbstractFit(StatusMixin, abc.ABC):
             "model": self.model.name,
             "method": self.method,
             "status": self.message or "successful",
+            "noise": self.noise,
+            "objective": self.objective,
             "params": dict(zip(names, self.params.tolist())),
             "stderr": dict(zip(names, self.stderr.tolist())),
             "ci95": {n: (a, b) for n, a, b in zip(names, lo.tolist(), hi.tolist())},
@@ -130,48 +167,70 @@ class AbstractFit(StatusMixin, abc.ABC):
 
 @dataclasses.dataclass(frozen=True)
 class WENDyFit(AbstractFit):
-    """A WENDy fit: [`AbstractFit`][] plus `nll` (ℓ at the estimate), the
+    """A WENDy fit: [`AbstractFit`][] (`objective` = ℓ at the estimate) plus the
     `test_functions` chosen for every trajectory and the
     [`WeakLikelihood`][wendyjax.WeakLikelihood] it was fitted on. `num_steps`: trust-region
     steps (WLS, MLE) or reweighting iterations (IRLS); `method`: "wls", "irls" or "mle"
     (the one that ran: noiseless data switch to WLS)."""
 
-    nll: float
     test_functions: tuple[TestFunctionInfo | None, ...]
     likelihood: WeakLikelihood
 
-    def _extra_dict(self) -> dict:
-        return {"nll": self.nll}
+    @classmethod
+    def from_solution(cls, estimator, model, problem, p0, solution, covariance, kind, seconds):
+        common = cls._common(estimator, model, p0, solution, covariance, kind, seconds,
+                             "lognormal" if problem.problem.log_space else "gaussian")
+        if problem.noiseless:
+            common["method"] = "wls"
+        return cls(**common, test_functions=problem.test_functions, likelihood=problem)
+
+    @property
+    def title(self) -> str:
+        return f"WENDy-{self.method.upper()}"
 
     def _head(self) -> list[str]:
         k = ", ".join(f"{info.k} (capped by k_max; the criteria keep {info.k_criteria})" if info.capped
                       else str(info.k) for info in self.test_functions if info is not None)
         return [
-            f"WENDy-{self.method.upper()} fit of '{self.model.name}': {self._status_text}",
-            f"  ℓ(p̂) = {self.nll:.6g}   steps = {self.num_steps}   "
+            f"{self.title} fit of '{self.model.name}': {self._status_text}",
+            f"  ℓ(p̂) = {self.objective:.6g}   steps = {self.num_steps}   noise: {self.noise}   "
             f"covariance: {self.covariance_method}   test functions K = {k or 'given'}",
         ]
 
 
 @dataclasses.dataclass(frozen=True)
 class OutputErrorFit(AbstractFit):
-    """An output-error (or hybrid) fit: [`AbstractFit`][] plus the fitted initial states
-    `u0` `(R, D)`, the `loss` ½Σ(whitened residual)² and the residual `scale` per state.
-    For a hybrid, `wendy` is the WENDy fit it started from."""
+    """An output-error (or hybrid) fit: [`AbstractFit`][] (`objective` = the loss
+    ½Σ(whitened residual)²) plus the fitted initial states `u0` `(R, D)` and the residual
+    `scale` per state. For a hybrid, `wendy_params` and `wendy_status` are the estimate
+    and status of the WENDy stage it started from (`None` for plain output error)."""
 
     u0: np.ndarray
-    loss: float
     scale: np.ndarray
-    wendy: WENDyFit | None = None
+    wendy_params: np.ndarray | None = None
+    wendy_status: RESULTS | None = None
+
+    @classmethod
+    def from_solution(cls, estimator, model, problem, p0, solution, covariance, kind, seconds):
+        oe = getattr(problem, "output_error", problem)
+        common = cls._common(estimator, model, p0, solution, covariance, kind, seconds,
+                             "lognormal" if oe.log_space else "gaussian")
+        extras = solution.extras
+        wendy = extras.get("wendy_params")
+        return cls(**common, u0=np.asarray(extras["u0"]), scale=np.asarray(oe.scale),
+                   wendy_params=None if wendy is None else np.asarray(wendy), wendy_status=extras.get("wendy_result"))
+
+    @property
+    def title(self) -> str:
+        return "WENDy → output-error hybrid" if self.method == "hybrid" else "Output-error"
 
     def _extra_dict(self) -> dict:
-        return {"u0": self.u0.tolist(), "loss": self.loss}
+        return {"u0": self.u0.tolist()}
 
     def _head(self) -> list[str]:
-        name = "WENDy-MLE → output-error hybrid" if self.wendy is not None else "Output-error"
         u0 = "; ".join(", ".join(f"{v:.6g}" for v in row) for row in self.u0)
         return [
-            f"{name} fit of '{self.model.name}': {self._status_text}",
-            f"  loss = {self.loss:.6g}   LM steps = {self.num_steps}   covariance: "
+            f"{self.title} fit of '{self.model.name}': {self._status_text}",
+            f"  loss = {self.objective:.6g}   LM steps = {self.num_steps}   noise: {self.noise}   covariance: "
             f"{self.covariance_method}   fitted u0 = ({u0})",
         ]

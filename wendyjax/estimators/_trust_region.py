@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
-from ._results import RESULTS
+from .._results import RESULTS
 
 _ETA = 1e-4  # acceptance threshold on the reduction ratio
 _ACTIVE_SET_ROUNDS = 3

@@ -1,46 +1,44 @@
 r"""WENDy estimators: weak least squares (WLS), IRLS and the weak MLE.
 
-Each estimator is a thin `eqx.Module` of options. Its `solve(lik, p0, lower, upper)` is a
-pure function of arrays (jit/vmap it over likelihoods built with
-[`stack_likelihoods`][wendyjax.weak.stack_likelihoods]); `fit(model, data, ...)` is the
-user-facing call that validates input, solves and returns a [`WENDyFit`][wendyjax.WENDyFit].
+Each estimator is a thin `eqx.Module` of options implementing the estimator contract
+([`AbstractEstimator`][wendyjax.estimators.AbstractEstimator]): its problem is the
+[`WeakLikelihood`][wendyjax.WeakLikelihood] of the data, its `solve(lik, p0, lower,
+upper)` a pure function of arrays (jit/vmap it over likelihoods stacked with
+[`stack_likelihoods`][wendyjax.weak.stack_likelihoods]).
 """
 
-import abc
+import warnings
 from typing import ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, Float, Int
+import numpy as np
+import scipy.stats
+from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
+from .._results import RESULTS
+from ..data import Dataset, as_dataset
 from ..inference import COVARIANCES, parameter_covariance
-from ..weak import WeakLikelihood, covariance, nll, nll_derivatives, residual
+from ..noise import is_log_space, resolve_noise
+from ..weak import (
+    NOISELESS_RATIO,
+    TestFunctionConfig,
+    WeakLikelihood,
+    build_likelihood,
+    build_test_functions,
+    covariance,
+    nll,
+    nll_derivatives,
+    prepare_data,
+    residual,
+    stack_likelihoods,
+)
+from ._base import AbstractEstimator, check_start
 from ._least_squares import weighted_least_squares
-from ._results import RESULTS
+from ._result import WENDyFit
+from ._solution import Solution
 from ._trust_region import bounded_trust_region
-
-
-class Solution(eqx.Module):
-    """Output of `solve`: estimate, ℓ there, number of (outer) steps and the status.
-
-    Batched along a leading axis when `solve` is vmapped.
-    """
-
-    params: Float[Array, " j"]
-    nll: Float[Array, ""]
-    num_steps: Int[Array, ""]
-    result: RESULTS
-
-    @property
-    def objective(self) -> Float[Array, ""]:
-        """ℓ at the estimate (the objective minimised)."""
-        return self.nll
-
-    @property
-    def successful(self) -> Bool[Array, "..."]:
-        """Whether the solve converged (`result == RESULTS.successful`)."""
-        return self.result == RESULTS.successful
 
 
 def _cholesky_failed(lik: WeakLikelihood, p) -> Bool[Array, ""]:
@@ -53,38 +51,71 @@ def _solution(lik, p, num_steps, result) -> Solution:
     return Solution(p, nll(lik, p), num_steps, result)
 
 
-class AbstractWENDyEstimator(eqx.Module):
-    """Base of the WENDy estimators: `solve` (pure, vmappable) and `fit` (user-facing)."""
+class AbstractWENDyEstimator(AbstractEstimator):
+    """Base of the WENDy estimators: the weak likelihood as the problem, the WLS estimate
+    as the default start for models linear in the parameters, and the sandwich
+    (Bortz et al. 2023, eq. 15; Rummel et al. 2025, eq. 9) or inverse-Hessian covariance."""
 
-    method: ClassVar[str]
     covariances: ClassVar[tuple[str, ...]] = COVARIANCES
+    fit_type: ClassVar[type] = WENDyFit
 
-    @abc.abstractmethod
-    def solve(
+    def problem(
         self,
-        lik: WeakLikelihood,
-        p0: Float[Array, " j"],
-        lower: Float[Array, " j"],
-        upper: Float[Array, " j"],
-    ) -> Solution:
-        """Estimate the parameters from `p0` within `lower ≤ p ≤ upper` (±inf allowed)."""
+        model,
+        data: Dataset,
+        *,
+        key: PRNGKeyArray | None = None,
+        noise=None,
+        sigma=None,
+        test_functions=TestFunctionConfig(),
+        k: int | None = None,
+        diag_reg: float = 1e-10,
+    ) -> WeakLikelihood:
+        """The weak likelihood of `model` on `data` (as [`weak_likelihood`][wendyjax.weak_likelihood];
+        `noise=None` takes the model's own, `model.noise`). Noiseless data
+        (σ̂/max|U| < 1e-8) make S singular: WLS is then solved instead, with a warning."""
+        lik, _ = build_likelihood(model, data, resolve_noise(model, noise), sigma=sigma,
+                                  test_functions=test_functions, k=k, linear=None, diag_reg=diag_reg)
+        if lik.noiseless and not isinstance(self, WLS):
+            warnings.warn(
+                f"the data look noiseless (estimated noise / max|U| < {NOISELESS_RATIO:g}): the "
+                f"residual covariance is singular, so WENDy-{self.method.upper()} is replaced by "
+                f"WLS (weak least squares).", stacklevel=4)
+        return lik
 
-    def covariance(self, lik: WeakLikelihood, sol: Solution, kind: str = "sandwich") -> Float[Array, "j j"]:
-        """Covariance of the estimate: "sandwich" (000 eq. 9) or "hessian"."""
-        return parameter_covariance(lik, sol.params, kind)
+    def init(self, model, problem: WeakLikelihood, p0, lower, upper) -> Float[Array, " j"]:
+        """`p0` checked, or (models linear in the parameters only) the WLS estimate."""
+        if p0 is not None:
+            return jnp.asarray(check_start(model, p0, lower, upper), float)
+        if not model.linear_in_params:
+            raise ValueError(
+                f"p0 is required: model '{model.name}' is nonlinear in its parameters "
+                f"({', '.join(model.param_names)}), so there is no closed-form start."
+            )
+        return _wls_start(problem, jnp.asarray(lower), jnp.asarray(upper))
 
-    def fit(self, model, data, p0=None, **kwargs):
-        """Fit `model` to `data` from `p0` and return a [`WENDyFit`][wendyjax.WENDyFit].
+    def covariance(self, problem: WeakLikelihood, solution: Solution, kind: str | None = None):
+        """Covariance of the estimate: "sandwich" (default) or "hessian" (inverse Hessian of ℓ)."""
+        return parameter_covariance(problem, solution.params, kind or "sandwich")
 
-        Keywords: `noise` ("gaussian", "lognormal" or a noise model), `bounds` ("model",
-        `None` or `(lower, upper)`), `sigma` (noise level per state; estimated when `None`),
-        `test_functions`, `k` and `diag_reg` (as in [`weak_likelihood`][wendyjax.weak_likelihood]),
-        `covariance` ("sandwich" or "hessian"), `throw` (raise when the solve fails, else
-        report it in `status`). `p0` may be left out for models linear in the parameters
-        (the WLS estimate is the start)."""
-        from ._fit import fit
+    def batch_problems(self, model, datasets: list, *, noise=None, test_functions=TestFunctionConfig(), **options):
+        """Test functions are chosen first for every dataset (cached per selected radius) and
+        every likelihood is padded to the largest K among them."""
+        noise = resolve_noise(model, noise)
+        tfs = [build_test_functions(*prepare_data(as_dataset(d)[0], is_log_space(noise)), test_functions)
+               for d in datasets]
+        k = max(tf.k for tf in tfs)
 
-        return fit(model, data, p0, method=self, **kwargs)
+        def make(indices):
+            return stack_likelihoods([self.problem(model, as_dataset(datasets[i]), noise=noise,
+                                                   test_functions=tfs[i], k=k, **options) for i in indices])
+
+        return make, [{"k": tf.k, "radius": tf.info.radius} for tf in tfs]
+
+
+@eqx.filter_jit
+def _wls_start(lik, lower, upper):
+    return WLS().solve(lik, jnp.zeros(lik.model.n_params), lower, upper).params
 
 
 class WLS(AbstractWENDyEstimator):
@@ -114,7 +145,7 @@ class IRLS(AbstractWENDyEstimator):
     `max_iters` (100) iterations. `shapiro_wilk=True` adds 001 §2.4's test: from
     iteration `sw_start` (10) on, stop when the Shapiro–Wilk p-value of the whitened
     residual $C^{(n)\,-1}(g(p^{(n+1)}) - b)$ falls below `sw_tol` (1e-4) and return
-    $p^{(n)}$; it runs outside jit (scipy), so only through `fit`.
+    $p^{(n)}$ (the test is scipy's, called from inside the compiled solve).
     """
 
     step_tol: float = 1e-6
@@ -148,12 +179,19 @@ class IRLS(AbstractWENDyEstimator):
         """Relative step below `step_tol` (001 Alg. 2's stopping rule)."""
         return jnp.linalg.norm(p_new - p) < self.step_tol * jnp.linalg.norm(p)
 
+    def _shapiro_wilk_stop(self, lik, whitened, n):
+        """001 §2.4: from iteration `sw_start` on, the whitened residual fails the
+        Shapiro-Wilk normality test at level `sw_tol`."""
+        if not self.shapiro_wilk:
+            return jnp.array(False)
+        mask = jnp.tile(lik.problem.kmask, (1, lik.problem.n_states)) > 0
+        pvalue = jax.pure_callback(_shapiro_pvalue, jax.ShapeDtypeStruct((), whitened.dtype), whitened, mask,
+                                   vmap_method="sequential")
+        return (n > self.sw_start) & (pvalue < self.sw_tol)
+
     def solve(self, lik, p0, lower, upper) -> Solution:
-        if self.shapiro_wilk:
-            raise ValueError(
-                "IRLS(shapiro_wilk=True) runs the Shapiro-Wilk test outside jit; use "
-                "IRLS(...).fit(model, data, ...) or set shapiro_wilk=False for solve/vmap."
-            )
+        if lik.noiseless:
+            return WLS(self.rtol, self.atol, self.max_steps).solve(lik, p0, lower, upper)
         start = self._start(lik, p0, lower, upper)
 
         def cond(state):
@@ -162,15 +200,22 @@ class IRLS(AbstractWENDyEstimator):
 
         def body(state):
             p, n, _, _ = state
-            p_new, _, result = self.step(lik, p, lower, upper)
+            p_new, whitened, result = self.step(lik, p, lower, upper)
             failed = result != RESULTS.successful
-            done = failed | self.converged(p_new, p)
-            return jnp.where(failed, p, p_new), n + 1, done, result
+            normality = ~failed & self._shapiro_wilk_stop(lik, whitened, n + 1)
+            done = failed | normality | self.converged(p_new, p)
+            result = RESULTS.where(normality, RESULTS.shapiro_wilk_stop, result)
+            return jnp.where(failed | normality, p, p_new), n + 1, done, result
 
         init = (start.params, jnp.array(0), start.result != RESULTS.successful, start.result)
         p, n, done, result = jax.lax.while_loop(cond, body, init)
         result = RESULTS.where(done, result, RESULTS.max_steps_reached)
         return _solution(lik, p, n, result)
+
+
+def _shapiro_pvalue(whitened, mask) -> np.ndarray:
+    w, m = np.asarray(whitened), np.asarray(mask, bool)
+    return np.asarray(scipy.stats.shapiro(w[m]).pvalue, dtype=w.dtype)
 
 
 class MLE(AbstractWENDyEstimator):
@@ -211,10 +256,10 @@ class MLE(AbstractWENDyEstimator):
         ℓ(p0) is not higher."""
         p0 = jnp.clip(p0, lower, upper)
         wls = WLS(self.rtol, self.atol, self.max_steps).solve(lik, p0, lower, upper)
-        usable = wls.successful & jnp.isfinite(wls.nll)
+        usable = wls.successful & jnp.isfinite(wls.objective)
         if compare:
-            # not `wls.nll < ℓ(p0)`: a non-finite ℓ(p0) must lose
-            usable = usable & ~(nll(lik, p0) <= wls.nll)
+            # not `wls.objective < ℓ(p0)`: a non-finite ℓ(p0) must lose
+            usable = usable & ~(nll(lik, p0) <= wls.objective)
         return jnp.where(usable, wls.params, p0)
 
     def _solve_from(self, lik, x0, lower, upper) -> Solution:
@@ -228,12 +273,14 @@ class MLE(AbstractWENDyEstimator):
         return Solution(sol.x, sol.value, sol.num_steps, result)
 
     def solve(self, lik, p0, lower, upper) -> Solution:
+        if lik.noiseless:
+            return WLS(self.rtol, self.atol, self.max_steps).solve(lik, p0, lower, upper)
         if self.start == "p0":
             return self._solve_from(lik, p0, lower, upper)
         wls = self._solve_from(lik, self._wls_start(lik, p0, lower, upper, self.start == "best"), lower, upper)
         if self.start != "both":
             return wls
         given = self._solve_from(lik, p0, lower, upper)
-        take_wls = wls.successful & ~(given.successful & (given.nll <= wls.nll))
+        take_wls = wls.successful & ~(given.successful & (given.objective <= wls.objective))
         best = jax.tree.map(lambda a, b: jnp.where(take_wls, b, a), given, wls)
         return eqx.tree_at(lambda s: s.num_steps, best, given.num_steps + wls.num_steps)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ..model import _names
+from .._checks import as_names
 from ._base import AbstractLibrary
 
 # second-order centred stencils on offsets -2..2 for derivatives of order 0-4
@@ -75,7 +75,7 @@ class FiniteDifferenceLibrary(AbstractLibrary):
         if not 1 <= len(spacing) <= 3 or not all(np.isfinite(h) and h > 0 for h in spacing):
             raise ValueError(f"spacing must be one to three positive grid steps, got {spacing!r}.")
         self.spacing = tuple(float(h) for h in spacing)
-        self.state_names = _names(state_names, "u", "state_names")
+        self.state_names = as_names(state_names, "u", "state_names")
         self.axis_names = tuple(axis_names) if axis_names is not None else ("x", "y", "z")[:len(spacing)]
         if len(self.axis_names) != len(spacing) or not all(len(a) == 1 for a in self.axis_names):
             raise ValueError(f"axis_names must be {len(spacing)} single letters, got {axis_names!r}.")

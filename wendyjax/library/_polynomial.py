@@ -11,7 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 
-from ..model import ODEModel, _names
+from .._checks import as_names
+from ..model import ODEModel
 from ._base import AbstractLibrary
 
 
@@ -41,7 +42,7 @@ class PolynomialLibrary(AbstractLibrary):
     def __init__(self, state_names: int | Sequence[str], degree: int = 3, constant: bool = True):
         if not isinstance(degree, (int, np.integer)) or degree < 1:
             raise ValueError(f"degree must be a positive integer, got {degree!r}.")
-        self.state_names = _names(state_names, "x", "state_names")
+        self.state_names = as_names(state_names, "x", "state_names")
         self.degree = int(degree)
         self.constant = bool(constant)
         self.factors = jnp.asarray(_factors(len(self.state_names), self.degree, self.constant))

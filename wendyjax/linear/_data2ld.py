@@ -11,6 +11,7 @@ a continuation in the smoothing weight $\rho$.
   $\hat\sigma^2 = SSE/(N - df)$, GCV, and the delta-method covariance of $\hat\theta$.
 """
 
+import time
 from typing import ClassVar
 
 import equinox as eqx
@@ -19,10 +20,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
-from ..estimators import RESULTS, bounded_trust_region
+from .._compile import cpu_safe_jit
+from .._results import RESULTS
+from ..estimators import bounded_trust_region
 from ._bspline import BSplineBasis
 from ._model import LinearODE
-from ._problem import Data2LDProblem, data2ld_problem, penalty_matrices
+from ._problem import Data2LDProblem, _data_gram, data2ld_problem, fitted, smooth
+from ._result import Data2LDFit
 
 #: The Data2LD code's ladder (`D2LD_ODE.m`): γ = −4…2 by 1, then 3…10 by ½ (ρ from 0.018 to 0.99995).
 CODE_LADDER = tuple(float(g) for g in np.concatenate([np.arange(-4, 3), np.arange(3, 10.25, 0.5)]))
@@ -43,31 +47,6 @@ def _take(tree, i):
 def _set(tree, i, value):
     """Set entry `i` of every leaf of a stacked pytree to the leaves of `value`."""
     return jax.tree.map(lambda leaf, v: leaf.at[i].set(v), tree, value)
-
-
-def _data_gram(problem: Data2LDProblem) -> Float[Array, "DK DK"]:
-    """$\\Phi^T\\Phi$ over the observed entries, block diagonal in the variables."""
-    D, K = problem.y.shape[1], problem.phi.shape[1]
-    blocks = jnp.einsum("nd,nk,nl->dkl", problem.mask, problem.phi, problem.phi)
-    return jnp.einsum("dkl,de->dkel", blocks, jnp.eye(D, dtype=blocks.dtype)).reshape(D * K, D * K)
-
-
-def smooth(problem: Data2LDProblem, theta: Float[Array, " J"], rho, y: Float[Array, "n D"] | None = None):
-    r"""$\hat c(\theta, \rho)$ of 002 eq. (11), flattened variable by variable `(D·K,)`, and the
-    Cholesky factor of $A$ (NaN when $A$ is not positive definite)."""
-    y = problem.y if y is None else y
-    N, T = problem.num_obs, problem.span
-    R, S, _ = penalty_matrices(problem, theta)
-    A = (1 - rho) / N * _data_gram(problem) + rho / T * R
-    b = (1 - rho) / N * jnp.einsum("nd,nk->dk", problem.mask * y, problem.phi).reshape(-1) - rho / T * S
-    chol = jnp.linalg.cholesky(A)
-    return jax.scipy.linalg.cho_solve((chol, True), b), chol
-
-
-def fitted(problem: Data2LDProblem, coef: Float[Array, " DK"], phi: Float[Array, "n K"] | None = None):
-    """$\\hat x_v(t_i) = \\phi(t_i)^T\\hat c_v$, shape `(n, D)`."""
-    phi = problem.phi if phi is None else phi
-    return phi @ coef.reshape(problem.y.shape[1], -1).T
 
 
 def residuals(problem: Data2LDProblem, theta, rho, y=None) -> Float[Array, " nD"]:
@@ -363,16 +342,15 @@ class Data2LD(eqx.Module):
             theta0: Float[ArrayLike, " J"] | None = None):
         """Fit `model` to data `y` at times `t` (NaN = missing) from `theta0` (default: 0.01
         for every parameter, 002 §3.2 step 1) and return a [`Data2LDFit`][]."""
-        from ._result import Data2LDFit
-
         problem = self.problem(model, t, y)
         theta0 = np.full(model.n_params, 0.01) if theta0 is None else np.asarray(theta0, dtype=float)
         if theta0.shape != (model.n_params,) or not np.all(np.isfinite(theta0)):
             raise ValueError(f"theta0 must be {model.n_params} finite values (parameters "
                              f"{', '.join(model.param_names)}), got {theta0}.")
-        sol = _solve_jit(self, problem, jnp.asarray(theta0))
+        clock = time.perf_counter()
+        sol = jax.block_until_ready(_solve_jit(self, problem, jnp.asarray(theta0)))
         return Data2LDFit.from_solution(self, model, problem, np.asarray(t, float), np.asarray(y, float),
-                                        theta0, sol)
+                                        theta0, sol, time.perf_counter() - clock)
 
 
 @eqx.filter_jit
@@ -380,7 +358,7 @@ def _solve_jit(estimator: Data2LD, problem: Data2LDProblem, theta0) -> Data2LDSo
     return estimator.solve(problem, theta0)
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def _solve_many(estimator: Data2LD, problem: Data2LDProblem, ys, theta0, batch_size: int) -> Data2LDSolution:
     def one(y):
         mask = jnp.isfinite(y).astype(y.dtype)

@@ -15,6 +15,7 @@ of the Data2LD code. Memory grows as (atoms · variables · K)².
 """
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
@@ -61,7 +62,7 @@ def check_basis(model: LinearODE, basis: BSplineBasis) -> None:
     if basis.order <= p:
         raise ValueError(f"basis: order {basis.order} is too low for an ODE of order {p}: D^{p} of the "
                          f"splines vanishes, so the penalty cannot see the equation. Use order >= {p + 1} "
-                         f"(002 recommends order > p + 3 = {p + 3}).")
+                         f"(Carey & Ramsay 2021 recommends order > p + 3 = {p + 3}).")
     worst = max(basis.multiplicity().values(), default=1)
     if worst > basis.order - p:
         raise ValueError(f"basis: a break repeated {worst} times leaves D^{p - 1} x discontinuous for order "
@@ -166,3 +167,28 @@ def penalty_matrices(problem: Data2LDProblem, theta: Float[Array, " J"]):
     R = jnp.einsum("a,b,abkl->kl", kappa, kappa, problem.gram)
     S = jnp.einsum("a,f,afk->k", kappa, lam, problem.cross)
     return R, S, lam @ problem.forcing_gram @ lam
+
+
+def _data_gram(problem: Data2LDProblem) -> Float[Array, "DK DK"]:
+    """$\\Phi^T\\Phi$ over the observed entries, block diagonal in the variables."""
+    D, K = problem.y.shape[1], problem.phi.shape[1]
+    blocks = jnp.einsum("nd,nk,nl->dkl", problem.mask, problem.phi, problem.phi)
+    return jnp.einsum("dkl,de->dkel", blocks, jnp.eye(D, dtype=blocks.dtype)).reshape(D * K, D * K)
+
+
+def smooth(problem: Data2LDProblem, theta: Float[Array, " J"], rho, y: Float[Array, "n D"] | None = None):
+    r"""$\hat c(\theta, \rho)$ of 002 eq. (11), flattened variable by variable `(D·K,)`, and the
+    Cholesky factor of $A$ (NaN when $A$ is not positive definite)."""
+    y = problem.y if y is None else y
+    N, T = problem.num_obs, problem.span
+    R, S, _ = penalty_matrices(problem, theta)
+    A = (1 - rho) / N * _data_gram(problem) + rho / T * R
+    b = (1 - rho) / N * jnp.einsum("nd,nk->dk", problem.mask * y, problem.phi).reshape(-1) - rho / T * S
+    chol = jnp.linalg.cholesky(A)
+    return jax.scipy.linalg.cho_solve((chol, True), b), chol
+
+
+def fitted(problem: Data2LDProblem, coef: Float[Array, " DK"], phi: Float[Array, "n K"] | None = None):
+    """$\\hat x_v(t_i) = \\phi(t_i)^T\\hat c_v$, shape `(n, D)`."""
+    phi = problem.phi if phi is None else phi
+    return phi @ coef.reshape(problem.y.shape[1], -1).T

@@ -8,12 +8,11 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.stats
 
-from ..estimators import RESULTS
-from ..estimators._result import AbstractFit
+from .._results import RESULTS
+from ..estimators import AbstractFit
 from ._bspline import BSplineBasis
-from ._data2ld import Data2LD, Data2LDSolution, fitted, smooth
 from ._model import LinearODE
-from ._problem import Data2LDProblem
+from ._problem import Data2LDProblem, fitted, smooth
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,8 +41,8 @@ class Data2LDFit(AbstractFit):
     path: dict
 
     @classmethod
-    def from_solution(cls, estimator: Data2LD, model: LinearODE, problem: Data2LDProblem, t, y, theta0,
-                      sol: Data2LDSolution) -> "Data2LDFit":
+    def from_solution(cls, estimator, model: LinearODE, problem: Data2LDProblem, t, y, theta0,
+                      sol, seconds: float = float("nan")) -> "Data2LDFit":
         unc = sol.uncertainty
         path = sol.path
         valid = np.asarray(path.valid)
@@ -52,6 +51,7 @@ class Data2LDFit(AbstractFit):
             model=model.ode_model(), params=np.asarray(sol.theta), covariance=np.asarray(unc.covariance),
             covariance_method=estimator.covariance, p0=np.asarray(theta0),
             num_steps=int(np.sum(np.asarray(path.num_steps)[valid])), status=sol.result, method="data2ld",
+            objective=float(unc.sse / problem.num_obs), noise="gaussian", seconds=seconds,
             linear_model=model, basis=estimator.basis, problem=problem, t=t, y=y,
             rho=float(sol.rho), gamma=float(sol.gamma), coef=np.asarray(sol.coef).reshape(D, -1),
             df=float(unc.df), dof=float(unc.dof), sigma2=float(unc.sigma2), gcv=float(unc.gcv),
@@ -103,6 +103,15 @@ class Data2LDFit(AbstractFit):
     def _extra_dict(self) -> dict:
         return {"rho": self.rho, "gamma": self.gamma, "df": self.df, "sigma2": self.sigma2, "gcv": self.gcv,
                 "mse": self.mse}
+
+    @property
+    def title(self) -> str:
+        return "Data2LD"
+
+    @property
+    def model_name(self) -> str:
+        """The name of the fitted `LinearODE`."""
+        return self.linear_model.name
 
     def _head(self) -> list[str]:
         return [

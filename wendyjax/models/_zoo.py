@@ -65,44 +65,53 @@ def _grid(t1: float, n: int = 1025, t0: float = 0.0):
     return jnp.linspace(t0, t1, n)
 
 
+def _logistic_rhs(u, p, t):
+    return p[0] * u + p[1] * u**2
+
+
 def logistic() -> Benchmark:
     """Logistic growth u' = p1 u + p2 u² (000 eq. 21), p* = (1, -1), 10 % additive noise.
 
     Paper 000 Table 2 prints the box of p2 as [0, 10], which excludes p2* = -1; the box
     here is [-10, 0]."""
     model = ODEModel(
-        lambda u, p, t: p[0] * u + p[1] * u**2,
+        _logistic_rhs,
         ["u"], ["p1", "p2"], bounds=([0.0, -10.0], [10.0, 0.0]), name="logistic",
     )
     return Benchmark(model, jnp.array([1.0, -1.0]), jnp.array([0.01]), _grid(10.0),
-                     AdditiveGaussian(0.1), diffrax.Tsit5(), "000 Table 2")
+                     AdditiveGaussian(0.1), diffrax.Tsit5(), "Rummel et al. 2025, Table 2")
+
+
+def _lotka_volterra_rhs(u, p, t):
+    x, y = u
+    return jnp.stack([p[0] * x - p[1] * x * y, -p[2] * y + p[3] * x * y])
 
 
 def lotka_volterra() -> Benchmark:
     """Lotka–Volterra x' = p1 x - p2 x y, y' = -p3 y + p4 x y (001; p* = (3, 1, 6, 1))."""
-
-    def rhs(u, p, t):
-        x, y = u
-        return jnp.stack([p[0] * x - p[1] * x * y, -p[2] * y + p[3] * x * y])
-
-    model = ODEModel(rhs, ["x", "y"], ["p1", "p2", "p3", "p4"],
+    model = ODEModel(_lotka_volterra_rhs, ["x", "y"], ["p1", "p2", "p3", "p4"],
                      bounds=([0.0] * 4, [10.0] * 4), name="lotka_volterra")
     return Benchmark(model, jnp.array([3.0, 1.0, 6.0, 1.0]), jnp.array([1.0, 1.0]),
                      jnp.linspace(0.0, 5.0, 1025), AdditiveGaussian(0.05), diffrax.Tsit5(),
-                     "001 Table 1 (MATLAB get_ode_features)")
+                     "Bortz et al. 2023, Table 1 (MATLAB get_ode_features)")
+
+
+def _lorenz_rhs(u, p, t):
+    x, y, z = u
+    return jnp.stack([p[0] * (y - x), x * (p[1] - z) - y, x * y - p[2] * z])
 
 
 def lorenz() -> Benchmark:
     """Lorenz (000 eq. 23): p* = (10, 28, 8/3), u0 = (2, 1, 1), t ∈ [0, 10], 10 % additive."""
-
-    def rhs(u, p, t):
-        x, y, z = u
-        return jnp.stack([p[0] * (y - x), x * (p[1] - z) - y, x * y - p[2] * z])
-
-    model = ODEModel(rhs, ["x", "y", "z"], ["sigma", "rho", "beta"],
+    model = ODEModel(_lorenz_rhs, ["x", "y", "z"], ["sigma", "rho", "beta"],
                      bounds=([0.0, 0.0, 0.0], [20.0, 35.0, 5.0]), name="lorenz")
     return Benchmark(model, jnp.array([10.0, 28.0, 8.0 / 3.0]), jnp.array([2.0, 1.0, 1.0]),
-                     _grid(10.0), AdditiveGaussian(0.1), diffrax.Tsit5(), "000 Table 2")
+                     _grid(10.0), AdditiveGaussian(0.1), diffrax.Tsit5(), "Rummel et al. 2025, Table 2")
+
+
+def _fitzhugh_nagumo_rhs(u, p, t):
+    x, y = u
+    return jnp.stack([p[0] * x + p[1] * x**3 + p[2] * y, p[3] * x + p[4] + p[5] * y])
 
 
 def fitzhugh_nagumo() -> Benchmark:
@@ -111,28 +120,31 @@ def fitzhugh_nagumo() -> Benchmark:
 
     The sign of p6* is that of the authors' MATLAB code (get_ode_features), which produced
     001's figures; the textbook model y' = -(x - a + b y)/c has -0.2/3. Both oscillate."""
-
-    def rhs(u, p, t):
-        x, y = u
-        return jnp.stack([p[0] * x + p[1] * x**3 + p[2] * y, p[3] * x + p[4] + p[5] * y])
-
-    model = ODEModel(rhs, ["x", "y"], [f"p{i}" for i in range(1, 7)], name="fitzhugh_nagumo")
+    model = ODEModel(_fitzhugh_nagumo_rhs, ["x", "y"], [f"p{i}" for i in range(1, 7)], name="fitzhugh_nagumo")
     p = jnp.array([3.0, -3.0, 3.0, -1.0 / 3.0, 0.34 / 3.0, 0.2 / 3.0])
     return Benchmark(model, p, jnp.array([0.0, 0.1]), jnp.linspace(0.0, 25.0, 1025),
-                     AdditiveGaussian(0.05), diffrax.Tsit5(), "001 Table 1 (MATLAB get_ode_features)")
+                     AdditiveGaussian(0.05), diffrax.Tsit5(), "Bortz et al. 2023, Table 1 (MATLAB get_ode_features)")
+
+
+def _goodwin_2d_rhs(u, p, t):
+    return jnp.stack([p[0] / (36.0 + p[1] * u[1]) - p[2], p[3] * u[0] - p[4]])
 
 
 def goodwin_2d() -> Benchmark:
     """Goodwin 2-D (000 eq. 24): u1' = p1/(36 + p2 u2) - p3, u2' = p4 u1 - p5; NiP."""
-
-    def rhs(u, p, t):
-        return jnp.stack([p[0] / (36.0 + p[1] * u[1]) - p[2], p[3] * u[0] - p[4]])
-
-    model = ODEModel(rhs, ["u1", "u2"], [f"p{i}" for i in range(1, 6)],
+    model = ODEModel(_goodwin_2d_rhs, ["u1", "u2"], [f"p{i}" for i in range(1, 6)],
                      bounds=([60.0, 1.0, 0.5, 0.5, 0.5], [80.0, 3.0, 3.0, 3.0, 3.0]),
                      name="goodwin_2d")
     return Benchmark(model, jnp.array([72.0, 1.0, 2.0, 1.0, 1.0]), jnp.array([7.0, -10.0]),
-                     _grid(60.0), AdditiveGaussian(0.1), diffrax.Tsit5(), "000 Table 2")
+                     _grid(60.0), AdditiveGaussian(0.1), diffrax.Tsit5(), "Rummel et al. 2025, Table 2")
+
+
+def _goodwin_3d_rhs(u, p, t):
+    return jnp.stack([
+        p[0] / (2.15 + p[2] * u[2] ** p[3]) - p[1] * u[0],
+        p[4] * u[0] - p[5] * u[1],
+        p[6] * u[1] - p[7] * u[2],
+    ])
 
 
 def goodwin_3d() -> Benchmark:
@@ -141,40 +153,44 @@ def goodwin_3d() -> Benchmark:
 
     Table 2 lists seven values for eight parameters; WENDy.jl's example writes the
     denominator as w3 + u3^w4 with w3 = 2.15, which in this form is p3* = 1."""
-
-    def rhs(u, p, t):
-        return jnp.stack([
-            p[0] / (2.15 + p[2] * u[2] ** p[3]) - p[1] * u[0],
-            p[4] * u[0] - p[5] * u[1],
-            p[6] * u[1] - p[7] * u[2],
-        ])
-
-    model = ODEModel(rhs, ["u1", "u2", "u3"], [f"p{i}" for i in range(1, 9)],
+    model = ODEModel(_goodwin_3d_rhs, ["u1", "u2", "u3"], [f"p{i}" for i in range(1, 9)],
                      bounds=([1.0, 0.0, 0.0, 5.0, 0.0, 0.0, 0.0, 0.0],
                              [5.0, 0.2, 2.0, 15.0, 0.2, 0.2, 0.2, 0.2]),
-                     name="goodwin_3d")
+                     name="goodwin_3d", noise="lognormal")
     p = jnp.array([3.4884, 0.0969, 1.0, 10.0, 0.0969, 0.0581, 0.0969, 0.0775])
     return Benchmark(model, p, jnp.array([0.3617, 0.9137, 1.3934]), _grid(80.0),
-                     LogNormal(0.05), diffrax.Kvaerno5(), "000 Table 2; WENDy.jl examples/odes/goodwin.jl")
+                     LogNormal(0.05), diffrax.Kvaerno5(),
+                     "Rummel et al. 2025, Table 2; WENDy.jl examples/odes/goodwin.jl")
+
+
+def _hindmarsh_rose_rhs(u, p, t):
+    x, y, z = u
+    return jnp.stack([
+        p[0] * y - p[1] * x**3 + p[2] * x**2 - p[3] * z,
+        p[4] - p[5] * x**2 - p[6] * y,
+        p[7] * x + p[8] - p[9] * z,
+    ])
 
 
 def hindmarsh_rose() -> Benchmark:
     """Hindmarsh–Rose (000 eq. 22, signs as in 001's code): LiP, 10 parameters."""
-
-    def rhs(u, p, t):
-        x, y, z = u
-        return jnp.stack([
-            p[0] * y - p[1] * x**3 + p[2] * x**2 - p[3] * z,
-            p[4] - p[5] * x**2 - p[6] * y,
-            p[7] * x + p[8] - p[9] * z,
-        ])
-
-    model = ODEModel(rhs, ["x", "y", "z"], [f"p{i}" for i in range(1, 11)],
+    model = ODEModel(_hindmarsh_rose_rhs, ["x", "y", "z"], [f"p{i}" for i in range(1, 11)],
                      bounds=([0.0] * 10, [20, 20, 60, 20, 20, 100, 20, 1, 1, 1]),
                      name="hindmarsh_rose")
     p = jnp.array([10.0, 10.0, 30.0, 10.0, 10.0, 50.0, 10.0, 0.04, 0.0319, 0.01])
     return Benchmark(model, p, jnp.array([-1.31, -7.6, -0.2]), _grid(10.0),
-                     AdditiveGaussian(0.1), diffrax.Tsit5(), "000 Table 2")
+                     AdditiveGaussian(0.1), diffrax.Tsit5(), "Rummel et al. 2025, Table 2")
+
+
+def _sir_tdi_rhs(u, p, t):
+    e = jnp.exp(-p[0] * p[1])
+    beta = p[0] * e / (1.0 - e)
+    waning = p[3] * (1.0 - jnp.exp(-p[4] * t**2)) * u[1]
+    return jnp.stack([
+        -p[0] * u[0] + p[2] * u[1] + beta * u[2],
+        p[0] * u[0] - p[2] * u[1] - waning,
+        waning - beta * u[2],
+    ])
 
 
 def sir_tdi() -> Benchmark:
@@ -187,22 +203,27 @@ def sir_tdi() -> Benchmark:
     000 Table 2 prints $p_1^* = 1.99$, outside its own box $[10^{-4}, 1]$; the paper's
     scripts (nrummel/rummelWENDy2025, odes/sir.jl) and WENDy.jl's example use
     $p_1^* = 0.2$, which is used here."""
-
-    def rhs(u, p, t):
-        e = jnp.exp(-p[0] * p[1])
-        beta = p[0] * e / (1.0 - e)
-        waning = p[3] * (1.0 - jnp.exp(-p[4] * t**2)) * u[1]
-        return jnp.stack([
-            -p[0] * u[0] + p[2] * u[1] + beta * u[2],
-            p[0] * u[0] - p[2] * u[1] - waning,
-            waning - beta * u[2],
-        ])
-
-    model = ODEModel(rhs, ["S", "I", "R"], ["h", "tau", "rho", "R0", "v"],
-                     bounds=([1e-4] * 5, [1.0, 2.0, 1.0, 1.0, 1.0]), name="sir_tdi")
+    model = ODEModel(_sir_tdi_rhs, ["S", "I", "R"], ["h", "tau", "rho", "R0", "v"],
+                     bounds=([1e-4] * 5, [1.0, 2.0, 1.0, 1.0, 1.0]), name="sir_tdi",
+                     noise="lognormal")
     p = jnp.array([0.2, 1.5, 0.074, 0.113, 0.0024])
     return Benchmark(model, p, jnp.array([1.0, 0.0, 0.0]), _grid(50.0), LogNormal(0.1),
-                     diffrax.Kvaerno5(), "000 eq. 26, Table 2 (p1* from the paper's scripts)")
+                     diffrax.Kvaerno5(), "Rummel et al. 2025, eq. 26, Table 2 (p1* from the paper's scripts)")
+
+
+_PTB_KM = 0.3  # K_m, fixed in 001's MATLAB code
+
+
+def _ptb_rhs(u, p, t):
+    s, ds, r, rs, rpp = u
+    mm = rpp / (_PTB_KM + rpp)
+    return jnp.stack([
+        -p[0] * s - p[1] * s * r + p[2] * rs,
+        p[3] * s,
+        -p[4] * s * r + p[5] * rs + p[6] * mm,
+        p[7] * s * r - p[8] * rs,
+        p[9] * rs - p[10] * mm,
+    ])
 
 
 def ptb() -> Benchmark:
@@ -210,96 +231,84 @@ def ptb() -> Benchmark:
     $S' = -p_1S - p_2SR + p_3RS$, $dS' = p_4S$,
     $R' = -p_5SR + p_6RS + p_7R_{pp}/(K_m + R_{pp})$, $RS' = p_8SR - p_9RS$,
     $R_{pp}' = p_{10}RS - p_{11}R_{pp}/(K_m + R_{pp})$; LiP with 11 parameters."""
-    km = 0.3
-
-    def rhs(u, p, t):
-        s, ds, r, rs, rpp = u
-        mm = rpp / (km + rpp)
-        return jnp.stack([
-            -p[0] * s - p[1] * s * r + p[2] * rs,
-            p[3] * s,
-            -p[4] * s * r + p[5] * rs + p[6] * mm,
-            p[7] * s * r - p[8] * rs,
-            p[9] * rs - p[10] * mm,
-        ])
-
-    model = ODEModel(rhs, ["S", "dS", "R", "RS", "Rpp"], [f"p{i}" for i in range(1, 12)], name="ptb")
+    model = ODEModel(_ptb_rhs, ["S", "dS", "R", "RS", "Rpp"], [f"p{i}" for i in range(1, 12)], name="ptb")
     p = jnp.array([0.07, 0.6, 0.35, 0.07, 0.6, 0.05, 0.017, 0.6, 0.35, 0.3, 0.017])
     return Benchmark(model, p, jnp.array([1.0, 0.0, 1.0, 0.0, 1.0]), jnp.linspace(0.0, 25.0, 1025),
-                     AdditiveGaussian(0.05), diffrax.Kvaerno5(), "001 (MATLAB get_ode_features, biochemM1)")
+                     AdditiveGaussian(0.05), diffrax.Kvaerno5(),
+                     "Bortz et al. 2023 (MATLAB get_ode_features, biochemM1)")
+
+
+def _rossler_rhs(u, p, t):
+    x, y, z = u
+    return jnp.stack([-y - z, x + p[0] * y, p[1] + z * x - p[2] * z])
 
 
 def rossler() -> Benchmark:
     """Rössler (1976): x' = -y - z, y' = x + a y, z' = b + z (x - c), (a, b, c) = (0.2, 0.2, 5.7);
     t ∈ [0, 40] with Δt = 0.01 as in 004 §4 (which states no parameters or initial
     condition: the classical chaotic values and u0 = (1, 1, 1) are used)."""
-
-    def rhs(u, p, t):
-        x, y, z = u
-        return jnp.stack([-y - z, x + p[0] * y, p[1] + z * x - p[2] * z])
-
-    model = ODEModel(rhs, ["x", "y", "z"], ["a", "b", "c"], bounds=([0.0, 0.0, 0.0], [1.0, 1.0, 10.0]),
+    model = ODEModel(_rossler_rhs, ["x", "y", "z"], ["a", "b", "c"], bounds=([0.0, 0.0, 0.0], [1.0, 1.0, 10.0]),
                      name="rossler")
     return Benchmark(model, jnp.array([0.2, 0.2, 5.7]), jnp.array([1.0, 1.0, 1.0]), _grid(40.0, 4001),
-                     AdditiveGaussian(0.05), diffrax.Tsit5(), "004 §4 (classical parameters)")
+                     AdditiveGaussian(0.05), diffrax.Tsit5(), "Anonymous 2025, §4 (classical parameters)")
+
+
+def _duffing_rhs(u, p, t):
+    x, y = u
+    return jnp.stack([y, -p[0] * y - p[1] * x - p[2] * x**3])
 
 
 def duffing() -> Benchmark:
     """Unforced damped Duffing oscillator x' = y, y' = -δ y - α x - β x³ with
     (δ, α, β) = (0.1, 1, 5) and u0 = (1, 0) (004 §4 gives no values; degree-3 polynomial
     dynamics as there); t ∈ [0, 40], Δt = 0.01."""
-
-    def rhs(u, p, t):
-        x, y = u
-        return jnp.stack([y, -p[0] * y - p[1] * x - p[2] * x**3])
-
-    model = ODEModel(rhs, ["x", "y"], ["delta", "alpha", "beta"], bounds=([0.0, 0.0, 0.0], [1.0, 5.0, 20.0]),
+    model = ODEModel(_duffing_rhs, ["x", "y"], ["delta", "alpha", "beta"], bounds=([0.0, 0.0, 0.0], [1.0, 5.0, 20.0]),
                      name="duffing")
     return Benchmark(model, jnp.array([0.1, 1.0, 5.0]), jnp.array([1.0, 0.0]), _grid(40.0, 4001),
-                     AdditiveGaussian(0.05), diffrax.Tsit5(), "004 §4 (values chosen here)")
+                     AdditiveGaussian(0.05), diffrax.Tsit5(), "Anonymous 2025, §4 (values chosen here)")
+
+
+def _lorenz96_rhs(u, p, t):
+    return (jnp.roll(u, -1) - jnp.roll(u, 2)) * jnp.roll(u, 1) - u + p[0]
 
 
 def lorenz96(n: int = 6, forcing: float = 8.0, t1: float = 10.0) -> Benchmark:
     """Lorenz-96 with `n` ≥ 4 states, x_i' = (x_{i+1} - x_{i-2}) x_{i-1} - x_i + F (cyclic);
     the parameter is F. u0 = F·1 with x_1 += 0.01 (the usual perturbation); Δt = 0.01.
-    001's MATLAB code uses n = 6, F = 8; 004 App. C uses F ∈ {8, 16, 32}."""
+    001's MATLAB code uses n = 6, F = 8; Anonymous 2025, App. C uses F ∈ {8, 16, 32}."""
     if not isinstance(n, int) or n < 4:
         raise ValueError(f"Lorenz-96 needs an integer n >= 4 states, got {n!r}.")
     if not forcing > 0 or not t1 > 0:
         raise ValueError(f"forcing and t1 must be positive, got {forcing} and {t1}.")
-
-    def rhs(u, p, t):
-        return (jnp.roll(u, -1) - jnp.roll(u, 2)) * jnp.roll(u, 1) - u + p[0]
-
-    model = ODEModel(rhs, [f"x{i}" for i in range(1, n + 1)], ["F"], bounds=([0.0], [4.0 * forcing]),
+    model = ODEModel(_lorenz96_rhs, [f"x{i}" for i in range(1, n + 1)], ["F"], bounds=([0.0], [4.0 * forcing]),
                      name=f"lorenz96_{n}")
     u0 = jnp.full(n, forcing).at[0].add(0.01)
     return Benchmark(model, jnp.array([forcing]), u0, _grid(t1, int(round(t1 / 0.01)) + 1),
-                     AdditiveGaussian(0.05), diffrax.Tsit5(), "001 MATLAB code; 004 App. C")
+                     AdditiveGaussian(0.05), diffrax.Tsit5(), "Bortz et al. 2023, MATLAB code; Anonymous 2025, App. C")
+
+
+def _spiral_rhs(u, p, t):
+    return (u**3) @ p.reshape(2, 2)
 
 
 def spiral() -> Benchmark:
     """The damped spiral oscillator of Chen et al. (2018) (neural-ODE demo, 004 Fig. 1):
     u' = (u³) A (row vector times matrix) with A = [[-0.1, 2], [-2, -0.1]], parameters the
     entries of A row by row, u0 = (2, 0), 1000 samples on [0, 25]."""
-
-    def rhs(u, p, t):
-        return (u**3) @ p.reshape(2, 2)
-
-    model = ODEModel(rhs, ["x", "y"], ["a11", "a12", "a21", "a22"], bounds=([-3.0] * 4, [3.0] * 4),
+    model = ODEModel(_spiral_rhs, ["x", "y"], ["a11", "a12", "a21", "a22"], bounds=([-3.0] * 4, [3.0] * 4),
                      name="spiral")
     return Benchmark(model, jnp.array([-0.1, 2.0, -2.0, -0.1]), jnp.array([2.0, 0.0]), _grid(25.0, 1000),
                      AdditiveGaussian(0.05), diffrax.Tsit5(), "Chen et al. 2018 (torchdiffeq ode_demo)")
 
 
+def _van_der_pol_rhs(u, p, t):
+    x, y = u
+    return jnp.stack([y, p[0] * (1.0 - x**2) * y - x])
+
+
 def van_der_pol() -> Benchmark:
     """Van der Pol x' = y, y' = μ(1 - x²) y - x with μ = 2, u0 = (0, 2), t ∈ [0, 10],
     Δt = 0.02 (003 §5.1.1)."""
-
-    def rhs(u, p, t):
-        x, y = u
-        return jnp.stack([y, p[0] * (1.0 - x**2) * y - x])
-
-    model = ODEModel(rhs, ["x", "y"], ["mu"], bounds=([0.0], [10.0]), name="van_der_pol")
+    model = ODEModel(_van_der_pol_rhs, ["x", "y"], ["mu"], bounds=([0.0], [10.0]), name="van_der_pol")
     return Benchmark(model, jnp.array([2.0]), jnp.array([0.0, 2.0]), _grid(10.0, 501),
-                     AdditiveGaussian(0.05), diffrax.Tsit5(), "003 §5.1.1")
+                     AdditiveGaussian(0.05), diffrax.Tsit5(), "Meissner & Glasner 2024, §5.1.1")

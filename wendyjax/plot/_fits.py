@@ -5,8 +5,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..data import as_dataset
-from ..estimators._integral_matching import IntegralMatchingFit
-from ..estimators._result import AbstractFit, OutputErrorFit
+from ..estimators import AbstractFit, IntegralMatchingFit, OutputErrorFit
 from ._axes import grid
 
 

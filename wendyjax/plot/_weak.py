@@ -8,7 +8,7 @@ import numpy as np
 from jaxtyping import ArrayLike
 
 from ..data import trapezoid_weights
-from ..estimators._result import WENDyFit
+from ..estimators import WENDyFit
 from ..weak import RadiusSelection, TestFunctionInfo, TestFunctions, WeakLikelihood, nll
 from ._axes import grid, single
 
@@ -27,7 +27,7 @@ def radius(selection: "RadiusSelection | TestFunctionInfo | WENDyFit", *, ax=Non
         raise TypeError(f"selection must be a RadiusSelection, TestFunctionInfo or WENDyFit, "
                         f"got {type(selection).__name__}.")
     fig, ax = single(ax, (5.0, 3.5))
-    ax.semilogy(selection.radii, selection.errors, ".-", label="ê_rms (001 eq. 21)")
+    ax.semilogy(selection.radii, selection.errors, ".-", label="ê_rms (Bortz et al. 2023 eq. 21)")
     ax.axvline(selection.radius, color="k", ls="--", lw=1, label=f"selected radius {selection.radius:.3g}")
     ax.plot([selection.radius], [selection.errors[selection.index]], "o", color="C3")
     ax.set(xlabel="test-function radius (time units)", ylabel="integration-error surrogate")

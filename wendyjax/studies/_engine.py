@@ -16,15 +16,14 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from tqdm.auto import tqdm
 
+from .._compile import cpu_safe_jit
+from .._results import status_names
 from ..data import Trajectory
-from ..estimators._output_error import Hybrid, HybridProblem, OutputError, output_error_problem, stack_problems
-from ..estimators._results import status_names
-from ..estimators._wendy import AbstractWENDyEstimator
+from ..estimators import AbstractEstimator
 from ..inference import forward_simulation_error
 from ..models import Benchmark
 from ..simulate import solve
-from ..weak import TestFunctionConfig, build_test_functions, stack_likelihoods, weak_likelihood
-from ..weak._problem import _prepare
+from ..weak import TestFunctionConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,26 +66,11 @@ def _cell_data(bench: Benchmark, cell: Cell, n_runs: int, key) -> tuple[np.ndarr
     return t, clean, keep, np.asarray(noisy)
 
 
-def _problem_builder(estimator, model, trajs, noise_kind, log_space, test_functions):
-    """`(make, tfs)`: `make(indices)` stacks the problems `estimator.solve` takes for those
-    runs; `tfs` the runs' test functions (`None` where the estimator has none).
-
-    Test functions are built first (cached per selected radius) and every likelihood is
-    padded to the cell's largest K, so that all chunks share one compiled fit."""
-    if isinstance(estimator, OutputError):
-        return (lambda part: stack_problems([output_error_problem(model, trajs[j], noise_kind) for j in part]),
-                [None] * len(trajs))
-    tfs = [build_test_functions(*_prepare(tr, log_space), test_functions) for tr in trajs]
-    k_cell = max(tf.k for tf in tfs)
-
-    def liks(part):
-        return stack_likelihoods([weak_likelihood(model, trajs[j], noise_kind, test_functions=tfs[j], k=k_cell)
-                                  for j in part])
-
-    if isinstance(estimator, Hybrid):
-        return (lambda part: HybridProblem(liks(part), stack_problems(
-            [output_error_problem(model, trajs[j], noise_kind) for j in part]))), tfs
-    return liks, tfs
+def _problem_builder(estimator: AbstractEstimator, model, trajs, noise_kind, test_functions):
+    """`estimator.batch_problems` of a cell's runs, with the study's options that the
+    estimator takes (its noise model; test functions where it has them)."""
+    options = {"noise": noise_kind, "test_functions": test_functions}
+    return estimator.batch_problems(model, trajs, **{k: v for k, v in options.items() if k in estimator.options()})
 
 
 def _fit_runs(estimator, liks, p0s, shared, covariance, model, solver, vectorize):
@@ -113,7 +97,7 @@ def _fit_runs(estimator, liks, p0s, shared, covariance, model, solver, vectorize
 _RUNS = P("runs")  # a chunk's arrays are split over the devices along their leading (runs) axis
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def _fit_chunk(mesh, estimator, liks, p0s, shared, covariance, model, solver, vectorize):
     """`_fit_runs` of a chunk whose runs are sharded over `mesh`'s axis "runs": one SPMD
     program in which every device fits its own shard; the runs are independent, so the
@@ -219,7 +203,7 @@ def resolve_vectorize(vectorize, devices) -> bool:
 @_on_host()
 def run_cells(
     bench: Benchmark,
-    estimator: AbstractWENDyEstimator,
+    estimator: AbstractEstimator,
     cells: list[Cell],
     n_runs: int,
     key,
@@ -257,20 +241,20 @@ def run_cells(
             trajs = [Trajectory(t[keep], u) for u in noisy]
             info["simulate_s"] += time.perf_counter() - start
             start = time.perf_counter()
-            make, tfs = _problem_builder(estimator, model, trajs, noise_kind, bench.noise.log_space, test_functions)
+            make, notes = _problem_builder(estimator, model, trajs, noise_kind, test_functions)
             info["build_s"] += time.perf_counter() - start
         except ValueError as e:
             n = len(np.asarray(bench.t)[:: cell.subsample])
             raise ValueError(f"setting {c} (noise ratio {cell.noise_ratio:g}, subsample {cell.subsample}: {n} of the "
                              f"benchmark's {len(bench.t)} samples) cannot be set up: {e}") from e
         p0s = np.asarray(p0(k_p0, n_runs)) if callable(p0) else np.broadcast_to(p0, (n_runs, model.n_params))
-        prepared.append((t, clean, p0s, make, tfs))
+        prepared.append((t, clean, p0s, make, notes))
     bar = tqdm(total=len(cells) * n_chunks, desc=f"{model.name} study", unit="chunk",
                disable=not progress or jax.process_index() != 0)
     out = []
     lo, hi = np.asarray(lower), np.asarray(upper)
     mesh = Mesh(np.asarray(devices), ("runs",))
-    for cell, (t, clean, p0s, make, tfs) in zip(cells, prepared):
+    for cell, (t, clean, p0s, make, notes) in zip(cells, prepared):
         chunks = []
         shared = _replicated(mesh, (lo, hi, np.asarray(cell.u0, float), np.asarray(t), np.asarray(clean)))
         with _single_threaded_blas():
@@ -296,8 +280,8 @@ def run_cells(
             m=len(t) - 1, params=sols.params, p0=np.array(p0s), covariance=covs,
             status=status_names(sols.result), num_steps=sols.num_steps, objective=sols.objective,
             forward_error=errs, forward_ok=oks,
-            k=np.array([tf.k if tf else np.nan for tf in tfs]),
-            radius=np.array([tf.info.radius if tf else np.nan for tf in tfs]),
+            k=np.array([note.get("k", np.nan) for note in notes], float),
+            radius=np.array([note.get("radius", np.nan) for note in notes], float),
         ))
     bar.close()
     return out, info

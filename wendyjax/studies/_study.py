@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,9 +17,8 @@ import scipy.stats
 from jaxtyping import ArrayLike, PRNGKeyArray
 
 from .._checks import as_count, as_key, as_ratio
-from ..estimators._fit import _METHODS, _bounds, _check_p0
-from ..estimators._output_error import Hybrid, OutputError
-from ..estimators._wendy import AbstractWENDyEstimator
+from .._version import __version__
+from ..estimators import AbstractEstimator, check_start, get_estimator, model_box
 from ..models import Benchmark
 from ..weak import TestFunctionConfig
 from . import _metrics as metrics
@@ -240,7 +240,7 @@ def _p0_sampler(p0, model, lo, hi) -> "Callable | np.ndarray":
     if isinstance(p0, str):
         raise ValueError(f"p0 must be 'box' (starts drawn from the parameter box) or one start of "
                          f"{model.n_params} parameters, got {p0!r}.")
-    return _check_p0(model, p0, lo, hi)
+    return check_start(model, p0, lo, hi)
 
 
 def _check_benchmark(bench):
@@ -249,22 +249,17 @@ def _check_benchmark(bench):
                         f"got {type(bench).__name__}.")
 
 
-_STUDY_ESTIMATORS = {**_METHODS, "output_error": OutputError, "hybrid": Hybrid}
-
-
-def _study_estimator(estimator, bench: Benchmark):
-    """An estimator from a name or instance; named output-error estimators solve the ODE
-    with the benchmark's solver (e.g. Kvaerno5 for the stiff systems)."""
-    if isinstance(estimator, (AbstractWENDyEstimator, OutputError, Hybrid)):
-        return estimator
-    if isinstance(estimator, str) and estimator.lower() == "output_error":
-        return OutputError(solver=bench.solver)
-    if isinstance(estimator, str) and estimator.lower() == "hybrid":
-        return Hybrid(output_error=OutputError(solver=bench.solver))
-    if isinstance(estimator, str) and estimator.lower() in _STUDY_ESTIMATORS:
-        return _STUDY_ESTIMATORS[estimator.lower()]()
-    raise ValueError(f"estimator must be one of {tuple(_STUDY_ESTIMATORS)} or an estimator "
-                     f"(WLS, IRLS, MLE, OutputError, Hybrid), got {estimator!r}.")
+def _study_estimator(estimator, bench: Benchmark) -> AbstractEstimator:
+    """An estimator from a name or instance; a named estimator that solves the ODE does
+    so with the benchmark's solver (e.g. Kvaerno5 for the stiff systems)."""
+    est = get_estimator(estimator)
+    if isinstance(estimator, str):
+        for where in (lambda e: e.ode_solver, lambda e: e.output_error.ode_solver):
+            try:
+                est = eqx.tree_at(where, est, bench.solver)
+            except AttributeError:
+                pass
+    return est
 
 
 def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, level, test_functions,
@@ -281,7 +276,7 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
     if not 0 < level < 1:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
     model = bench.model
-    lo, hi = _bounds(model, bounds)
+    lo, hi = model_box(model, bounds)
     sampler = _p0_sampler(p0, model, lo, hi)
     devices = list(jax.devices() if devices is None else devices)
     check_processes(devices)
@@ -297,8 +292,6 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
         if failed.any():
             err[failed] = forward_errors(bench, cell, r.p0[failed])[0]
         p0_errors.append(err)
-    from .. import __version__
-
     t = np.asarray(bench.t)
     settings = {
         "kind": kind, "estimator": repr(estimator), "n_runs": n_runs, "seed": _key_seed(key),
@@ -355,8 +348,9 @@ def monte_carlo(
       therefore uses the same keys in every piece (the same starts p₀ in each; common
       random numbers), unless each piece gets its own key.
     - `bounds`: "model" (the benchmark's box), `None` or `(lower, upper)`.
-    - `estimator`: "mle" (default), "irls", "wls", "output_error", "hybrid" or a configured
-      estimator (`OutputError` fits each run's initial state too, from its first sample).
+    - `estimator`: a name of [`wendyjax.estimators.ESTIMATORS`][] ("mle", the default,
+      "irls", "wls", "output_error", "hybrid") or any estimator object of the contract
+      (`OutputError` fits each run's initial state too, from its first sample).
     - `covariance`: "sandwich" (default) or "hessian" for WENDy, "gauss_newton" for output
       error and hybrids; `level`: nominal level of the second coverage.
     - `vectorize`: `True` vmaps the fits of a chunk, `False` runs them one after another

@@ -3,7 +3,9 @@
 from ._covariance import blocks_to_matrix as blocks_to_matrix, covariance_blocks as covariance_blocks
 from ._general import SensitivityStructure as SensitivityStructure
 from ._likelihood import (
+    NOISELESS_RATIO as NOISELESS_RATIO,
     WeakLikelihood as WeakLikelihood,
+    build_likelihood as build_likelihood,
     covariance as covariance,
     nll as nll,
     nll_derivatives as nll_derivatives,
@@ -11,12 +13,18 @@ from ._likelihood import (
     nll_hessian as nll_hessian,
     pad_likelihood as pad_likelihood,
     residual as residual,
+    spd_inverse as spd_inverse,
     stack_likelihoods as stack_likelihoods,
     weak_likelihood as weak_likelihood,
     whitened_residual as whitened_residual,
 )
 from ._linear import LinearBlocks as LinearBlocks
-from ._problem import WeakProblem as WeakProblem, build_problem as build_problem, log_space_rhs as log_space_rhs
+from ._problem import (
+    WeakProblem as WeakProblem,
+    build_problem as build_problem,
+    log_space_rhs as log_space_rhs,
+    prepare_data as prepare_data,
+)
 from ._test_functions import (
     RadiusSelection as RadiusSelection,
     TestFunctionConfig as TestFunctionConfig,

@@ -20,8 +20,10 @@ from functools import partial
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .._notes import Notes
 from ..data import Dataset, Trajectory
 from ..model import ODEModel
 from ..noise import AbstractNoise
@@ -58,6 +60,14 @@ class WeakLikelihood(eqx.Module):
     linear: LinearBlocks | None
     diag_reg: float = eqx.field(static=True, default=1e-10)
     sensitivity: SensitivityStructure | None = None
+    noiseless: bool = eqx.field(static=True, default=False)
+    notes: Notes = eqx.field(static=True, default_factory=Notes)
+
+    @property
+    def test_functions(self) -> tuple:
+        """How the test functions of every trajectory were chosen
+        ([`TestFunctionInfo`][wendyjax.weak.TestFunctionInfo], `None` where they were given)."""
+        return self.notes.value
 
     @property
     def rhs(self) -> Callable:
@@ -342,7 +352,19 @@ def build_likelihood(
             blocks = linear_blocks(model, structure, problem)
     if blocks is None:
         sensitivity = sensitivity_structure(model, problem)
-    return WeakLikelihood(model, problem, blocks, diag_reg, sensitivity), tfs
+    notes = Notes(tuple(getattr(tf, "info", None) for tf in tfs))
+    return WeakLikelihood(model, problem, blocks, diag_reg, sensitivity, _noiseless(problem), notes), tfs
+
+
+# WENDy.jl's noiseless test: min σ̂ / max|U| below this means no measurable noise
+NOISELESS_RATIO = 1e-8
+
+
+def _noiseless(problem: WeakProblem) -> bool:
+    """Whether the data show no measurable noise (S is then singular)."""
+    scale = np.max(np.abs(np.asarray(problem.u)), axis=1)  # (r, d)
+    ratio = np.asarray(problem.sigma) / np.where(scale > 0, scale, 1.0)
+    return bool(np.min(ratio) < NOISELESS_RATIO)
 
 
 

@@ -78,7 +78,9 @@ def _pad_cols(x: np.ndarray, n: int) -> np.ndarray:
     return np.pad(x, ((0, 0), (0, n - x.shape[1])))
 
 
-def _prepare(tr: Trajectory, log_space: bool) -> tuple[np.ndarray, np.ndarray]:
+def prepare_data(tr: Trajectory, log_space: bool) -> tuple[np.ndarray, np.ndarray]:
+    """`(t, u)` of a trajectory's fully observed rows, `u` in log space for log-normal noise
+    (refusing non-positive data there): what its test functions are built on."""
     tr = tr.observed_rows()
     t, u = np.asarray(tr.t), np.asarray(tr.u)
     if log_space:
@@ -118,7 +120,7 @@ def build_problem(
             f"data have {dataset.n_states} state columns but model '{model.name}' has {d} "
             f"states ({', '.join(model.state_names)})."
         )
-    prepared = [_prepare(tr, log_space) for tr in dataset]
+    prepared = [prepare_data(tr, log_space) for tr in dataset]
     if isinstance(test_functions, TestFunctionConfig):
         tfs = [build_test_functions(t, u, test_functions) for t, u in prepared]
     else:

@@ -1,27 +1,27 @@
-"""Status codes of the solvers: returned as values, so vmapped fits report per-run failure."""
+"""Status codes of every solve: returned as values, so vmapped fits report per-run failure.
 
-import equinox as eqx
+`RESULTS` extends `optimistix.RESULTS` (as diffrax's does), so an optimistix or lineax
+failure keeps its own status and message (`RESULTS.promote`), and adds wendyjax's own.
+"""
+
 import numpy as np
+import optimistix as optx
 
 
-class RESULTS(eqx.Enumeration):
-    """Outcome of a solve. Compare with `==`, e.g. `sol.result == RESULTS.successful`."""
+class RESULTS(optx.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
+    """Outcome of a solve. Compare with `==`, e.g. `sol.result == RESULTS.successful`;
+    `RESULTS[item]` is the message. Inherits optimistix's items (`max_steps_reached`,
+    `nonfinite`, `singular`, …) and adds the failures of wendyjax's estimators."""
 
-    successful = ""
-    max_steps_reached = "The solver reached its maximum number of steps before converging."
-    nonfinite = (
-        "The objective, its gradient or its Hessian is not finite at the starting point "
-        "or became non-finite during the solve."
-    )
     cholesky_failed = (
         "The residual covariance S(p) is not positive definite (its Cholesky "
         "factorisation failed): the parameters are outside the region where the weak "
         "likelihood is defined. Try another starting point or tighter bounds."
     )
     forward_failed = (
-        "The forward simulation of the ODE at the estimate failed (diffrax did not reach "
-        "the last sample time or the states became non-finite): 000's definition of a "
-        "failed fit."
+        "The forward simulation of the ODE failed (diffrax did not reach the last sample "
+        "time or the states became non-finite): the failure of a fit as Bortz et al. 2025 "
+        "define it."
     )
     stalled = (
         "The solver stopped without converging: its step bound shrank to nothing (a trust "
@@ -32,11 +32,11 @@ class RESULTS(eqx.Enumeration):
     )
     shapiro_wilk_stop = (
         "IRLS stopped early because the whitened residual failed the Shapiro-Wilk "
-        "normality test (001 §2.4); the previous iterate is returned."
+        "normality test (Bortz, Messenger & Dukic 2023, §2.4); the previous iterate is returned."
     )
 
 
-def status_names(result: RESULTS) -> np.ndarray:
+def status_names(result) -> np.ndarray:
     """The name of every status of a (possibly batched) result, as a string array."""
     names = np.full(np.shape(np.asarray(result == RESULTS.successful)), "", dtype=object)
     for name, item in RESULTS._name_to_item.items():

@@ -1,0 +1,151 @@
+"""One contract for every estimator: the same call, the same result fields, failures by
+status, and a `solve` that jit and vmap apply to."""
+
+import io
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from _zoo import zoo
+
+import wendyjax as wj
+
+NAMES = sorted(wj.estimators.ESTIMATORS)
+
+
+@pytest.fixture(scope="module")
+def lv():
+    """Lotka–Volterra at 5 % noise on 257 samples (not the logistic benchmark: its first
+    sample, 0.01, is negative in many noisy draws, which output error cannot start from)."""
+    bench = zoo("lotka_volterra")
+    return bench, [bench.simulate(jax.random.key(i), 0.05, subsample=4) for i in range(2)]
+
+
+def _p0(bench):
+    return np.asarray(bench.p_true) * 0.9
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_common_call_and_result_fields(lv, name):
+    bench, (data, _) = lv
+    est = wj.estimators.get_estimator(name)
+    assert isinstance(est, wj.AbstractEstimator) and est.method == name
+    fit = est.fit(bench.model, data, _p0(bench), bounds="model", key=None, throw=True)
+    assert isinstance(fit, wj.AbstractFit) and fit.successful and fit.message == ""
+    assert fit.status == wj.RESULTS.successful and fit.method == name and fit.noise == "gaussian"
+    assert np.linalg.norm(fit.params - bench.p_true) < 0.1 * np.linalg.norm(bench.p_true)
+    assert fit.covariance.shape == (4, 4) and fit.covariance_method == est.covariances[0]
+    assert np.all(fit.stderr > 0) and np.isfinite(fit.objective) and fit.num_steps >= 0
+    lo, hi = fit.ci(0.9)
+    assert np.all(lo < fit.params) and np.all(fit.params < hi)
+    d = fit.to_dict()
+    assert set(d["params"]) == {"p1", "p2", "p3", "p4"} and d["method"] == name and d["noise"] == "gaussian"
+    assert "noise: gaussian" in fit.table()
+
+
+def _nan_model():
+    """Lotka–Volterra with f NaN wherever p2 < 0, so a start there fails in every estimator."""
+    def rhs(u, p, t):
+        x, y = u
+        return jnp.stack([p[0] * x - jnp.sqrt(p[1]) ** 2 * x * y, -p[2] * y + p[3] * x * y])
+
+    return wj.ODEModel(rhs, ["x", "y"], ["p1", "p2", "p3", "p4"], name="sqrt_model")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_failure_is_a_status_with_throw_false(lv, name):
+    _, (data, _) = lv
+    model, est = _nan_model(), wj.estimators.get_estimator(name)
+    with pytest.raises(RuntimeError, match="failed on model 'sqrt_model'"):
+        est.fit(model, data, [3.0, -1.0, 6.0, 1.0])
+    with pytest.warns(RuntimeWarning, match="failed on model 'sqrt_model'"):
+        fit = est.fit(model, data, [3.0, -1.0, 6.0, 1.0], throw=False)
+    assert not fit.successful and fit.status != wj.RESULTS.successful and fit.message
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_solve_is_jit_and_vmap_able(lv, name):
+    bench, datasets = lv
+    est = wj.estimators.get_estimator(name)
+    make, notes = est.batch_problems(bench.model, datasets)
+    assert len(notes) == 2
+    lo, hi = (jnp.asarray(b) for b in bench.model.bounds)
+    p0s = jnp.asarray(np.stack([_p0(bench)] * 2))
+    sols = jax.jit(jax.vmap(est.solve, in_axes=(0, 0, None, None)))(make([0, 1]), p0s, lo, hi)
+    assert isinstance(sols, wj.Solution) and sols.params.shape == (2, 4)
+    assert np.all(np.asarray(sols.successful))
+    for i, data in enumerate(datasets):
+        one = est.fit(bench.model, data, _p0(bench))
+        np.testing.assert_allclose(sols.params[i], one.params, rtol=1e-6)
+    covs = jax.vmap(est.covariance, in_axes=(0, 0))(make([0, 1]), sols)
+    assert covs.shape == (2, 4, 4) and np.all(np.isfinite(np.asarray(covs)))
+
+
+def test_unknown_option_is_named(lv):
+    bench, (data, _) = lv
+    with pytest.raises(TypeError, match="OutputError.fit got unknown keyword.*test_functions"):
+        wj.OutputError().fit(bench.model, data, _p0(bench), test_functions=wj.TestFunctionConfig())
+    with pytest.raises(ValueError, match="covariance must be one of"):
+        wj.OutputError().fit(bench.model, data, _p0(bench), covariance="sandwich")
+
+
+def _compile_log(fn) -> list[str]:
+    """The JAX compilation log lines printed while `fn()` runs."""
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    logger = logging.getLogger("jax")
+    logger.addHandler(handler)
+    old = logger.level
+    logger.setLevel(logging.WARNING)
+    jax.config.update("jax_log_compiles", True)
+    try:
+        fn()
+    finally:
+        jax.config.update("jax_log_compiles", False)
+        logger.removeHandler(handler)
+        logger.setLevel(old)
+    return [line for line in buf.getvalue().splitlines() if "Compiling" in line]
+
+
+def test_zoo_models_reuse_their_compiled_programs():
+    """Two calls of `wj.models.logistic()` give models whose fits share one compiled solve;
+    a copy of the model with a new (equal) right-hand side compiles again (the check can fail)."""
+    first = wj.models.logistic()
+    data = first.simulate(0, 0.05, subsample=4)
+    wj.MLE().fit(first.model, data, [0.5, -0.5])
+    again = wj.models.logistic()
+    assert _compile_log(lambda: wj.MLE().fit(again.model, data, [0.5, -0.5])) == []
+    twin = wj.ODEModel(lambda u, p, t: p[0] * u + p[1] * u**2, ["u"], ["p1", "p2"], bounds=first.model.bounds,
+                       name="logistic")
+    assert _compile_log(lambda: wj.MLE().fit(twin, data, [0.5, -0.5]))
+
+
+def test_the_model_noise_is_the_default_and_is_reported():
+    bench = zoo("goodwin_3d")
+    assert bench.model.noise == "lognormal" and zoo("lorenz").model.noise == "gaussian"
+    data = bench.simulate(jax.random.key(0), subsample=4)
+    fit = wj.MLE().fit(bench.model, data, np.asarray(bench.p_true) * 1.02)
+    assert fit.noise == "lognormal" and "noise: lognormal" in fit.table()
+    gaussian = wj.MLE().fit(bench.model, data, np.asarray(bench.p_true) * 1.02, noise="gaussian")
+    assert gaussian.noise == "gaussian" and not np.allclose(gaussian.params, fit.params)
+    with pytest.raises(ValueError, match="noise must be 'gaussian' or 'lognormal'"):
+        wj.ODEModel(lambda u, p, t: -p[0] * u, ["u"], ["k"], noise="poisson")
+
+
+def test_import_leaves_the_process_alone():
+    """Importing wendyjax sets no XLA flag; its own CPU programs get the safe scheduler per
+    compilation (and fall back to the caller's when traced inside another jit)."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import os; import wendyjax; print(os.environ.get('XLA_FLAGS', ''))"
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == ""
+    f = wj._compile.cpu_safe_jit(lambda x: jnp.linalg.cholesky(x))
+    eye = jnp.eye(3)
+    np.testing.assert_array_equal(f(eye), eye)
+    np.testing.assert_array_equal(jax.jit(lambda x: f(x) + 0.0)(eye), eye)

@@ -1,0 +1,209 @@
+"""The estimator contract: every estimator builds its `problem` from `(model, data)`, picks
+its start (`init`), `solve`s purely and has a `covariance`; `AbstractEstimator.fit` does
+the rest."""
+
+import abc
+import inspect
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import equinox as eqx
+import jax
+import numpy as np
+from jaxtyping import Array, Float, PRNGKeyArray, PyTree
+
+from .._checks import as_key
+from .._compile import cpu_safe_jit
+from ..data import Dataset, as_dataset
+from ._solution import Solution
+
+# statuses after which the estimate is still usable: the fit only warns
+_WARN_ONLY = ("max_steps_reached", "stalled", "shapiro_wilk_stop")
+
+
+def model_box(model, bounds) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """`bounds` ("model", `None` or `(lower, upper)`) as two arrays of the model's
+    parameter count (±inf where unbounded); `(None, None)` for a model without a
+    parameter vector (a library's coefficients, a neural field), which takes no bounds."""
+    j = getattr(model, "n_params", None)
+    if j is None:
+        if not (bounds is None or (isinstance(bounds, str) and bounds == "model")):
+            raise ValueError(f"bounds are not supported for a {type(model).__name__} (its parameters are not a "
+                             f"vector); leave bounds='model' or None.")
+        return None, None
+    if isinstance(bounds, str):
+        if bounds != "model":
+            raise ValueError(f"bounds must be 'model', None or a pair (lower, upper), got {bounds!r}.")
+        box = getattr(model, "bounds", None)
+        if box is None:
+            return np.full(j, -np.inf), np.full(j, np.inf)
+        return np.asarray(box[0], float), np.asarray(box[1], float)
+    if bounds is None:
+        return np.full(j, -np.inf), np.full(j, np.inf)
+    if len(bounds) != 2:
+        raise ValueError("bounds must be 'model', None or a pair (lower, upper).")
+    lo, hi = (np.broadcast_to(np.asarray(b, float), (j,)) if np.ndim(b) == 0 else np.asarray(b, float)
+              for b in bounds)
+    if lo.shape != (j,) or hi.shape != (j,):
+        raise ValueError(
+            f"bounds must be two arrays of shape ({j},) for model '{model.name}' "
+            f"(parameters {', '.join(model.param_names)}), got {lo.shape} and {hi.shape}."
+        )
+    if np.any(np.isnan(lo)) or np.any(np.isnan(hi)) or np.any(lo > hi):
+        raise ValueError("bounds: lower and upper must be non-NaN with lower <= upper.")
+    return lo, hi
+
+
+def check_start(model, p0, lower: np.ndarray, upper: np.ndarray, argname: str = "p0") -> np.ndarray:
+    """`p0` as a finite parameter vector of `model` inside `[lower, upper]`."""
+    p0 = np.asarray(model.check_params(p0, argname))
+    outside = [f"{n} = {v:g} not in [{a:g}, {b:g}]"
+               for n, v, a, b in zip(model.param_names, p0, lower, upper) if not a <= v <= b]
+    if outside:
+        raise ValueError(f"{argname} lies outside the bounds: " + "; ".join(outside) + ".")
+    return p0
+
+
+@cpu_safe_jit
+def _solve(estimator, problem, p0, lower, upper) -> Solution:
+    return estimator.solve(problem, p0, lower, upper)
+
+
+@cpu_safe_jit
+def _covariance(estimator, problem, solution, kind):
+    return estimator.covariance(problem, solution, kind)
+
+
+class AbstractEstimator(eqx.Module):
+    """The contract every estimator implements, and the one `fit` they share.
+
+    An estimator is an `eqx.Module` of options. It provides
+
+    - `problem(model, data, *, key, **options)`: the arrays it fits (a weak likelihood,
+      the output-error data, the collocation subintervals, …), built and checked outside
+      `jit` from a [`Dataset`][wendyjax.Dataset];
+    - `init(model, problem, p0, lower, upper)`: the checked start (a default where the
+      method has one);
+    - `solve(problem, p0, lower, upper)` → [`Solution`][wendyjax.estimators.Solution]:
+      pure, so `jax.jit`, `jax.vmap` and sharding apply;
+    - `covariance(problem, solution, kind)`: the covariance of the estimate, by one of
+      its `covariances` (NaN where it has none);
+    - `batch_problems(model, datasets, **options)`: the stacked problems of many
+      datasets, for `vmap` (studies, bootstraps).
+
+    Class variables: `method` (its name), `covariances` (the kinds, the default first;
+    empty when the method has none) and `fit_type` (its result class).
+    """
+
+    method: ClassVar[str]
+    covariances: ClassVar[tuple[str, ...]]
+    fit_type: ClassVar[type]
+
+    @abc.abstractmethod
+    def problem(self, model, data: Dataset, *, key: PRNGKeyArray | None = None, **options) -> PyTree:
+        """The problem `solve` takes, from `model` and `data`."""
+
+    @abc.abstractmethod
+    def init(self, model, problem, p0, lower, upper) -> PyTree:
+        """The start: `p0` checked against the model and bounds, or the method's default."""
+
+    @abc.abstractmethod
+    def solve(self, problem, p0, lower, upper) -> Solution:
+        """Estimate from `p0` within `lower ≤ p ≤ upper` (±inf allowed). Pure."""
+
+    @abc.abstractmethod
+    def covariance(self, problem, solution: Solution, kind: str | None = None) -> Float[Array, "j j"]:
+        """Covariance of `solution.params` by `kind` (default: the first of `covariances`)."""
+
+    @abc.abstractmethod
+    def batch_problems(self, model, datasets: list, **options) -> tuple[Callable, list[dict]]:
+        """For batched fits (studies, bootstraps): `(make, notes)`, where `make(indices)`
+        builds the problems of `datasets[indices]` stacked along a leading axis, every
+        call with the same shapes (so one compiled program serves all), and `notes[i]`
+        says how dataset `i`'s problem was set up (e.g. its number of test functions `k`
+        and `radius`; empty where there is nothing to say)."""
+
+    def options(self) -> tuple[str, ...]:
+        """The keyword options of this estimator's `fit` beyond the common ones."""
+        params = inspect.signature(self.problem).parameters.values()
+        return tuple(p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name != "key")
+
+    def fit(
+        self,
+        model,
+        data,
+        p0: PyTree | None = None,
+        *,
+        bounds: Any = "model",
+        key: PRNGKeyArray | int | None = None,
+        throw: bool = True,
+        covariance: str | None = None,
+        **options,
+    ):
+        """Fit `model` to `data` from `p0` and return the fit result (`fit_type`).
+
+        **Arguments:**
+
+        - `model`: what is fitted (an [`ODEModel`][wendyjax.ODEModel]; a library or a
+          neural field for integral matching; a `LinearODE` for Data2LD).
+        - `data`: a [`Trajectory`][wendyjax.Trajectory], [`Dataset`][wendyjax.Dataset] or
+          list of trajectories; NaN or the mask marks a missing value.
+        - `p0`: the start (a pytree for a library or a neural field); `None` takes the
+          method's default where it has one.
+        - `bounds`: "model" (the model's box where it has one), `None` (unbounded) or
+          `(lower, upper)`.
+        - `key`: a PRNG key or integer seed for estimators that draw random numbers.
+        - `throw`: raise `RuntimeError` when the solve fails; `False` reports it in
+          `status` (and warns). A fit that stops at its step limit or stalls only warns.
+        - `covariance`: the kind of covariance, one of the estimator's `covariances`.
+        - `options`: the estimator's own keywords ([`options`][]), e.g. `noise` and
+          `sigma`, passed to its `problem`.
+        """
+        allowed = self.options()
+        unknown = sorted(set(options) - set(allowed))
+        if unknown:
+            raise TypeError(f"{type(self).__name__}.fit got unknown keyword(s) {', '.join(unknown)}; its options "
+                            f"are bounds, key, throw, covariance{''.join(', ' + a for a in allowed)}.")
+        if covariance is not None and covariance not in self.covariances:
+            raise ValueError(f"covariance must be one of {self.covariances} for {type(self).__name__}, got "
+                             f"{covariance!r}.")
+        kind = covariance if covariance is not None else (self.covariances[0] if self.covariances else None)
+        lower, upper = model_box(model, bounds)
+        if p0 is not None and lower is not None:  # a parameter vector: checked before any work
+            p0 = check_start(model, p0, lower, upper)
+        key = None if key is None else as_key(key)
+        problem = self.problem(model, as_dataset(data), key=key, **options)
+        start = self.init(model, problem, p0, lower, upper)
+        box = (None, None) if lower is None else (jax.numpy.asarray(lower), jax.numpy.asarray(upper))
+        clock = time.perf_counter()
+        sol = jax.block_until_ready(_solve(self, problem, start, *box))
+        cov = None if kind is None else np.asarray(_covariance(self, problem, sol, kind))
+        seconds = time.perf_counter() - clock
+        result = self.fit_type.from_solution(self, model, problem, start, sol, cov, kind, seconds)
+        _report(result, throw)
+        return result
+
+
+def _report(fit, throw: bool) -> None:
+    """Raise (with `throw`) or warn on a failed solve, warn on a usable but unconverged one
+    and on a covariance that is not finite."""
+    stack = 4  # the user's call of `fit`
+    if not fit.successful:
+        name, title, model = fit.status_name, fit.title, f"model '{fit.model_name}'"
+        if name == "max_steps_reached":
+            warnings.warn(f"{title} stopped at its step limit without converging on {model}; the estimate may be "
+                          f"inaccurate.", RuntimeWarning, stacklevel=stack)
+        elif name in _WARN_ONLY:
+            warnings.warn(f"{title} {'stalled' if name == 'stalled' else 'stopped early'} on {model}: {fit.message} "
+                          f"The estimate may be inaccurate.", RuntimeWarning, stacklevel=stack)
+        else:
+            text = f"{title} failed on {model} from p0 = {fit.start_text}: {fit.message}"
+            if throw:
+                raise RuntimeError(text)
+            warnings.warn(text, RuntimeWarning, stacklevel=stack)
+    if fit.covariance is not None and not np.all(np.isfinite(fit.covariance)):
+        warnings.warn(f"the {fit.covariance_method} parameter covariance of {fit.title} is not finite at the "
+                      f"estimate (the Hessian or Jacobian is singular there): standard errors are NaN.",
+                      RuntimeWarning, stacklevel=stack)
