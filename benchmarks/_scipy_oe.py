@@ -6,7 +6,7 @@ import time
 import warnings
 
 import numpy as np
-from likelihood import _cpu_busy_seconds, other_cpu_load
+from _common import cpu_busy_seconds, other_cpu_load
 from scipy.integrate import solve_ivp
 from scipy.optimize import least_squares
 
@@ -82,10 +82,10 @@ def fit_scipy(rhs, data, p0, p_true, rtol, atol, max_nfev, max_rhs):
     counters = {"calls": 0, "ivp_failures": 0, "ivp_budget_stops": 0, "nonfinite": 0}
     residual = make_residual(rhs, n_params, data.t, data.u, rtol, atol, max_rhs, counters)
     theta0 = np.concatenate([np.asarray(p0, float), np.asarray(data.u, float)[0]])
-    cpu0, t0 = _cpu_busy_seconds(), time.perf_counter()
+    cpu0, t0 = cpu_busy_seconds(), time.perf_counter()
     res = least_squares(residual, theta0, method="lm", max_nfev=max_nfev)
     wall = time.perf_counter() - t0
-    other = other_cpu_load(cpu0, _cpu_busy_seconds(), wall)
+    other = other_cpu_load(cpu0, cpu_busy_seconds(), wall)
     p_hat = res.x[:n_params]
     return {
         "params": p_hat.tolist(),

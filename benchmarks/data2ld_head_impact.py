@@ -16,30 +16,18 @@ Writes `benchmarks/results/data2ld_head_impact.{json,md}` and the figures
 """
 
 import datetime
-import json
-import sys
 import time
-from pathlib import Path
 
-import jax
+import jax.numpy as jnp
+import matplotlib
+import numpy as np
+import scipy.stats
+from _common import RESULTS, machine_info, machine_line, write_results
 
-jax.config.update("jax_enable_x64", True)
-
-import matplotlib  # noqa: E402
+import wendyjax as wj
+from wendyjax import datasets as ds, linear as L
 
 matplotlib.use("Agg")
-
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import scipy.stats  # noqa: E402
-
-import wendyjax as wj  # noqa: E402
-from wendyjax import datasets as ds, linear as L  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))
-from likelihood import machine_info  # noqa: E402
-
-RESULTS = Path(__file__).parent / "results"
 PAPER = {"theta": [-0.057, -0.15, 0.40], "half": [0.005, 0.03, 0.06], "df": 2.45, "mse": 0.05}
 
 
@@ -77,14 +65,12 @@ def main():
     q9 = scipy.stats.t.ppf(0.975, float(unc9.dof))
     at9 = {"theta": ref.path["theta"][i9].tolist(), "df": float(unc9.df),
            "half_width": (q9 * ref.path["stderr"][i9]).tolist()}
-    RESULTS.mkdir(exist_ok=True)
     out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "paper": PAPER, "runs": rows,
            "order6_ladder_gamma9": at9,
            "path_order6_ladder": {k: np.asarray(v).tolist() for k, v in ref.path.items()}}
-    (RESULTS / "data2ld_head_impact.json").write_text(json.dumps(out, indent=1))
+    write_results("data2ld_head_impact", out)
     lines = ["# Data2LD on the head-impact data (paper 002 §4)", "",
-             f"{out['date']}, {out['machine']['processor'] or out['machine']['uname']['machine']}, "
-             f"{out['machine']['cpu_count']} cores, `python benchmarks/data2ld_head_impact.py`.", "",
+             f"{out['date']}, {machine_line(out['machine'])}, `python benchmarks/data2ld_head_impact.py`.", "",
              "| order | continuation | covariance | γ̂ | β̂₀ | β̂₁ | α̂ | 95 % half-widths | df | MSE | s/fit |",
              "|---|---|---|---|---|---|---|---|---|---|---|",
              f"| paper | | | \"ρ = 0.99\" | {PAPER['theta'][0]} | {PAPER['theta'][1]} | {PAPER['theta'][2]} | "
@@ -99,7 +85,7 @@ def main():
               f"{at9['theta'][2]:.4f}), half-widths ({hw9[0]:.4f}, {hw9[1]:.4f}, {hw9[2]:.4f}), df = {at9['df']:.3f} "
               "(the paper's df; the code's ρ̂ rule picks γ = 8.5 on our fully converged stages).",
               "", "s/fit: a second call (compiled); the first call adds the compilation."]
-    (RESULTS / "data2ld_head_impact.md").write_text("\n".join(lines) + "\n")
+    write_results("data2ld_head_impact", markdown=lines)
     fig, _ = wj.plot.bands(ref)
     fig.savefig(RESULTS / "data2ld_head_impact_bands.png", dpi=120)
     fig, _ = wj.plot.continuation(ref, min_rho=0.95)

@@ -17,29 +17,16 @@ depends on the noise draw (seed002 digest §3.1).
 Writes `benchmarks/results/data2ld_landscape.{json,md,png}`.
 """
 
-import datetime
-import json
-import sys
-from pathlib import Path
-
 import jax
+import jax.numpy as jnp
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from _common import RESULTS, machine_info, utc_now, write_results
 
-jax.config.update("jax_enable_x64", True)
-
-import matplotlib  # noqa: E402
+from wendyjax import datasets as ds, linear as L
 
 matplotlib.use("Agg")
-
-import jax.numpy as jnp  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from wendyjax import datasets as ds, linear as L  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))
-from likelihood import machine_info  # noqa: E402
-
-RESULTS = Path(__file__).parent / "results"
 RHOS = (0.99, 0.95, 0.71, 0.50)
 BETA0 = np.linspace(-0.55, 0.45, 201)
 BETA1 = np.linspace(-0.65, 0.35, 201)
@@ -77,10 +64,10 @@ def main():
     fig.suptitle("log₁₀ H(β₀, β₁, α = 0.39 | ρ) (002 Fig. 2)")
     RESULTS.mkdir(exist_ok=True)
     fig.savefig(RESULTS / "data2ld_landscape.png", dpi=110)
-    out = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    out = {"date": utc_now(),
            "machine": machine_info(), "grid": [len(BETA0), len(BETA1)], "alpha": ALPHA, "noise_seed": 2,
            "orders": results, "paper_argmin": {str(k): v for k, v in PAPER_MIN.items()}}
-    (RESULTS / "data2ld_landscape.json").write_text(json.dumps(out, indent=1))
+    write_results("data2ld_landscape", out)
     lines = ["# Landscape of H(θ|ρ) (002 Fig. 2)", "",
              f"{out['date']}; `python benchmarks/data2ld_landscape.py`. Grid minimum of H over β₀ ∈ [−0.55, 0.45], "
              "β₁ ∈ [−0.65, 0.35] (201 × 201, step 0.005), α = 0.39; figure `data2ld_landscape.png`.", "",
@@ -90,7 +77,7 @@ def main():
             paper = PAPER_MIN.get(r["rho"])
             lines.append(f"| {order} | {r['rho']} | ({r['argmin'][0]:.3f}, {r['argmin'][1]:.3f}) | "
                          f"{'(%.2f, %.2f)' % paper if paper else '–'} | {r['min']:.4g} | {r['max']:.4g} |")
-    (RESULTS / "data2ld_landscape.md").write_text("\n".join(lines) + "\n")
+    write_results("data2ld_landscape", markdown=lines)
     print("\n".join(lines))
 
 

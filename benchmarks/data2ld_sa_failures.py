@@ -14,24 +14,15 @@ fit has the lower SSE — i.e. whether SA missed the basin rather than found a b
 """
 
 import datetime
-import json
-import sys
-from pathlib import Path
 
 import jax
+import jax.numpy as jnp
+import numpy as np
+from _common import machine_info, write_results
+from _data2ld_competitors import pulse_response
+from data2ld_simulation import NS, SIGMAS, TRUTH, replicates, sa_batch, spline_problem
+from scipy.optimize import least_squares
 
-jax.config.update("jax_enable_x64", True)
-
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from scipy.optimize import least_squares  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))
-from _data2ld_competitors import pulse_response  # noqa: E402
-from data2ld_simulation import NS, SIGMAS, TRUTH, replicates, sa_batch, spline_problem  # noqa: E402
-from likelihood import machine_info  # noqa: E402
-
-RESULTS = Path(__file__).parent / "results"
 N_ITER, REPLICATES = 5000, 1000
 
 
@@ -62,8 +53,7 @@ def main():
             print(rows[-1], flush=True)
     out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "iterations": N_ITER,
            "replicates": REPLICATES, "cells": rows}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "data2ld_sa_failures.json").write_text(json.dumps(out, indent=1))
+    write_results("data2ld_sa_failures", out)
     lines = ["# Simulated annealing in the 002 §5 study: robust errors and missed basins", "",
              f"{out['date']}; `python benchmarks/data2ld_sa_failures.py` ({REPLICATES} replicates, {N_ITER} SA "
              "steps, the seeds of `data2ld_simulation.py`). 'far': replicates with some |θ̂ⱼ − θⱼ| > 10 × that "
@@ -75,7 +65,7 @@ def main():
         fmt = lambda v: ", ".join(f"{x:.3g}" for x in v)  # noqa: E731
         lines.append(f"| {r['sigma']} | {r['N']} | {fmt(r['rmse_x100'])} | {fmt(r['median_abs_err_x100'])} | "
                      f"{fmt(r['q90_abs_err_x100'])} | {r['far']} | {r['far_with_lower_local_sse']} |")
-    (RESULTS / "data2ld_sa_failures.md").write_text("\n".join(lines) + "\n")
+    write_results("data2ld_sa_failures", markdown=lines)
 
 
 if __name__ == "__main__":

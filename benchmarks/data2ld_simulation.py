@@ -44,29 +44,20 @@ Writes `benchmarks/results/data2ld_simulation.{json,md}`.
 
 import argparse
 import datetime
-import json
-import sys
 import time
-from pathlib import Path
 
+import equinox as eqx
 import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.stats
+from _common import machine_info, machine_line, write_results
+from _data2ld_competitors import pulse_response, simulated_annealing, smooth_functional_tempering
 
-jax.config.update("jax_enable_x64", True)
+import wendyjax as wj
+from wendyjax import RESULTS, datasets as ds, linear as L
+from wendyjax.estimators import output_error_problem, stack_problems
 
-import equinox as eqx  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import scipy.stats  # noqa: E402
-
-import wendyjax as wj  # noqa: E402
-from wendyjax import datasets as ds, linear as L  # noqa: E402
-from wendyjax.estimators import RESULTS, output_error_problem, stack_problems  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))
-from _data2ld_competitors import pulse_response, simulated_annealing, smooth_functional_tempering  # noqa: E402
-from likelihood import machine_info  # noqa: E402
-
-RESULTS_DIR = Path(__file__).parent / "results"
 TRUTH = np.array(ds.SIMULATION_THETA)
 NS, SIGMAS = (21, 51, 101), (0.10, 0.05, 0.01)
 SFT_LAMBDAS = (10.0, 1e2, 1e3, 1e4)  # 002 §5: four chains
@@ -157,7 +148,7 @@ def _nls_batch(est, problems, p0):
     def one(problem):
         sol = est.solve(problem, p0, lower, upper)
         cov = est.covariance(problem, sol)
-        xs, _ = est.trajectories(problem, sol.params, sol.u0)
+        xs, _ = est.trajectories(problem, sol.params, sol.extras["u0"])  # Gaussian noise: u0 is the state
         return sol, cov, xs[0, :, 0]
 
     return jax.lax.map(one, problems, batch_size=32)  # batches: a vmapped solve waits for its slowest member
@@ -168,7 +159,7 @@ def run_nls(t, x, Y):
     model = ds.head_impact_model().ode_model()
     observed = np.c_[np.ones_like(t, bool), np.zeros_like(t, bool)]  # x observed, Dx not
     problems = stack_problems([output_error_problem(model, wj.Trajectory(t, np.c_[y, np.zeros_like(y)], observed),
-                                                    weighted=False, x0=[y[0], 0.0]) for y in Y])
+                                                    weighted=False, u0=[y[0], 0.0]) for y in Y])
     (sol, cov, xhat), seconds, compile_s = _timed(_nls_batch, est, problems, jnp.asarray(TRUTH))
     se = np.sqrt(np.diagonal(np.asarray(cov), axis1=1, axis2=2))
     z = scipy.stats.norm.ppf(0.975)
@@ -267,19 +258,17 @@ def main():
 
 def write(args, cells):
     """Save the cells done so far (JSON and the Markdown report)."""
-    RESULTS_DIR.mkdir(exist_ok=True)
     out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "args": vars(args), "cells": cells,
            "paper": {"rmse": {str(k): v for k, v in PAPER_RMSE.items()},
                      "coverage": {str(k): v for k, v in PAPER_COVERAGE.items()},
                      "rmse_x": {m: {str(k): v for k, v in d.items()} for m, d in PAPER_X.items()}}}
-    (RESULTS_DIR / "data2ld_simulation.json").write_text(json.dumps(out, indent=1))
-    (RESULTS_DIR / "data2ld_simulation.md").write_text(report(out))
+    write_results("data2ld_simulation", out, report(out))
 
 
 def report(out) -> str:
     m = out["machine"]
     lines = ["# Paper 002 §5 simulation study: ours beside the paper", "",
-             f"{out['date']}, {m['processor'] or m['uname']['machine']}, {m['cpu_count']} cores; "
+             f"{out['date']}, {machine_line(m)}; "
              f"`python benchmarks/data2ld_simulation.py --replicates {out['args']['replicates']} "
              f"--nls-replicates {out['args']['nls_replicates']} --pc-replicates {out['args']['pc_replicates']} "
              f"--sa-iterations {out['args']['sa_iterations']} --sft-iterations {out['args']['sft_iterations']} "

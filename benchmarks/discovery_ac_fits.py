@@ -24,25 +24,19 @@ Writes `benchmarks/results/discovery_ac_fits{,_sparse}{,_SIZE}.{json,md}` (`_SIZ
 import argparse
 import datetime
 import json
-import sys
 import time
-from pathlib import Path
 
 import jax
+import jax.numpy as jnp
+from _common import RESULTS, command, machine_info, write_results
+from discovery_pde import realisation, system
 
-jax.config.update("jax_enable_x64", True)
+import wendyjax as wj
+from wendyjax.discovery import discovery_problem, fill_missing, interpolate_missing, objective
 
-import jax.numpy as jnp  # noqa: E402
-
-import wendyjax as wj  # noqa: E402
-from wendyjax.discovery import discovery_problem, fill_missing, interpolate_missing, objective  # noqa: E402
-from wendyjax.discovery._problem import HESSIAN_KINDS  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))
-from discovery_pde import realisation, system  # noqa: E402
-from likelihood import machine_info  # noqa: E402
-
-RESULTS = Path(__file__).parent / "results"
+# the Hessian structure `discovery_problem(hessian=...)` builds for each linear solver of
+# `wj.discovery.LevenbergMarquardt` (the library keeps this map private)
+HESSIAN = {"cg": "diagonal", "sparse": "sparse"}
 
 
 def main():
@@ -73,7 +67,7 @@ def main():
     rows = []
     for noise, missing, start in cases:
         problem = discovery_problem(realisation(clean, noise, missing, 0), library, dt,
-                                    hessian=HESSIAN_KINDS[args.solver])
+                                    hessian=HESSIAN[args.solver])
         theta_start, _, states_start = start.partition(" ")
         theta0 = jnp.asarray(true) if theta_start in ("truth", "clean") else jnp.full(true.shape, float(theta_start))
         u0 = jnp.asarray(clean)[..., None] if start == "clean" else jnp.asarray(
@@ -93,8 +87,7 @@ def main():
     name = "discovery_ac_fits" + ("_sparse" if args.solver == "sparse" else "") + (
         f"_{args.size}" if args.size != 128 else "")
     meta = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "size": args.size,
-            "command": "python benchmarks/discovery_ac_fits.py " + " ".join(sys.argv[1:])}
-    RESULTS.mkdir(exist_ok=True)
+            "command": command()}
     if args.cases is not None and (RESULTS / f"{name}.json").exists():  # keep the other cases' rows
         key = lambda r: (r["noise"], r.get("missing", 0.0), r["start"])  # noqa: E731
         saved = json.loads((RESULTS / f"{name}.json").read_text())
@@ -103,7 +96,7 @@ def main():
             r.setdefault("processor", saved["meta"]["machine"]["processor"])
         meta["command"] = f"{saved['meta']['command']}`, then `{meta['command']}"
         rows = sorted([r for r in old if key(r) not in new] + rows, key=lambda r: (key(r)[1], key(r)[0]))
-    (RESULTS / f"{name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    write_results(name, {"meta": meta, "rows": rows})
     lines = [f"# Allen–Cahn true-support fits ({args.solver} LM) — {meta['date']}", "",
              f"`{meta['command']}` on {meta['machine']['cpu_count']} CPU cores (processor per row), "
              f"{args.size} × {args.size} grid. Truth: u 1, u³ −1, u_xx 1, u_yy 1. Start: θ0 (all terms), "
@@ -118,7 +111,7 @@ def main():
                      f"| {r['converged']} | {r['loss']:.4e} | "
                      + ", ".join(f"{v:.3f}" for v in r["theta"].values())
                      + f" | {c['true']:.3e} / {c['zero']:.3e} | {r['seconds']:.0f} | {r['processor']} |")
-    (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
+    write_results(name, markdown=lines)
 
 
 if __name__ == "__main__":

@@ -71,25 +71,16 @@ Writes `benchmarks/results/discovery_competitors.{json,md}`.
 import argparse
 import datetime
 import json
-import sys
 import time
 import warnings
-from pathlib import Path
 
-import jax
+import numpy as np
+import pysindy as ps
+from _common import RESULTS, command, machine_info, write_results
+from discovery_ode import CELLS, PAPER, realisation, system
 
-jax.config.update("jax_enable_x64", True)
+import wendyjax as wj
 
-import numpy as np  # noqa: E402
-import pysindy as ps  # noqa: E402
-
-import wendyjax as wj  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))
-from discovery_ode import CELLS, PAPER, realisation, system  # noqa: E402
-from likelihood import machine_info  # noqa: E402
-
-RESULTS = Path(__file__).parent / "results"
 DT = 0.02
 DEGREE = {"van_der_pol": 3, "lorenz": 2}
 THRESHOLD = {"van_der_pol": 0.5, "lorenz": 0.5}  # half the smallest true |coefficient| (1 in both)
@@ -236,17 +227,16 @@ def fmt(x):
 
 
 def write(rows, args, checks, warmup):
-    RESULTS.mkdir(exist_ok=True)
     spr_meta, spr = spr_rows()
     meta = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "seeds": args.seeds,
-            "command": "python benchmarks/discovery_competitors.py " + " ".join(sys.argv[1:]),
+            "command": command(),
             "pysindy": ps.__version__, "threshold": THRESHOLD, "K_domains": K_DOMAINS, "degree": DEGREE,
             "integral_matching": {"order": ORDER, "length": LENGTH, "smoother": "SavitzkyGolay(61, 15)"},
             "labels": LABELS,
             "mapping_check_max_relative_error": checks, "warmup_seconds": warmup,
             "state_parameter_regression_source": None if spr_meta is None else {
                 k: spr_meta.get(k) for k in ("date", "seeds", "command")}}
-    (RESULTS / "discovery_competitors.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    write_results("discovery_competitors", {"meta": meta, "rows": rows})
 
     machine = meta["machine"]
     spr_seeds = None if spr_meta is None else spr_meta.get("seeds")
@@ -324,7 +314,7 @@ def write(rows, args, checks, warmup):
                   f"{r['seed']}: {r['messages'][0]}" for r in failures]
         lines += [f"- {LABELS[method]} warned ({sum(msg in r['messages'] for r in rows if r['method'] == method)} "
                   f"fits): {msg}" for method, msg in noted]
-    (RESULTS / "discovery_competitors.md").write_text("\n".join(lines) + "\n")
+    write_results("discovery_competitors", markdown=lines)
 
 
 if __name__ == "__main__":

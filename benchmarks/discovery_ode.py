@@ -24,25 +24,15 @@ Writes `benchmarks/results/discovery_ode.{json,md}` (`discovery_ode_smoothed.{js
 
 import argparse
 import datetime
-import json
-import sys
 import time
-from pathlib import Path
 
-import jax
+import diffrax
+import jax.numpy as jnp
+import numpy as np
+from _common import command, machine_info, write_results
 
-jax.config.update("jax_enable_x64", True)
+import wendyjax as wj
 
-import diffrax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-import wendyjax as wj  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))
-from likelihood import machine_info  # noqa: E402
-
-RESULTS = Path(__file__).parent / "results"
 CELLS = [(0.3, 0.2), (0.5, 0.2), (0.7, 0.2), (0.3, 0.4), (0.5, 0.4), (0.7, 0.4)]
 # 003 Tables 1-2: missing terms, extra terms, and (correct-support cells) the largest relative
 # coefficient error and the relative ‖·‖₂ error (arithmetic on the printed coefficients)
@@ -104,11 +94,10 @@ def main():
 
 
 def write(rows, args):
-    RESULTS.mkdir(exist_ok=True)
     name = "discovery_ode" + ("" if args.start == "data" else f"_{args.start}")
     meta = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "seeds": args.seeds,
-            "command": "python benchmarks/discovery_ode.py " + " ".join(sys.argv[1:])}
-    (RESULTS / f"{name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+            "command": command()}
+    write_results(name, {"meta": meta, "rows": rows})
     cpu = meta["machine"].get("cpu_model") or meta["machine"]["processor"]
     lines = [f"# Sparse state-and-parameter regression (003) on its ODE protocols — {meta['date']}", "",
              f"`{meta['command']}` on {meta['machine']['cpu_count']} CPU cores ({cpu}). "
@@ -136,7 +125,7 @@ def write(rows, args):
     lines += [f"- {s} {n:.0%} noise {m:.0%} missing: {sum(v)}/{len(v)}" for (s, n, m), v in exact.items()]
     times = [r["seconds"] for r in rows]
     lines += ["", f"Median wall time per discovery run: {np.median(times):.1f} s (all runs)."]
-    (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
+    write_results(name, markdown=lines)
 
 
 if __name__ == "__main__":

@@ -44,22 +44,13 @@ Writes `benchmarks/results/discovery_pde.{json,md}`.
 import argparse
 import datetime
 import json
-import sys
 import time
-from pathlib import Path
 
-import jax
+import numpy as np
+from _common import RESULTS, command, machine_info, write_results
 
-jax.config.update("jax_enable_x64", True)
+import wendyjax as wj
 
-import numpy as np  # noqa: E402
-
-import wendyjax as wj  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))
-from likelihood import machine_info  # noqa: E402
-
-RESULTS = Path(__file__).parent / "results"
 KS_TERMS = ("u", "u^2", "u^3", "u_x", "u_xx", "u_xxx", "u_xxxx", "u u_x", "u^2 u_x")
 AC_TERMS = ("u", "u^3", "u_x", "u_y", "u_xx", "u_yy", "u u_x", "u u_y", "u^2 u_x", "u^2 u_y")
 # 003 Tables 3-4: (noise, missing, missing terms, extra terms, discovered coefficients on the
@@ -116,7 +107,7 @@ def main():
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
     previous = RESULTS / "discovery_pde.json"  # rows of the systems not run now are kept
-    command = "python benchmarks/discovery_pde.py " + " ".join(sys.argv[1:])
+    cmd = command()
     today = datetime.date.today().isoformat()
     machine = machine_info()
     processor = f"{machine['cpu_count']} CPU cores, {machine['processor']}"
@@ -139,7 +130,7 @@ def main():
                 found = est.fit(data, library, dt, theta0=theta0, u0=args.start, verbose=args.verbose)
                 seconds = time.perf_counter() - start
                 support = true[:, 0] != 0
-                row = {"system": name, "command": command, "date": today, "processor": processor,
+                row = {"system": name, "command": cmd, "date": today, "processor": processor,
                        "grid": list(clean.shape), "noise": noise,
                        "missing": missing, "seed": seed, "start": args.start, "max_steps": args.max_steps,
                        "seconds": seconds,
@@ -160,10 +151,9 @@ def write(rows):
     cell = {(name, noise, missing): i for name, table in PAPER.items() for i, (noise, missing, *_) in enumerate(table)}
     rows = sorted(rows, key=lambda r: (r["system"], r["grid"], r["start"], r["max_steps"],
                                        cell[r["system"], r["noise"], r["missing"]], r["seed"]))
-    RESULTS.mkdir(exist_ok=True)
     runs = sorted({(r["date"], r["command"], r.get("processor", "machine not recorded")) for r in rows})
     meta = {"machine": machine_info(), "runs": runs}
-    (RESULTS / "discovery_pde.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    write_results("discovery_pde", {"meta": meta, "rows": rows})
     lines = ["# Sparse state-and-parameter regression (003) on its PDE protocols", "",
              "; ".join(f"`{c}` ({d}, {m})" for d, c, m in runs) + ". Per realisation: missing / extra terms "
              "against the true support, the discovered coefficients of the true terms (KS: u_xx, u_xxxx, u u_x; "
@@ -193,7 +183,7 @@ def write(rows):
               f"{r['seed']} from {r['start']}, ≤ {r['max_steps']} steps: "
               f"`{r['equations'][0]}`"
               for r in rows]
-    (RESULTS / "discovery_pde.md").write_text("\n".join(lines) + "\n")
+    write_results("discovery_pde", markdown=lines)
 
 
 if __name__ == "__main__":

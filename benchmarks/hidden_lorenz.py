@@ -40,21 +40,13 @@ Writes `benchmarks/results/hidden_lorenz.{json,md}`.
 import argparse
 import datetime
 import json
-import sys
-from pathlib import Path
 
 import jax
+import numpy as np
+import optax
+from _common import RESULTS, machine_info, machine_line, markdown_table, write_results
 
-jax.config.update("jax_enable_x64", True)
-
-import numpy as np  # noqa: E402
-import optax  # noqa: E402
-
-import wendyjax as wj  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _suite import RESULTS, markdown_table  # noqa: E402
-from likelihood import machine_info  # noqa: E402
+import wendyjax as wj
 
 U0 = np.array([-8.0, 7.0, 27.0])
 P0 = np.array([8.0, 20.0, 2.0])
@@ -113,18 +105,18 @@ def run(kind, method, noise):
     return row
 
 
-def write(out):
-    (RESULTS / "hidden_lorenz.json").write_text(json.dumps(out, indent=2))
+def write(out, save_json=True):
+    if save_json:
+        write_results("hidden_lorenz", out, indent=2)
     cols = ["model", "method", "noise", "status", "steps", "1 − R² z", "1 − R² z (affine)", "max rel param err",
             "sim err [0,20]", "sim err [20,22]", "seconds"]
     rows = [{**r, "1 − R² z": 1 - r["R2 z"], "1 − R² z (affine)": 1 - r["R2 z (affine)"],
              "status": r["status"] or "converged"} for r in out["rows"]]
     table = "\n".join(markdown_table(cols, [[r.get(c, "") for c in cols] for r in rows]))
-    m = out["machine"]
-    (RESULTS / "hidden_lorenz.md").write_text(
-        f"# Lorenz-63 with z hidden (004 §5.1)\n\n`{out['command']}` — {out['date']}, {m['cpu_count']} CPUs "
-        f"({m['uname']['machine']}), jax {m['jax']}\n\n{table}\n\n004 reports R² = 0.99995 and an integration "
-        "error below 1 % over [0, 20].\n")
+    write_results("hidden_lorenz", markdown=[
+        "# Lorenz-63 with z hidden (004 §5.1)", "",
+        f"`{out['command']}` — {out['date']}, {machine_line(out['machine'])}", "", table, "",
+        "004 reports R² = 0.99995 and an integration error below 1 % over [0, 20]."])
     print(table)
 
 
@@ -133,9 +125,8 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--report", action="store_true", help="only rewrite the Markdown from the saved JSON")
     args = parser.parse_args()
-    RESULTS.mkdir(parents=True, exist_ok=True)
     if args.report:
-        return write(json.loads((RESULTS / "hidden_lorenz.json").read_text()))
+        return write(json.loads((RESULTS / "hidden_lorenz.json").read_text()), save_json=False)
     runs = [("ODEModel", "gauss_newton"), ("library", "gauss_newton"), ("ODEModel", "gradient"),
             ("library", "gradient"), ("MLP", "gradient")]
     rows = [run(kind, method, noise) for noise in ([0.0] if args.quick else [0.0, 0.01]) for kind, method in runs]

@@ -12,21 +12,15 @@ spread and bias of the estimates. Results: `benchmarks/results/interval_coverage
 """
 
 import argparse
-import json
-from pathlib import Path
 
+import equinox as eqx
 import jax
+import jax.numpy as jnp
+import numpy as np
+from _common import write_results
 
-jax.config.update("jax_enable_x64", True)
-
-import equinox as eqx  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-import wendyjax as wj  # noqa: E402
-from wendyjax.inference import hessian_covariance, sandwich_covariance  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parent / "results"
+import wendyjax as wj
+from wendyjax.inference import hessian_covariance, sandwich_covariance
 
 
 def study(name: str, n: int, noise_ratio: float = 0.10) -> dict:
@@ -69,9 +63,7 @@ def main():
                 f"{r['hessian']['mean_se'][j]:.4g} | {r['spread'][j]:.4g} | {r['bias'][j]:.3g} |")
     text = "\n".join(lines) + "\n"
     print(text)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "interval_coverage.md").write_text(text)
-    (RESULTS / "interval_coverage.json").write_text(json.dumps(runs, indent=2))
+    write_results("interval_coverage", runs, text, indent=2)
 
 
 if __name__ == "__main__":

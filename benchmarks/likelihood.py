@@ -23,29 +23,30 @@ compile). Results go to `benchmarks/results/likelihood.{json,md}`.
 """
 
 import argparse
-import datetime
-import gc
-import json
 import math
 import os
-import platform
-import statistics
-import sys
 import time
-from pathlib import Path
 
+import equinox as eqx
 import jax
+import jax.numpy as jnp
+import numpy as np
+from _common import (
+    bench,
+    cpu_busy_seconds,
+    env_prefix,
+    fmt_table,
+    idle_check,
+    machine_info,
+    markdown_table,
+    other_cpu_load,
+    utc_now,
+    write_results,
+)
 
-jax.config.update("jax_enable_x64", True)
+import wendyjax as wj
+from wendyjax.weak import log_space_rhs
 
-import equinox as eqx  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-import wendyjax as wj  # noqa: E402
-from wendyjax.weak import log_space_rhs  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parent / "results"
 DIAG_REG = 1e-10  # the library's default α in (1 − α)S + αI
 
 TARGETS = {
@@ -55,58 +56,10 @@ TARGETS = {
 }
 
 
-# ----------------------------------------------------------------------------- timing
-
-
 @eqx.filter_jit
 def autodiff_hessian(lik, p):
     """∇²ℓ by forward-over-reverse autodiff of ℓ: the general path's Hessian before 2026-11-27."""
     return jax.jacfwd(jax.grad(wj.weak.nll, argnums=1), argnums=1)(lik, p)
-
-
-def _block(x):
-    return jax.tree_util.tree_map(lambda a: a.block_until_ready() if hasattr(a, "block_until_ready") else a, x)
-
-
-def bench(fn, *args, cfg):
-    """First call (trace + compile + run), then repeated timed calls.
-
-    Repeats until at least `min_reps` calls and `min_time` seconds in total, stopping
-    early once `max_time` seconds are spent and at least `floor_reps` calls are done.
-    """
-    gc.collect()
-    t0 = time.perf_counter()
-    out = _block(fn(*args))
-    first = time.perf_counter() - t0
-    times = []
-    cpu0, w0 = _cpu_busy_seconds(), time.perf_counter()
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        while True:
-            t0 = time.perf_counter()
-            _block(fn(*args))
-            times.append(time.perf_counter() - t0)
-            total = sum(times)
-            n = len(times)
-            if n >= cfg["min_reps"] and total >= cfg["min_time"]:
-                break
-            if total >= cfg["max_time"] and n >= cfg["floor_reps"]:
-                break
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    other = other_cpu_load(cpu0, _cpu_busy_seconds(), time.perf_counter() - w0)
-    med = statistics.median(times)
-    return out, {
-        "other_processes_cores": other,
-        "median_s": med,
-        "min_s": min(times),
-        "max_s": max(times),
-        "repeats": len(times),
-        "first_call_s": first,
-        "compile_s": max(first - med, 0.0),
-    }
 
 
 # ----------------------------------------------------------------------------- naive reference
@@ -210,84 +163,6 @@ def naive_flops(K, N, D):
     return parts
 
 
-# ----------------------------------------------------------------------------- machine
-
-
-def _cpu_busy_seconds():
-    """(all CPUs' busy seconds from /proc/stat, this process's CPU seconds), or None."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    hz = os.sysconf("SC_CLK_TCK")
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    busy = (sum(fields[:8]) - idle) / hz  # user..steal, without guest (counted in user)
-    own = sum(os.times()[:2])
-    return busy, own
-
-
-def other_cpu_load(start, end, elapsed):
-    """Mean number of cores used by other processes between two `_cpu_busy_seconds`."""
-    if start is None or end is None or elapsed <= 0:
-        return None
-    return max((end[0] - start[0]) - (end[1] - start[1]), 0.0) / elapsed
-
-
-def _cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (Linux), where `platform.processor()` is empty."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return ""
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "")
-
-
-def machine_info():
-    u = platform.uname()
-    info = {
-        "processor": platform.processor() or _cpu_model(),
-        "uname": {"system": u.system, "node": u.node, "release": u.release,
-                  "version": u.version, "machine": u.machine},
-        "cpu_count": os.cpu_count(),
-        "python": sys.version.split()[0],
-        "jax": jax.__version__,
-        "numpy": np.__version__,
-        "devices": [str(d) if d.platform == "cpu" else f"{d} ({d.device_kind})" for d in jax.devices()],
-        "x64": bool(jax.config.jax_enable_x64),
-    }
-    try:
-        import jaxlib
-
-        info["jaxlib"] = jaxlib.__version__
-    except Exception:  # noqa: BLE001
-        pass
-    try:
-        import equinox
-
-        info["equinox"] = equinox.__version__
-    except Exception:  # noqa: BLE001
-        pass
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    info["cpu_model"] = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    if hasattr(os, "sched_getaffinity"):
-        info["cpus_usable"] = len(os.sched_getaffinity(0))
-    # threading knobs that change CPU timings (LAPACK kernels of jax's CPU backend run
-    # in scipy's OpenBLAS, whose threads compete with XLA's own thread pool)
-    info["env"] = {k: os.environ.get(k) for k in
-                   ("OPENBLAS_NUM_THREADS", "OPENBLAS_THREAD_TIMEOUT", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                    "XLA_FLAGS")}
-    if hasattr(os, "getloadavg"):
-        info["loadavg_at_start"] = os.getloadavg()
-    return info
-
-
 def matmul_peak(cfg, sizes=(1024, 2048)):
     mm = jax.jit(jnp.matmul)
     out = {}
@@ -322,20 +197,6 @@ def ms(s):
     return f"{1e3 * s:.2f}"
 
 
-def fmt_table(header, rows):
-    cols = list(zip(*([header] + rows)))
-    widths = [max(len(str(c)) for c in col) for col in cols]
-    line = lambda r: "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
-    sep = "  ".join("-" * w for w in widths)
-    return "\n".join([line(header), sep] + [line(r) for r in rows])
-
-
-def md_table(header, rows):
-    out = ["| " + " | ".join(map(str, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(map(str, r)) + " |" for r in rows]
-    return "\n".join(out)
-
-
 # ----------------------------------------------------------------------------- main
 
 
@@ -353,18 +214,12 @@ def main():
         # the naive Hessians take seconds per call: keep ≥ 3 repeats within budget
         naive_cfg = {"min_reps": 5, "min_time": 1.0, "max_time": 12.0, "floor_reps": 3}
     t_start = time.perf_counter()
-    cpu_start = _cpu_busy_seconds()
+    cpu_start = cpu_busy_seconds()
     info = machine_info()
     print(f"wendyjax likelihood benchmark  ({'quick' if args.quick else 'full'} run)")
     print(f"  {info.get('cpu_model', info['processor'])}, {info['cpu_count']} CPUs, "
           f"jax {info['jax']}, devices {info['devices']}")
-    c0, w0 = _cpu_busy_seconds(), time.perf_counter()
-    time.sleep(1.0)
-    idle_other = other_cpu_load(c0, _cpu_busy_seconds(), time.perf_counter() - w0)
-    info["other_processes_cores_before_start"] = idle_other
-    if idle_other is not None and idle_other > 0.1:
-        print(f"  WARNING: other processes use {idle_other:.2f} cores before the start: they "
-              f"compete for the {info['cpu_count']} cores and timings will be noisy")
+    idle_check(info)
 
     # --- matmul peak (measured again at the end; the best of both is the peak)
     mm_times, peak = matmul_peak(cfg)
@@ -556,7 +411,7 @@ def main():
     total_s = time.perf_counter() - t_start
     if hasattr(os, "getloadavg"):
         info["loadavg_at_end"] = os.getloadavg()
-    other = other_cpu_load(cpu_start, _cpu_busy_seconds(), total_s)
+    other = other_cpu_load(cpu_start, cpu_busy_seconds(), total_s)
     info["other_processes_mean_cores"] = other
     if other is not None:
         print(f"CPU used by other processes during the run: {other:.2f} cores on average"
@@ -564,10 +419,9 @@ def main():
     print(f"\ntotal benchmark time {total_s:.1f} s")
 
     # --- write results
-    RESULTS.mkdir(parents=True, exist_ok=True)
     result = {
         "script": "benchmarks/likelihood.py",
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": utc_now(),
         "quick": args.quick,
         "repeat_config": {"library": cfg, "naive": naive_cfg},
         "machine": info,
@@ -578,13 +432,12 @@ def main():
         "targets": targets,
         "total_time_s": total_s,
     }
-    (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=2, default=float) + "\n")
-    env_keys = ("OPENBLAS_NUM_THREADS", "OPENBLAS_THREAD_TIMEOUT", "XLA_FLAGS")
-    env = " ".join(f"{k}={os.environ[k]}" for k in env_keys if k in os.environ)
+    paths = write_results(args.name, result, indent=2, default=float)  # the data first
     command = " ".join(
-        x for x in (env, "python benchmarks/likelihood.py", "--quick" if args.quick else "",
+        x for x in (env_prefix(), "python benchmarks/likelihood.py", "--quick" if args.quick else "",
                     f"--name {args.name}" if args.name != "likelihood" else "") if x
     )
+    table = lambda header, rows: "\n".join(markdown_table(header, rows))  # noqa: E731
     md = [
         "# Weak likelihood benchmark",
         "",
@@ -606,30 +459,30 @@ def main():
         "Cholesky; naive: jacfwd products + LΣLᵀ + Cholesky) over the median time. "
         "'others' cores': CPU used by other processes while that row was timed.",
         "",
-        md_table(header, rows),
+        table(header, rows),
         "",
         "## General-path ∇²ℓ vs the forward-over-reverse autodiff it replaced",
         "",
-        md_table(aheader, arows),
+        table(aheader, arows),
         "",
         "## Agreement of the naive reference with the library",
         "",
-        md_table(["model", "ℓ rel", "residual rel", "∇ℓ rel", "∇²ℓ rel"],
+        table(["model", "ℓ rel", "residual rel", "∇ℓ rel", "∇²ℓ rel"],
                  [[m, f"{nr['agreement']['nll_rel']:.1e}", f"{nr['agreement']['residual_rel']:.1e}",
                    f"{nr['agreement']['grad_rel']:.1e}", f"{nr['agreement']['hessian_rel']:.1e}"]
                   for m, nr in naive_res.items()]),
         "",
         "## Targets",
         "",
-        md_table(["target", "measured", "required", "result"], trows),
+        table(["target", "measured", "required", "result"], trows),
         "",
         "## Flops of the general-path ℓ",
         "",
-        md_table(fheader, frows),
+        table(fheader, frows),
         "",
     ]
-    (RESULTS / f"{args.name}.md").write_text("\n".join(md))
-    print(f"wrote {RESULTS / (args.name + '.json')} and {RESULTS / (args.name + '.md')}")
+    paths += write_results(args.name, markdown=md)
+    print(f"wrote {' and '.join(map(str, paths))}")
 
 
 if __name__ == "__main__":

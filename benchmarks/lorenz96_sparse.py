@@ -23,23 +23,14 @@ Writes `benchmarks/results/lorenz96_sparse.{json,md}`.
 
 import argparse
 import datetime
-import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import jax
+import numpy as np
+from _common import machine_info, machine_line, markdown_table, write_results
 
-jax.config.update("jax_enable_x64", True)
-
-import numpy as np  # noqa: E402
-
-import wendyjax as wj  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _suite import RESULTS, markdown_table  # noqa: E402
-from likelihood import machine_info  # noqa: E402
+import wendyjax as wj
 
 N, FORCING, TRANSIENT = 40, 16.0, 5.0
 
@@ -93,16 +84,14 @@ def main():
             rows.append([T, noise] + [statistics.median(r[c] for r in cell) for c in cols])
     out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "n_features": lib.n_features,
            "runs": runs, "command": "python benchmarks/lorenz96_sparse.py" + (" --quick" if args.quick else "")}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "lorenz96_sparse.json").write_text(json.dumps(out, indent=1))
-    m = out["machine"]
+    write_results("lorenz96_sparse", out)
     table = markdown_table(["T", "noise", "ẋ RMSE (%)", "TPR", "false +", "rel coef err", "first fit (s)",
                             "second fit (s)"], rows)
     md = [f"# Lorenz-96 (n = 40, F = 16), degree-2 library (861 terms), thresholding 0.1 — {out['date']}", "",
-          f"`{out['command']}` on {m['cpu_count']} CPUs ({m['uname']['machine']}), jax {m['jax']}; "
+          f"`{out['command']}` on {machine_line(out['machine'])}; "
           f"medians over seeds {seeds}.", "", *table, "",
           "Target (issue 6): one fit ≤ 60 s on the 2-core CPU. 004 §4.2: < 30 s with threading (its machine)."]
-    (RESULTS / "lorenz96_sparse.md").write_text("\n".join(md) + "\n")
+    write_results("lorenz96_sparse", markdown=md)
     print("\n".join(md))
 
 

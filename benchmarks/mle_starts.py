@@ -17,23 +17,14 @@ Writes `benchmarks/results/mle_starts.{json,md}`.
 """
 
 import datetime
-import json
-import sys
-from pathlib import Path
 
+import equinox as eqx
 import jax
+import jax.numpy as jnp
+import numpy as np
+from _common import machine_info, machine_line, markdown_table, write_results
 
-jax.config.update("jax_enable_x64", True)
-
-import equinox as eqx  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-import wendyjax as wj  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _suite import RESULTS, markdown_table  # noqa: E402
-from likelihood import machine_info  # noqa: E402
+import wendyjax as wj
 
 CASES = (("hindmarsh_rose", 0.2, 4, 20), ("lorenz", 0.1, 1, 10))  # (system, noise, subsample, runs)
 
@@ -49,10 +40,10 @@ def run(name, noise, subsample, runs):
                                      for s in range(runs)])
     p0 = lo + jnp.asarray(np.random.default_rng(0).uniform(size=(runs, lo.size))) * (hi - lo)
     sols = {start: _solve(wj.MLE(start=start), lik, p0, lo, hi) for start in wj.MLE.starts}
-    best_nll = np.min([np.asarray(s.nll) for s in sols.values()], axis=0)
+    best_nll = np.min([np.asarray(s.objective) for s in sols.values()], axis=0)
     rows = []
     for start, sol in sols.items():
-        nll = np.asarray(sol.nll)
+        nll = np.asarray(sol.objective)
         err = np.linalg.norm(np.asarray(sol.params) - np.asarray(b.p_true), axis=1) / np.linalg.norm(b.p_true)
         worse = nll - best_nll > 1e-6 * np.abs(best_nll)
         rows.append({"system": name, "noise": noise, "M": 1024 // subsample, "start": start,
@@ -66,19 +57,17 @@ def run(name, noise, subsample, runs):
 
 def main():
     rows = [row for case in CASES for row in run(*case)]
-    RESULTS.mkdir(exist_ok=True)
     out = {"command": "python benchmarks/mle_starts.py", "date": datetime.date.today().isoformat(),
            "machine": machine_info(), "rows": rows}
-    (RESULTS / "mle_starts.json").write_text(json.dumps(out, indent=1, default=float) + "\n")
+    write_results("mle_starts", out, default=float)
     cols = ["system", "noise", "M", "start", "converged", "runs", "worse_than_best_start", "max_nll_excess",
             "median_rel_err", "median_steps"]
-    m = out["machine"]
     table = markdown_table(cols, [[r[c] for c in cols] for r in rows])
-    (RESULTS / "mle_starts.md").write_text(
-        f"# WENDy-MLE start choices\n\n`{out['command']}` — {out['date']}, {m.get('cpu_model', '?')}, "
-        f"{m['cpu_count']} CPUs, jax {m['jax']}\n\n" + "\n".join(table) + "\n\n"
+    write_results("mle_starts", markdown=[
+        "# WENDy-MLE start choices", "", f"`{out['command']}` — {out['date']}, {machine_line(out['machine'])}", "",
+        *table, "",
         "`worse_than_best_start`: runs whose final ℓ exceeds the lowest over the four starts by more than "
-        "1e-6·|ℓ|; `max_nll_excess`: the largest such excess.\n")
+        "1e-6·|ℓ|; `max_nll_excess`: the largest such excess."])
     print("\n".join(table))
 
 

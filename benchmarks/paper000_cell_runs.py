@@ -17,14 +17,10 @@ absolute deviation (1.4826 MAD, squared). The flagged runs are listed. Results g
 """
 
 import argparse
-import json
-import sys
-from pathlib import Path
 
 import jax
 import numpy as np
-
-RESULTS = Path(__file__).resolve().parent / "results"
+from _common import command, machine_info, machine_line, write_results
 
 
 def main():
@@ -39,12 +35,8 @@ def main():
     ap.add_argument("--cpu-devices", type=int, default=1)
     ap.add_argument("--out", default=None, help="results file stem (default paper000_cell_runs_<model>)")
     args = ap.parse_args()
-    jax.config.update("jax_num_cpu_devices", args.cpu_devices)
-    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_num_cpu_devices", args.cpu_devices)  # before jax starts its backend
     import wendyjax as wj
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from likelihood import machine_info
 
     bench = getattr(wj.models, args.model)()
     study = wj.studies.monte_carlo(bench, wj.MLE(), noise_levels=[args.noise], subsamples=[args.subsample],
@@ -63,17 +55,15 @@ def main():
     flagged_runs = [{"run": int(i), "objective": float(runs.objective[i]), "params": runs.params[i].tolist()}
                     for i in np.flatnonzero(ok)[flagged]]
     quantiles = np.quantile(objective, [0, 0.5, 0.9, 1]).tolist()
-    command = "python benchmarks/paper000_cell_runs.py " + " ".join(sys.argv[1:])
+    cmd = command()
     out = args.out or f"paper000_cell_runs_{args.model}"
     info = machine_info()
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{out}.json").write_text(json.dumps(
-        {"command": command.strip(), "machine": info, "args": vars(args), "median_k": float(np.median(runs.k)),
-         "ok": int(ok.sum()), "objective_quantiles": quantiles, "rows": rows, "flagged": flagged_runs},
-        indent=1, default=float) + "\n")
+    data = {"command": cmd, "machine": info, "args": vars(args), "median_k": float(np.median(runs.k)),
+            "ok": int(ok.sum()), "objective_quantiles": quantiles, "rows": rows, "flagged": flagged_runs}
+    write_results(out, data, default=float)
     lines = [f"# {args.model}, noise {100 * args.noise:g} %, M = {runs.m}: per-run estimates", "",
-             f"Command: `{command.strip()}`; machine: {info.get('cpu_model', '?')}, {info.get('cpu_count', '?')} "
-             f"CPUs, jax {info.get('jax', '?')}. {int(ok.sum())}/{args.runs} runs without failure, seed {args.seed}, "
+             f"Command: `{cmd}`; machine: {machine_line(info)}. {int(ok.sum())}/{args.runs} runs without failure, "
+             f"seed {args.seed}, "
              f"k_max {args.k_max} (median K {np.median(runs.k):.0f}). Objective (weak NLL at the estimate) "
              f"min / median / 90 % / max: {' / '.join(f'{q:.4g}' for q in quantiles)}; "
              f"{int(flagged.sum())} run(s) above {args.flag:g}× the median are flagged.", "",
@@ -84,7 +74,7 @@ def main():
     lines += ["", "Flagged runs:", ""]
     lines += [f"- run {f['run']}: objective {f['objective']:.4g}, estimate "
               f"({', '.join(f'{v:.4g}' for v in f['params'])})" for f in flagged_runs] or ["- none"]
-    (RESULTS / f"{out}.md").write_text("\n".join(lines) + "\n")
+    write_results(out, markdown=lines)
     print("\n".join(lines))
 
 

@@ -18,14 +18,10 @@ for a match.
 import argparse
 import csv
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _suite import RESULTS, markdown_table, matches, median_over  # noqa: E402
-from paper000_suite import PAPER  # noqa: E402
+from _common import RESULTS, command, markdown_table, matches, median_over, write_results
+from paper000_suite import PAPER
 
 
 def read_rows(model: str, studies: list[str]) -> list[dict]:
@@ -67,18 +63,16 @@ def main():
     n_cells = len({(r["noise_ratio"], r["M"]) for r in rows})
     fail = float(np.mean([r["failure_rate"] for r in rows]))
     match = matches(ours, ref, n_runs)
-    command = "python benchmarks/paper000_merge.py " + " ".join(sys.argv[1:])
+    cmd = command()
     lines = [f"# Paper 000, {args.model}: medians over {n_cells} cells of {len(args.studies)} saved studies", "",
-             f"Command: `{command}`. Studies: {', '.join(args.studies)}; {n_runs} runs per cell; M ∈ "
+             f"Command: `{cmd}`. Studies: {', '.join(args.studies)}; {n_runs} runs per cell; M ∈ "
              f"{sorted({int(r['M']) for r in rows})}; {len({r['noise_ratio'] for r in rows})} noise levels.", "",
              *markdown_table(["system", "cells", "bias² ours", "paper", "var ours", "paper", "MSE ours", "paper",
                               "cov ours", "paper", "failure", "match"],
                              [[args.model, n_cells, ours["bias2"], ref["bias2"], ours["var"], ref["var"], ours["mse"],
                                ref["mse"], ours["cov"], ref["cov"], fail, "yes" if match else "**no**"]]), ""]
-    (RESULTS / f"{args.out}.md").write_text("\n".join(lines))
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(
-        {"command": command, "studies": args.studies, "n_cells": n_cells, "n_runs": n_runs, "ours": ours,
-         "paper": ref, "failure_rate": fail, "match": bool(match)}, indent=1) + "\n")
+    write_results(args.out, {"command": cmd, "studies": args.studies, "n_cells": n_cells, "n_runs": n_runs,
+                             "ours": ours, "paper": ref, "failure_rate": fail, "match": bool(match)}, lines)
     print("\n".join(lines))
 
 

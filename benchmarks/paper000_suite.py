@@ -24,28 +24,23 @@ system, the metric rows and settings under `benchmarks/results/paper000/`.
 """
 
 import argparse
-import json
-import sys
-from pathlib import Path
 
 import jax
-
-jax.config.update("jax_enable_x64", True)
-
-import numpy as np  # noqa: E402
-
-import wendyjax as wj  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _suite import (  # noqa: E402
+import numpy as np
+from _common import (
     RESULTS,
+    command,
+    machine_info,
+    machine_line,
     markdown_table,
     matches,
     median_over,
     save_study,
     timed_study,
+    write_results,
 )
-from likelihood import machine_info  # noqa: E402
+
+import wendyjax as wj
 
 # 000 §3.6.1–3.6.6: the noise range of each figure and the medians over all parameters
 # quoted in the text (relative squared bias, variance, MSE in %; coverage as a fraction)
@@ -133,14 +128,14 @@ def logistic_vs_d1(study) -> list[list]:
     return out
 
 
-def write_report(args, command, info, summary, sections, results) -> None:
+def write_report(args, cmd, info, summary, sections, results) -> None:
     """The Markdown report and JSON summary (rewritten after every system, so an
     interrupted run keeps what it finished)."""
     total = sum(r["wall_s"] for r in results.values())
     lines = [
         "# Paper 000 test suite (§3.6): WENDy-MLE beside the paper", "",
-        f"Command: `{command.strip()}`. Machine: {info.get('cpu_model', '?')}, {info.get('cpu_count')} CPUs, "
-        f"devices {info.get('devices')}, jax {info.get('jax')}. MLE start: {args.start}. {args.runs} runs per cell, "
+        f"Command: `{cmd}`. Machine: {machine_line(info)}, devices {info.get('devices')}. "
+        f"MLE start: {args.start}. {args.runs} runs per cell, "
         f"seed {args.seed}, "
         f"M ∈ {{{', '.join(str(1024 // s) for s in args.subsamples)}}}, k_max {args.k_max}. "
         f"Total wall time {total:.0f} s.", "",
@@ -153,12 +148,8 @@ def write_report(args, command, info, summary, sections, results) -> None:
         "## Protocol notes", "", *(f"- {n}" for n in PROTOCOL_NOTES), "",
         "## Per system", "", *sections,
     ]
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(
-        {"command": command, "machine": info, "runs": args.runs, "seed": args.seed, "start": args.start,
-         "k_max": args.k_max, "results": results},
-        indent=1, default=float) + "\n")
+    write_results(args.out, {"command": cmd, "machine": info, "runs": args.runs, "seed": args.seed,
+                             "start": args.start, "k_max": args.k_max, "results": results}, lines, default=float)
 
 
 def main():
@@ -178,7 +169,7 @@ def main():
     args = ap.parse_args()
 
     info = machine_info()
-    command = "python benchmarks/paper000_suite.py " + " ".join(sys.argv[1:])
+    cmd = command()
     summary, sections, results = [], [], {}
     for name in args.models:
         bench = getattr(wj.models, name)()
@@ -220,7 +211,7 @@ def main():
                                               "MSE ours", "paper", "cov ours", "paper", "match"], d1), ""]
         print(f"{name}: {wall:.0f} s, MSE median {ours['mse']:.3g} % (paper {ref['mse']} %), "
               f"coverage {ours['cov']:.3f} (paper {ref['cov']})", flush=True)
-        write_report(args, command, info, summary, sections, results)
+        write_report(args, cmd, info, summary, sections, results)
 
 
 if __name__ == "__main__":

@@ -20,23 +20,14 @@ builds the test functions by the rules of 001's MATLAB code
 """
 
 import argparse
-import json
-import sys
-from pathlib import Path
 
 import jax
+import numpy as np
+import scipy.stats
+from _common import RESULTS, command, machine_info, machine_line, markdown_table, save_study, timed_study, write_results
 
-jax.config.update("jax_enable_x64", True)
-
-import numpy as np  # noqa: E402
-import scipy.stats  # noqa: E402
-
-import wendyjax as wj  # noqa: E402
-from wendyjax.studies import relative_coefficient_error  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _suite import RESULTS, markdown_table, save_study, timed_study  # noqa: E402
-from likelihood import machine_info  # noqa: E402
+import wendyjax as wj
+from wendyjax.studies import relative_coefficient_error
 
 # subsampling of each zoo grid (1025 points; Logistic's 001 grid has 512 intervals on the
 # same [0, 10], i.e. every second point of ours) giving M = 512/1024 … 64
@@ -84,7 +75,7 @@ def main():
     args = ap.parse_args()
 
     info = machine_info()
-    command = "python benchmarks/paper001_suite.py " + " ".join(sys.argv[1:])
+    cmd = command()
     cells, per_run, sections, results = {}, {}, [], {}
     for name in args.models:
         bench = getattr(wj.models, name)()
@@ -138,9 +129,8 @@ def main():
     drops = [v["median drop %"] for v in cells.values()]
     lines = [
         "# Paper 001 (WENDy, IRLS) beside weak OLS", "",
-        f"Command: `{command.strip()}`. Machine: {info.get('cpu_model', '?')}, {info.get('cpu_count')} CPUs, "
-        f"devices {info.get('devices')}, "
-        f"jax {info.get('jax')}. {args.runs} runs per cell, seed {args.seed}, "
+        f"Command: `{cmd}`. Machine: {machine_line(info)}, devices {info.get('devices')}. "
+        f"{args.runs} runs per cell, seed {args.seed}, "
         f"test functions: {args.test_functions}.", "",
         "## The text's claims", "",
         *markdown_table(["claim", "statistic", "ours", "95 % bootstrap CI", "target", "met"], claims), "",
@@ -148,12 +138,8 @@ def main():
         f"(cells with a drop of 60–90 % or more: {sum(d >= 60 for d in drops)}; below 0: {sum(d < 0 for d in drops)}).",
         "", "## Notes", "", *(f"- {n}" for n in NOTES), "", "## Per system", "", *sections,
     ]
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(
-        {"command": command, "machine": info, "runs": args.runs, "seed": args.seed,
-         "test_functions": args.test_functions, "results": results},
-        indent=1, default=float) + "\n")
+    write_results(args.out, {"command": cmd, "machine": info, "runs": args.runs, "seed": args.seed,
+                             "test_functions": args.test_functions, "results": results}, lines, default=float)
 
 
 if __name__ == "__main__":

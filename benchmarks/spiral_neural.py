@@ -39,28 +39,19 @@ at comparable RMSE. Writes `benchmarks/results/spiral_neural.{json,md,png}` (`--
 
 import argparse
 import datetime
-import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
+import equinox as eqx
 import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from _common import RESULTS, bench, command, machine_info, machine_line, markdown_table, write_results
 
-jax.config.update("jax_enable_x64", True)
-
-import equinox as eqx  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import optax  # noqa: E402
-
-import wendyjax as wj  # noqa: E402
-from wendyjax.baselines import trajectory_loss_gradient  # noqa: E402
-from wendyjax.estimators import integral_matching_loss  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _suite import RESULTS, markdown_table  # noqa: E402
-from likelihood import bench, machine_info  # noqa: E402
+import wendyjax as wj
+from wendyjax.baselines import trajectory_loss_gradient
+from wendyjax.estimators import integral_matching_loss
 
 TIMING = {"min_reps": 5, "min_time": 1.0, "max_time": 20.0, "floor_reps": 3}
 BATCH = 64
@@ -217,7 +208,7 @@ def main():
     out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "seeds": seeds,
            "budget_s": budget, "noise": 0.01, "t_train": args.t_train, "order": est.order, "length": est.length,
            "batch": BATCH, "name": args.name, "per_gradient": [], "training": [],
-           "command": " ".join(["python benchmarks/spiral_neural.py", *sys.argv[1:]])}
+           "command": command()}
     for seed in seeds:
         b, train, clean, field = setup(seed, args.t_train)
         runs = {"integral matching": train_im(b, train, clean, field, est, seed)}
@@ -247,8 +238,7 @@ def write(out):
                 f"{'PASS' if adj >= 1000 else 'MISS'})")
 
     md = [f"# Spiral neural ODE: integral matching vs diffrax (004 Table 3) — {out['date']}", "",
-          f"Machine: {out['machine'].get('processor') or out['machine']['uname']['machine']}, "
-          f"{out['machine']['cpu_count']} cores, {out['machine']['devices']}. "
+          f"Machine: {machine_line(out['machine'])}, {out['machine']['devices']}. "
           f"Seeds {out['seeds']}; medians over seeds; training data t ≤ {out['t_train']:g}."]
     if out["per_gradient"]:
         im = med("median_s", "integral matching (batch of 64)")
@@ -268,8 +258,7 @@ def write(out):
           "", "Paper 004 Table 3 (Xeon 8260, PyTorch/JAX): RMSE 1.61 / 1.78 / 1.83 %, gradient time "
           "1.8e-5 / 5.0e-2 / 4.5e-1 s, total 2.08 / 100.5 / 959.8 s (IMATCH / BPTT / adjoint).", "",
           f"Reproduce: `{out['command']}`"]
-    (RESULTS / f"{out['name']}.json").write_text(json.dumps(out, indent=1))
-    (RESULTS / f"{out['name']}.md").write_text("\n".join(md) + "\n")
+    write_results(out["name"], out, md)
     plot(out)
     print("\n".join(md))
 

@@ -16,15 +16,11 @@ Results go to `benchmarks/results/study_devices.{json,md}`.
 """
 
 import argparse
-import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import jax
-
-RESULTS = Path(__file__).resolve().parent / "results"
+from _common import command, machine_info, machine_line, write_results
 
 
 def run(wj, name, n_runs, repeats):
@@ -56,12 +52,8 @@ def main():
     ap.add_argument("--runs", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    jax.config.update("jax_num_cpu_devices", args.devices)
-    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_num_cpu_devices", args.devices)  # before jax starts its backend
     import wendyjax as wj
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from likelihood import machine_info
 
     info = machine_info()
     rows = []
@@ -71,15 +63,13 @@ def main():
         print(f"{name:10s} fit {row['sharded_fit_s']:.2f} s on {args.devices} devices vs {row['single_fit_s']:.2f} s "
               f"on one ({row['fit_ratio']:.2f}x); wall {row['sharded_wall_s']:.2f} vs {row['single_wall_s']:.2f} s "
               f"({row['wall_ratio']:.2f}x); max |dp| {row['max_param_diff']:.1e}")
-    RESULTS.mkdir(exist_ok=True)
-    command = "python benchmarks/study_devices.py " + " ".join(sys.argv[1:])
-    (RESULTS / "study_devices.json").write_text(json.dumps(
-        {"command": command.strip(), "machine": info, "devices": args.devices, "rows": rows}, indent=2) + "\n")
+    cmd = command()
+    write_results("study_devices", {"command": cmd, "machine": info, "devices": args.devices, "rows": rows}, indent=2)
     lines = [f"# A study on {args.devices} CPU devices against one", "",
-             f"Command: `{command.strip()}`; machine: {info.get('cpu_model', '?')}, {info.get('cpu_count', '?')} CPUs, "
-             f"jax {info.get('jax', '?')}. One chunk of {args.runs} runs, 5 % noise, M = 256; medians of "
-             f"{args.repeats} repeats after a compiling call. 'fit' is the study's fit stage (fits, covariances, "
-             "forward simulations); 'wall' adds simulating the data and building the likelihoods on the host.", "",
+             f"Command: `{cmd}`; machine: {machine_line(info)}. One chunk of {args.runs} runs, 5 % noise, M = 256; "
+             f"medians of {args.repeats} repeats after a compiling call. 'fit' is the study's fit stage (fits, "
+             "covariances, forward simulations); 'wall' adds simulating the data and building the likelihoods on "
+             "the host.", "",
              f"| model | runs | fit s, {args.devices} devices | fit s, 1 device | fit speed-up "
              f"| wall s, {args.devices} devices | wall s, 1 device | wall speed-up | max abs param diff |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -87,7 +77,7 @@ def main():
         lines.append(f"| {r['model']} | {r['runs']} | {r['sharded_fit_s']:.2f} | {r['single_fit_s']:.2f} "
                      f"| {r['fit_ratio']:.2f} | {r['sharded_wall_s']:.2f} | {r['single_wall_s']:.2f} "
                      f"| {r['wall_ratio']:.2f} | {r['max_param_diff']:.1e} |")
-    (RESULTS / "study_devices.md").write_text("\n".join(lines) + "\n")
+    write_results("study_devices", markdown=lines)
 
 
 if __name__ == "__main__":

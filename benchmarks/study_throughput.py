@@ -28,29 +28,19 @@ as in the studies, unless `--blas-threads` is given. Results go to
 
 import argparse
 import contextlib
-import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
+import equinox as eqx
 import jax
+import jax.numpy as jnp
+import numpy as np
+import threadpoolctl
+from _common import command, machine_info, machine_line, write_results
+from jax.sharding import Mesh, PartitionSpec as P
 
-jax.config.update("jax_enable_x64", True)
-
-import equinox as eqx  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import threadpoolctl  # noqa: E402
-from jax.sharding import Mesh, PartitionSpec as P  # noqa: E402
-
-import wendyjax as wj  # noqa: E402
-from wendyjax.weak import stack_likelihoods  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from likelihood import machine_info  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parent / "results"
+import wendyjax as wj
+from wendyjax.weak import stack_likelihoods
 
 
 def _timed(fn, repeats):
@@ -137,14 +127,13 @@ def main():
                   f"(max |Δp| {row['max_param_diff']:.1e}, {row['successful']}/{row['runs']} successful)"
                   + (f"; sharded over {row['devices']} devices {row['sharded_fits_per_s']:.1f} fits/s, "
                      f"sharded/loop {row['sharded_ratio']:.2f}" if "devices" in row else ""))
-    RESULTS.mkdir(exist_ok=True)
-    command = "python benchmarks/study_throughput.py " + " ".join(sys.argv[1:])
+    cmd = command()
     blas = "default" if args.blas_threads else "1 thread"
-    (RESULTS / f"{args.name}.json").write_text(json.dumps(
-        {"command": command, "machine": info, "blas_threads": blas, "rows": rows}, indent=2, default=float) + "\n")
+    write_results(args.name, {"command": cmd, "machine": info, "blas_threads": blas, "rows": rows}, indent=2,
+                  default=float)
     lines = ["# Study throughput: vmapped and sequential chunks vs a Python loop of jitted single fits", "",
-             f"Command: `{command.strip()}`; machine: {info.get('cpu_model', '?')}, {info.get('cpu_count', '?')} CPUs, "
-             f"devices {info.get('devices', '?')}; host BLAS {blas}. Medians of {args.repeats} repeats.", "",
+             f"Command: `{cmd}`; machine: {machine_line(info)}, devices {info.get('devices', '?')}; host BLAS {blas}. "
+             f"Medians of {args.repeats} repeats.", "",
              "| model | runs | M | K | steps median / max | vmap fits/s | map fits/s | loop fits/s "
              "| vmap/loop | map/loop | max abs param diff |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -159,7 +148,7 @@ def main():
                   "|---|---|---|---|---|"]
         lines += [f"| {r['model']} | {r['sharded_fits_per_s']:.1f} | {r['loop_fits_per_s']:.1f} "
                   f"| {r['sharded_ratio']:.2f} | {r['sharded_max_param_diff']:.1e} |" for r in rows]
-    (RESULTS / f"{args.name}.md").write_text("\n".join(lines) + "\n")
+    write_results(args.name, markdown=lines)
 
 
 if __name__ == "__main__":

@@ -49,45 +49,40 @@ of each method, and the speed-up (median scipy time / median WENDy time; total p
 and solve only). Targets (from the issue): speed-up ≥ 50× (total per fit) and lower median
 error than the scipy fit. Results go to `benchmarks/results/wendy_vs_fsnls.{json,md}`.
 
-Timing helpers and machine information come from `benchmarks/likelihood.py`.
+Timing helpers and machine information come from `benchmarks/_common.py`, the scipy fit
+from `benchmarks/_scipy_oe.py`.
 """
 
 import argparse
-import datetime
-import json
 import os
 import statistics
-import sys
 import time
 import traceback
 import warnings
-from pathlib import Path
 
+import equinox as eqx
 import jax
-
-jax.config.update("jax_enable_x64", True)
-
-import equinox as eqx  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import scipy  # noqa: E402
-from scipy.integrate import solve_ivp  # noqa: E402
-
-import wendyjax as wj  # noqa: E402
-from wendyjax.models import lorenz  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _scipy_oe import FAIL_RESIDUAL, fit_scipy, lorenz_rhs, rel_err  # noqa: E402
-from likelihood import (  # noqa: E402
-    _cpu_busy_seconds,
+import jax.numpy as jnp
+import numpy as np
+import scipy
+from _common import (
     bench,
+    cpu_busy_seconds,
+    env_prefix,
     fmt_table,
+    idle_check,
     machine_info,
-    md_table,
+    markdown_table,
     other_cpu_load,
+    utc_now,
+    write_results,
 )
+from _scipy_oe import FAIL_RESIDUAL, fit_scipy, lorenz_rhs, rel_err
+from scipy.integrate import solve_ivp
 
-RESULTS = Path(__file__).resolve().parent / "results"
+import wendyjax as wj
+from wendyjax.models import lorenz
+
 NOISE_RATIOS = (0.05, 0.10)
 TARGET_SPEEDUP = 50.0
 P0_SEED_OFFSET = 1000  # p0 of seed s: np.random.default_rng(1000 + s).uniform(box)
@@ -139,7 +134,7 @@ def fit_wendy(b, data, p0, lo, hi, build_cfg, solve_cfg, seen_shapes):
         "num_steps": int(sol.num_steps),
         "status": wj.RESULTS[sol.result] or "successful",
         "converged": bool(np.all(np.asarray(sol.successful))),
-        "nll": float(sol.nll),
+        "nll": float(sol.objective),
         "K": int(prob.phi.shape[1]),
         "K_real": k_real,
         "linear": lik.linear is not None,
@@ -212,7 +207,7 @@ def main():
         solve_cfg = {"min_reps": 5, "min_time": 0.5, "max_time": 5.0, "floor_reps": 3}
 
     t_start = time.perf_counter()
-    cpu_start = _cpu_busy_seconds()
+    cpu_start = cpu_busy_seconds()
     info = machine_info()
     info["scipy"] = scipy.__version__
     print(f"WENDy-MLE vs FSNLS (solve_ivp RK45 + least_squares LM) on Lorenz  "
@@ -221,13 +216,7 @@ def main():
           f"jax {info['jax']}, devices {info['devices']}")
     print(f"  {n_seeds} seeds × noise {', '.join(f'{100 * r:g} %' for r in noise_ratios)}; "
           f"solve_ivp rtol={args.rtol:g} atol={args.atol:g}; least_squares max_nfev={max_nfev}")
-    c0, w0 = _cpu_busy_seconds(), time.perf_counter()
-    time.sleep(1.0)
-    idle_other = other_cpu_load(c0, _cpu_busy_seconds(), time.perf_counter() - w0)
-    info["other_processes_cores_before_start"] = idle_other
-    if idle_other is not None and idle_other > 0.1:
-        print(f"  WARNING: other processes use {idle_other:.2f} cores before the start: they "
-              f"compete for the {info['cpu_count']} cores and timings will be noisy")
+    idle_check(info)
 
     b = lorenz()
     p_true = np.asarray(b.p_true)
@@ -387,7 +376,7 @@ def main():
     total_s = time.perf_counter() - t_start
     if hasattr(os, "getloadavg"):
         info["loadavg_at_end"] = os.getloadavg()
-    other = other_cpu_load(cpu_start, _cpu_busy_seconds(), total_s)
+    other = other_cpu_load(cpu_start, cpu_busy_seconds(), total_s)
     info["other_processes_mean_cores"] = other
     if other is not None:
         print(f"CPU used by other processes during the run: {other:.2f} cores on average"
@@ -395,8 +384,7 @@ def main():
     print(f"total benchmark time {total_s:.1f} s")
 
     # --- write results
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    date = utc_now()
     protocol = {
         "model": "lorenz (000 Table 2)", "p_true": p_true.tolist(),
         "u0_true": np.asarray(b.u0).tolist(), "n_samples": int(np.shape(b.t)[0]),
@@ -420,10 +408,7 @@ def main():
         "machine": info, "protocol": protocol, "summary": summary, "targets": targets,
         "user_api_check": api_check, "runs": runs, "errors": errors, "total_time_s": total_s,
     }
-    (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=2, default=float) + "\n")
-
-    env = " ".join(f"{k}={os.environ[k]}" for k in
-                   ("OPENBLAS_NUM_THREADS", "OPENBLAS_THREAD_TIMEOUT", "XLA_FLAGS") if k in os.environ)
+    paths = write_results(args.name, result, indent=2, default=float)  # the data first
     opts = []
     if args.quick:
         opts.append("--quick")
@@ -443,7 +428,7 @@ def main():
         opts.append(f"--max-rhs {args.max_rhs}")
     if args.name != "wendy_vs_fsnls":
         opts.append(f"--name {args.name}")
-    command = " ".join(x for x in (env, "python benchmarks/wendy_vs_fsnls.py", *opts) if x)
+    command = " ".join(x for x in (env_prefix(), "python benchmarks/wendy_vs_fsnls.py", *opts) if x)
     seed_header = ["noise", "seed", "K", "WENDy err", "steps", "WENDy status", "build ms",
                    "solve ms", "scipy err", "nfev", "forward solves", "scipy status", "scipy s",
                    "failed / over-budget solves"]
@@ -458,6 +443,7 @@ def main():
                           "max_nfev" if s["hit_cap"] else ("converged" if s["converged"] else
                                                            f"status {s['status']}"),
                           sec(s["time_s"]), f"{s['ivp_failures']} / {s['ivp_budget_stops']}"])
+    md_table = lambda header, rows: "\n".join(markdown_table(header, rows))  # noqa: E731
     md = [
         "# WENDy-MLE vs forward-solve least squares (Lorenz)",
         "",
@@ -509,8 +495,8 @@ def main():
     md += ["## Per seed", "", md_table(seed_header, seed_rows), ""]
     if errors:
         md += ["## Exceptions", ""] + [f"```\n{e}\n```" for e in errors] + [""]
-    (RESULTS / f"{args.name}.md").write_text("\n".join(md))
-    print(f"wrote {RESULTS / (args.name + '.json')} and {RESULTS / (args.name + '.md')}")
+    paths += write_results(args.name, markdown=md)
+    print(f"wrote {' and '.join(map(str, paths))}")
 
 
 if __name__ == "__main__":

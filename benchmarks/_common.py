@@ -1,0 +1,293 @@
+"""What the benchmark scripts share: float64, the machine description, CPU contention,
+timing, Markdown tables, the results files under `benchmarks/results/`, and the
+Monte Carlo tolerances and study files of the paper suites.
+
+Every script runs as `python benchmarks/NAME.py` from the repository root, which puts
+`benchmarks/` first on `sys.path`, so this module (and the other shared ones,
+`_scipy_oe.py`, `_data2ld_competitors.py`) import as plain modules: `from _common import
+RESULTS`. Importing it turns on float64 (`jax_enable_x64`) before wendyjax is imported
+(isort puts `from _common import ...` above the first-party `import wendyjax`); it touches
+no device, so a script can still set `jax_num_cpu_devices` afterwards.
+"""
+
+import datetime
+import gc
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+# threading knobs that change CPU timings (LAPACK kernels of jax's CPU backend run in
+# scipy's OpenBLAS, whose threads compete with XLA's own thread pool)
+TIMING_ENV = ("OPENBLAS_NUM_THREADS", "OPENBLAS_THREAD_TIMEOUT", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "XLA_FLAGS")
+
+
+# ----------------------------------------------------------------------------- machine
+
+
+def cpu_busy_seconds():
+    """(all CPUs' busy seconds from /proc/stat, this process's CPU seconds), or None."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    hz = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    busy = (sum(fields[:8]) - idle) / hz  # user..steal, without guest (counted in user)
+    own = sum(os.times()[:2])
+    return busy, own
+
+
+def other_cpu_load(start, end, elapsed):
+    """Mean number of cores used by other processes between two `cpu_busy_seconds`."""
+    if start is None or end is None or elapsed <= 0:
+        return None
+    return max((end[0] - start[0]) - (end[1] - start[1]), 0.0) / elapsed
+
+
+def _cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), where `platform.processor()` is empty."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return ""
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "")
+
+
+def machine_info() -> dict:
+    """The machine, the versions and the timing-relevant environment, for the results files."""
+    u = platform.uname()
+    info = {
+        "processor": platform.processor() or _cpu_model(),
+        "uname": {"system": u.system, "node": u.node, "release": u.release,
+                  "version": u.version, "machine": u.machine},
+        "cpu_count": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "jax": jax.__version__,
+        "numpy": np.__version__,
+        "devices": [str(d) if d.platform == "cpu" else f"{d} ({d.device_kind})" for d in jax.devices()],
+        "x64": bool(jax.config.jax_enable_x64),
+    }
+    try:
+        import jaxlib
+
+        info["jaxlib"] = jaxlib.__version__
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        import equinox
+
+        info["equinox"] = equinox.__version__
+    except Exception:  # noqa: BLE001
+        pass
+    model = _cpu_model()
+    if model:
+        info["cpu_model"] = model
+    if hasattr(os, "sched_getaffinity"):
+        info["cpus_usable"] = len(os.sched_getaffinity(0))
+    info["env"] = {k: os.environ.get(k) for k in TIMING_ENV}
+    if hasattr(os, "getloadavg"):
+        info["loadavg_at_start"] = os.getloadavg()
+    return info
+
+
+def machine_line(info: dict) -> str:
+    """One line for a report: "CPU model, N CPUs, jax X"."""
+    cpu = info.get("cpu_model") or info.get("processor") or info["uname"]["machine"]
+    return f"{cpu}, {info.get('cpu_count', '?')} CPUs, jax {info.get('jax', '?')}"
+
+
+def idle_check(info: dict, seconds: float = 1.0) -> float | None:
+    """Measure for `seconds` how many cores other processes use before the timings start;
+    record it in `info` and warn when it is more than 0.1."""
+    c0, w0 = cpu_busy_seconds(), time.perf_counter()
+    time.sleep(seconds)
+    other = other_cpu_load(c0, cpu_busy_seconds(), time.perf_counter() - w0)
+    info["other_processes_cores_before_start"] = other
+    if other is not None and other > 0.1:
+        print(f"  WARNING: other processes use {other:.2f} cores before the start: they "
+              f"compete for the {info['cpu_count']} cores and timings will be noisy")
+    return other
+
+
+def env_prefix(keys=("OPENBLAS_NUM_THREADS", "OPENBLAS_THREAD_TIMEOUT", "XLA_FLAGS")) -> str:
+    """The timing-relevant environment set now, as a command prefix ("A=1 B=2")."""
+    return " ".join(f"{k}={os.environ[k]}" for k in keys if k in os.environ)
+
+
+def command() -> str:
+    """How this script was run: "python benchmarks/NAME.py ARGS"."""
+    return " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+
+
+def utc_now() -> str:
+    """The current UTC time, ISO 8601 to the second."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+# ----------------------------------------------------------------------------- timing
+
+
+def _block(x):
+    return jax.tree_util.tree_map(lambda a: a.block_until_ready() if hasattr(a, "block_until_ready") else a, x)
+
+
+def bench(fn, *args, cfg):
+    """`fn(*args)` once (trace + compile + run), then repeated timed calls: `(output, timing)`.
+
+    Repeats until at least `cfg["min_reps"]` calls and `cfg["min_time"]` seconds in total,
+    stopping early once `cfg["max_time"]` seconds are spent and at least `cfg["floor_reps"]`
+    calls are done. `timing`: median, min, max, repeats, the first call and its excess over
+    the median ("compile_s"), and the cores other processes used meanwhile.
+    """
+    gc.collect()
+    t0 = time.perf_counter()
+    out = _block(fn(*args))
+    first = time.perf_counter() - t0
+    times = []
+    cpu0, w0 = cpu_busy_seconds(), time.perf_counter()
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        while True:
+            t0 = time.perf_counter()
+            _block(fn(*args))
+            times.append(time.perf_counter() - t0)
+            total = sum(times)
+            n = len(times)
+            if n >= cfg["min_reps"] and total >= cfg["min_time"]:
+                break
+            if total >= cfg["max_time"] and n >= cfg["floor_reps"]:
+                break
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    other = other_cpu_load(cpu0, cpu_busy_seconds(), time.perf_counter() - w0)
+    med = statistics.median(times)
+    return out, {
+        "other_processes_cores": other,
+        "median_s": med,
+        "min_s": min(times),
+        "max_s": max(times),
+        "repeats": len(times),
+        "first_call_s": first,
+        "compile_s": max(first - med, 0.0),
+    }
+
+
+# ----------------------------------------------------------------------------- statuses
+
+
+# every status a solve can return (`wj.RESULTS`, which extends optimistix's)
+_STATUSES = ("successful", "max_steps_reached", "nonlinear_max_steps_reached", "nonlinear_divergence", "nonfinite",
+             "singular", "breakdown", "stagnation", "conlim", "nonfinite_input", "cholesky_failed", "forward_failed",
+             "stalled", "shapiro_wilk_stop")
+
+
+def status_name(result) -> str:
+    """The name of a (scalar) `wj.RESULTS` item, e.g. "successful" or "max_steps_reached"
+    (its message where the name is not among the known ones)."""
+    from wendyjax import RESULTS as STATUS
+
+    for name in _STATUSES:
+        item = getattr(STATUS, name, None)
+        if item is not None and bool(result == item):
+            return name
+    return STATUS[result]
+
+
+# ----------------------------------------------------------------------------- reports
+
+
+def markdown_table(header: list, rows: list[list]) -> list[str]:
+    """The lines of a Markdown table; floats as 3 significant digits, NaN as "—"."""
+    def fmt(v):
+        if isinstance(v, float):
+            return "—" if math.isnan(v) else f"{v:.3g}"
+        return str(v)
+
+    return ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(fmt(v) for v in row) + " |" for row in rows)]
+
+
+def fmt_table(header: list, rows: list[list]) -> str:
+    """A plain-text table for the terminal, columns aligned (the first left, the others right)."""
+    cols = list(zip(*([header] + rows)))
+    widths = [max(len(str(c)) for c in col) for col in cols]
+
+    def line(r):
+        return "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+
+    return "\n".join([line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in rows])
+
+
+def write_results(stem: str, data=None, markdown=None, *, indent: int = 1, default=None) -> list[Path]:
+    """Write `benchmarks/results/<stem>.json` (`data`, with `json.dumps(..., indent, default)`)
+    and `<stem>.md` (`markdown`: a string or a list of lines), either one optional; `stem`
+    may name a subfolder ("gpu/x"). Returns the paths written."""
+    written = []
+    if data is not None:
+        path = RESULTS / f"{stem}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=indent, default=default) + "\n")
+        written.append(path)
+    if markdown is not None:
+        text = markdown if isinstance(markdown, str) else "\n".join(markdown)
+        path = RESULTS / f"{stem}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text if text.endswith("\n") else text + "\n")
+        written.append(path)
+    return written
+
+
+# ----------------------------------------------------------------------------- paper suites
+
+
+def mse_tolerance(n_runs: int) -> float:
+    """Relative 3-sd Monte Carlo band of a mean-squared quantity from `n_runs` runs
+    (sd of a χ²-type mean ≈ √(2/N) of its value)."""
+    return 3.0 * math.sqrt(2.0 / n_runs)
+
+
+def coverage_tolerance(n_runs: int, nominal: float = 0.95) -> float:
+    """3 binomial standard deviations of a coverage estimate at `nominal`."""
+    return 3.0 * math.sqrt(nominal * (1 - nominal) / n_runs)
+
+
+def matches(ours: dict, paper: dict, n_runs: int) -> bool:
+    """000's medians matched: our MSE ≤ the paper's × (1 + 3√(2/N)) and our 2√C coverage ≥
+    the paper's − 3 binomial sd (keys "mse", "cov")."""
+    return (ours["mse"] <= paper["mse"] * (1 + mse_tolerance(n_runs))
+            and ours["cov"] >= paper["cov"] - coverage_tolerance(n_runs))
+
+
+def timed_study(fn, **kwargs):
+    """`fn(**kwargs)` and its wall time."""
+    start = time.perf_counter()
+    study = fn(**kwargs)
+    return study, time.perf_counter() - start
+
+
+def save_study(study, directory: Path, name: str) -> None:
+    """The metric rows as CSV and the settings (incl. seed and timings) as JSON."""
+    directory.mkdir(parents=True, exist_ok=True)
+    study.to_csv(directory / f"{name}.csv")
+    (directory / f"{name}.settings.json").write_text(json.dumps(study.settings, indent=1, default=float) + "\n")
+
+
+def median_over(rows: list[dict], key: str) -> float:
+    """Median of `key` over `rows`, ignoring NaN and missing entries (NaN when none)."""
+    vals = np.array([r.get(key, np.nan) for r in rows], float)
+    return float(np.nanmedian(vals)) if np.isfinite(vals).any() else float("nan")
