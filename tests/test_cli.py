@@ -170,7 +170,7 @@ def test_demo_refuses_what_it_cannot_run(capsys):
 def test_bench_lists_runs_and_rejects_unknown(capsys, monkeypatch):
     assert main(["bench", "--list"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
-    assert "likelihood" in names and "spiral_neural" in names and "_suite" not in names   # helpers hidden
+    assert "likelihood" in names and "spiral_neural" in names and "_common" not in names   # helpers hidden
     _fails(["bench", "nope"], capsys, "unknown benchmark 'nope'")
     assert main(["bench", "interval_coverage", "--", "--help"]) == 0
     import wendyjax.cli
