@@ -113,7 +113,7 @@ class Trajectory(eqx.Module):
 
 
 def trapezoid_weights(t: Float[Array, " n"]) -> Float[Array, " n"]:
-    """Composite trapezoidal quadrature weights on the grid `t` (paper 001 §2.1)."""
+    """Composite trapezoidal quadrature weights on the grid `t` (Bortz et al. 2023, §2.1)."""
     dt = jnp.diff(t)
     return 0.5 * (jnp.concatenate([dt, jnp.zeros(1)]) + jnp.concatenate([jnp.zeros(1), dt]))
 

@@ -3,8 +3,8 @@ and the forward-simulation check of a fit.
 
 The covariance functions are pure (jit/vmap over likelihoods and estimates):
 
-- `sandwich_covariance`: 000 eq. (9), $(\nabla_p g)^+ S(\hat p) (\nabla_p g)^{+T}$, which
-  for a model linear in the parameters is 001 eq. (15),
+- `sandwich_covariance`: Rummel et al. 2025, eq. (9), $(\nabla_p g)^+ S(\hat p) (\nabla_p g)^{+T}$, which
+  for a model linear in the parameters is Bortz et al. 2023, eq. (15),
   $\hat\sigma^2 (G^TG)^{-1}G^T \hat C G (G^TG)^{-1}$ ($S$ carries $\hat\sigma^2$ here);
 - `hessian_covariance`: the inverse Hessian of ℓ at $\hat p$ (observed information).
 """
@@ -26,7 +26,7 @@ COVARIANCES = ("sandwich", "hessian")
 
 @eqx.filter_jit
 def sandwich_covariance(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, "j j"]:
-    r"""$(\nabla_p g)^+ S(p) (\nabla_p g)^{+T}$ (000 eq. 9; 001 eq. 15), summed over
+    r"""$(\nabla_p g)^+ S(p) (\nabla_p g)^{+T}$ (Rummel et al. 2025, eq. 9; Bortz et al. 2023, eq. 15), summed over
     trajectories: $\nabla_p g$ is stacked over them and $S$ is block diagonal."""
     jac = jax.jacfwd(residual, argnums=1)(lik, p)  # (r, dk, j)
     r, dk, j = jac.shape
@@ -52,7 +52,7 @@ def parameter_covariance(lik: WeakLikelihood, p: Float[Array, " j"], kind: str =
 def confidence_intervals(
     p: ArrayLike, cov: ArrayLike, level: float = 0.95
 ) -> tuple[np.ndarray, np.ndarray]:
-    r"""Normal confidence intervals $\hat p_j \pm z_{(1+c)/2}\sqrt{C_{jj}}$ (001 eq. 16)."""
+    r"""Normal confidence intervals $\hat p_j \pm z_{(1+c)/2}\sqrt{C_{jj}}$ (Bortz et al. 2023, eq. 16)."""
     if not 0 < level < 1:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
     p, cov = np.asarray(p), np.asarray(cov)
@@ -72,8 +72,8 @@ def forward_simulation_error(
     atol: float = 1e-8,
     max_steps: int = 100_000,
 ) -> tuple[Float[Array, ""], Bool[Array, ""]]:
-    r"""$\|\hat U(p, u_0) - U_{\rm ref}\|_F / \|U_{\rm ref}\|_F$ (000 eq. 13) and whether
-    the forward solve succeeded (000 eq. 14 counts a failure); inf when it failed.
+    r"""$\|\hat U(p, u_0) - U_{\rm ref}\|_F / \|U_{\rm ref}\|_F$ (Rummel et al. 2025, eq. 13) and whether
+    the forward solve succeeded (Rummel et al. 2025, eq. 14 counts a failure); inf when it failed.
     Pure: vmappable over estimates and datasets."""
     ys, result = _solve(model.rhs, p, u0, t, solver, jnp.asarray(rtol), jnp.asarray(atol), max_steps,
                         model.jump_ts)

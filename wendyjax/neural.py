@@ -1,4 +1,4 @@
-r"""Neural vector fields for integral matching and the diffrax baselines (004 §4, Tables
+r"""Neural vector fields for integral matching and the diffrax baselines (Anonymous 2025, §4, Tables
 3–4): equinox modules called as `field(u, t)`, whose arrays are the parameters."""
 
 from collections.abc import Callable
@@ -14,7 +14,7 @@ from .simulate import integrate
 
 class MLPField(eqx.Module):
     r"""$f(u) = W_{out}\,\sigma(\dots\sigma(W_1 g(u) + b_1)\dots) + b_{out}$: an MLP with `depth`
-    hidden layers of `width` units and activation `activation` (004 Table 3: one hidden
+    hidden layers of `width` units and activation `activation` (Anonymous 2025, Table 3: one hidden
     layer of 50, ReLU) applied to the features `g(u)` (`input_transform`, default the
     identity; Chen et al.'s spiral demo uses $u^3$)."""
 
@@ -33,7 +33,7 @@ class MLPField(eqx.Module):
 class ResNetField(eqx.Module):
     r"""A residual network $h_0 = W_{in} u$, $h_{i+1} = h_i + W_{i,2}\,\sigma(W_{i,1} h_i + b_i)$,
     $f(u) = W_{out} h_B + b_{out}$ with `blocks` residual blocks of `width` units (the
-    ResNet family 004 trains on Lorenz-63, Table 4)."""
+    ResNet family Anonymous 2025 trains on Lorenz-63, Table 4)."""
 
     inp: eqx.nn.Linear
     blocks: tuple[tuple[eqx.nn.Linear, eqx.nn.Linear], ...]

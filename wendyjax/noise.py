@@ -38,11 +38,11 @@ class AdditiveGaussian(AbstractNoise):
     r"""Additive i.i.d. Gaussian noise $u_m = u^*_m + \varepsilon_m$, $\varepsilon_m \sim N(0, \Sigma)$.
 
     The standard deviation is `noise_ratio` times the RMS of the noiseless data over all
-    entries, $\sigma = \sigma_{nr}\|\mathrm{vec}\,U^*\|_{rms}$ (001 §3.1), the same for every
+    entries, $\sigma = \sigma_{nr}\|\mathrm{vec}\,U^*\|_{rms}$ (Bortz et al. 2023, §3.1), the same for every
     state; with `per_state=True` each state uses its own RMS (WENDy.jl's
     `isotropic=false`), and with `centred=True` the RMS about each state's mean, so
     `per_state=True, centred=True` scales by each state's standard deviation (the
-    definition of paper 003 and much of the SINDy literature). Paper 000 eq. (19) prints
+    definition of Meissner & Glasner 2024 and much of the SINDy literature). Rummel et al. 2025, eq. (19) prints
     $\Sigma = \mathrm{diag}(\sigma_{nr}\|U\|_F^2/(M+1))$, a variance without the square on $\sigma_{nr}$ and without the
     division by $D$; the code that produced its figures (rummelWENDy2025,
     `src/wendyData.jl`) uses the standard deviation above, so both papers agree.
@@ -75,7 +75,7 @@ class AdditiveGaussian(AbstractNoise):
 class LogNormal(AbstractNoise):
     r"""Multiplicative log-normal noise $u_m = u^*_m \circ \nu_m$, $\log\nu_m \sim N(0, \sigma_{nr}^2 I)$.
 
-    Paper 000 eq. (20); `noise_ratio` is the standard deviation of $\log\nu$.
+    Rummel et al. 2025, eq. (20); `noise_ratio` is the standard deviation of $\log\nu$.
     """
 
     noise_ratio: float
@@ -149,7 +149,7 @@ def _noise_filter(order: int = 6, width: int = 15) -> np.ndarray:
 
 
 def estimate_noise_std(u: ArrayLike, order: int = 6, width: int = 15) -> Float[Array, " d"]:
-    """Per-state noise standard deviation estimated from data (paper 001 §2.2).
+    """Per-state noise standard deviation estimated from data (Bortz et al. 2023, §2.2).
 
     Each column is filtered with the unit-norm centred finite-difference stencil of the
     `order`-th derivative over `width` points; the smooth signal is annihilated up to

@@ -106,7 +106,7 @@ def simulate(
     key: PRNGKeyArray | None = None,
     **solve_kwargs,
 ) -> Trajectory:
-    """Simulate `model` from `u0` on `t` and corrupt it with `noise` (paper 000 §3.4).
+    """Simulate `model` from `u0` on `t` and corrupt it with `noise` (Rummel et al. 2025, §3.4).
 
     With `noise=None` the noiseless trajectory is returned. `key`: a PRNG key or an
     integer seed. `solve_kwargs` go to [`solve`][wendyjax.solve].

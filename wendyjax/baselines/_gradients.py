@@ -1,5 +1,5 @@
 r"""Gradients of a trajectory-matching loss through diffrax: the baselines that integral
-matching is compared with (004 Tables 1, 3, 5).
+matching is compared with (Anonymous 2025, Tables 1, 3, 5).
 
 $$L(\theta) = \frac{1}{N D}\sum_{i,d} (x_d(t_i; \theta) - y_{id})^2,\qquad
 \dot x = f_\theta(t, x),\ x(t_0) = x_0,$$

@@ -135,7 +135,7 @@ def _run_fit(args) -> int:
 
 
 def _fit_data2ld(args, model, basis, series):
-    """Data2LD (002) on the one series of the data file (times may repeat, NaN = missing),
+    """Data2LD (Carey & Ramsay 2021) on the one series of the data file (times may repeat, NaN = missing),
     refusing the options it has no use for."""
     from ..linear import Data2LD
 

@@ -1,4 +1,4 @@
-"""Legendre–Gauss–Radau collocation for integral matching (paper 004): nodes, Lagrange
+"""Legendre–Gauss–Radau collocation for integral matching (Anonymous 2025): nodes, Lagrange
 basis, differentiation and integration matrices, Savitzky–Golay denoising and the
 projection of data onto the nodes of subintervals."""
 

@@ -1,4 +1,4 @@
-r"""Legendre–Gauss–Radau collocation on $[0, 1]$ (paper 004 §3.1, App. D–E).
+r"""Legendre–Gauss–Radau collocation on $[0, 1]$ (Anonymous 2025, §3.1, App. D–E).
 
 The state on a subinterval $[a, a+h]$ is the degree-$K$ polynomial through its values at
 the support $\tau_0 = 0 < \tau_1 < \dots < \tau_K = 1$, where $\tau_1, \dots, \tau_K$ are
@@ -82,7 +82,7 @@ def _integration_matrix(nodes: np.ndarray) -> np.ndarray:
 
 
 class LGR(eqx.Module):
-    r"""LGR collocation of order $K$ on $[0, 1]$ (004 App. D–E).
+    r"""LGR collocation of order $K$ on $[0, 1]$ (Anonymous 2025, App. D–E).
 
     - `nodes`: $(K+1,)$ support $\tau_0 = 0, \dots, \tau_K = 1$.
     - `D`: $(K+1, K+1)$ differentiation matrix $D_{ij} = l_j'(\tau_i)$.
@@ -114,7 +114,7 @@ class LGR(eqx.Module):
 
     @property
     def A(self) -> Float[Array, "K K"]:
-        r"""The $K\times K$ block $\tilde D^{-1}$ of $D_K^{-1}$ (004 eq. 5: $X_{1:K} = X_0 + hAF$)."""
+        r"""The $K\times K$ block $\tilde D^{-1}$ of $D_K^{-1}$ (Anonymous 2025, eq. 5: $X_{1:K} = X_0 + hAF$)."""
         return self.D_K_inv[1:, 1:]
 
     def basis(self, tau: ArrayLike) -> Float[Array, "m K1"]:

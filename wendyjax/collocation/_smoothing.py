@@ -1,4 +1,4 @@
-r"""Denoising and projection of data onto collocation nodes (004 App. A, eq. 6's $r_i$).
+r"""Denoising and projection of data onto collocation nodes (Anonymous 2025, App. A, eq. 6's $r_i$).
 
 Both are weighted polynomial least squares on a window of samples, vmapped over windows
 and state components; a weight of 0 (missing value, or a sample outside the window)
@@ -30,14 +30,14 @@ def _legendre(x: Float[Array, " m"], degree: int) -> Float[Array, "m q"]:
 
 
 class SavitzkyGolay(eqx.Module):
-    r"""Savitzky–Golay smoother (004 App. A): at each sample, the value at that sample's
+    r"""Savitzky–Golay smoother (Anonymous 2025, App. A): at each sample, the value at that sample's
     time of the degree-`degree` least-squares polynomial through the `window` samples
     centred on it (windows are shifted inwards at the ends, like
     `scipy.signal.savgol_filter(mode="interp")`, which it equals on a uniform grid; a
     Legendre basis keeps high degrees well conditioned). Works on non-uniform grids and
     with missing values (mask).
 
-    004 fits high-degree polynomials on long windows; the default (61 samples, degree 15)
+    Anonymous 2025 fits high-degree polynomials on long windows; the default (61 samples, degree 15)
     was chosen on Lorenz-63 sampled at Δt = 0.01: it leaves noiseless data almost
     untouched (integral-matching ẋ error 0.09 %, against 2.7 % for the classical 21/3)
     while denoising as much as 21/3 at 5–10 % noise."""
@@ -118,7 +118,7 @@ def node_values(
     uniform: bool = False,
 ) -> Float[Array, "s K1 d"]:
     r"""Values at the LGR support of the least-squares degree-$K$ polynomial through the
-    samples in each subinterval $[a, a + h]$ (004 eq. 6, the regression $r_i$), one
+    samples in each subinterval $[a, a + h]$ (Anonymous 2025, eq. 6, the regression $r_i$), one
     subinterval per start index in `starts`, each component separately.
 
     `window` is the (static) number of samples read from each start; samples past

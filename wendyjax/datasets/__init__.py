@@ -6,7 +6,7 @@ import numpy as np
 
 from ..linear import BSplineBasis, LinearODE, Pulse
 
-#: Impact pulse of the head-impact data (002 §4): the blow lasts from 14 to 15 ms.
+#: Impact pulse of the head-impact data (Carey & Ramsay 2021, §4): the blow lasts from 14 to 15 ms.
 IMPACT = (14.0, 15.0)
 
 
@@ -14,7 +14,7 @@ def head_impact(raw: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Head acceleration of a cadaver in a simulated motorcycle crash (Schmidt, Mattern &
     Schüler 1981; the "mcycle" data of Silverman 1985): 133 times (ms) in [2.4, 57.6] and
     accelerations, as shipped with the Data2LD MATLAB package (MIT licence). With `raw`
-    the accelerations in g; otherwise that package's preprocessing used by 002 §4
+    the accelerations in g; otherwise that package's preprocessing used by Carey & Ramsay 2021, §4
     (`HI.m`): $y = (\\bar a_{t<14} - a)/100$, the baseline before impact removed, the sign
     flipped and the scale divided by 100."""
     with resources.files(__package__).joinpath("motorcycle_head_impact.txt").open() as f:
@@ -26,18 +26,18 @@ def head_impact(raw: bool = False) -> tuple[np.ndarray, np.ndarray]:
 
 
 def head_impact_model() -> LinearODE:
-    r"""002 eq. (2) in the Data2LD code's sign convention:
+    r"""Carey & Ramsay 2021, eq. (2) in the Data2LD code's sign convention:
     $D^2x = \beta_0 x + \beta_1 Dx + \alpha u$, $u$ the unit pulse on [14, 15) ms."""
     return LinearODE.scalar(2, ["beta0", "beta1"], [(Pulse(*IMPACT), "alpha")], name="head_impact")
 
 
-#: θ = (β₀, β₁, α) of the simulation model 002 eq. (14).
+#: θ = (β₀, β₁, α) of the simulation model Carey & Ramsay 2021, eq. (14).
 SIMULATION_THETA = (-0.05, -0.15, 0.39)
 
 
 def head_impact_solution(t, theta=SIMULATION_THETA) -> np.ndarray:
     r"""Exact solution of $D^2x = \beta_0x + \beta_1Dx + \alpha u$ from rest, $u$ the unit
-    pulse on [14, 15) (002 eq. 14 at the default θ; under-damped: needs
+    pulse on [14, 15) (Carey & Ramsay 2021, eq. 14 at the default θ; under-damped: needs
     $\beta_1^2/4 < -\beta_0$): $x(t) = g(t-14) - g(t-15)$ with the step response
     $g(s) = \frac{\alpha}{k}[1 - e^{-\lambda s}(\cos\omega s + \frac{\lambda}{\omega}\sin\omega s)]$,
     $k = -\beta_0$, $\lambda = -\beta_1/2$, $\omega = \sqrt{k - \lambda^2}$."""
@@ -56,7 +56,7 @@ def head_impact_solution(t, theta=SIMULATION_THETA) -> np.ndarray:
 
 
 def head_impact_basis(start: float = 2.4, stop: float = 57.6, order: int = 6, n_after: int = 11) -> BSplineBasis:
-    """The B-spline basis of 002 §4 on `[start, stop]`: a triple break at the impact (14)
+    """The B-spline basis of Carey & Ramsay 2021, §4 on `[start, stop]`: a triple break at the impact (14)
     and at impact + 1 (15), none before the impact and `n_after` equally spaced breaks
     from 15 to `stop` (the code's `HI.m`: 17 breaks, K = 21 at order 6). Order 6 is the
     code's; with the code's ρ ladder it reproduces §4 (θ̂ and df ≈ 2.5), while the order 5

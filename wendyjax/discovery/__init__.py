@@ -1,4 +1,4 @@
-"""Equation discovery by sparse state and parameter regression (paper 003): states and
+"""Equation discovery by sparse state and parameter regression (Meissner & Glasner 2024): states and
 library coefficients fitted jointly (Levenberg–Marquardt on a star-coloured sparse Hessian),
 terms selected by drop-k subset search scored by BIC or AIC."""
 

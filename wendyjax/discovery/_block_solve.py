@@ -1,11 +1,11 @@
-r"""Direct solve with the Hessian of 003's objective: a block-tridiagonal state block (levels
+r"""Direct solve with the Hessian of Meissner & Glasner 2024's objective: a block-tridiagonal state block (levels
 $t$, $t \pm 1$ coupled through the one-step residual) bordered by dense coefficient rows,
 
 $$\begin{pmatrix} A & B \\ B^\top & C \end{pmatrix} \begin{pmatrix} d_u \\ d_\theta \end{pmatrix}
 = \begin{pmatrix} r_u \\ r_\theta \end{pmatrix},$$
 
 by block Cholesky of $A$ in one `lax.scan` over time levels and the Schur complement
-$C - B^\top A^{-1} B$ — the sparse Cholesky of 003 §4 for this structure, in JAX. A matrix
+$C - B^\top A^{-1} B$ — the sparse Cholesky of Meissner & Glasner 2024, §4 for this structure, in JAX. A matrix
 that is not positive definite gives non-finite output (the caller rejects the step)."""
 
 import jax

@@ -1,5 +1,5 @@
 r"""Sparse Hessians from few Hessian–vector products: greedy star colouring of the sparsity
-graph and direct recovery of every entry (003 §4.1, eq. 17; Gebremedhin, Manne & Pothen,
+graph and direct recovery of every entry (Meissner & Glasner 2024, §4.1, eq. 17; Gebremedhin, Manne & Pothen,
 SIAM Review 47 (2005), §4).
 
 A star colouring is a proper colouring in which every path on four vertices uses at least

@@ -1,20 +1,20 @@
-r"""003 Algorithm 2: Levenberg–Marquardt on the true Hessian of a scalar objective, in one
+r"""Meissner & Glasner 2024, Algorithm 2: Levenberg–Marquardt on the true Hessian of a scalar objective, in one
 `lax.while_loop`. Each step solves $(H + \alpha\,\mathrm{diag}(H))\,d = -g$ and takes it when the
 objective decreases ($\alpha \leftarrow \alpha/\tau_1$), else grows the damping
 ($\alpha \leftarrow \alpha\,\tau_2$).
 
 The Hessian in the states is read off one vmapped Hessian–vector product per colour of
 the star colouring (`HessianStructure`), the state–coefficient border and the coefficient
-block off one product per coefficient (003 §4.1); the solve is the block Cholesky of
+block off one product per coefficient (Meissner & Glasner 2024, §4.1); the solve is the block Cholesky of
 `bordered_solve`; or (`linear_solver="sparse"`, for fields whose time levels are too large
 for dense blocks) a sparse LU of the state block read off a distance-2 lattice colouring
-(`sparse_bordered_solve`, scipy on the host); or (`linear_solver="cg"`, matrix-free: 003 §4
+(`sparse_bordered_solve`, scipy on the host); or (`linear_solver="cg"`, matrix-free: Meissner & Glasner 2024, §4
 uses CG on its 2-D Allen–Cahn case) conjugate gradients on Hessian–vector products,
 preconditioned by the damped diagonal (read off one product per colour of a lattice
-colouring). Unstated in 003 and chosen here: $\tau_1 = 5$, $\tau_2 = 3$ (its authors' code
+colouring). Unstated in Meissner & Glasner 2024 and chosen here: $\tau_1 = 5$, $\tau_2 = 3$ (its authors' code
 values), $\alpha_0 = 10^{-4}$ (their code uses 100, which on Kuramoto–Sivashinsky data takes
 the first, heavily damped steps into a basin where all coefficients collapse to zero; from
-$10^{-4}$ the fits of 003's ODE protocols end as well or better, in fewer steps),
+$10^{-4}$ the fits of Meissner & Glasner 2024's ODE protocols end as well or better, in fewer steps),
 $\alpha \ge 10^{-16}$, diagonal entries $\le 0$ scaled as $10^{-8}$; a step that is not
 finite (a matrix that is not positive definite) is rejected. It stops on an accepted step
 that lowers the objective by less than `rtol` relative, on a gradient below `gtol` (sup
@@ -156,9 +156,9 @@ def _linearisation(hessian: str, problem: DiscoveryProblem, shape, theta_shape, 
 
 
 class LevenbergMarquardt(eqx.Module):
-    """003 Algorithm 2 (settings above). `hessian="gauss_newton"` replaces the true Hessian by
+    """Meissner & Glasner 2024, Algorithm 2 (settings above). `hessian="gauss_newton"` replaces the true Hessian by
     $2J^\top J$ of the weighted residuals plus the penalty's positive curvature (positive
-    semi-definite, so every damped step is defined; not 003's choice)."""
+    semi-definite, so every damped step is defined; not Meissner & Glasner 2024's choice)."""
 
     hessian: Literal["exact", "gauss_newton"] = eqx.field(static=True, default="exact")
     linear_solver: Literal["cholesky", "sparse", "cg"] = eqx.field(static=True, default="cholesky")

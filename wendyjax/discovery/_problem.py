@@ -1,4 +1,4 @@
-r"""The joint state-and-parameter regression problem of 003: data on a uniform time grid
+r"""The joint state-and-parameter regression problem of Meissner & Glasner 2024: data on a uniform time grid
 (a mask marks the observed entries), a library, the midpoint one-step residual (eq. 13),
 the objective (eq. 12), and the structure of its Hessian in the states (eq. 17)."""
 
@@ -123,12 +123,13 @@ class DiscoveryProblem(eqx.Module):
 
     @property
     def n_observed(self) -> Array:
-        """Number of observed data values n̂ (003 eq. 9)."""
+        """Number of observed data values n̂ (Meissner & Glasner 2024, eq. 9)."""
         return jnp.sum(self.observed)
 
 
 def residual(problem: DiscoveryProblem, u: Float[Array, "T *space D"], theta: Float[Array, "F D"]) -> Array:
-    r"""003 eq. 13: $(u_{t+1} - u_t)/\Delta t - \Phi(\tfrac12(u_{t+1} + u_t))\,\Theta$ on the interior
+    r"""Meissner & Glasner 2024, eq. 13:
+    $(u_{t+1} - u_t)/\Delta t - \Phi(\tfrac12(u_{t+1} + u_t))\,\Theta$ on the interior
     points of every time step."""
     mid = 0.5 * (u[1:] + u[:-1])
     features = jax.vmap(problem.library.features)(mid)
@@ -137,12 +138,12 @@ def residual(problem: DiscoveryProblem, u: Float[Array, "T *space D"], theta: Fl
 
 
 def smoothed_l0(theta: Array, eps: ArrayLike) -> Array:
-    r"""003 eq. 7: $\sum_i 1 - \exp(-\theta_i^2 / 2\varepsilon^2)$."""
+    r"""Meissner & Glasner 2024, eq. 7: $\sum_i 1 - \exp(-\theta_i^2 / 2\varepsilon^2)$."""
     return jnp.sum(1.0 - jnp.exp(-(theta**2) / (2.0 * eps**2)))
 
 
 def weighted_residuals(problem: DiscoveryProblem, u: Array, theta: Array, mask: Array, lam: ArrayLike) -> Array:
-    r"""The vector whose squared norm is $\mathcal L_\lambda$ (003 eq. 12 without the penalty): the
+    r"""The vector whose squared norm is $\mathcal L_\lambda$ (Meissner & Glasner 2024, eq. 12 without the penalty): the
     model residuals over $\sqrt{n}$ and the misfits on the observed entries times $\sqrt{\lambda/\hat n}$."""
     r = residual(problem, u, theta * mask)
     misfit = jnp.where(problem.observed, problem.data - u, 0.0)
@@ -151,7 +152,7 @@ def weighted_residuals(problem: DiscoveryProblem, u: Array, theta: Array, mask: 
 
 def objective(problem: DiscoveryProblem, u: Array, theta: Array, mask: Array, lam: ArrayLike, penalty: ArrayLike,
               eps: ArrayLike) -> Array:
-    r"""003 eq. 12: mean squared model residual + $\lambda$ × mean squared misfit on the observed
+    r"""Meissner & Glasner 2024, eq. 12: mean squared model residual + $\lambda$ × mean squared misfit on the observed
     entries + $R/d$ × smoothed $\ell_0$ of the active coefficients $\Theta \odot M$ ($d$ the library
     size). `penalty` = 0 gives $\mathcal L_\lambda$."""
     return (jnp.sum(weighted_residuals(problem, u, theta, mask, lam) ** 2)

@@ -1,4 +1,4 @@
-r"""Sparse state-and-parameter regression (003): states and coefficients fitted jointly by
+r"""Sparse state-and-parameter regression (Meissner & Glasner 2024): states and coefficients fitted jointly by
 Levenberg–Marquardt (Algorithm 2), terms selected by drop-$k$ subset search scored by an
 information criterion (Algorithm 1)."""
 
@@ -22,7 +22,7 @@ from ._start import fill_missing, interpolate_missing, smooth_missing
 
 def _drop(mask: np.ndarray, theta: np.ndarray, k: int) -> np.ndarray:
     """`mask` with its `k` active entries of least |theta| switched off (ranked over the
-    whole coefficient matrix, as 003's code does)."""
+    whole coefficient matrix, as Meissner & Glasner 2024's code does)."""
     active = np.flatnonzero(mask.ravel())
     order = active[np.argsort(np.abs(theta.ravel()[active]), kind="stable")]
     out = mask.copy().ravel()
@@ -31,22 +31,22 @@ def _drop(mask: np.ndarray, theta: np.ndarray, k: int) -> np.ndarray:
 
 
 class StateParameterRegression(eqx.Module):
-    r"""Equation discovery by sparse state and parameter regression (Meissner & Glasner, 003).
+    r"""Equation discovery by sparse state and parameter regression (Meissner & Glasner, Meissner & Glasner 2024).
 
-    Minimises 003 eq. 12 over the states $u$ and the coefficients $\Theta$ jointly, with the
+    Minimises Meissner & Glasner 2024, eq. 12 over the states $u$ and the coefficients $\Theta$ jointly, with the
     states tied to the data by $\lambda$ on the observed entries only, for a sequence of
     term masks chosen by Algorithm 1: from the full library, drop the `k0` smallest
     coefficients of the penalised fit ($R$ > 0, eq. 11) while the information criterion of
     the unpenalised fit (eq. 10; BIC eq. 9 or AIC) improves; at the first rejection go back
     to the last accepted model and drop one term at a time; if even one dropped term is
-    rejected, add terms back one at a time from the second-best model. Where 003's
+    rejected, add terms back one at a time from the second-best model. Where Meissner & Glasner 2024's
     pseudocode and prose disagree this follows the prose (and its authors' code): after a
     one-term drop has been accepted, the next rejection ends the search; a rejection in the
     backward phase ends it too.
 
     **Arguments:** `lam` ($\lambda$, model/data variance ratio), `penalty` ($R$), `eps` (the
-    smoothed-$\ell_0$ width $\varepsilon$; 003 gives no value, its code uses $2\varepsilon^2 = 1$),
-    `k0` (terms dropped per forward step; 003's code uses 3), `criterion` ("bic" or "aic"),
+    smoothed-$\ell_0$ width $\varepsilon$; Meissner & Glasner 2024 gives no value, its code uses $2\varepsilon^2 = 1$),
+    `k0` (terms dropped per forward step; Meissner & Glasner 2024's code uses 3), `criterion` ("bic" or "aic"),
     `solver` (the Levenberg–Marquardt settings)."""
 
     lam: float = 1e-2
@@ -71,12 +71,12 @@ class StateParameterRegression(eqx.Module):
 
     @eqx.filter_jit
     def _solve_pair(self, problem, u0, theta0, mask):
-        """The unpenalised and the penalised fit from one start, vmapped (003: "in parallel")."""
+        """The unpenalised and the penalised fit from one start, vmapped (Meissner & Glasner 2024: "in parallel")."""
         return jax.vmap(self.solve, in_axes=(None, None, None, None, 0))(
             problem, u0, theta0, mask, jnp.asarray([0.0, self.penalty]))
 
     def information_criterion(self, problem: DiscoveryProblem, loss_lambda: ArrayLike, n_terms: int) -> float:
-        r"""003 eq. 9: $\hat n \ln \mathcal L_\lambda + \ln(\hat n)\, d$ (BIC) or
+        r"""Meissner & Glasner 2024, eq. 9: $\hat n \ln \mathcal L_\lambda + \ln(\hat n)\, d$ (BIC) or
         $\hat n \ln \mathcal L_\lambda + 2d$ (AIC), $\hat n$ the number of observed values and $d$ the
         number of active terms."""
         n_hat = float(problem.n_observed)
@@ -95,11 +95,11 @@ class StateParameterRegression(eqx.Module):
           for one field), on a uniform time grid of step `dt`; missing entries NaN or marked
           False in `mask`.
         - `library`: a `PolynomialLibrary` (ODEs) or `FiniteDifferenceLibrary` (PDEs).
-        - `theta0`: starting coefficients (a number for all; 003's code uses 0.1).
-        - `u0`: starting states: `"data"` (003 §5: the data, missing entries filled from the
+        - `theta0`: starting coefficients (a number for all; Meissner & Glasner 2024's code uses 0.1).
+        - `u0`: starting states: `"data"` (Meissner & Glasner 2024, §5: the data, missing entries filled from the
           next observation of the same point), `"smoothed"` (a Gaussian kernel smoother of the
           observations, widths chosen by leave-one-out cross-validation, `smooth_missing`;
-          not 003's: for heavy noise, where the fit from the raw data can go astray),
+          not Meissner & Glasner 2024's: for heavy noise, where the fit from the raw data can go astray),
           `"interpolated"` (the data, missing entries from that smoother,
           `interpolate_missing`: forward filling gives a point missing at one of few time
           levels a zero time difference), or an array of the states' shape.

@@ -1,5 +1,5 @@
 """The outcome of a discovery run: the selected model, its reconstructed states, and every
-model tested on the way with its score (003 §3.2: kept "for comprehensive review")."""
+model tested on the way with its score (Meissner & Glasner 2024, §3.2: kept "for comprehensive review")."""
 
 import dataclasses
 

@@ -1,4 +1,4 @@
-r"""Direct solve of 003's damped Levenberg–Marquardt system with a general sparse
+r"""Direct solve of Meissner & Glasner 2024's damped Levenberg–Marquardt system with a general sparse
 factorisation of the state block, bordered by the dense coefficient rows,
 
 $$\begin{pmatrix} A & B \\ B^\top & C \end{pmatrix} \begin{pmatrix} d_u \\ d_\theta \end{pmatrix}
@@ -12,7 +12,7 @@ For fields whose time levels are too large for the dense blocks of `bordered_sol
 `jax.pure_callback`, under `jit` and (sequentially) `vmap`. A singular $A$ or a Schur
 complement that is not positive definite gives NaN (the caller rejects the step).
 
-Two time levels (two snapshots): 003's midpoint residual (eq. 13) depends on the states
+Two time levels (two snapshots): Meissner & Glasner 2024's midpoint residual (eq. 13) depends on the states
 only through $s = (u_0 + u_1)/2$ and $d = u_1 - u_0$, and linearly on $d$ with a diagonal
 Jacobian, while the data misfit and the damping act point by point. In the variables
 $(s, d)$, $u = P(s, d)$, the block of $P^\top A P$ in $d$ is therefore diagonal; it is eliminated

@@ -1,4 +1,4 @@
-r"""Starting states for the joint fit: the data with missing entries filled forward (003 §5),
+r"""Starting states for the joint fit: the data with missing entries filled forward (Meissner & Glasner 2024, §5),
 a Gaussian kernel smoother of the observations whose widths are chosen by leave-one-out
 cross-validation (for heavy noise, where the first steps from the raw data lead the fit
 astray), or the data with only the missing entries taken from that smoother."""
@@ -19,7 +19,7 @@ def _radius(width: float) -> int:
 
 def fill_missing(problem: DiscoveryProblem) -> np.ndarray:
     """Initial states from the data: each missing entry takes the next observed value of its
-    point in time (the last observed one after the final observation) (003 §5)."""
+    point in time (the last observed one after the final observation) (Meissner & Glasner 2024, §5)."""
     data = np.asarray(problem.data).copy()
     observed = np.asarray(problem.observed)
     flat, seen = data.reshape(data.shape[0], -1), observed.reshape(observed.shape[0], -1)
@@ -72,7 +72,7 @@ def smooth_missing(problem: DiscoveryProblem, sweeps: int = 3) -> tuple[np.ndarr
     over time and space, missing entries weighted 0), each state component with its own
     per-axis widths chosen by leave-one-out cross-validation over the `WIDTHS` whose kernel
     fits in the axis (coordinate descent, at most `sweeps` passes over the axes; a wider
-    kernel would average the axis's variation away: two snapshots, as in 003's Allen–Cahn
+    kernel would average the axis's variation away: two snapshots, as in Meissner & Glasner 2024's Allen–Cahn
     case, would be made equal and the time derivative lost). Points with no observation
     within reach of the kernel keep the forward-filled value. Returns the states and the widths, shape
     `(D, 1 + n_space)`."""

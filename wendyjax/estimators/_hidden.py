@@ -1,10 +1,10 @@
-r"""Integral matching with hidden (never observed) states: 004 §5 and Algorithm 2.
+r"""Integral matching with hidden (never observed) states: Anonymous 2025, §5 and Algorithm 2.
 
 The data are split into consecutive subintervals $[a_i, a_i + h]$, $a_{i+1} = a_i + h$,
 so the LGR supports chain: the last node of one is the first of the next. Observed
 components take their node values from the data (the regressions $r_i$ of eq. 6);
 hidden components are decision variables $\tilde X$, one value per chained node (so the
-reconstructed trajectory is continuous). The loss is 004's relaxed problem of §5,
+reconstructed trajectory is continuous). The loss is Anonymous 2025's relaxed problem of §5,
 
 $$\min_{\Theta, \tilde X} \sum_i \big\| \hat X_{i,0} + hAF(\hat X_i, \tilde X_i, \Theta) - \hat X_{i,1:K} \big\|^2
 + \big\| \tilde X_{i,0} + hAF(\hat X_i, \tilde X_i, \Theta) - \tilde X_{i,1:K} \big\|^2,$$
@@ -22,7 +22,7 @@ given hidden initial values.
 
 A polynomial library, and a neural field, is closed under affine changes of a hidden
 variable ($z \mapsto \alpha z + \beta$ gives another model of the same class with the same
-observed dynamics, 004 §5.1), and shrinking $\alpha$ shrinks the hidden residuals, so for
+observed dynamics, Anonymous 2025, §5.1), and shrinking $\alpha$ shrinks the hidden residuals, so for
 them the hidden components are standardised (mean 0, variance 1 over the nodes):
 the reconstruction is defined up to that affine map and compared after regression.
 """

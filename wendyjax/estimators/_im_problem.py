@@ -46,14 +46,14 @@ def integral_matching_problem(
     hidden: bool = False,
 ) -> IntegralMatchingProblem:
     r"""Denoise `data` (a `Trajectory`, `Dataset` or list of trajectories) with `smoother`
-    (004 App. A; `None` to skip), and fit the degree-`order` LGR polynomial to the samples
+    (Anonymous 2025, App. A; `None` to skip), and fit the degree-`order` LGR polynomial to the samples
     in $[t_i, t_i + h]$ for every `stride`-th sample $t_i$ with $t_i + h$ inside the data
     (default stride: a tenth of the samples per subinterval). Missing values (mask) of a
     state are filled by linear interpolation between its observed samples (held constant
     beyond the first and last) before both fits; every subinterval must still hold K + 1
     observed samples of every observed state. Non-uniform grids need nothing special. With
     `hidden`, states never observed are allowed (their node values are 0: partial
-    observation, 004 §5).
+    observation, Anonymous 2025, §5).
 
     Why filling: degree-K fits through the observed samples alone extrapolate wildly
     across gaps near a subinterval's ends, where LGR nodes cluster (measured on Van der
@@ -105,7 +105,7 @@ def collocation_residuals(
     rhs: Callable, theta: PyTree, problem: IntegralMatchingProblem, index: Int[Array, " b"] | None = None
 ) -> Float[Array, "b K D"]:
     r"""$X_{s,0} + hAF(X_s, \Theta) - X_{s,1:K}$ for the subintervals `index` (all by
-    default): 004 eq. 5, the right-hand side vmapped over the nodes of all of them at once
+    default): Anonymous 2025, eq. 5, the right-hand side vmapped over the nodes of all of them at once
     (one batch of B·K points: about 8 % faster per gradient in a compiled loop than nested
     vmaps over subintervals and nodes, on the spiral network of `benchmarks/spiral_neural.py`)."""
     X, a = (problem.X, problem.a) if index is None else (problem.X[index], problem.a[index])

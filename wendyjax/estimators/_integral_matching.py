@@ -1,8 +1,8 @@
-r"""Integral matching on LGR collocation (paper 004 §3, Algorithm 1, App. C).
+r"""Integral matching on LGR collocation (Anonymous 2025, §3, Algorithm 1, App. C).
 
 On a subinterval $[a, a+h]$ the data give the state's values $X_0..X_K$ at the LGR
 support (a least-squares polynomial fit, after Savitzky–Golay denoising); the ODE then
-says $X_j = X_0 + h\sum_k A_{jk} f(X_k, \Theta, a + h\tau_k)$ (004 eq. 5, $A$ the
+says $X_j = X_0 + h\sum_k A_{jk} f(X_k, \Theta, a + h\tau_k)$ (Anonymous 2025, eq. 5, $A$ the
 $K\times K$ block of $D_K^{-1}$). Integral matching minimises
 
 $$\ell(\Theta) = \frac{1}{|S| K D}\sum_{s\in S} \big\| X_{s,0} + hAF(X_s, \Theta) - X_{s,1:K} \big\|^2$$
@@ -14,7 +14,7 @@ Three solvers, one loss:
 
 - `"least_squares"`: models linear in $\Theta$ (polynomial libraries) give a linear
   least-squares problem, solved exactly (per state component, one shared Gram matrix),
-  with the sequential thresholding of 004 App. C for sparse recovery;
+  with the sequential thresholding of Anonymous 2025, App. C for sparse recovery;
 - `"gauss_newton"`: [`bounded_trust_region`][] on the Gauss–Newton model over all
   subintervals, for `ODEModel`s (parameters entering nonlinearly, with bounds);
 - `"gradient"`: optax (Adam by default) on random batches of subintervals, a `lax.scan`
@@ -96,9 +96,9 @@ def _solve_gram(G, b, mask, ridge):
 
 
 class IntegralMatching(eqx.Module):
-    r"""Integral matching on LGR collocation (004).
+    r"""Integral matching on LGR collocation (Anonymous 2025).
 
-    - `order`, `length`: LGR order $K$ and subinterval length $h$ (004: $K = 30$, $h = 1$).
+    - `order`, `length`: LGR order $K$ and subinterval length $h$ (Anonymous 2025: $K = 30$, $h = 1$).
     - `smoother`: denoising before the node fits (`None` for none); `stride`: spacing of
       subinterval starts in samples (default: a tenth of a subinterval).
     - `method`: `"least_squares"` (polynomial libraries; `threshold` turns on sequential
@@ -303,19 +303,19 @@ class IntegralMatching(eqx.Module):
         r"""Fit `model` to `data` (a `Trajectory`, `Dataset` or list of trajectories).
 
         `model` is an `ODEModel` (`theta0` = the start $p_0$, required; `bounds` as in
-        WENDy's `fit`), a `PolynomialLibrary` (`theta0` defaults to zeros, 004's
+        WENDy's `fit`), a `PolynomialLibrary` (`theta0` defaults to zeros, Anonymous 2025's
         initialisation) or a neural vector field: an `eqx.Module` called as `field(u, t)`
         whose arrays are the parameters (it is its own start; `theta0` must be None).
         `key` seeds the random subintervals of the gradient method; `progress` shows a
         progress bar over its chunks.
 
         States never observed in `data` (mask all False) are *hidden*: they are
-        reconstructed with the parameters (004 §5; see `_hidden`), starting from
+        reconstructed with the parameters (Anonymous 2025, §5; see `_hidden`), starting from
         `hidden0`, their values at the first sample time (required then), integrated
         along the observed states with `theta0` (required, also for libraries; a neural
         field is its own start). `method="gauss_newton"` (the default for ODEModels and
         libraries) solves jointly over both; `"gradient"` (the default and only choice for
-        neural fields) is 004's Algorithm 2, alternating optimizer steps in the parameters
+        neural fields) is Anonymous 2025'sAlgorithm 2, alternating optimizer steps in the parameters
         and in the hidden node values on random batches of subintervals."""
         given = theta0 is not None
         rhs, theta0, lower, upper = _vector_field(model, theta0, bounds)
@@ -440,12 +440,12 @@ class IntegralMatchingFit(StatusMixin):
     `status`, the loss `history` per chunk (gradient method), wall-clock `seconds`
     (compilation included) and the vector field `rhs(u, θ, t)`.
 
-    With hidden states (004 §5), `hidden` lists their indices and `node_states` holds
+    With hidden states (Anonymous 2025, §5), `hidden` lists their indices and `node_states` holds
     every state at the chained collocation nodes `node_times` (`node_states[0]` is a full
     initial state for `simulate`); for libraries the hidden ones are `standardised`
     (mean 0, variance 1: defined up to an affine map).
 
-    No covariance: 004 gives no sampling theory for ℓ (the node values are correlated
+    No covariance: Anonymous 2025 gives no sampling theory for ℓ (the node values are correlated
     smoothed data); refine with `OutputError` or `Hybrid` for confidence intervals."""
 
     model: object

@@ -35,8 +35,8 @@ def weighted_least_squares(
     atol: float,
     max_steps: int,
 ) -> TrustRegionSolution:
-    r"""$\arg\min_{l\le p\le u} \tfrac12\sum_r \|C_r^{-1}(g_r(p) - b_r)\|^2$ (001 Alg. 2
-    line 9; $C = I$ for WLS, 001 Alg. 1).
+    r"""$\arg\min_{l\le p\le u} \tfrac12\sum_r \|C_r^{-1}(g_r(p) - b_r)\|^2$ (Bortz et al. 2023, Alg. 2
+    line 9; $C = I$ for WLS, Bortz et al. 2023, Alg. 1).
 
     Linear in parameters: the unconstrained solution by `lstsq` starts a Gauss–Newton
     trust region that is exact on this quadratic (one step when that solution is

@@ -1,10 +1,10 @@
-r"""Output error: fit parameters and initial conditions by forward simulation (000 eq. 11).
+r"""Output error: fit parameters and initial conditions by forward simulation (Rummel et al. 2025, eq. 11).
 
 $$\min_{l \le p \le u,\ u_0}\ \tfrac12\sum_{r,i,d} m_{rid}\,(x_d(t_{ri}; p, u_{0,r}) - y_{rid})^2 / \sigma_{rd}^2$$
 
 with $x$ the diffrax solution (in log space, $x = \log u$, for log-normal noise), $y$ the
 data, $m$ the observation mask and $\sigma$ the noise level per state (1 for the plain
-least squares of 000 eq. 11). The Jacobian comes from the forward sensitivity equations
+least squares of Rummel et al. 2025, eq. 11). The Jacobian comes from the forward sensitivity equations
 solved with the states (or forward-mode autodiff through diffrax); the optimiser is
 Levenberg–Marquardt in Moré's trust-region form on the box (our bounded trust region with
 the Gauss–Newton model, [`bounded_trust_region`][]) or optimistix's
@@ -101,11 +101,11 @@ def output_error_problem(
     """Validate data and stack the arrays of an output-error fit.
 
     - `noise`: "gaussian" (residuals of the states) or "lognormal" (residuals of the
-      log states, 000 eq. 20), or a noise model.
+      log states, Rummel et al. 2025, eq. 20), or a noise model.
     - `weighted`: divide each state's residuals by its noise level (the Gaussian maximum
-      likelihood); `False` gives 000 eq. (11)'s plain least squares.
+      likelihood); `False` gives Rummel et al. 2025, eq. (11)'s plain least squares.
     - `sigma`: noise level per state (scalar or `(D,)`; log space for log-normal noise);
-      `None` estimates it from each trajectory's fully observed rows (001 §2.2).
+      `None` estimates it from each trajectory's fully observed rows (Bortz et al. 2023, §2.2).
     - `u0`: start of the initial states, `(D,)` or `(R, D)`; `None` takes each state's
       first observation, so every state must be observed somewhere; with `u0` states may
       be hidden (never observed).
@@ -236,13 +236,13 @@ def _states_jvp(primals, tangents, *, est, problem):
 
 
 class OutputError(AbstractEstimator):
-    r"""Output-error least squares over parameters and initial states (000 eq. 11, §3.2).
+    r"""Output-error least squares over parameters and initial states (Rummel et al. 2025, eq. 11, §3.2).
 
     - `ode_solver`: the diffrax solver of the forward model (`Tsit5()`; `Kvaerno5()` for
       stiff systems), with step-size tolerances `ode_rtol`, `ode_atol` and at most `ode_max_steps`
       steps per solve.
     - `rtol`, `atol`, `max_steps`: of the Levenberg–Marquardt iteration.
-    - `fit_u0`: also fit the initial states (default, as 000); else they stay at the start.
+    - `fit_u0`: also fit the initial states (default, as Rummel et al. 2025); else they stay at the start.
     - `jacobian`: "sensitivity" (default) solves the forward sensitivity equations
       $\dot S = \partial_x f\,S + \partial_p f$ with the states in one augmented solve whose
       steps are controlled by the states alone, so it equals the forward-mode derivative of
@@ -258,7 +258,7 @@ class OutputError(AbstractEstimator):
 
     A trial point whose forward solve fails (diffrax does not reach the last sample, or
     non-finite states) gets a large constant residual, so the step is rejected; a final
-    estimate whose solve fails has status `forward_failed` (000's failure).
+    estimate whose solve fails has status `forward_failed` (Rummel et al. 2025's failure).
     """
 
     ode_solver: diffrax.AbstractSolver = diffrax.Tsit5()

@@ -83,7 +83,7 @@ class AbstractFit(StatusMixin, abc.ABC):
         return np.sqrt(np.diagonal(self.covariance))
 
     def ci(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-        """(lower, upper) normal confidence intervals at `level` (001 eq. 16)."""
+        """(lower, upper) normal confidence intervals at `level` (Bortz et al. 2023, eq. 16)."""
         return confidence_intervals(self.params, self.covariance, level)
 
     def simulate(self, u0, t, solver: diffrax.AbstractSolver | None = None) -> np.ndarray:
@@ -91,7 +91,7 @@ class AbstractFit(StatusMixin, abc.ABC):
         return np.asarray(solve(self.model, self.params, u0, t, solver=solver))
 
     def forward_error(self, u0, t, reference, solver: diffrax.AbstractSolver = diffrax.Tsit5()) -> float:
-        """Relative forward-simulation error of the fit (000 eq. 13) against `reference`
+        """Relative forward-simulation error of the fit (Rummel et al. 2025, eq. 13) against `reference`
         (the noiseless states when known, else the data); inf if the solve fails."""
         err, _ = forward_simulation_error(self.model, self.params, np.asarray(u0, float),
                                           np.asarray(t, float), np.asarray(reference, float), solver)

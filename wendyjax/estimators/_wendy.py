@@ -119,11 +119,12 @@ def _wls_start(lik, lower, upper):
 
 
 class WLS(AbstractWENDyEstimator):
-    r"""Weak ordinary least squares $\min_p \tfrac12\|g(p) - b\|^2$ (001 Alg. 1, 000 App. C).
+    r"""Weak ordinary least squares $\min_p \tfrac12\|g(p) - b\|^2$ (Bortz et al. 2023, Alg. 1;
+    Rummel et al. 2025, App. C).
 
     Closed form for models linear in the parameters (then `p0` is not used); a bounded
     Gauss–Newton trust region from `p0` otherwise. Ignores the residual covariance, so it is
-    biased at high noise (000 Table 4); it is the start of IRLS.
+    biased at high noise (Rummel et al. 2025, Table 4); it is the start of IRLS.
     """
 
     rtol: float = 1e-8
@@ -138,11 +139,11 @@ class WLS(AbstractWENDyEstimator):
 
 
 class IRLS(AbstractWENDyEstimator):
-    r"""Iteratively reweighted least squares (001 Alg. 2, 000 App. C):
+    r"""Iteratively reweighted least squares (Bortz et al. 2023, Alg. 2, Rummel et al. 2025, App. C):
     $p^{(n+1)} = \arg\min_p (g(p) - b)^T S(p^{(n)})^{-1}(g(p) - b)$ from the WLS estimate.
 
     Stops when $\|p^{(n+1)} - p^{(n)}\| / \|p^{(n)}\|$ < `step_tol` (1e-6) or after
-    `max_iters` (100) iterations. `shapiro_wilk=True` adds 001 §2.4's test: from
+    `max_iters` (100) iterations. `shapiro_wilk=True` adds Bortz et al. 2023, §2.4's test: from
     iteration `sw_start` (10) on, stop when the Shapiro–Wilk p-value of the whitened
     residual $C^{(n)\,-1}(g(p^{(n+1)}) - b)$ falls below `sw_tol` (1e-4) and return
     $p^{(n)}$ (the test is scipy's, called from inside the compiled solve).
@@ -176,11 +177,11 @@ class IRLS(AbstractWENDyEstimator):
         return sol.x, whitened, result
 
     def converged(self, p_new, p):
-        """Relative step below `step_tol` (001 Alg. 2's stopping rule)."""
+        """Relative step below `step_tol` (Bortz et al. 2023, Alg. 2's stopping rule)."""
         return jnp.linalg.norm(p_new - p) < self.step_tol * jnp.linalg.norm(p)
 
     def _shapiro_wilk_stop(self, lik, whitened, n):
-        """001 §2.4: from iteration `sw_start` on, the whitened residual fails the
+        """Bortz et al. 2023, §2.4: from iteration `sw_start` on, the whitened residual fails the
         Shapiro-Wilk normality test at level `sw_tol`."""
         if not self.shapiro_wilk:
             return jnp.array(False)
@@ -219,12 +220,12 @@ def _shapiro_pvalue(whitened, mask) -> np.ndarray:
 
 
 class MLE(AbstractWENDyEstimator):
-    r"""Weak maximum likelihood (000 §3.1, eq. 10): $\min_{l \le p \le u} \ell(p)$ by a
+    r"""Weak maximum likelihood (Rummel et al. 2025, §3.1, eq. 10): $\min_{l \le p \le u} \ell(p)$ by a
     bounded trust-region Newton method with the exact Hessian of $\ell$.
 
     `start` picks where the trust region starts:
 
-    - `"p0"` (default): the given start, as in 000's experiments;
+    - `"p0"` (default): the given start, as in Rummel et al. 2025's experiments;
     - `"wls"`: the [`WLS`][] estimate (closed form for models linear in the parameters, a
       Gauss–Newton solve from `p0` otherwise; `p0` if that fails);
     - `"best"`: whichever of the two has the lower ℓ;
@@ -232,7 +233,7 @@ class MLE(AbstractWENDyEstimator):
       of both).
 
     Measured (2-core CPU, 2026-11-25): on Lorenz (M = 1024, 5–10 % noise, starts uniform in
-    000's box) `"wls"`/`"best"` reach the same optimum in 3–4 steps instead of 7–16; on
+    Rummel et al. 2025's box) `"wls"`/`"best"` reach the same optimum in 3–4 steps instead of 7–16; on
     SIR-TDI (1 % noise, M = 256) 3 of 20 box starts end at a wrong local minimum that
     `"best"` avoids; on Hindmarsh–Rose at 20 % noise the WLS estimate, shrunk towards 0,
     leads 7 of 20 fits to a local minimum near p = 0 with ℓ higher by 90–450 than from the

@@ -1,6 +1,6 @@
 r"""Function libraries: a model linear in its coefficients, $\partial_t u = \Phi(u)\,\Theta$, with
 $\Phi$ a fixed set of candidate terms and $\Theta$ a (terms × states) coefficient matrix
-(003 eqs. 6, 14, 15)."""
+(Meissner & Glasner 2024, eqs. 6, 14, 15)."""
 
 import abc
 
@@ -44,7 +44,7 @@ class AbstractLibrary(eqx.Module):
         return f"{state}'"
 
     def zeros(self) -> Float[Array, "F D"]:
-        """A coefficient matrix of zeros (004's initialisation)."""
+        """A coefficient matrix of zeros (Anonymous 2025's initialisation)."""
         return jnp.zeros((self.n_features, self.n_states))
 
     def check_theta(self, theta: ArrayLike, argname: str = "theta") -> Float[Array, "F D"]:

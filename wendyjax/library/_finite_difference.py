@@ -1,6 +1,6 @@
 r"""PDE libraries: products of powers of the fields and of their spatial derivatives by
 second-order centred finite differences, up to fourth derivatives, in one to three
-dimensions (003 §3.3, eq. 15)."""
+dimensions (Meissner & Glasner 2024, §3.3, eq. 15)."""
 
 import re
 from collections.abc import Sequence
@@ -51,9 +51,9 @@ def _parse(term: str, states: tuple[str, ...], axes: tuple[str, ...]) -> tuple[t
 
 class FiniteDifferenceLibrary(AbstractLibrary):
     r"""Terms such as `u`, `u^3`, `u_xx`, `u u_x`, `u^2 u_y`, `u v_x` of the fields on a uniform
-    grid, spatial derivatives by second-order centred differences (003 eq. 15). `features`
+    grid, spatial derivatives by second-order centred differences (Meissner & Glasner 2024, eq. 15). `features`
     of one time level of shape `(*space, D)` returns the terms on the interior points, where
-    every stencil lies inside the grid: no boundary condition is assumed (003 §3.3).
+    every stencil lies inside the grid: no boundary condition is assumed (Meissner & Glasner 2024, §3.3).
 
     **Arguments:**
 

@@ -1,6 +1,6 @@
 r"""Polynomial function libraries: $\dot u = \Phi(u)\,\Theta$ with $\Phi$ the monomials of the
-states up to a degree and $\Theta$ a (features × states) coefficient matrix (004 §4,
-App. C; 003 eq. 14; the SINDy parametrisation)."""
+states up to a degree and $\Theta$ a (features × states) coefficient matrix (Anonymous 2025, §4,
+App. C; Meissner & Glasner 2024, eq. 14; the SINDy parametrisation)."""
 
 import itertools
 from collections.abc import Sequence
@@ -29,7 +29,7 @@ def _factors(n_states: int, degree: int, constant: bool) -> np.ndarray:
 
 class PolynomialLibrary(AbstractLibrary):
     r"""All monomials of the states of total degree ≤ `degree`, the constant included unless
-    `constant=False` (003's libraries have none): $f(u, \Theta) = \Phi(u)\,\Theta$ with
+    `constant=False` (Meissner & Glasner 2024's libraries have none): $f(u, \Theta) = \Phi(u)\,\Theta$ with
     $\Theta$ of shape (`n_features`, `n_states`).
 
     `state_names` (or a count) names the states in feature names and printed equations."""
@@ -65,7 +65,7 @@ class PolynomialLibrary(AbstractLibrary):
         return jnp.prod(jnp.concatenate([jnp.ones((1,), u.dtype), u])[self.factors], axis=1)
 
     def rhs(self, u: Float[Array, " D"], theta: Float[Array, "F D"], t=None) -> Float[Array, " D"]:
-        """The vector field f(u) = features(u) @ θ (004 App. C, 003 eq. 14)."""
+        """The vector field f(u) = features(u) @ θ (Anonymous 2025, App. C, Meissner & Glasner 2024, eq. 14)."""
         return self.features(u) @ theta
 
     def coefficients(self, model: ODEModel, p: ArrayLike) -> np.ndarray:

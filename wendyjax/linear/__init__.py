@@ -1,5 +1,5 @@
 """Linear dynamical systems: B-spline bases, linear ODE models with known forcing and the
-Data2LD estimator (paper 002, Carey & Ramsay 2021)."""
+Data2LD estimator (Carey & Ramsay 2021, Carey & Ramsay 2021)."""
 
 from ._bspline import BSplineBasis as BSplineBasis, breakpoint_quadrature as breakpoint_quadrature
 from ._data2ld import (

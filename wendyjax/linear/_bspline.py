@@ -1,6 +1,6 @@
 r"""B-spline bases in the style of R's `fda` (breakpoints with multiplicities and an order),
 evaluated with their derivatives in JAX, and Gauss–Legendre quadrature aligned with
-breakpoints (002 §3.1).
+breakpoints (Carey & Ramsay 2021, §3.1).
 
 A basis of order $O$ (degree $O-1$) on $[a, b]$ with breakpoints
 $a = \xi_0 \le \xi_1 \le \dots \le \xi_L = b$ has the knot vector

@@ -1,4 +1,4 @@
-r"""Data2LD (002): parameter cascading for linear ODEs with a closed-form inner smooth and
+r"""Data2LD (Carey & Ramsay 2021): parameter cascading for linear ODEs with a closed-form inner smooth and
 a continuation in the smoothing weight $\rho$.
 
 - inner: $\hat c(\theta,\rho) = A^{-1}b$, $A = \frac{1-\rho}{N}\Phi^T\Phi + \frac{\rho}{T}R(\theta)$,
@@ -35,7 +35,7 @@ CONTINUATIONS = ("ladder", "adaptive", "gcv")
 
 
 def rho_of(gamma):
-    """$\\rho = e^\\gamma / (1 + e^\\gamma)$ (002 §3.2 step 2)."""
+    """$\\rho = e^\\gamma / (1 + e^\\gamma)$ (Carey & Ramsay 2021, §3.2 step 2)."""
     return jax.nn.sigmoid(gamma)
 
 
@@ -78,7 +78,8 @@ def residuals_and_jacobian(problem: Data2LDProblem, theta, rho):
 
 
 def criterion(problem: Data2LDProblem, theta, rho) -> Float[Array, ""]:
-    """$H(\\theta|\\rho) = \\|y - \\Phi\\hat c\\|^2 / N$ (002 eq. 12, per observation as in the code)."""
+    """$H(\\theta|\\rho) = \\|y - \\Phi\\hat c\\|^2 / N$ (Carey & Ramsay 2021, eq. 12, per observation as
+    in the code)."""
     r = residuals(problem, theta, rho)
     return r @ r / problem.num_obs
 
@@ -112,7 +113,7 @@ def dtheta_dy(problem: Data2LDProblem, theta, rho) -> Float[Array, "J nD"]:
 
 @eqx.filter_jit
 def uncertainty(problem: Data2LDProblem, theta, rho, kind: str = "gauss_newton") -> Uncertainty:
-    r"""002 §3.2–3.3 at $(\theta, \rho)$: $df = \mathrm{tr}(2Y - YY^T)$ computed as
+    r"""Carey & Ramsay 2021, §3.2–3.3 at $(\theta, \rho)$: $df = \mathrm{tr}(2Y - YY^T)$ computed as
     $2\,\mathrm{tr}M - \mathrm{tr}M^2$ with $M = \frac{1-\rho}{N}A^{-1}\Phi^T\Phi$;
     $\hat\sigma^2 = SSE/(N-df)$; GCV $= (SSE/N)/((N-df)/N)^2$; covariance
     $\hat\sigma^2\,(\partial\hat\theta/\partial y)(\partial\hat\theta/\partial y)^T$ with
@@ -142,7 +143,7 @@ class Continuation(eqx.Module):
     r"""The stages of the $\rho$ continuation: `gamma`, `rho`, `theta`, `H` (eq. 12 at the
     stage minimum), `result` and `num_steps` per stage; `valid` marks the stages that ran
     (the adaptive rule fills a fixed-size buffer), `selected` the one reported and
-    `stderr` the Gauss–Newton standard errors of $\hat\theta$ at every stage (002 Fig. 3)."""
+    `stderr` the Gauss–Newton standard errors of $\hat\theta$ at every stage (Carey & Ramsay 2021, Fig. 3)."""
 
     gamma: Float[Array, " U"]
     rho: Float[Array, " U"]
@@ -170,17 +171,17 @@ class Data2LDSolution(eqx.Module):
 
 
 class Data2LD(eqx.Module):
-    r"""Data2LD estimator for a [`LinearODE`][] (002, Carey & Ramsay 2021).
+    r"""Data2LD estimator for a [`LinearODE`][] (Carey & Ramsay 2021, Carey & Ramsay 2021).
 
-    - `basis`: the [`BSplineBasis`][] of every $x_v$ (002 §3.1: order > p + 3 recommended,
+    - `basis`: the [`BSplineBasis`][] of every $x_v$ (Carey & Ramsay 2021, §3.1: order > p + 3 recommended,
       breaks repeated at forcing jumps so $D^p x$ can jump there);
     - `continuation`: "ladder" (default; the Data2LD code: warm-started stages at
-      `gammas`, then $\hat\rho$ by `select`) or "adaptive" (002 §3.2 steps 1–4, with the
+      `gammas`, then $\hat\rho$ by `select`) or "adaptive" (Carey & Ramsay 2021, §3.2 steps 1–4, with the
       readings of the digest: from $\gamma$ = `gamma_start` step $\gamma$ by 1; a stage
       whose relative change $|H_u - H_{u-1}|/H_{u-1}$ is not below `eps0` is retried from
       the previous $\hat\theta$ with half the step (down to 1/64, then accepted); stop when
       $\|\hat\theta_u - \hat\theta_{u-1}\|_2$ < `eps1`, at `gamma_max` or after `max_stages`),
-      or "gcv": parameter cascading with one smoothing level (002 §2.3, PC): every $\gamma$ in
+      or "gcv": parameter cascading with one smoothing level (Carey & Ramsay 2021, §2.3, PC): every $\gamma$ in
       `gammas` solved from `theta0` without warm starts, the one of least GCV reported;
     - `select` (ladder): "min_change" (the code: among stages with $\rho > 0.99$, the one
       after the smallest $\sum_j|\Delta\hat\theta_j|$ between consecutive stages) or "last";
@@ -329,7 +330,7 @@ class Data2LD(eqx.Module):
         """[`solve`][] for every dataset `ys[r]` (same times, NaN = missing) in one compiled
         call (e.g. the replicates of a simulation study): `lax.map` over batches of
         `batch_size` vmapped fits. Default 1 on a CPU (one fit after another), all at once
-        on an accelerator. Measured on the 2-core CPU (002 §5, N = 21, σ = 0.1): 1000
+        on an accelerator. Measured on the 2-core CPU (Carey & Ramsay 2021, §5, N = 21, σ = 0.1): 1000
         replicates take 21 s in batches of 1 and 19 s in batches of 50, while one vmap of
         all 1000 had not finished after 7 minutes (a vmapped iterative solve runs until its
         slowest member stops); and the GCV continuation at σ = 0.1, N = 101 deadlocked
@@ -341,7 +342,7 @@ class Data2LD(eqx.Module):
     def fit(self, model: LinearODE, t: Float[ArrayLike, " n"], y: Float[ArrayLike, "n ..."],
             theta0: Float[ArrayLike, " J"] | None = None):
         """Fit `model` to data `y` at times `t` (NaN = missing) from `theta0` (default: 0.01
-        for every parameter, 002 §3.2 step 1) and return a [`Data2LDFit`][]."""
+        for every parameter, Carey & Ramsay 2021, §3.2 step 1) and return a [`Data2LDFit`][]."""
         problem = self.problem(model, t, y)
         theta0 = np.full(model.n_params, 0.01) if theta0 is None else np.asarray(theta0, dtype=float)
         if theta0.shape != (model.n_params,) or not np.all(np.isfinite(theta0)):

@@ -1,11 +1,11 @@
-r"""Linear ODE models with known forcing (002 eq. 1), in the sign convention of the
-Data2LD code (002 digest §1):
+r"""Linear ODE models with known forcing (Carey & Ramsay 2021, eq. 1), in the sign convention of the
+Data2LD code (Carey & Ramsay 2021 digest §1):
 
 $$D^{p_v} x_v(t) = \sum_{w,r} \beta_{v,w,r}(t\,|\,\theta)\, D^r x_w(t) + \sum_q \alpha_{v,q}(t\,|\,\theta)\, u_q(t),$$
 
 one equation per variable $v$. A coefficient is a named unknown constant, a known number
 or a time-varying expansion $\sum_m \theta_m \eta_m(t)$ in a basis; either way it is affine
-in $\theta$, so the penalty $\int (L_\theta x)^2$ is quadratic in $\theta$ (002 §3.1).
+in $\theta$, so the penalty $\int (L_\theta x)^2$ is quadratic in $\theta$ (Carey & Ramsay 2021, §3.1).
 """
 
 import dataclasses
@@ -19,7 +19,7 @@ from ..model import ODEModel
 
 
 class Pulse(eqx.Module):
-    """Known forcing $u(t)$ = `height` on `[start, stop)`, 0 elsewhere (002 eq. 2: the
+    """Known forcing $u(t)$ = `height` on `[start, stop)`, 0 elsewhere (Carey & Ramsay 2021, eq. 2: the
     blow to the head). Its `breaks` align the quadrature so $\\int u\\,\\cdot$ is exact."""
 
     start: float = eqx.field(static=True)
@@ -96,7 +96,7 @@ class LinearODE:
     - `terms`: [`Term`][]s; `inputs`: [`Input`][]s (known forcing);
     - parameters are the names used in the coefficients, in order of first appearance.
 
-    `LinearODE.scalar(order, beta, inputs)` builds the one-variable case of 002 eq. (1).
+    `LinearODE.scalar(order, beta, inputs)` builds the one-variable case of Carey & Ramsay 2021, eq. (1).
     """
 
     def __init__(self, orders: Mapping[str, int], terms: Sequence[Term] = (),

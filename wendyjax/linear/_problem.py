@@ -1,10 +1,10 @@
 r"""A Data2LD problem: the basis at the data, the penalty's Gram blocks and the data
-(002 §3.1), as arrays that jit and vmap.
+(Carey & Ramsay 2021, §3.1), as arrays that jit and vmap.
 
 With $L_\theta x = D^{p_v}x_v - \sum\beta D^r x_w - \sum\alpha u$ and $x_v = \phi^T c_v$,
 every piece of $L_\theta$ is an *atom* $\kappa_a(\theta)\,\eta_a(t)\,D^{r_a}\phi(t)^T c_{w_a}$
 with $\kappa_a$ affine in $\theta$ (the leading $D^p$ atom has $\kappa = 1$), and the
-forcing pieces are $\lambda_f(\theta)\,\zeta_f(t)$. Then (002 eq. 9)
+forcing pieces are $\lambda_f(\theta)\,\zeta_f(t)$. Then (Carey & Ramsay 2021, eq. 9)
 
 $$\int (L_\theta x)^2 = c^TR(\theta)c + 2c^TS(\theta) + \textstyle\int(\sum\lambda\zeta)^2,\quad
 R = \sum_{ab}\kappa_a\kappa_b G_{ab},\ S = \sum_{af}\kappa_a\lambda_f F_{af},$$
@@ -161,7 +161,7 @@ def data2ld_problem(
 
 def penalty_matrices(problem: Data2LDProblem, theta: Float[Array, " J"]):
     r"""$R(\theta)$ `(DK, DK)`, $S(\theta)$ `(DK,)` and $\int(\sum\lambda_f\zeta_f)^2$ of
-    002 eq. (9) from the Gram blocks."""
+    Carey & Ramsay 2021, eq. (9) from the Gram blocks."""
     kappa = problem.kappa0 + problem.kappa_theta @ theta
     lam = problem.lam0 + problem.lam_theta @ theta
     R = jnp.einsum("a,b,abkl->kl", kappa, kappa, problem.gram)
@@ -177,7 +177,7 @@ def _data_gram(problem: Data2LDProblem) -> Float[Array, "DK DK"]:
 
 
 def smooth(problem: Data2LDProblem, theta: Float[Array, " J"], rho, y: Float[Array, "n D"] | None = None):
-    r"""$\hat c(\theta, \rho)$ of 002 eq. (11), flattened variable by variable `(D·K,)`, and the
+    r"""$\hat c(\theta, \rho)$ of Carey & Ramsay 2021, eq. (11), flattened variable by variable `(D·K,)`, and the
     Cholesky factor of $A$ (NaN when $A$ is not positive definite)."""
     y = problem.y if y is None else y
     N, T = problem.num_obs, problem.span

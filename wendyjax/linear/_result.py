@@ -17,7 +17,7 @@ from ._problem import Data2LDProblem, fitted, smooth
 
 @dataclasses.dataclass(frozen=True)
 class Data2LDFit(AbstractFit):
-    r"""A Data2LD fit (002): [`AbstractFit`][] plus the selected `rho` (`gamma` its
+    r"""A Data2LD fit (Carey & Ramsay 2021): [`AbstractFit`][] plus the selected `rho` (`gamma` its
     logit), the spline coefficients `coef` `(D, K)` of $\hat x$, the diagnostics `df`,
     `dof` = N − df, `sigma2` = SSE/dof, `gcv`, `mse` = SSE/N, and the continuation `path`
     (arrays per stage: `gamma`, `rho`, `theta`, `H`, `stderr`, `successful`, `valid`).
@@ -71,7 +71,7 @@ class Data2LDFit(AbstractFit):
         return float(scipy.stats.t.ppf(0.5 + level / 2, self.dof))
 
     def ci(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-        r"""$\hat\theta_j \pm t_{(1+c)/2,\,N-df}\,\mathrm{se}_j$ (002 §3.3; the code's intervals)."""
+        r"""$\hat\theta_j \pm t_{(1+c)/2,\,N-df}\,\mathrm{se}_j$ (Carey & Ramsay 2021, §3.3; the code's intervals)."""
         half = self._quantile(level) * self.stderr
         return self.params - half, self.params + half
 
@@ -81,7 +81,7 @@ class Data2LDFit(AbstractFit):
         return np.asarray(self.basis(t, deriv) @ self.coef.T)
 
     def bands(self, t, level: float = 0.95) -> dict[str, np.ndarray]:
-        r"""Pointwise bands of $\hat x$ at `t` (the Data2LD code, 002 Fig. 4): the confidence
+        r"""Pointwise bands of $\hat x$ at `t` (the Data2LD code, Carey & Ramsay 2021, Fig. 4): the confidence
         band $\hat x \pm t_{N-df}\sqrt{v}$ with $v = \mathrm{diag}(\Phi\,\partial_\theta\hat c\,
         \mathrm{Cov}(\hat\theta)\,\partial_\theta\hat c^T\Phi^T)$ (θ-uncertainty only, as the
         code) and the prediction band $\hat x \pm t_{N-df}\sqrt{v + \hat\sigma^2}$. Returns

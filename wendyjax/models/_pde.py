@@ -1,4 +1,4 @@
-r"""Reference solutions of the PDEs of 003 §5.2, computed in JAX: Kuramoto–Sivashinsky in 1-D
+r"""Reference solutions of the PDEs of Meissner & Glasner 2024, §5.2, computed in JAX: Kuramoto–Sivashinsky in 1-D
 (periodic, pseudo-spectral) and Allen–Cahn in 2-D (Neumann, cosine-spectral)."""
 
 import jax
@@ -42,11 +42,11 @@ def _sample(step, v0, n_samples: int, substeps: int, physical) -> np.ndarray:
 
 def kuramoto_sivashinsky(n: int = 128, length: float = 40.0, dt: float = 0.3, n_times: int = 128,
                          substeps: int = 12) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    r"""$u_t = u u_x - u_{xx} - u_{xxxx}$ (003's sign of the nonlinear term) on a periodic domain of
+    r"""$u_t = u u_x - u_{xx} - u_{xxxx}$ (Meissner & Glasner 2024's sign of the nonlinear term) on a periodic domain of
     `length`, $u(x, 0) = -2\sin(12\pi x/L) + 2\exp(-(x-2)^2/5)$, sampled on `n` points every `dt`
-    for `n_times` levels from t = 0 (003 §5.2.1: L = 40, 128 × 128 samples, Δt = 0.3).
+    for `n_times` levels from t = 0 (Meissner & Glasner 2024, §5.2.1: L = 40, 128 × 128 samples, Δt = 0.3).
 
-    Pseudo-spectral in space, ETDRK4 in time with `substeps` steps per sample (003 used the
+    Pseudo-spectral in space, ETDRK4 in time with `substeps` steps per sample (Meissner & Glasner 2024 used the
     trapezoidal rule and does not give its step). Returns `(t, x, u)` with `u` of shape
     `(n_times, n)`."""
     x = np.arange(n) * length / n
@@ -62,10 +62,10 @@ def allen_cahn_2d(n: int = 256, spacing: float = 40.0 / 127, dt: float = 0.05, t
                   seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""$u_t = \Delta u + u - u^3$ on an `n` × `n` grid of step `spacing` with Neumann boundaries,
     $u(x, y, 0) = 0.1(\mathrm{rand} - 0.5)$ (uniform, `seed`), sampled at `times`, equally spaced
-    (003 §5.2.2: N = 256, Δx = 40/127, Δt = 0.01, snapshots at t = 25 and 26).
+    (Meissner & Glasner 2024, §5.2.2: N = 256, Δx = 40/127, Δt = 0.01, snapshots at t = 25 and 26).
 
     Cosine transforms diagonalise the Neumann Laplacian (the 5-point stencil with mirrored
-    boundaries); ETDRK4 in time with step `dt` (003 used an iterated convexity splitting with
+    boundaries); ETDRK4 in time with step `dt` (Meissner & Glasner 2024 used an iterated convexity splitting with
     Δt = 0.01; ETDRK4 at 0.05 differs from ETDRK4 at 0.01 by 9e-5 at t = 26).
     Returns `(times, x, u)` with `u` of shape `(len(times), n, n)`, `x` the grid of both axes."""
     times = np.asarray(times, float)

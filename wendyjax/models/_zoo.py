@@ -70,9 +70,9 @@ def _logistic_rhs(u, p, t):
 
 
 def logistic() -> Benchmark:
-    """Logistic growth u' = p1 u + p2 u² (000 eq. 21), p* = (1, -1), 10 % additive noise.
+    """Logistic growth u' = p1 u + p2 u² (Rummel et al. 2025, eq. 21), p* = (1, -1), 10 % additive noise.
 
-    Paper 000 Table 2 prints the box of p2 as [0, 10], which excludes p2* = -1; the box
+    Rummel et al. 2025, Table 2 prints the box of p2 as [0, 10], which excludes p2* = -1; the box
     here is [-10, 0]."""
     model = ODEModel(
         _logistic_rhs,
@@ -88,7 +88,7 @@ def _lotka_volterra_rhs(u, p, t):
 
 
 def lotka_volterra() -> Benchmark:
-    """Lotka–Volterra x' = p1 x - p2 x y, y' = -p3 y + p4 x y (001; p* = (3, 1, 6, 1))."""
+    """Lotka–Volterra x' = p1 x - p2 x y, y' = -p3 y + p4 x y (Bortz et al. 2023; p* = (3, 1, 6, 1))."""
     model = ODEModel(_lotka_volterra_rhs, ["x", "y"], ["p1", "p2", "p3", "p4"],
                      bounds=([0.0] * 4, [10.0] * 4), name="lotka_volterra")
     return Benchmark(model, jnp.array([3.0, 1.0, 6.0, 1.0]), jnp.array([1.0, 1.0]),
@@ -102,7 +102,7 @@ def _lorenz_rhs(u, p, t):
 
 
 def lorenz() -> Benchmark:
-    """Lorenz (000 eq. 23): p* = (10, 28, 8/3), u0 = (2, 1, 1), t ∈ [0, 10], 10 % additive."""
+    """Lorenz (Rummel et al. 2025, eq. 23): p* = (10, 28, 8/3), u0 = (2, 1, 1), t ∈ [0, 10], 10 % additive."""
     model = ODEModel(_lorenz_rhs, ["x", "y", "z"], ["sigma", "rho", "beta"],
                      bounds=([0.0, 0.0, 0.0], [20.0, 35.0, 5.0]), name="lorenz")
     return Benchmark(model, jnp.array([10.0, 28.0, 8.0 / 3.0]), jnp.array([2.0, 1.0, 1.0]),
@@ -115,11 +115,11 @@ def _fitzhugh_nagumo_rhs(u, p, t):
 
 
 def fitzhugh_nagumo() -> Benchmark:
-    """FitzHugh–Nagumo as coded for 001: x' = p1 x + p2 x³ + p3 y, y' = p4 x + p5 + p6 y with
+    """FitzHugh–Nagumo as coded for Bortz et al. 2023: x' = p1 x + p2 x³ + p3 y, y' = p4 x + p5 + p6 y with
     p* = (3, -3, 3, -1/3, 0.34/3, 0.2/3), u0 = (0, 0.1), t ∈ [0, 25].
 
     The sign of p6* is that of the authors' MATLAB code (get_ode_features), which produced
-    001's figures; the textbook model y' = -(x - a + b y)/c has -0.2/3. Both oscillate."""
+    Bortz et al. 2023's figures; the textbook model y' = -(x - a + b y)/c has -0.2/3. Both oscillate."""
     model = ODEModel(_fitzhugh_nagumo_rhs, ["x", "y"], [f"p{i}" for i in range(1, 7)], name="fitzhugh_nagumo")
     p = jnp.array([3.0, -3.0, 3.0, -1.0 / 3.0, 0.34 / 3.0, 0.2 / 3.0])
     return Benchmark(model, p, jnp.array([0.0, 0.1]), jnp.linspace(0.0, 25.0, 1025),
@@ -131,7 +131,7 @@ def _goodwin_2d_rhs(u, p, t):
 
 
 def goodwin_2d() -> Benchmark:
-    """Goodwin 2-D (000 eq. 24): u1' = p1/(36 + p2 u2) - p3, u2' = p4 u1 - p5; NiP."""
+    """Goodwin 2-D (Rummel et al. 2025, eq. 24): u1' = p1/(36 + p2 u2) - p3, u2' = p4 u1 - p5; NiP."""
     model = ODEModel(_goodwin_2d_rhs, ["u1", "u2"], [f"p{i}" for i in range(1, 6)],
                      bounds=([60.0, 1.0, 0.5, 0.5, 0.5], [80.0, 3.0, 3.0, 3.0, 3.0]),
                      name="goodwin_2d")
@@ -148,7 +148,7 @@ def _goodwin_3d_rhs(u, p, t):
 
 
 def goodwin_3d() -> Benchmark:
-    """Goodwin 3-D (000 eq. 25): u1' = p1/(2.15 + p3 u3^p4) - p2 u1, u2' = p5 u1 - p6 u2,
+    """Goodwin 3-D (Rummel et al. 2025, eq. 25): u1' = p1/(2.15 + p3 u3^p4) - p2 u1, u2' = p5 u1 - p6 u2,
     u3' = p7 u2 - p8 u3; NiP, log-normal noise.
 
     Table 2 lists seven values for eight parameters; WENDy.jl's example writes the
@@ -173,7 +173,7 @@ def _hindmarsh_rose_rhs(u, p, t):
 
 
 def hindmarsh_rose() -> Benchmark:
-    """Hindmarsh–Rose (000 eq. 22, signs as in 001's code): LiP, 10 parameters."""
+    """Hindmarsh–Rose (Rummel et al. 2025, eq. 22, signs as in Bortz et al. 2023's code): LiP, 10 parameters."""
     model = ODEModel(_hindmarsh_rose_rhs, ["x", "y", "z"], [f"p{i}" for i in range(1, 11)],
                      bounds=([0.0] * 10, [20, 20, 60, 20, 20, 100, 20, 1, 1, 1]),
                      name="hindmarsh_rose")
@@ -194,13 +194,13 @@ def _sir_tdi_rhs(u, p, t):
 
 
 def sir_tdi() -> Benchmark:
-    r"""SIR with time-delayed immunity (000 eq. 26): NiP, 10 % log-normal noise, bounded.
+    r"""SIR with time-delayed immunity (Rummel et al. 2025, eq. 26): NiP, 10 % log-normal noise, bounded.
 
     $\beta(p) = p_1 e^{-p_1 p_2}/(1 - e^{-p_1 p_2})$;
     $u_1' = -p_1u_1 + p_3u_2 + \beta u_3$,
     $u_2' = p_1u_1 - p_3u_2 - p_4(1 - e^{-p_5t^2})u_2$,
     $u_3' = p_4(1 - e^{-p_5t^2})u_2 - \beta u_3$.
-    000 Table 2 prints $p_1^* = 1.99$, outside its own box $[10^{-4}, 1]$; the paper's
+    Rummel et al. 2025, Table 2 prints $p_1^* = 1.99$, outside its own box $[10^{-4}, 1]$; the paper's
     scripts (nrummel/rummelWENDy2025, odes/sir.jl) and WENDy.jl's example use
     $p_1^* = 0.2$, which is used here."""
     model = ODEModel(_sir_tdi_rhs, ["S", "I", "R"], ["h", "tau", "rho", "R0", "v"],
@@ -211,7 +211,7 @@ def sir_tdi() -> Benchmark:
                      diffrax.Kvaerno5(), "Rummel et al. 2025, eq. 26, Table 2 (p1* from the paper's scripts)")
 
 
-_PTB_KM = 0.3  # K_m, fixed in 001's MATLAB code
+_PTB_KM = 0.3  # K_m, fixed in Bortz et al. 2023's MATLAB code
 
 
 def _ptb_rhs(u, p, t):
@@ -227,7 +227,7 @@ def _ptb_rhs(u, p, t):
 
 
 def ptb() -> Benchmark:
-    r"""PTB signalling model of 001 ("biochemM1" in the MATLAB code, $K_m = 0.3$ fixed):
+    r"""PTB signalling model of Bortz et al. 2023 ("biochemM1" in the MATLAB code, $K_m = 0.3$ fixed):
     $S' = -p_1S - p_2SR + p_3RS$, $dS' = p_4S$,
     $R' = -p_5SR + p_6RS + p_7R_{pp}/(K_m + R_{pp})$, $RS' = p_8SR - p_9RS$,
     $R_{pp}' = p_{10}RS - p_{11}R_{pp}/(K_m + R_{pp})$; LiP with 11 parameters."""
@@ -245,7 +245,7 @@ def _rossler_rhs(u, p, t):
 
 def rossler() -> Benchmark:
     """Rössler (1976): x' = -y - z, y' = x + a y, z' = b + z (x - c), (a, b, c) = (0.2, 0.2, 5.7);
-    t ∈ [0, 40] with Δt = 0.01 as in 004 §4 (which states no parameters or initial
+    t ∈ [0, 40] with Δt = 0.01 as in Anonymous 2025, §4 (which states no parameters or initial
     condition: the classical chaotic values and u0 = (1, 1, 1) are used)."""
     model = ODEModel(_rossler_rhs, ["x", "y", "z"], ["a", "b", "c"], bounds=([0.0, 0.0, 0.0], [1.0, 1.0, 10.0]),
                      name="rossler")
@@ -260,7 +260,7 @@ def _duffing_rhs(u, p, t):
 
 def duffing() -> Benchmark:
     """Unforced damped Duffing oscillator x' = y, y' = -δ y - α x - β x³ with
-    (δ, α, β) = (0.1, 1, 5) and u0 = (1, 0) (004 §4 gives no values; degree-3 polynomial
+    (δ, α, β) = (0.1, 1, 5) and u0 = (1, 0) (Anonymous 2025, §4 gives no values; degree-3 polynomial
     dynamics as there); t ∈ [0, 40], Δt = 0.01."""
     model = ODEModel(_duffing_rhs, ["x", "y"], ["delta", "alpha", "beta"], bounds=([0.0, 0.0, 0.0], [1.0, 5.0, 20.0]),
                      name="duffing")
@@ -275,7 +275,7 @@ def _lorenz96_rhs(u, p, t):
 def lorenz96(n: int = 6, forcing: float = 8.0, t1: float = 10.0) -> Benchmark:
     """Lorenz-96 with `n` ≥ 4 states, x_i' = (x_{i+1} - x_{i-2}) x_{i-1} - x_i + F (cyclic);
     the parameter is F. u0 = F·1 with x_1 += 0.01 (the usual perturbation); Δt = 0.01.
-    001's MATLAB code uses n = 6, F = 8; Anonymous 2025, App. C uses F ∈ {8, 16, 32}."""
+    Bortz et al. 2023's MATLAB code uses n = 6, F = 8; Anonymous 2025, App. C uses F ∈ {8, 16, 32}."""
     if not isinstance(n, int) or n < 4:
         raise ValueError(f"Lorenz-96 needs an integer n >= 4 states, got {n!r}.")
     if not forcing > 0 or not t1 > 0:
@@ -292,7 +292,7 @@ def _spiral_rhs(u, p, t):
 
 
 def spiral() -> Benchmark:
-    """The damped spiral oscillator of Chen et al. (2018) (neural-ODE demo, 004 Fig. 1):
+    """The damped spiral oscillator of Chen et al. (2018) (neural-ODE demo, Anonymous 2025, Fig. 1):
     u' = (u³) A (row vector times matrix) with A = [[-0.1, 2], [-2, -0.1]], parameters the
     entries of A row by row, u0 = (2, 0), 1000 samples on [0, 25]."""
     model = ODEModel(_spiral_rhs, ["x", "y"], ["a11", "a12", "a21", "a22"], bounds=([-3.0] * 4, [3.0] * 4),
@@ -308,7 +308,7 @@ def _van_der_pol_rhs(u, p, t):
 
 def van_der_pol() -> Benchmark:
     """Van der Pol x' = y, y' = μ(1 - x²) y - x with μ = 2, u0 = (0, 2), t ∈ [0, 10],
-    Δt = 0.02 (003 §5.1.1)."""
+    Δt = 0.02 (Meissner & Glasner 2024, §5.1.1)."""
     model = ODEModel(_van_der_pol_rhs, ["x", "y"], ["mu"], bounds=([0.0], [10.0]), name="van_der_pol")
     return Benchmark(model, jnp.array([2.0]), jnp.array([0.0, 2.0]), _grid(10.0, 501),
                      AdditiveGaussian(0.05), diffrax.Tsit5(), "Meissner & Glasner 2024, §5.1.1")

@@ -35,7 +35,7 @@ def _initial_states(result, data, u0) -> np.ndarray:
 
 def fit(result: "AbstractFit | IntegralMatchingFit", data, u0=None, *, truth=None, n_points: int = 400,
         axes=None):
-    """Data against the fitted model solved forward with diffrax (000 eq. 13): one panel per
+    """Data against the fitted model solved forward with diffrax (Rummel et al. 2025, eq. 13): one panel per
     state, the samples as dots (unobserved entries left out), the fit as a line from `u0`.
 
     `u0` defaults to the fitted initial states (output error), the reconstructed state
@@ -72,7 +72,7 @@ def fit(result: "AbstractFit | IntegralMatchingFit", data, u0=None, *, truth=Non
 
 def forest(fits: "AbstractFit | Sequence[AbstractFit]", truth=None, *, level: float = 0.95,
            labels: Sequence[str] | None = None, axes=None):
-    """Estimates with `level` confidence intervals (001 eq. 16), one panel per parameter and
+    """Estimates with `level` confidence intervals (Bortz et al. 2023, eq. 16), one panel per parameter and
     one row per fit (e.g. WENDy-MLE beside output error); `truth` is a vertical dashed line.
     Returns `(figure, axes)`."""
     fits = [fits] if isinstance(fits, AbstractFit) else list(fits)

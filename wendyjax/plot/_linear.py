@@ -1,5 +1,5 @@
-"""Data2LD plots: the fitted smooth with its bands (002 Fig. 4) and the estimates along
-the ρ continuation (002 Fig. 3)."""
+"""Data2LD plots: the fitted smooth with its bands (Carey & Ramsay 2021, Fig. 4) and the estimates along
+the ρ continuation (Carey & Ramsay 2021, Fig. 3)."""
 
 import numpy as np
 import scipy.stats
@@ -15,7 +15,7 @@ def _check(result):
 
 def bands(result: Data2LDFit, *, level: float = 0.95, truth=None, n_points: int = 400, axes=None):
     """The data, the fitted smooth $\\hat x$ and its pointwise `level` confidence (dashed)
-    and prediction (shaded) bands, one panel per variable (002 Fig. 4). `truth`, a callable
+    and prediction (shaded) bands, one panel per variable (Carey & Ramsay 2021, Fig. 4). `truth`, a callable
     $x(t)$ returning `(n, D)` or `(n,)`, is drawn dotted. Returns `(figure, axes)`."""
     _check(result)
     variables = result.linear_model.variables
@@ -43,7 +43,7 @@ def bands(result: Data2LDFit, *, level: float = 0.95, truth=None, n_points: int 
 
 def continuation(result: Data2LDFit, *, level: float = 0.95, min_rho: float = 0.9, axes=None):
     """Estimates with `level` normal intervals against ρ along the continuation, for the
-    stages with ρ ≥ `min_rho`, the selected stage marked (002 Fig. 3). Returns `(figure, axes)`."""
+    stages with ρ ≥ `min_rho`, the selected stage marked (Carey & Ramsay 2021, Fig. 3). Returns `(figure, axes)`."""
     _check(result)
     path = result.path
     keep = path["rho"] >= min_rho

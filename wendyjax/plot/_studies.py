@@ -1,4 +1,4 @@
-"""Monte Carlo study metrics against the noise level (paper 000's appendix figures)."""
+"""Monte Carlo study metrics against the noise level (Rummel et al. 2025's appendix figures)."""
 
 from collections.abc import Sequence
 
@@ -16,8 +16,8 @@ _LABELS = {"rel_sq_bias": "relative squared bias", "rel_variance": "relative var
 
 def study(result: Study, metrics: Sequence[str] = ("rel_sq_bias", "rel_variance", "rel_mse", "coverage_2se"),
           *, axes=None):
-    """Metrics of 000 Table 1 per parameter against the noise level, one line per parameter
-    and number of samples M (000 Figs. 10–15); a sweep is drawn against its grid point.
+    """Metrics of Rummel et al. 2025, Table 1 per parameter against the noise level, one line per parameter
+    and number of samples M (Rummel et al. 2025, Figs. 10–15); a sweep is drawn against its grid point.
     Relative metrics on a log scale; coverage with its nominal level dotted. Returns
     `(figure, axes)`."""
     if not isinstance(result, Study):

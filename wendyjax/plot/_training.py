@@ -1,4 +1,4 @@
-"""Loss against wall time or function evaluations (paper 004 Fig. 1)."""
+"""Loss against wall time or function evaluations (Anonymous 2025, Fig. 1)."""
 
 from collections.abc import Mapping
 

@@ -14,7 +14,7 @@ from ._axes import grid, single
 
 
 def radius(selection: "RadiusSelection | TestFunctionInfo | WENDyFit", *, ax=None):
-    """The integration-error surrogate ê_rms against the test-function radius (001 eq. 21,
+    """The integration-error surrogate ê_rms against the test-function radius (Bortz et al. 2023, eq. 21,
     Fig. 2) with the selected corner marked. Accepts `wj.weak.select_radius`'s result, a
     fit's test-function info or a WENDy fit (its first trajectory). Returns `(figure, axes)`."""
     if isinstance(selection, WENDyFit):
@@ -37,8 +37,8 @@ def radius(selection: "RadiusSelection | TestFunctionInfo | WENDyFit", *, ax=Non
 
 def test_functions(tf: "TestFunctions | WENDyFit", t: ArrayLike | None = None, *, n: int = 6, axes=None):
     """The first `n` orthonormal test functions φ_k (rows of Φ divided by the quadrature
-    weights; 001 Fig. 3) and, when recorded, the singular values of the full bump matrix
-    with the K kept (000 App. A.1.2). A WENDy fit gives its first trajectory's functions
+    weights; Bortz et al. 2023, Fig. 3) and, when recorded, the singular values of the full bump matrix
+    with the K kept (Rummel et al. 2025, App. A.1.2). A WENDy fit gives its first trajectory's functions
     and grid; bare `TestFunctions` need the grid `t`. Returns `(figure, axes)`."""
     if isinstance(tf, WENDyFit):
         problem = tf.likelihood.problem
@@ -75,8 +75,8 @@ def _landscape(lik: WeakLikelihood, points):
 
 def likelihood(lik: "WeakLikelihood | WENDyFit", centre: ArrayLike | None = None, params: tuple[int, int] = (0, 1),
                *, span: float = 0.5, n: int = 41, truth: ArrayLike | None = None, ax=None):
-    """Contours of the weak negative log-likelihood ℓ (000 eq. 6) over two parameters
-    `params`, the others held at `centre` (000 Fig. 8): each varies by ±`span` relative to
+    """Contours of the weak negative log-likelihood ℓ (Rummel et al. 2025, eq. 6) over two parameters
+    `params`, the others held at `centre` (Rummel et al. 2025, Fig. 8): each varies by ±`span` relative to
     its centre value (absolute where it is 0). `centre` defaults to a fit's estimate; `truth`
     is marked. One vmapped, compiled evaluation of the n × n grid. Returns `(figure, axes)`."""
     if isinstance(lik, WENDyFit):

@@ -1,6 +1,6 @@
 """Monte Carlo coverage studies and parameter sweeps as jit-compiled chunk computations
-(vmapped on GPU/TPU, sequential inside the compiled call on CPU; paper 000 §3.3–3.4), with
-the metrics of 000 Table 1."""
+(vmapped on GPU/TPU, sequential inside the compiled call on CPU; Rummel et al. 2025, §3.3–3.4), with
+the metrics of Rummel et al. 2025, Table 1."""
 
 from ._engine import Cell as Cell, CellRuns as CellRuns
 from ._metrics import (

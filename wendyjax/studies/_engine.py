@@ -288,7 +288,7 @@ def run_cells(
 
 
 def forward_errors(bench: Benchmark, cell: Cell, params: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Forward-simulation errors (000 eq. 13) of several parameter vectors on a cell's grid."""
+    """Forward-simulation errors (Rummel et al. 2025, eq. 13) of several parameter vectors on a cell's grid."""
     t = np.asarray(bench.t)[:: cell.subsample]
     clean = solve(bench.model, cell.p_true, cell.u0, t, solver=bench.solver)
     err, ok = jax.vmap(

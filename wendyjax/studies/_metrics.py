@@ -1,4 +1,4 @@
-r"""Accuracy and uncertainty metrics of paper 000 Table 1, over Monte Carlo runs.
+r"""Accuracy and uncertainty metrics of Rummel et al. 2025, Table 1, over Monte Carlo runs.
 
 Estimates are arrays of shape (N, J) (runs × parameters); $p^*$ has shape (J,). A
 parameter whose true value is 0 is measured absolutely (the relative forms divide by 1).
@@ -31,7 +31,7 @@ def _scale(p_true: np.ndarray) -> np.ndarray:
 
 
 def relative_coefficient_error(p_hat: ArrayLike, p_true: ArrayLike) -> np.ndarray:
-    r"""$\|\hat p - p^*\|_2 / \|p^*\|_2$ per run (000 eq. 12; absolute when $p^* = 0$); of one
+    r"""$\|\hat p - p^*\|_2 / \|p^*\|_2$ per run (Rummel et al. 2025, eq. 12; absolute when $p^* = 0$); of one
     estimate, shape (J,), a scalar."""
     one = np.ndim(p_hat) == 1
     p_hat, p_true = _checked(np.atleast_2d(p_hat) if one else p_hat, p_true=p_true)
@@ -40,26 +40,26 @@ def relative_coefficient_error(p_hat: ArrayLike, p_true: ArrayLike) -> np.ndarra
 
 
 def relative_squared_bias(p_hat: ArrayLike, p_true: ArrayLike) -> np.ndarray:
-    r"""$\big(\sum_n (\hat p^{(n)}_j - p^*_j)\big)^2 / (N^2 {p^*_j}^2)$ per parameter (000 eq. 15)."""
+    r"""$\big(\sum_n (\hat p^{(n)}_j - p^*_j)\big)^2 / (N^2 {p^*_j}^2)$ per parameter (Rummel et al. 2025, eq. 15)."""
     p_hat, p_true = _checked(p_hat, p_true=p_true)
     return (np.mean(p_hat - p_true, axis=0) / _scale(p_true)) ** 2
 
 
 def relative_variance(p_hat: ArrayLike, p_true: ArrayLike) -> np.ndarray:
-    r"""$\sum_n (\hat p^{(n)}_j - \bar p_j)^2 / (N {p^*_j}^2)$ per parameter (000 eq. 16)."""
+    r"""$\sum_n (\hat p^{(n)}_j - \bar p_j)^2 / (N {p^*_j}^2)$ per parameter (Rummel et al. 2025, eq. 16)."""
     p_hat, p_true = _checked(p_hat, p_true=p_true)
     return np.var(p_hat, axis=0) / _scale(p_true) ** 2
 
 
 def relative_mse(p_hat: ArrayLike, p_true: ArrayLike) -> np.ndarray:
-    r"""$\sum_n (\hat p^{(n)}_j - p^*_j)^2 / (N {p^*_j}^2)$ per parameter (000 eq. 17);
+    r"""$\sum_n (\hat p^{(n)}_j - p^*_j)^2 / (N {p^*_j}^2)$ per parameter (Rummel et al. 2025, eq. 17);
     equals squared bias + variance."""
     p_hat, p_true = _checked(p_hat, p_true=p_true)
     return np.mean((p_hat - p_true) ** 2, axis=0) / _scale(p_true) ** 2
 
 
 def coverage(p_hat: ArrayLike, p_true: ArrayLike, stderr: ArrayLike, z: float = 2.0) -> np.ndarray:
-    r"""Fraction of runs with $|\hat p_j - p^*_j| < z\sqrt{C_{jj}}$ per parameter (000 eq. 18
+    r"""Fraction of runs with $|\hat p_j - p^*_j| < z\sqrt{C_{jj}}$ per parameter (Rummel et al. 2025, eq. 18
     with $z = 2$; the absolute value is implied there). A NaN standard error never covers."""
     p_hat, p_true, stderr = _checked(p_hat, p_true=p_true, stderr=stderr)
     with np.errstate(invalid="ignore"):
@@ -68,9 +68,9 @@ def coverage(p_hat: ArrayLike, p_true: ArrayLike, stderr: ArrayLike, z: float = 
 
 def on_bound(p_hat: ArrayLike, lower: ArrayLike, upper: ArrayLike, rtol: float = 1e-6) -> np.ndarray:
     r"""Which estimates lie on a finite bound of the parameter box (within
-    `rtol`·max(1, |bound|)), shape (N, J). Not a metric of 000: a bounded fit stops on the
+    `rtol`·max(1, |bound|)), shape (N, J). Not a metric of Rummel et al. 2025: a bounded fit stops on the
     box when the objective's minimum within it lies there, and such a run is a success in
-    000's sense although its estimate is only the box's edge (e.g. Goodwin-3D's corner
+    Rummel et al. 2025's sense although its estimate is only the box's edge (e.g. Goodwin-3D's corner
     minimum, see the README); estimates on the box are a warning sign."""
     p_hat, lower, upper = _checked(p_hat, lower=lower, upper=upper)
     on = np.zeros(p_hat.shape, bool)

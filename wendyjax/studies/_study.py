@@ -1,4 +1,4 @@
-"""Monte Carlo studies and parameter sweeps (paper 000 §3.3–3.4) and their result."""
+"""Monte Carlo studies and parameter sweeps (Rummel et al. 2025, §3.3–3.4) and their result."""
 
 import csv
 import dataclasses
@@ -27,7 +27,7 @@ from ._engine import Cell, CellRuns, check_processes, forward_errors, resolve_ve
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Study:
-    """The runs of a study and their metrics (000 Table 1).
+    """The runs of a study and their metrics (Rummel et al. 2025, Table 1).
 
     `cells[i]` is a setting (truth, initial condition, noise ratio, subsampling) and
     `runs[i]` its per-run outputs: estimates, starts, covariances, solver statuses, ℓ,
@@ -36,9 +36,9 @@ class Study:
     covariance, level, chunking, versions, timings). [`to_json`][] saves it all and
     [`load`][] reads it back.
 
-    A run **fails** when the forward simulation of its estimate fails (000 eq. 14), the
+    A run **fails** when the forward simulation of its estimate fails (Rummel et al. 2025, eq. 14), the
     estimator's own forward solve failed (output error's `forward_failed`), or the estimate
-    or its covariance is not finite. Following 000 §3.3, a failed run's
+    or its covariance is not finite. Following Rummel et al. 2025, §3.3, a failed run's
     coefficient and forward-simulation errors are those of its start p₀; bias, variance,
     MSE and coverage are taken over the runs that did not fail.
     """
@@ -56,7 +56,7 @@ class Study:
         return _failed(self.runs[i])
 
     def rows(self) -> list[dict]:
-        """One row per cell and parameter: the metrics of 000 Table 1, plus nominal-level
+        """One row per cell and parameter: the metrics of Rummel et al. 2025, Table 1, plus nominal-level
         coverage, solver statuses, run counts and estimates on the parameter box's bounds
         (`at_bound`: the fraction of the runs that did not fail whose estimate of this
         parameter is on a bound; `n_at_bound`: those runs with any parameter on one).
@@ -331,16 +331,16 @@ def monte_carlo(
     vectorize: "str | bool" = "auto",
     progress: bool = True,
 ) -> Study:
-    """Monte Carlo study of an estimator on a benchmark (000 §3.4 protocol).
+    """Monte Carlo study of an estimator on a benchmark (Rummel et al. 2025, §3.4 protocol).
 
     For every noise level and subsampling factor (M + 1 = ⌈(N + 1)/s⌉ samples of the
     benchmark grid) it draws `n_runs` noisy datasets (vmapped), builds their likelihoods
     (test functions cached per selected radius, padded to the setting's largest K), fits
     them all in jit-compiled vmapped chunks of `batch_size` (sharded over `devices`,
     default all), computes each estimate's covariance and forward-simulation error, and
-    returns a [`Study`][] with 000 Table 1's metrics.
+    returns a [`Study`][] with Rummel et al. 2025, Table 1's metrics.
 
-    - `p0`: "box" draws each run's start uniformly from the bounds (000); or one array.
+    - `p0`: "box" draws each run's start uniformly from the bounds (Rummel et al. 2025); or one array.
     - `noise_levels`, `subsamples`: a value or a sequence of values each.
     - `key`: a PRNG key or an integer seed (default 0); each setting draws its noise and
       starts from `fold_in(key, i)`, `i` its position in the study (noise level major,

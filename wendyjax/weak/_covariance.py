@@ -1,4 +1,4 @@
-r"""Block assembly of the weak-residual covariance (paper 000 Prop. 2, App. B).
+r"""Block assembly of the weak-residual covariance (Rummel et al. 2025, Prop. 2, App. B).
 
 With states $d, e$, test functions $k, l$ and samples $m$, the linearised residual map is
 $L_{de} = \Phi\,\mathrm{diag}(J_{\cdot de}) + \delta_{de}\dot\Phi$ where
@@ -62,7 +62,7 @@ def covariance_blocks(
     jac: Float[Array, "n d d"],
     var: Float[Array, " d"],
 ) -> Float[Array, "d d k k"]:
-    r"""The blocks $S_{dd'}$ of $S = L\Sigma L^T$ (000 Prop. 2) with
+    r"""The blocks $S_{dd'}$ of $S = L\Sigma L^T$ (Rummel et al. 2025, Prop. 2) with
     $L_{de} = \Phi\,\mathrm{diag}(J_{\cdot de}) + \delta_{de}\dot\Phi$: the weighted Grams of
     [`weighted_blocks`][] plus the constant $\delta_{dd'}\sigma_d^2\dot\Phi\dot\Phi^T$."""
     w1, w2 = covariance_weights(jac, var)

@@ -1,4 +1,4 @@
-r"""ℓ, ∇ℓ and ∇²ℓ for models not linear in the parameters (000 eqs. 6–8).
+r"""ℓ, ∇ℓ and ∇²ℓ for models not linear in the parameters (Rummel et al. 2025, eqs. 6–8).
 
 $S(p)$ depends on $p$ only through per-sample weights $W(p) = (w^1, w^2)$, functions of
 the state Jacobian $J = \partial_u f$ ([`covariance_weights`][]), and linearly:

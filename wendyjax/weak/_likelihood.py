@@ -1,13 +1,13 @@
-r"""Weak residual, its covariance and the weak negative log-likelihood (paper 000 §2.3–2.6).
+r"""Weak residual, its covariance and the weak negative log-likelihood (Rummel et al. 2025, §2.3–2.6).
 
 $$\ell(p) = \tfrac12\big(\log\det S(p) + r(p)^T S(p)^{-1} r(p) + n\log 2\pi\big),
 \qquad r(p) = \mathrm{vec}(\Phi F(p; U, t)) - b,$$
 
 summed over trajectories, with $S$ regularised as $(1-\alpha)S + \alpha I$ (WENDy.jl's
 `diagReg`). The gradient comes from reverse-mode autodiff (with the closed form of
-000 eq. 7 for the factorisation). For models linear in the parameters, $g = G p + g_0$
+Rummel et al. 2025, eq. 7 for the factorisation). For models linear in the parameters, $g = G p + g_0$
 and the Gram matrices of $S(p)$, a quadratic polynomial in $p$, are precomputed once
-(000 App. B; see `_linear.py`); for the others the Hessian (000 eq. 8) is formed from
+(Rummel et al. 2025, App. B; see `_linear.py`); for the others the Hessian (Rummel et al. 2025, eq. 8) is formed from
 the structurally non-zero $\partial_i S$ and second derivatives of a per-sample
 function (see `_general.py`).
 """
@@ -71,19 +71,19 @@ class WeakLikelihood(eqx.Module):
 
     @property
     def rhs(self) -> Callable:
-        """The right-hand side the residual uses: f, or f̃(x) = f(eˣ)/eˣ in log space (000 §2.6)."""
+        """The right-hand side the residual uses: f, or f̃(x) = f(eˣ)/eˣ in log space (Rummel et al. 2025, §2.6)."""
         return log_space_rhs(self.model.rhs) if self.problem.log_space else self.model.rhs
 
     def __call__(self, p: ArrayLike) -> Float[Array, ""]:
-        """ℓ(p) (000 eq. 6)."""
+        """ℓ(p) (Rummel et al. 2025, eq. 6)."""
         return nll(self, jnp.asarray(p, dtype=float))
 
     def grad(self, p: ArrayLike) -> Float[Array, " j"]:
-        """∇ℓ(p) (000 eq. 7; see [`nll_grad`][wendyjax.weak.nll_grad])."""
+        """∇ℓ(p) (Rummel et al. 2025, eq. 7; see [`nll_grad`][wendyjax.weak.nll_grad])."""
         return nll_grad(self, jnp.asarray(p, dtype=float))
 
     def hessian(self, p: ArrayLike) -> Float[Array, "j j"]:
-        """∇²ℓ(p) (000 eq. 8; see [`nll_hessian`][wendyjax.weak.nll_hessian])."""
+        """∇²ℓ(p) (Rummel et al. 2025, eq. 8; see [`nll_hessian`][wendyjax.weak.nll_hessian])."""
         return nll_hessian(self, jnp.asarray(p, dtype=float))
 
 
@@ -127,21 +127,21 @@ def _regularise(lik: WeakLikelihood, S):
 
 @eqx.filter_jit
 def residual(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, "r dk"]:
-    """Weak residual $r(p) = g(p) - b$ per trajectory (000 eq. 5); zero on padded rows."""
+    """Weak residual $r(p) = g(p) - b$ per trajectory (Rummel et al. 2025, eq. 5); zero on padded rows."""
     g, _ = _g_and_S(lik, p)
     return g - lik.problem.b
 
 
 @eqx.filter_jit
 def covariance(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, "r dk dk"]:
-    """Regularised residual covariance $S(p)$ per trajectory (000 Prop. 2)."""
+    """Regularised residual covariance $S(p)$ per trajectory (Rummel et al. 2025, Prop. 2)."""
     _, S = _g_and_S(lik, p)
     return _regularise(lik, S)
 
 
 @eqx.filter_jit
 def whitened_residual(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, "r dk"]:
-    r"""$C^{-1} r(p)$ with $S = C C^T$: standard normal at $p^*$ (001 §2.4); 0 on padding."""
+    r"""$C^{-1} r(p)$ with $S = C C^T$: standard normal at $p^*$ (Bortz et al. 2023, §2.4); 0 on padding."""
     g, S = _g_and_S(lik, p)
     chol = jnp.linalg.cholesky(_regularise(lik, S))
     solve = partial(jax.scipy.linalg.solve_triangular, lower=True)
@@ -168,7 +168,7 @@ def _spd_inverse_jvp(primals, tangents):
 def gaussian_nll_terms(S: Float[Array, "n n"], r: Float[Array, " n"]) -> Float[Array, ""]:
     r"""$\tfrac12(\log\det S + r^T S^{-1} r)$ by Cholesky.
 
-    Its derivative is the closed form of 000 eq. (7),
+    Its derivative is the closed form of Rummel et al. 2025, eq. (7),
     $d\ell = \tfrac12\langle S^{-1} - w w^T, dS\rangle + w^T dr$ with $w = S^{-1} r$, so
     reverse mode never transposes the factorisation, and forward-over-reverse Hessians
     differentiate `spd_inverse` through its own cheap rule."""
@@ -195,13 +195,13 @@ def _nll(lik: WeakLikelihood, p):
 
 @eqx.filter_jit
 def nll(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, ""]:
-    """Weak negative log-likelihood ℓ(p) (000 eq. 6), summed over trajectories."""
+    """Weak negative log-likelihood ℓ(p) (Rummel et al. 2025, eq. 6), summed over trajectories."""
     return _nll(lik, p)
 
 
 @eqx.filter_jit
 def nll_grad(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, " j"]:
-    """∇ℓ(p) (000 eq. 7): from the precomputed blocks for models linear in the parameters,
+    """∇ℓ(p) (Rummel et al. 2025, eq. 7): from the precomputed blocks for models linear in the parameters,
     otherwise by reverse-mode autodiff."""
     if lik.linear is not None:
         return _linear_first_order(lik, p)[1]
@@ -209,7 +209,7 @@ def nll_grad(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, " j"]:
 
 
 def _linear_first_order(lik: WeakLikelihood, p):
-    r"""ℓ and ∇ℓ for a model affine in $p$ from the precomputed blocks (000 eqs. 6–7, App. B):
+    r"""ℓ and ∇ℓ for a model affine in $p$ from the precomputed blocks (Rummel et al. 2025, eqs. 6–7, App. B):
     with $S = \sum_t c_t(p)\hat S_t$ (the Gram terms of [`LinearBlocks`][], $c_t$ quadratic
     in $p$), $w = S^{-1} r$ and $\tau_t = \langle S^{-1} - w w^T, \hat S_t\rangle$,
     $\partial_i\ell = \tfrac12\sum_t \partial_i c_t\,\tau_t + w^T\partial_i g$. One Cholesky
@@ -233,7 +233,7 @@ def _linear_first_order(lik: WeakLikelihood, p):
 
 
 def _linear_derivatives(lik: WeakLikelihood, p):
-    r"""ℓ, ∇ℓ and ∇²ℓ for a model affine in $p$ (000 eqs. 6–8, App. B): with the notation of
+    r"""ℓ, ∇ℓ and ∇²ℓ for a model affine in $p$ (Rummel et al. 2025, eqs. 6–8, App. B): with the notation of
     [`_linear_first_order`][], $M_i = S^{-1}\partial_i S$, $u_i = \partial_i S\,w$ and
     $a_i = \partial_i g - u_i$,
     $$H_{ij} = -\tfrac12\mathrm{tr}(M_i M_j) + \tfrac12\sum_t \partial_{ij} c_t\,\tau_t
@@ -276,7 +276,7 @@ def _general_derivatives(lik: WeakLikelihood, p):
 
 @eqx.filter_jit
 def nll_hessian(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, "j j"]:
-    """∇²ℓ(p) (000 eq. 8), from the precomputed blocks for models linear in the
+    """∇²ℓ(p) (Rummel et al. 2025, eq. 8), from the precomputed blocks for models linear in the
     parameters, otherwise from the structurally non-zero ∂_iS (`_general.py`)."""
     if lik.linear is not None:
         return _linear_derivatives(lik, p)[2]
@@ -306,10 +306,10 @@ def weak_likelihood(
 ) -> WeakLikelihood:
     r"""Build the weak negative log-likelihood of `model` on `data`.
 
-    - `noise`: `"gaussian"` (additive, 000 eq. 19) or `"lognormal"` (multiplicative,
-      000 eq. 20; the residual is formed for $x = \log u$), or a noise model.
+    - `noise`: `"gaussian"` (additive, Rummel et al. 2025, eq. 19) or `"lognormal"` (multiplicative,
+      Rummel et al. 2025, eq. 20; the residual is formed for $x = \log u$), or a noise model.
     - `sigma`: noise standard deviation per state (log scale for log-normal); estimated
-      from the data when `None` (001 §2.2).
+      from the data when `None` (Bortz et al. 2023, §2.2).
     - `test_functions`: configuration or prebuilt test functions; `k` pads to a fixed K.
     - `linear`: use the precomputed linear-in-parameters path; defaults to
       `model.linear_in_params`. Forcing it on a nonlinear model raises.

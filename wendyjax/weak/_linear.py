@@ -1,8 +1,8 @@
-r"""Precomputed covariance pieces for models affine in the parameters (000 App. B).
+r"""Precomputed covariance pieces for models affine in the parameters (Rummel et al. 2025, App. B).
 
 For $f(u, p, t) = f_0(u, t) + \sum_j p_j f_j(u, t)$ the state Jacobian is
 $J(p) = \sum_a \tilde p_a J^a$ with $\tilde p = (1, p)$, $J^0 = \partial_u f_0$ and
-$J^j = \partial_u f_j$, and the residual covariance (000 Prop. 2) is, block by block,
+$J^j = \partial_u f_j$, and the residual covariance (Rummel et al. 2025, Prop. 2) is, block by block,
 
 $$S_{df}(p) = \sum_e \sigma_e^2\,\Phi\,\mathrm{diag}(J_{de}J_{fe})\,\Phi^T
  + \sigma_d^2\,\dot\Phi\,\mathrm{diag}(J_{fd})\,\Phi^T

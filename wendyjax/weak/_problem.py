@@ -13,7 +13,7 @@ from ._test_functions import TestFunctionConfig, TestFunctions, build_test_funct
 
 
 def log_space_rhs(rhs):
-    r"""$\tilde f(x, p, t) = f(e^x, p, t) \oslash e^x$, the dynamics of $x = \log u$ (000 §2.6)."""
+    r"""$\tilde f(x, p, t) = f(e^x, p, t) \oslash e^x$, the dynamics of $x = \log u$ (Rummel et al. 2025, §2.6)."""
 
     def f(x, p, t):
         u = jnp.exp(x)
@@ -107,7 +107,7 @@ def build_problem(
 
     - `noise`: `"gaussian"` (additive) or `"lognormal"` (multiplicative), or a noise model.
     - `sigma`: noise standard deviation per state (scalar or `(D,)`, in log space for
-      log-normal noise); `None` estimates it from each trajectory (001 §2.2).
+      log-normal noise); `None` estimates it from each trajectory (Bortz et al. 2023, §2.2).
     - `test_functions`: a configuration, or prebuilt test functions (one per trajectory).
     - `k`: pad every trajectory to exactly `k` test functions (for batching).
     """

@@ -1,6 +1,6 @@
 """Test functions of WENDy: bump family, minimum-radius selection, multi-scale SVD basis.
 
-Papers 000 App. A and 001 §2.3; defaults are those of WENDy.jl (`WENDyParameters`).
+Rummel et al. 2025, App. A and Bortz et al. 2023, §2.3; defaults are those of WENDy.jl (`WENDyParameters`).
 Everything here has data-dependent shapes and runs eagerly in NumPy, outside `jit`.
 """
 
@@ -20,7 +20,7 @@ RULES = ("wendy.jl", "matlab")
 
 
 def bump(x, eta: float = 9.0):
-    r"""Bump $\psi(x) = \exp(-\eta / (1 - x^2))$ on $(-1, 1)$, zero outside (001 eq. 17)."""
+    r"""Bump $\psi(x) = \exp(-\eta / (1 - x^2))$ on $(-1, 1)$, zero outside (Bortz et al. 2023, eq. 17)."""
     x = np.asarray(x, dtype=float)
     inside = np.abs(x) < 1
     xi = np.where(inside, x, 0.0)
@@ -46,18 +46,18 @@ class TestFunctionConfig:
     - `num_radii`: number of candidate radii in the minimum-radius search.
     - `radii_factors`: multi-scale stack, radii = factors × minimum radius.
     - `sub_rate`: coarsening factor s of the integration-error surrogate, 2 < s < 4
-      (001 §2.3.1; MATLAB WENDy's 2.1). At s = 2 the mode read is the Nyquist mode,
+      (Bortz et al. 2023, §2.3.1; MATLAB WENDy's 2.1). At s = 2 the mode read is the Nyquist mode,
       whose imaginary part vanishes; WENDy.jl's default 2.0 works only because it reads
       mode ⌊M/2⌋ − 1.
     - `n_probe`: test functions placed per candidate radius in the search (Kᵣ).
     - `max_cond`, `min_info`, `k_max`: SVD truncation: condition number bound,
       cumulative singular-value information fraction, and maximal K. The cap of 200 is
-      WENDy.jl's; 000 §4.3 used 200–500. Where it binds (`TestFunctionInfo.capped`, shown
+      WENDy.jl's; Rummel et al. 2025, §4.3 used 200–500. Where it binds (`TestFunctionInfo.capped`, shown
       in a fit's summary) the estimate can be biased: on the Logistic at M = 1024 and
       20 % noise the criteria keep ~600 and p1's bias is 4.5 % with 200, 0.40 % with 500
       (benchmarks/results/paper000_suite_logistic_full.md and `…_full_k500.md`).
     - `k_min`: least K kept (MATLAB WENDy: twice the number of parameters).
-    - `rule`: "wendy.jl" (above) or "matlab", the construction of 001's MATLAB code
+    - `rule`: "wendy.jl" (above) or "matlab", the construction of Bortz et al. 2023's MATLAB code
       (`TestFunctionConfig.matlab`): the minimum radius searched over every integer
       radius from 2 to ⌊(N−1)/2⌋ − `k_min` steps (N samples) with probes one radius
       apart, the surrogate read at mode ⌊N/s⌋ of the length-N transform, its corner
@@ -86,7 +86,7 @@ class TestFunctionConfig:
 
     @classmethod
     def matlab(cls, k_min: int, **kwargs) -> "TestFunctionConfig":
-        """001's MATLAB code's test functions (`wendy_snf_params.m`: sub-sampling rate 3;
+        """Bortz et al. 2023's MATLAB code's test functions (`wendy_snf_params.m`: sub-sampling rate 3;
         `wendy_script.m`: `K_min` = twice the number of parameters, pass it as `k_min`)."""
         return cls(rule="matlab", sub_rate=3.0, k_min=k_min, **kwargs)
 
@@ -114,7 +114,7 @@ class TestFunctionConfig:
 @dataclasses.dataclass(frozen=True, eq=False)
 class RadiusSelection:
     """The minimum-radius search: candidate radii (time units), the integration-error
-    surrogate ê_rms at each (001 eq. 21), and the chosen corner."""
+    surrogate ê_rms at each (Bortz et al. 2023, eq. 21), and the chosen corner."""
 
     radii: np.ndarray
     errors: np.ndarray
@@ -151,7 +151,7 @@ class TestFunctionInfo:
 
 class TestFunctions(eqx.Module):
     r"""Test-function matrices $\Phi, \dot\Phi \in \mathbb{R}^{K\times(M+1)}$ with quadrature
-    weights folded in, so that $\Phi U \approx \int \varphi u\,dt$ (000 eq. 4).
+    weights folded in, so that $\Phi U \approx \int \varphi u\,dt$ (Rummel et al. 2025, eq. 4).
 
     `mask` is 1 for real test functions and 0 for padding rows (see `pad`).
     """
@@ -265,12 +265,12 @@ def _probe_sums(t, w, radius, eta, centres, wave_u):
 
 
 def _matlab_radius_max(n: int, k_min: int) -> int:
-    """The largest radius (steps) of 001's MATLAB code, ⌊(N−1)/2⌋ − K_min for N samples."""
+    """The largest radius (steps) of Bortz et al. 2023's MATLAB code, ⌊(N−1)/2⌋ − K_min for N samples."""
     return (n - 1) // 2 - k_min
 
 
 def _select_radius_matlab(t, u, dt, config) -> RadiusSelection:
-    """The "matlab" rule of [`select_radius`][] (001's `rad_select.m` with s = 1, inc = 1)."""
+    """The "matlab" rule of [`select_radius`][] (Bortz et al. 2023's `rad_select.m` with s = 1, inc = 1)."""
     n = len(t)
     r_max = _matlab_radius_max(n, config.k_min)
     if r_max < 4:
@@ -294,7 +294,7 @@ def _select_radius_matlab(t, u, dt, config) -> RadiusSelection:
 
 
 def select_radius(t, u, config: TestFunctionConfig = TestFunctionConfig()) -> RadiusSelection:
-    r"""Minimum test-function radius from the integration-error surrogate (001 §2.3.1).
+    r"""Minimum test-function radius from the integration-error surrogate (Bortz et al. 2023, §2.3.1).
 
     For each candidate radius, `n_probe` bumps are placed along the series and the
     surrogate $\hat e_{int} = (4\pi n/\sqrt{T})\,|\mathrm{Im}\,\hat{\mathcal F}_n[\varphi_k u]|$
@@ -350,7 +350,7 @@ def select_radius(t, u, config: TestFunctionConfig = TestFunctionConfig()) -> Ra
 def build_test_functions(
     t, u, config: TestFunctionConfig = TestFunctionConfig()
 ) -> TestFunctions:
-    r"""Orthonormal multi-scale test functions for one trajectory (000 App. A.1.2).
+    r"""Orthonormal multi-scale test functions for one trajectory (Rummel et al. 2025, App. A.1.2).
 
     Stacks the bump rows at radii `radii_factors × r_min`, takes the SVD
     $\Phi_{full} = Q\,\mathrm{diag}(\sigma)\,V^T$ and keeps $K$ = min(last index with
@@ -358,7 +358,7 @@ def build_test_functions(
     \le$ `min_info`, `k_max`) modes: $\Phi = P Q^T \Phi_{full}$, $\dot\Phi = P Q^T
     \dot\Phi_{full}$ with $P = \mathrm{diag}(1/\sigma_{1..K})$. The SVD is taken through
     the eigendecomposition of the sparse-built Gram matrix $\Phi_{full}^T\Phi_{full}$.
-    With `config.rule == "matlab"` the radii, rows and K follow 001's MATLAB code (see
+    With `config.rule == "matlab"` the radii, rows and K follow Bortz et al. 2023's MATLAB code (see
     [`TestFunctionConfig`][]); $\dot\Phi$ is still exact, not Fourier-differentiated.
     """
     t = np.asarray(t, dtype=float)
@@ -387,7 +387,7 @@ def _cached_basis(t_bytes: bytes, r_min: float, config: TestFunctionConfig) -> T
     t = np.frombuffer(t_bytes, dtype=float)
     n = len(t)
     matlab = config.rule == "matlab"
-    if matlab:  # capped at the search maximum, as 001's get_rad.m does
+    if matlab:  # capped at the search maximum, as Bortz et al. 2023's get_rad.m does
         r_cap = _matlab_radius_max(n, config.k_min) * float(np.mean(np.diff(t)))
         radii = sorted({min(f * r_min, r_cap) for f in config.radii_factors})
     else:
@@ -412,7 +412,7 @@ def _cached_basis(t_bytes: bytes, r_min: float, config: TestFunctionConfig) -> T
     lam, v = scipy.linalg.eigh(gram)
     s = np.sqrt(np.maximum(lam[::-1], 0.0))[: min(phi_full.shape)]
     info = np.cumsum(s) / np.sum(s)
-    if matlab:  # 001's VVp_svd.m
+    if matlab:  # Bortz et al. 2023's VVp_svd.m
         k_criteria = _secant_corner(np.arange(1.0, len(s) + 1), info, 1) + 1
         k = k_criteria
     else:
