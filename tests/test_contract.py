@@ -60,8 +60,9 @@ def test_failure_is_a_status_with_throw_false(lv, name):
     model, est = _nan_model(), wj.estimators.get_estimator(name)
     with pytest.raises(RuntimeError, match="failed on model 'sqrt_model'"):
         est.fit(model, data, [3.0, -1.0, 6.0, 1.0])
-    with pytest.warns(RuntimeWarning, match="failed on model 'sqrt_model'"):
+    with pytest.warns(RuntimeWarning, match="failed on model 'sqrt_model'") as caught:
         fit = est.fit(model, data, [3.0, -1.0, 6.0, 1.0], throw=False)
+    assert any(w.filename == __file__ for w in caught)  # the warning points at the caller's line
     assert not fit.successful and fit.status != wj.RESULTS.successful and fit.message
 
 
@@ -81,6 +82,15 @@ def test_solve_is_jit_and_vmap_able(lv, name):
         np.testing.assert_allclose(sols.params[i], one.params, rtol=1e-6)
     covs = jax.vmap(est.covariance, in_axes=(0, 0))(make([0, 1]), sols)
     assert covs.shape == (2, 4, 4) and np.all(np.isfinite(np.asarray(covs)))
+
+
+def test_output_error_needs_a_start_and_a_model(lv):
+    bench, (data, _) = lv
+    for est in (wj.OutputError(), wj.MLE()):
+        with pytest.raises(ValueError, match="p0 is required"):
+            est.fit(zoo("goodwin_3d").model, zoo("goodwin_3d").simulate(0, subsample=8), None)
+    with pytest.raises(TypeError, match="model must be an ODEModel"):
+        wj.OutputError().fit(lambda u, p, t: -u, data, [1.0], bounds=([0.0], [2.0]))
 
 
 def test_unknown_option_is_named(lv):

@@ -231,8 +231,9 @@ def test_several_trajectories_in_one_fit():
 def test_noiseless_data_switch_to_wls_with_warning():
     b = zoo("logistic")
     data = b.simulate(None, 0.0, subsample=2)
-    with pytest.warns(UserWarning, match="noiseless"):
+    with pytest.warns(UserWarning, match="noiseless") as caught:
         fit = wj.MLE().fit(b.model, data)
+    assert any(w.filename == __file__ for w in caught)  # points at the caller's line
     assert fit.method == "wls"
     assert _rel_err(fit.params, b.p_true) < 1e-3
 

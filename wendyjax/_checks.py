@@ -3,9 +3,12 @@ the warning when a fit is set up in float32."""
 
 import math
 import operator
+import os
+import sys
 import warnings
 from collections.abc import Sequence
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -60,17 +63,30 @@ def _is_typed_key(x) -> bool:
     return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
-def warn_if_float32(what: str, stacklevel: int) -> None:
+_INTERNAL = tuple(os.path.dirname(m.__file__) + os.sep for m in (sys.modules[__package__], eqx, jax))
+
+
+def user_stacklevel() -> int:
+    """The `stacklevel` for a `warnings.warn` in the function that calls this, such that the
+    warning points at the first frame outside wendyjax, equinox and jax: the user's line,
+    whatever path led there (equinox's method wrappers add frames of their own)."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def warn_if_float32(what: str) -> None:
     """Warn that `what` will compute in float32 unless `jax_enable_x64` is on: the weak
     covariances' Cholesky factorisations and the solvers' stopping tolerances (1e-8) are
-    meant for float64. `stacklevel`: as `warnings.warn`'s, counted from the caller."""
+    meant for float64."""
     if not jax.config.jax_enable_x64:
         warnings.warn(
             f"{what}: JAX is in float32 (jax_enable_x64 is off), so the fit's covariance "
             "factorisations and solver tolerances (1e-8) work with 7 digits; estimates and "
             "intervals can differ from float64's. Call jax.config.update('jax_enable_x64', True) "
             "at the start of the program.",
-            UserWarning, stacklevel=stacklevel + 1,
+            UserWarning, stacklevel=user_stacklevel(),
         )
 
 

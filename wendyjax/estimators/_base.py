@@ -14,7 +14,7 @@ import jax
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
-from .._checks import as_key
+from .._checks import as_key, user_stacklevel
 from .._compile import cpu_safe_jit
 from ..data import Dataset, as_dataset
 from ._solution import Solution
@@ -25,13 +25,10 @@ _WARN_ONLY = ("max_steps_reached", "stalled", "shapiro_wilk_stop")
 
 def model_box(model, bounds) -> tuple[np.ndarray | None, np.ndarray | None]:
     """`bounds` ("model", `None` or `(lower, upper)`) as two arrays of the model's
-    parameter count (±inf where unbounded); `(None, None)` for a model without a
-    parameter vector (a library's coefficients, a neural field), which takes no bounds."""
+    parameter count (±inf where unbounded); `(None, None)` for an object without a
+    parameter vector (the estimator's `problem` then says what it expects)."""
     j = getattr(model, "n_params", None)
     if j is None:
-        if not (bounds is None or (isinstance(bounds, str) and bounds == "model")):
-            raise ValueError(f"bounds are not supported for a {type(model).__name__} (its parameters are not a "
-                             f"vector); leave bounds='model' or None.")
         return None, None
     if isinstance(bounds, str):
         if bounds != "model":
@@ -189,7 +186,7 @@ class AbstractEstimator(eqx.Module):
 def _report(fit, throw: bool) -> None:
     """Raise (with `throw`) or warn on a failed solve, warn on a usable but unconverged one
     and on a covariance that is not finite."""
-    stack = 4  # the user's call of `fit`
+    stack = user_stacklevel()  # the user's line
     if not fit.successful:
         name, title, model = fit.status_name, fit.title, f"model '{fit.model_name}'"
         if name == "max_steps_reached":

@@ -112,7 +112,7 @@ def output_error_problem(
     """
     if not isinstance(model, ODEModel):
         raise TypeError(f"model must be an ODEModel, got {type(model).__name__}.")
-    warn_if_float32("output-error problem", stacklevel=2)
+    warn_if_float32("output-error problem")
     dataset = as_dataset(data)
     log_space = is_log_space(noise)
     d = model.n_states

@@ -17,6 +17,7 @@ import numpy as np
 import scipy.stats
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
+from .._checks import user_stacklevel
 from .._results import RESULTS
 from ..data import Dataset, as_dataset
 from ..inference import COVARIANCES, parameter_covariance
@@ -80,7 +81,7 @@ class AbstractWENDyEstimator(AbstractEstimator):
             warnings.warn(
                 f"the data look noiseless (estimated noise / max|U| < {NOISELESS_RATIO:g}): the "
                 f"residual covariance is singular, so WENDy-{self.method.upper()} is replaced by "
-                f"WLS (weak least squares).", stacklevel=4)
+                f"WLS (weak least squares).", stacklevel=user_stacklevel())
         return lik
 
     def init(self, model, problem: WeakLikelihood, p0, lower, upper) -> Float[Array, " j"]:

@@ -253,12 +253,10 @@ def _study_estimator(estimator, bench: Benchmark) -> AbstractEstimator:
     """An estimator from a name or instance; a named estimator that solves the ODE does
     so with the benchmark's solver (e.g. Kvaerno5 for the stiff systems)."""
     est = get_estimator(estimator)
-    if isinstance(estimator, str):
-        for where in (lambda e: e.ode_solver, lambda e: e.output_error.ode_solver):
-            try:
-                est = eqx.tree_at(where, est, bench.solver)
-            except AttributeError:
-                pass
+    if isinstance(estimator, str) and hasattr(est, "ode_solver"):
+        return eqx.tree_at(lambda e: e.ode_solver, est, bench.solver)
+    if isinstance(estimator, str) and hasattr(est, "output_error"):
+        return eqx.tree_at(lambda e: e.output_error.ode_solver, est, bench.solver)
     return est
 
 

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .._checks import user_stacklevel
 from .._notes import Notes
 from ..data import Dataset, Trajectory
 from ..model import ODEModel
@@ -347,7 +348,8 @@ def build_likelihood(
                        f"switched on at other times)")
             if requested:
                 raise ValueError(message + "; the linear-in-parameters path cannot be used (linear=True).")
-            warnings.warn(message + "; using the general path (correct, slower).", RuntimeWarning, stacklevel=3)
+            warnings.warn(message + "; using the general path (correct, slower).", RuntimeWarning,
+                          stacklevel=user_stacklevel())
         else:
             blocks = linear_blocks(model, structure, problem)
     if blocks is None:

@@ -111,7 +111,7 @@ def build_problem(
     - `test_functions`: a configuration, or prebuilt test functions (one per trajectory).
     - `k`: pad every trajectory to exactly `k` test functions (for batching).
     """
-    warn_if_float32("weak likelihood", stacklevel=4)  # the caller of weak_likelihood
+    warn_if_float32("weak likelihood")
     dataset = as_dataset(data)
     log_space = is_log_space(noise)
     d = model.n_states
