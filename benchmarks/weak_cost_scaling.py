@@ -46,28 +46,28 @@ samples). Results go to `benchmarks/results/weak_cost_scaling.{md,json}` (`--nam
 """
 
 import argparse
-import datetime
-import gc
-import json
 import os
-import platform
-import shlex
-import statistics
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import jax
+import jax.numpy as jnp
+import numpy as np
+from _common import (
+    bench,
+    command,
+    cpu_busy_seconds,
+    fmt_table,
+    idle_check,
+    machine_info,
+    machine_line,
+    markdown_table,
+    other_cpu_load,
+    utc_now,
+    write_results,
+)
 
-jax.config.update("jax_enable_x64", True)
+import wendyjax as wj
 
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-import wendyjax as wj  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parent / "results"
 QUANTITIES = ("nll", "grad", "hessian", "build", "fit")
 LABELS = {"nll": "ℓ", "grad": "∇ℓ", "hessian": "∇²ℓ", "build": "build ℓ", "fit": "MLE fit",
           "library_tf": "library test functions"}
@@ -78,81 +78,6 @@ PAPER_FORMULA = {
     "grad": "O(K²D²(D(MJ+K)+J))",
     "hessian": "O(K²D²(D(MJ+K)+J²))",
 }
-
-
-# ----------------------------------------------------------------------------- machine
-
-
-def _cpu_busy_seconds():
-    """(busy seconds of all CPUs from /proc/stat, this process's CPU seconds), or None."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    busy = (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-    return busy, sum(os.times()[:2])
-
-
-def other_cores(start, end, elapsed):
-    """Mean number of cores used by other processes between two `_cpu_busy_seconds`."""
-    if start is None or end is None or elapsed <= 0:
-        return None
-    return max((end[0] - start[0]) - (end[1] - start[1]), 0.0) / elapsed
-
-
-def machine():
-    info = {"python": sys.version.split()[0], "jax": jax.__version__, "numpy": np.__version__,
-            "wendyjax": getattr(wj, "__version__", "?"), "platform": platform.platform(),
-            "devices": [f"{d} ({d.device_kind})" for d in jax.devices()],
-            "x64": bool(jax.config.jax_enable_x64), "os_cpu_count": os.cpu_count()}
-    try:
-        import jaxlib
-
-        info["jaxlib"] = jaxlib.__version__
-    except ImportError:
-        pass
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-        fields = {k.strip(): v.strip() for k, v in fields.items()}
-        info["cpu_model"] = fields.get("Model name", "?")
-        info["cores"] = fields.get("CPU(s)", str(os.cpu_count()))
-    except (OSError, subprocess.SubprocessError, ValueError):
-        info["cpu_model"], info["cores"] = platform.processor() or "?", str(os.cpu_count())
-    if hasattr(os, "getloadavg"):
-        info["loadavg_at_start"] = os.getloadavg()
-    info["env"] = {k: os.environ[k] for k in ("XLA_FLAGS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
-                                              "JAX_PLATFORMS") if k in os.environ}
-    return info
-
-
-# ----------------------------------------------------------------------------- timing
-
-
-def timed(fn, cfg):
-    """First call (trace + compile + run), then timed repeats until `min_reps` calls and
-    `min_time` seconds, or `max_time` seconds once `floor_reps` calls are done."""
-    gc.collect()
-    start = time.perf_counter()
-    out = jax.block_until_ready(fn())
-    first = time.perf_counter() - start
-    times = []
-    c0, w0 = _cpu_busy_seconds(), time.perf_counter()
-    while True:
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - start)
-        n, total = len(times), sum(times)
-        if n >= cfg["min_reps"] and total >= cfg["min_time"]:
-            break
-        if total >= cfg["max_time"] and n >= cfg["floor_reps"]:
-            break
-    med = statistics.median(times)
-    return out, {"median_s": med, "min_s": min(times), "max_s": max(times), "repeats": len(times),
-                 "first_call_s": first, "compile_s": max(first - med, 0.0),
-                 "other_cores": other_cores(c0, _cpu_busy_seconds(), time.perf_counter() - w0)}
 
 
 # ----------------------------------------------------------------------------- test functions
@@ -191,20 +116,20 @@ def grid_data(fine, m_fine, m):
     return wj.Trajectory(np.asarray(fine.t)[::step], np.asarray(fine.u)[::step])
 
 
-def run_case(bench, noise, data, radius, k, p0, cfg, fit_cfg):
-    model = bench.model
+def run_case(zoo, noise, data, radius, k, p0, cfg, fit_cfg):
+    model = zoo.model
     tf, cond = bump_test_functions(np.asarray(data.t), radius, k)
-    lik, t_build = timed(lambda: wj.weak_likelihood(model, data, noise, test_functions=tf), cfg)
+    lik, t_build = bench(lambda: wj.weak_likelihood(model, data, noise, test_functions=tf), cfg=cfg)
     prob = lik.problem
     k_real = int(np.sum(np.asarray(prob.kmask[0])))
     m_real = int(prob.t.shape[1]) - 1
-    p = jnp.asarray(bench.p_true, dtype=float)
-    val, t_nll = timed(lambda: lik(p), cfg)
-    _, t_grad = timed(lambda: lik.grad(p), cfg)
-    _, t_hess = timed(lambda: lik.hessian(p), cfg)
-    fit, t_fit = timed(lambda: wj.MLE().fit(model, data, p0=p0, noise=noise, test_functions=tf, throw=False),
-                       fit_cfg)
-    p_true = np.asarray(bench.p_true)
+    p = jnp.asarray(zoo.p_true, dtype=float)
+    val, t_nll = bench(lik, p, cfg=cfg)
+    _, t_grad = bench(lik.grad, p, cfg=cfg)
+    _, t_hess = bench(lik.hessian, p, cfg=cfg)
+    fit, t_fit = bench(lambda: wj.MLE().fit(model, data, p0=p0, noise=noise, test_functions=tf, throw=False),
+                       cfg=fit_cfg)
+    p_true = np.asarray(zoo.p_true)
     rel_err = float(np.linalg.norm(np.asarray(fit.params) - p_true) / np.linalg.norm(p_true))
     return {
         "M": m_real, "K": k_real, "K_shape": int(prob.phi.shape[1]), "D": model.n_states, "J": model.n_params,
@@ -220,15 +145,14 @@ def library_tf_case(data, radius, k):
     """One uncached build of the library's test functions (`TestFunctionConfig` with a fixed
     radius): the dense (M+1)×(M+1) eigendecomposition is the cost."""
     cfg = wj.TestFunctionConfig(radius=radius, k_max=k)
-    c0, w0 = _cpu_busy_seconds(), time.perf_counter()
-    start = time.perf_counter()
+    c0, start = cpu_busy_seconds(), time.perf_counter()
     tf = wj.weak.build_test_functions(np.asarray(data.t), np.asarray(data.u), cfg)
     jax.block_until_ready(tf.phi)
     elapsed = time.perf_counter() - start
     return {"M": len(np.asarray(data.t)) - 1, "K": int(tf.k), "k_criteria": int(tf.info.k_criteria),
             "k_full": int(tf.info.k_full), "radius": radius,
             "library_tf": {"median_s": elapsed, "repeats": 1,
-                           "other_cores": other_cores(c0, _cpu_busy_seconds(), time.perf_counter() - w0)}}
+                           "other_processes_cores": other_cpu_load(c0, cpu_busy_seconds(), elapsed)}}
 
 
 # ----------------------------------------------------------------------------- slopes
@@ -264,16 +188,8 @@ def fmt_slope(x):
     return "—" if x is None else f"{x:.2f}"
 
 
-def md_table(header, rows):
-    out = ["| " + " | ".join(map(str, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return "\n".join(out + ["| " + " | ".join(map(str, r)) + " |" for r in rows])
-
-
-def text_table(header, rows):
-    cols = list(zip(*([header] + rows)))
-    widths = [max(len(str(c)) for c in col) for col in cols]
-    line = lambda r: "  ".join(str(c).rjust(w) for c, w in zip(r, widths))  # noqa: E731
-    return "\n".join([line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in rows])
+def fmt_cores(x):
+    return "n/a" if x is None else f"{x:.2f}"
 
 
 def timing_rows(result):
@@ -288,12 +204,12 @@ def timing_rows(result):
                     rows.append([f"{scan} scan", mname, "LiP" if r["linear_path"] else "general", r["M"], r["K"],
                                  LABELS[q], f"{1e3 * t['median_s']:.3f}", f"{1e3 * t['min_s']:.3f}",
                                  f"{t['compile_s']:.2f}", t["repeats"],
-                                 "n/a" if t["other_cores"] is None else f"{t['other_cores']:.2f}", extra])
+                                 fmt_cores(t["other_processes_cores"]), extra])
     for r in result["library_tf"]["rows"]:
         t = r["library_tf"]
         rows.append(["M scan", result["library_tf"]["model"], "—", r["M"], r["K"], LABELS["library_tf"],
                      f"{1e3 * t['median_s']:.3f}", "—", "—", 1,
-                     "n/a" if t["other_cores"] is None else f"{t['other_cores']:.2f}",
+                     fmt_cores(t["other_processes_cores"]),
                      f"k_full {r['k_full']}, criteria keep {r['k_criteria']}"])
     return rows
 
@@ -322,20 +238,27 @@ def slope_rows(result):
     return rows
 
 
-def write_markdown(result, path):
+def contention(info):
+    """The sentence on other processes' CPU use (before the start, and on average during the run)."""
+    before, mean = info.get("other_processes_cores_before_start"), info.get("other_processes_mean_cores")
+    if mean is None:
+        return ""
+    return (f" Other processes used {mean:.2f} cores on average during the run"
+            + ("" if before is None else f" ({before:.2f} in the idle check before the start)")
+            + (" — timings contended." if mean > 0.1 else "."))
+
+
+def markdown_lines(result):
     info = result["machine"]
     cfg = result["config"]
-    md = [
+    return [
         "# Cost scaling of the weak likelihood and WENDy-MLE in M and K",
         "",
         f"Generated by `{result['command']}` on {result['date']} ({result['total_time_s']:.0f} s).",
         "",
-        f"Machine: {info['cpu_model']}, {info['cores']} CPUs (`lscpu`), {info['platform']}; "
-        f"jax {info['jax']} (jaxlib {info.get('jaxlib', '?')}), devices {', '.join(info['devices'])}; "
-        f"float64 = {info['x64']}."
-        + ("" if result["other_cores_mean"] is None else
-           f" Other processes used {result['other_cores_mean']:.2f} cores on average during the run"
-           + (" (timings contended)." if result["other_cores_mean"] > 0.1 else ".")),
+        f"Machine: {machine_line(info)} (jaxlib {info.get('jaxlib', '?')}, wendyjax {info['wendyjax']}), "
+        f"{info['uname']['system']} {info['uname']['release']}; devices {', '.join(info['devices'])}; "
+        f"float64 = {info['x64']}." + contention(info),
         "",
         f"Scan (a): M = {', '.join(map(str, cfg['m_sizes']))} at K = {cfg['k_fixed']} "
         f"(bump radius 3T/{cfg['k_fixed']}); scan (b): K = {', '.join(map(str, cfg['k_sizes']))} at "
@@ -357,7 +280,7 @@ def write_markdown(result, path):
         "O(K²D²(D(MJ+K)+J²)) for ∇²ℓ: linear in M, and in K quadratic while MJ ≫ K, cubic only once "
         "K ≳ MJ.",
         "",
-        md_table(SLOPE_HEADER, slope_rows(result)),
+        *markdown_table(SLOPE_HEADER, slope_rows(result)),
         "",
         "What the implementation leads one to expect (compare with the measured slopes): on the "
         "linear-in-parameters path the Gram matrices of S(p) are precomputed when the likelihood is built "
@@ -368,10 +291,8 @@ def write_markdown(result, path):
         "",
         "## Every timing",
         "",
-        md_table(TIMING_HEADER, timing_rows(result)),
-        "",
+        *markdown_table(TIMING_HEADER, timing_rows(result)),
     ]
-    path.write_text("\n".join(md))
 
 
 # ----------------------------------------------------------------------------- main
@@ -415,17 +336,17 @@ def main():
     if any(m_fine % m for m in m_all):
         ap.error("every M must divide the largest (use powers of two)")
 
+    info = machine_info()
+    info["wendyjax"] = getattr(wj, "__version__", "?")
+    print(f"weak cost scaling ({'quick' if args.quick else 'full'}): {machine_line(info)}, devices {info['devices']}")
+    idle_check(info)
     t_start = time.perf_counter()
-    cpu_start = _cpu_busy_seconds()
-    info = machine()
-    command = " ".join(["python benchmarks/weak_cost_scaling.py"] + [shlex.quote(a) for a in sys.argv[1:]])
-    print(f"weak cost scaling ({'quick' if args.quick else 'full'}): {info['cpu_model']}, {info['cores']} CPUs, "
-          f"jax {info['jax']}, devices {info['devices']}")
+    cpu_start = cpu_busy_seconds()
     print(f"  scan (a): M = {m_sizes} at K = {args.k_fixed};  scan (b): K = {k_sizes} at M = {m_fixed}; "
           f"models {args.models}")
 
-    result = {"script": "benchmarks/weak_cost_scaling.py", "command": command, "quick": args.quick,
-              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    result = {"script": "benchmarks/weak_cost_scaling.py", "command": command(), "quick": args.quick,
+              "date": utc_now(),
               "machine": info, "models": list(args.models),
               "paper": {"section": PAPER_SECTION, "slope_M": PAPER_SLOPE["M"], "slope_K": PAPER_SLOPE["K"],
                         "formulas": PAPER_FORMULA},
@@ -448,17 +369,17 @@ def main():
         return "  ".join(str(c).rjust(w) for c, w in zip(cells, widths))
 
     for mname in args.models:
-        bench = getattr(wj.models, mname)()
-        model = bench.model
-        t0, t1 = float(bench.t[0]), float(bench.t[-1])
+        zoo = getattr(wj.models, mname)()
+        model = zoo.model
+        t0, t1 = float(zoo.t[0]), float(zoo.t[-1])
         span = t1 - t0
-        noise = bench.noise
+        noise = zoo.noise
         start = time.perf_counter()
-        fine = wj.simulate(model, bench.p_true, bench.u0, jnp.linspace(t0, t1, m_fine + 1), noise,
-                           jax.random.key(args.seed), solver=bench.solver)
+        fine = wj.simulate(model, zoo.p_true, zoo.u0, jnp.linspace(t0, t1, m_fine + 1), noise,
+                           jax.random.key(args.seed), solver=zoo.solver)
         if noise.log_space and not np.all(np.asarray(fine.u) > 0):
             raise SystemExit(f"{mname}: non-positive samples under log-normal noise; pick another model")
-        p_true = np.asarray(bench.p_true, dtype=float)
+        p_true = np.asarray(zoo.p_true, dtype=float)
         signs = np.where(np.arange(len(p_true)) % 2 == 0, 1.0, -1.0)
         p0 = p_true * (1.0 + 0.05 * signs)
         if model.bounds is not None:
@@ -471,14 +392,14 @@ def main():
         rows_m = []
         radius_a = 3.0 * span / args.k_fixed
         for m in m_sizes:
-            r = run_case(bench, noise, grid_data(fine, m_fine, m), radius_a, args.k_fixed, p0, cfg, fit_cfg)
+            r = run_case(zoo, noise, grid_data(fine, m_fine, m), radius_a, args.k_fixed, p0, cfg, fit_cfg)
             rows_m.append(r)
             print(row_text(line(mname, r)), flush=True)
         rows_k = []
         radius_b = 3.0 * span / max(k_sizes)
         data_b = grid_data(fine, m_fine, m_fixed)
         for k in k_sizes:
-            r = run_case(bench, noise, data_b, radius_b, k, p0, cfg, fit_cfg)
+            r = run_case(zoo, noise, data_b, radius_b, k, p0, cfg, fit_cfg)
             rows_k.append(r)
             print(row_text(line(mname, r)), flush=True)
         result["scans"]["M"][mname] = rows_m
@@ -498,22 +419,22 @@ def main():
                 result["slopes"]["library_tf"] = slopes_for(lrows, "M", ["library_tf"])["library_tf"]
 
     result["total_time_s"] = time.perf_counter() - t_start
-    result["other_cores_mean"] = other_cores(cpu_start, _cpu_busy_seconds(), result["total_time_s"])
+    other = other_cpu_load(cpu_start, cpu_busy_seconds(), result["total_time_s"])
+    info["other_processes_mean_cores"] = other
     if hasattr(os, "getloadavg"):
         info["loadavg_at_end"] = os.getloadavg()
 
     print(f"\nSlopes (log time vs log M at K = {args.k_fixed}; vs log K at M = {m_fixed}); "
           f"paper {PAPER_SECTION}: {PAPER_SLOPE['M']:.0f} in M, {PAPER_SLOPE['K']:.0f} in K")
-    print(text_table(SLOPE_HEADER, slope_rows(result)))
-    if result["other_cores_mean"] is not None:
-        print(f"other processes used {result['other_cores_mean']:.2f} cores on average"
-              + (" — timings contended" if result["other_cores_mean"] > 0.1 else ""))
+    print(fmt_table(SLOPE_HEADER, slope_rows(result)))
+    if other is not None:
+        print(f"other processes used {other:.2f} cores on average"
+              + (" — timings contended" if other > 0.1 else ""))
     print(f"total {result['total_time_s']:.1f} s")
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=2, default=float) + "\n")
-    write_markdown(result, RESULTS / f"{args.name}.md")
-    print(f"wrote {RESULTS / (args.name + '.md')} and {RESULTS / (args.name + '.json')}")
+    paths = write_results(args.name, result, indent=2, default=float)
+    paths += write_results(args.name, markdown=markdown_lines(result))
+    print("wrote " + " and ".join(str(path) for path in paths))
 
 
 if __name__ == "__main__":
