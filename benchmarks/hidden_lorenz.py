@@ -11,7 +11,7 @@ every Δt = 0.01 from u(0) = (−8, 7, 27) (on the attractor), z never observed;
 K = 30 on consecutive subintervals of length h = 1; additive Gaussian noise (000 eq. 19)
 on x, y, denoised by the default Savitzky–Golay filter (none on noiseless data). Model
 kinds, each fitted over parameters and z at the 601 collocation nodes
-(`IntegralMatching.fit(..., hidden0=[20.0])`, z(0) = 20 against the true 27):
+(`IntegralMatching.fit(..., u0=[20.0])`, z(0) = 20 against the true 27):
 
 - **ODEModel** (σ, ρ, β unknown), start p₀ = (8, 20, 2);
 - **degree-2 polynomial library** (30 coefficients; 004 §5.1's "polynomial dynamics of
@@ -23,8 +23,8 @@ kinds, each fitted over parameters and z at the 601 collocation nodes
 - **MLP** vector field (3 → 32 tanh → 3 on u/20, `wj.neural.MLPField`), z standardised
   (Algorithm 2 only).
 
-Two solvers: `method="gauss_newton"` (the default: joint bounded Gauss–Newton over
-parameters and z) and `method="gradient"`, 004's Algorithm 2 (Adam steps alternating
+Two solvers: `algorithm="gauss_newton"` (the default: joint bounded Gauss–Newton over
+parameters and z) and `algorithm="gradient"`, 004's Algorithm 2 (Adam steps alternating
 between the parameters and z on random batches of 8 of the 20 subintervals, chunks of
 500 steps, stop when the full loss has not improved by 0.1 % for 3 chunks, at most
 20 000 steps; learning rate 0.1 / 0.03 / 0.01 for ODEModel / library / MLP; key 0).
@@ -76,19 +76,19 @@ def run(kind, method, noise):
     mask[:, 2] = False
     data = wj.Trajectory(t[train], np.where(mask, noisy.u, np.nan), mask)
     est = wj.IntegralMatching(order=30, length=1.0, smoother=wj.collocation.SavitzkyGolay() if noise else None,
-                              method=method, optimizer=optax.adam(LEARNING_RATE[kind]), batch_size=8, chunk=500,
+                              algorithm=method, optimizer=optax.adam(LEARNING_RATE[kind]), batch_size=8, chunk=500,
                               max_steps=20_000, patience=3)
     key = jax.random.key(0) if method == "gradient" else None
     if kind == "ODEModel":
-        fit = est.fit(bench.model, data, P0, key=key, hidden0=[20.0])
+        fit = est.fit(bench.model, data, P0, key=key, u0=[20.0])
     elif kind == "library":
         lib = wj.PolynomialLibrary(["x", "y", "z"], 2)
         fit = est.fit(lib, data, lib.coefficients(bench.model, np.asarray(bench.p_true) * LIBRARY_START),
-                      key=key, hidden0=[20.0])
+                      key=key, u0=[20.0])
     else:
         field = wj.neural.MLPField(3, 32, key=jax.random.key(1), activation=jax.numpy.tanh,
                                    input_transform=lambda u: u / 20.0)
-        fit = est.fit(field, data, key=key, hidden0=[20.0])
+        fit = est.fit(field, data, key=key, u0=[20.0])
     S = fit.node_states
     z_true = np.interp(fit.node_times, t, clean[:, 2])
     r2_alone, _ = r_squared(z_true, np.column_stack([np.ones(len(S)), S[:, 2]]))

@@ -104,7 +104,7 @@ def in_loop(grad, n):
 
 def per_gradient(train, field, est):
     params, static = eqx.partition(field, eqx.is_inexact_array)
-    problem = est.problem(train)
+    problem = est.subintervals(train)
     rhs = lambda u, p, t: eqx.combine(p, static)(u, t)  # noqa: E731
     index = jnp.arange(BATCH)
     im_batch = jax.grad(lambda p, idx, pr: integral_matching_loss(rhs, p, pr, idx))
@@ -165,11 +165,11 @@ def train_solver(b, train, clean, field, mode, budget, record_every, seed):
 def train_im(b, train, clean, field, est, seed):
     fit = est.fit(field, train, key=jax.random.key(100 + seed))  # compiles
     fit = est.fit(field, train, key=jax.random.key(100 + seed))
-    held, full = heldout_rmse(fit.theta, b, clean, train)
+    held, full = heldout_rmse(fit.params, b, clean, train)
     per_chunk = fit.seconds / max(len(fit.history), 1)
     curve = [[per_chunk * (i + 1), float(v)] for i, v in enumerate(fit.history)]
     return {"steps": fit.num_steps, "seconds": fit.seconds, "heldout_rmse": held, "full_rmse": full,
-            "status": fit.message or "successful", "curve": curve, "field": fit.theta}
+            "status": fit.message or "successful", "curve": curve, "field": fit.params}
 
 
 def refine_output_error(b, train, clean, field_im, im_run):

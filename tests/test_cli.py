@@ -117,6 +117,8 @@ def test_fit_bad_input_is_named(files, capsys):
     _fails(["fit", "logistic", str(tmp / "short_t.npz")], capsys, "'t' has 4 times but 'u' has 5 rows")
     _fails(["fit", "logistic", str(tmp / "logistic.csv"), "--method", "output_error", "--radius", "0.5"],
            capsys, "output error has none")
+    _fails(["fit", "logistic", str(tmp / "logistic.csv"), "--method", "integral_matching", "--noise", "lognormal"],
+           capsys, "integral matching fits no noise model")
     with pytest.raises(SystemExit):
         main(["fit", "logistic", str(tmp / "logistic.csv"), "--p0", "a,b"])
     assert "comma-separated numbers" in capsys.readouterr().err

@@ -123,13 +123,15 @@ def _run_fit(args) -> int:
         est = oe if args.method == "output_error" else estimators.Hybrid(output_error=oe)
         if args.covariance not in (None, "gauss_newton"):
             raise ValueError(f"--covariance {args.covariance}: output error has only gauss_newton.")
-        if args.radius is not None and args.method == "output_error":
-            raise ValueError("--radius sets WENDy's test functions; output error has none.")
     elif p0 is None and not model.linear_in_params:
         raise ValueError(f"--p0 is needed: model '{model.name}' is nonlinear in its parameters and has no "
                          f"finite box to start from.")
-    kwargs = {k: v for k, v in kwargs.items() if k in (*est.options(), "covariance")}
-    result = est.fit(model, data, p0, noise=noise, **kwargs)
+    if args.radius is not None and "test_functions" not in est.options():
+        raise ValueError(f"--radius sets WENDy's test functions; {args.method.replace('_', ' ')} has none.")
+    if args.noise is not None and "noise" not in est.options():
+        raise ValueError(f"--noise: {args.method.replace('_', ' ')} fits no noise model.")
+    kwargs = {k: v for k, v in {**kwargs, "noise": noise}.items() if k in (*est.options(), "covariance")}
+    result = est.fit(model, data, p0, **kwargs)
     _print_result(args, result, model.param_names)
     return 0
 

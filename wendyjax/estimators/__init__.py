@@ -7,6 +7,7 @@ from .._results import RESULTS as RESULTS
 from ._base import AbstractEstimator as AbstractEstimator, check_start as check_start, model_box as model_box
 from ._integral_matching import (
     IntegralMatching as IntegralMatching,
+    IntegralMatchingData as IntegralMatchingData,
     IntegralMatchingFit as IntegralMatchingFit,
     IntegralMatchingProblem as IntegralMatchingProblem,
     collocation_residuals as collocation_residuals,

@@ -22,9 +22,8 @@ Three solvers, one loss:
 """
 
 import dataclasses
-import time
 from collections.abc import Callable
-from typing import Literal
+from typing import ClassVar, Literal
 
 import equinox as eqx
 import jax
@@ -35,11 +34,12 @@ from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray, PyTree
 
 from .._results import RESULTS
 from ..collocation import SavitzkyGolay
-from ..data import as_dataset
+from ..data import Dataset, as_dataset
 from ..library import PolynomialLibrary
 from ..model import ODEModel
 from ..neural import field_rhs
 from ..simulate import integrate
+from ._base import AbstractEstimator
 from ._hidden import chained_problem, chained_states, fit_hidden, fit_hidden_gradient, node_times
 from ._im_problem import (
     IntegralMatchingProblem,
@@ -47,10 +47,11 @@ from ._im_problem import (
     integral_matching_loss,
     integral_matching_problem,
 )
-from ._result import StatusMixin
+from ._result import AbstractFit
+from ._solution import Solution
 from ._trust_region import bounded_trust_region
 
-METHODS = ("auto", "least_squares", "gauss_newton", "gradient")
+ALGORITHMS = ("auto", "least_squares", "gauss_newton", "gradient")
 
 
 def _batch_loss(params: tuple, args: PyTree, index: Int[Array, " b"] | None) -> Float[Array, ""]:
@@ -58,18 +59,6 @@ def _batch_loss(params: tuple, args: PyTree, index: Int[Array, " b"] | None) -> 
     (the gradient loop's form: parameter groups, then everything else as arguments)."""
     rhs, static, problem = args
     return integral_matching_loss(rhs, eqx.combine(params[0], static), problem, index)
-
-
-class IntegralMatchingSolution(eqx.Module):
-    """`theta` (same structure as the start), the full loss at it, the loss after each
-    chunk of gradient steps (`history`, NaN past the end; empty for the other solvers),
-    the number of steps and the status."""
-
-    theta: PyTree
-    loss: Float[Array, ""]
-    history: Float[Array, " c"]
-    num_steps: Int[Array, ""]
-    result: RESULTS
 
 
 class _Progress(eqx.Module):
@@ -95,13 +84,103 @@ def _solve_gram(G, b, mask, ridge):
     return s * jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(Gs), s * b)
 
 
-class IntegralMatching(eqx.Module):
+@dataclasses.dataclass(frozen=True)
+class IntegralMatchingFit(AbstractFit):
+    """An integral-matching fit: [`AbstractFit`][] (`params`: the parameter vector,
+    coefficient matrix or trained module; `objective`: the final loss ℓ(Θ̂); no
+    covariance) plus the `algorithm` that ran, the loss `history` per chunk (gradient
+    algorithm) and the vector field `rhs(u, θ, t)`.
+
+    With hidden states (Anonymous 2025, §5), `hidden` lists their indices and
+    `node_states` holds every state at the chained collocation nodes `node_times`
+    (`node_states[0]` is a full initial state for `simulate`); for libraries and neural
+    fields the hidden ones are `standardised` (mean 0, variance 1: defined up to an
+    affine map).
+
+    No covariance: Anonymous 2025 gives no sampling theory for ℓ (the node values are
+    correlated smoothed data); refine with `OutputError` or `Hybrid` for intervals."""
+
+    algorithm: str
+    history: np.ndarray
+    rhs: Callable
+    hidden: tuple[int, ...] = ()
+    node_times: np.ndarray | None = None
+    node_states: np.ndarray | None = None
+    standardised: bool = False
+
+    @classmethod
+    def from_solution(cls, estimator, model, problem, p0, solution, covariance, kind, seconds):
+        vector = problem.kind != "neural"
+        history = np.asarray(solution.extras["history"])
+        hidden = problem.hidden
+        return cls(
+            model=model, params=np.asarray(solution.params) if vector else solution.params, covariance=None,
+            covariance_method=None, p0=np.asarray(p0) if vector else p0, num_steps=int(solution.num_steps),
+            status=solution.result, method=estimator.method, objective=float(solution.objective), noise=None,
+            seconds=seconds, algorithm=problem.algorithm, history=history[np.isfinite(history)], rhs=problem.rhs,
+            hidden=hidden, node_times=np.asarray(node_times(problem.subintervals)) if hidden else None,
+            node_states=np.asarray(solution.extras["node_states"]) if hidden else None,
+            standardised=bool(hidden) and problem.kind != "ode")
+
+    @property
+    def title(self) -> str:
+        return "Integral matching"
+
+    @property
+    def model_name(self) -> str:
+        return getattr(self.model, "name", type(self.model).__name__)
+
+    @property
+    def start_text(self) -> str:
+        return "the given module" if isinstance(self.p0, eqx.Module) else str(np.asarray(self.p0).tolist())
+
+    def vector_field(self, u: Float[Array, " D"], t: float = 0.0) -> Float[Array, " D"]:
+        """The fitted f(u, Θ̂, t)."""
+        return self.rhs(u, self.params, t)
+
+    def simulate(self, u0: ArrayLike, t: ArrayLike, **kwargs) -> np.ndarray:
+        """The fitted ODE solved from `u0` on the grid `t` ([`wendyjax.integrate`][]: rows
+        from a failed step on are NaN)."""
+        return integrate(self.rhs, self.params, u0, t, **kwargs)
+
+    def to_dict(self) -> dict:
+        """Plain Python/NumPy view: status, loss, steps, algorithm and the parameters (by
+        name for an ODEModel)."""
+        params = (dict(zip(self.model.param_names, self.params.tolist())) if isinstance(self.model, ODEModel)
+                  else self.params.tolist() if isinstance(self.params, np.ndarray) else None)
+        return {"model": self.model_name, "method": self.method, "algorithm": self.algorithm,
+                "status": self.message or "successful", "objective": self.objective, "params": params,
+                "num_steps": self.num_steps, "seconds": self.seconds}
+
+    def _head(self) -> list[str]:
+        head = [f"Integral-matching fit ({self.algorithm}): {self._status_text}",
+                f"  ℓ(Θ̂) = {self.objective:.6g}   steps = {self.num_steps}   time = {self.seconds:.3g} s   "
+                f"no covariance (refine with OutputError or Hybrid for intervals)"]
+        if self.hidden:
+            state_names = getattr(self.model, "state_names", None)  # a neural field has none
+            names = [state_names[k] if state_names else f"u[{k}]" for k in self.hidden]
+            head.append(f"  hidden states reconstructed: {', '.join(names)}"
+                        + (" (standardised)" if self.standardised else ""))
+        return head
+
+    def table(self, level: float = 0.95, truth=None) -> str:
+        """Status, loss, steps and time, then the parameters, equations or network size
+        (`level` and `truth` as for the other fits, for an ODEModel)."""
+        if isinstance(self.model, ODEModel):
+            return super().table(level, truth)
+        if isinstance(self.model, PolynomialLibrary):
+            return "\n".join(self._head() + ["  " + line for line in self.model.equations(self.params)])
+        n = sum(x.size for x in jax.tree.leaves(eqx.filter(self.params, eqx.is_inexact_array)))
+        return "\n".join(self._head() + [f"  neural vector field {type(self.params).__name__} with {n} parameters"])
+
+
+class IntegralMatching(AbstractEstimator):
     r"""Integral matching on LGR collocation (Anonymous 2025).
 
     - `order`, `length`: LGR order $K$ and subinterval length $h$ (Anonymous 2025: $K = 30$, $h = 1$).
     - `smoother`: denoising before the node fits (`None` for none); `stride`: spacing of
       subinterval starts in samples (default: a tenth of a subinterval).
-    - `method`: `"least_squares"` (polynomial libraries; `threshold` turns on sequential
+    - `algorithm`: `"least_squares"` (polynomial libraries; `threshold` turns on sequential
       thresholding, App. C), `"gauss_newton"` (`ODEModel`s, bounded), `"gradient"`
       (optax on random batches; neural fields) or `"auto"` (that choice by model kind).
     - `optimizer`, `batch_size`, `chunk`, `max_steps`, `patience`, `rtol`: the gradient
@@ -115,7 +194,7 @@ class IntegralMatching(eqx.Module):
     length: float = 1.0
     smoother: SavitzkyGolay | None = SavitzkyGolay()
     stride: int | None = None
-    method: Literal["auto", "least_squares", "gauss_newton", "gradient"] = "auto"
+    algorithm: Literal["auto", "least_squares", "gauss_newton", "gradient"] = "auto"
     optimizer: optax.GradientTransformation = eqx.field(default=optax.adam(1e-3), static=True)
     batch_size: int = 32
     chunk: int = 200
@@ -128,17 +207,20 @@ class IntegralMatching(eqx.Module):
     gn_rtol: float = 1e-10
     gn_atol: float = 1e-10
     gn_max_steps: int = 200
+    method: ClassVar[str] = "integral_matching"
+    covariances: ClassVar[tuple[str, ...]] = ()
+    fit_type: ClassVar[type] = IntegralMatchingFit
 
     def __check_init__(self):
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}.")
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}.")
         for name in ("batch_size", "chunk", "max_steps", "patience", "max_threshold_iter", "gn_max_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}.")
         if self.threshold is not None and not self.threshold >= 0:
             raise ValueError(f"threshold must be non-negative or None, got {self.threshold}.")
 
-    def problem(self, data) -> IntegralMatchingProblem:
+    def subintervals(self, data) -> IntegralMatchingProblem:
         """The subintervals of `data` with this estimator's order, length, smoother and stride."""
         return integral_matching_problem(data, order=self.order, length=self.length, smoother=self.smoother,
                                          stride=self.stride)
@@ -146,7 +228,7 @@ class IntegralMatching(eqx.Module):
     # -- least squares (linear in Θ) -------------------------------------------------
     def solve_least_squares(
         self, library: PolynomialLibrary, problem: IntegralMatchingProblem
-    ) -> IntegralMatchingSolution:
+    ) -> Solution:
         r"""Exact minimiser of $\ell$ for $f = \Phi(u)\Theta$: per state $k$,
         $\min_{\theta_k} \sum_s \|hA\Phi(X_s)\theta_k - (X_{s,1:K,k} - X_{s,0,k})\|^2$, all sharing
         one Gram matrix, then (with `threshold`) sequential thresholding: zero the
@@ -182,24 +264,25 @@ class IntegralMatching(eqx.Module):
         theta, _, _, i = jax.lax.while_loop(cond, body, (theta0, full, ~full, 0))
         loss = integral_matching_loss(library.rhs, theta, problem)
         result = RESULTS.where(jnp.isfinite(loss), RESULTS.successful, RESULTS.nonfinite)
-        return IntegralMatchingSolution(theta, loss, jnp.zeros((0,)), i, result)
+        return Solution(theta, loss, i, result, {"history": jnp.zeros((0,), loss.dtype)})
 
     # -- Gauss–Newton (ODEModel) -------------------------------------------------------
     def solve_gauss_newton(
-        self, model: ODEModel, problem: IntegralMatchingProblem, p0: Float[Array, " J"],
+        self, rhs: Callable, problem: IntegralMatchingProblem, p0: Float[Array, " J"],
         lower: Float[Array, " J"], upper: Float[Array, " J"],
-    ) -> IntegralMatchingSolution:
+    ) -> Solution:
         r"""Bounded trust region on the Gauss–Newton model of $\ell$ over all subintervals."""
         scale = 1.0 / jnp.sqrt(problem.X[:, 1:].size)
 
         def fn(p, problem):
-            res = lambda q: scale * collocation_residuals(model.rhs, q, problem).reshape(-1)  # noqa: E731
+            res = lambda q: scale * collocation_residuals(rhs, q, problem).reshape(-1)  # noqa: E731
             r, jac = res(p), jax.jacfwd(res)(p)
             return 0.5 * jnp.dot(r, r), jac.T @ r, jac.T @ jac
 
         sol = bounded_trust_region(fn, p0, lower, upper, problem, rtol=self.gn_rtol, atol=self.gn_atol,
                                    max_steps=self.gn_max_steps)
-        return IntegralMatchingSolution(sol.x, 2.0 * sol.value, jnp.zeros((0,)), sol.num_steps, sol.result)
+        history = jnp.zeros((0,), sol.value.dtype)
+        return Solution(sol.x, 2.0 * sol.value, sol.num_steps, sol.result, {"history": history})
 
     # -- stochastic gradient (neural fields, Algorithm 1; hidden states, Algorithm 2) -------
     def _advance(self, loss: Callable, args: PyTree, n_sub: int, lower, upper, state: _Progress) -> _Progress:
@@ -279,228 +362,157 @@ class IntegralMatching(eqx.Module):
         self, rhs: Callable, theta0: PyTree, problem: IntegralMatchingProblem, key: PRNGKeyArray,
         lower: Float[Array, " J"] | None = None, upper: Float[Array, " J"] | None = None, *,
         progress: bool = False,
-    ) -> IntegralMatchingSolution:
+    ) -> Solution:
         """Algorithm 1 as one pure function (jit- and vmap-able without `progress`): chunks
         of optimizer steps in a `lax.while_loop` until the stopping rule holds."""
         params, static = eqx.partition(theta0, eqx.is_inexact_array)
         run = self.run_gradient_with_progress if progress else self.run_gradient
         state = run(_batch_loss, (rhs, static, problem), (params,), problem.X.shape[0], key, lower, upper)
-        return IntegralMatchingSolution(eqx.combine(state.best[0], static), state.best_loss, state.history,
-                                        state.chunks * self.chunk, self.gradient_status(state))
+        return Solution(eqx.combine(state.best[0], static), state.best_loss, state.chunks * self.chunk,
+                        self.gradient_status(state), {"history": state.history})
 
-    # -- user-facing fit --------------------------------------------------------------
-    def fit(
-        self,
-        model: "ODEModel | PolynomialLibrary | eqx.Module",
-        data,
-        theta0: "ArrayLike | eqx.Module | None" = None,
-        *,
-        key: PRNGKeyArray | None = None,
-        bounds="model",
-        progress: bool = False,
-        hidden0: ArrayLike | None = None,
-    ) -> "IntegralMatchingFit":
-        r"""Fit `model` to `data` (a `Trajectory`, `Dataset` or list of trajectories).
-
-        `model` is an `ODEModel` (`theta0` = the start $p_0$, required; `bounds` as in
-        WENDy's `fit`), a `PolynomialLibrary` (`theta0` defaults to zeros, Anonymous 2025's
-        initialisation) or a neural vector field: an `eqx.Module` called as `field(u, t)`
-        whose arrays are the parameters (it is its own start; `theta0` must be None).
-        `key` seeds the random subintervals of the gradient method; `progress` shows a
-        progress bar over its chunks.
+    # -- the estimator contract -------------------------------------------------------
+    def problem(self, model, data: Dataset, *, key: PRNGKeyArray | None = None, u0=None) -> "IntegralMatchingData":
+        r"""The subintervals of `data` for `model`: an `ODEModel`, a `PolynomialLibrary` or a
+        neural vector field (an `eqx.Module` called as `field(u, t)` whose arrays are the
+        parameters). `key` seeds the random subintervals of the gradient algorithm
+        (required there).
 
         States never observed in `data` (mask all False) are *hidden*: they are
-        reconstructed with the parameters (Anonymous 2025, §5; see `_hidden`), starting from
-        `hidden0`, their values at the first sample time (required then), integrated
-        along the observed states with `theta0` (required, also for libraries; a neural
-        field is its own start). `method="gauss_newton"` (the default for ODEModels and
-        libraries) solves jointly over both; `"gradient"` (the default and only choice for
-        neural fields) is Anonymous 2025'sAlgorithm 2, alternating optimizer steps in the parameters
-        and in the hidden node values on random batches of subintervals."""
-        given = theta0 is not None
-        rhs, theta0, lower, upper = _vector_field(model, theta0, bounds)
-        method = self.method
-        if method == "auto":
-            method = ("least_squares" if isinstance(model, PolynomialLibrary) else
-                      "gauss_newton" if isinstance(model, ODEModel) else "gradient")
-        if method == "least_squares" and not isinstance(model, PolynomialLibrary):
-            raise ValueError("method='least_squares' needs a PolynomialLibrary model.")
-        data = as_dataset(data)
-        hidden = any(traj.mask is not None and not np.all(np.any(traj.mask, axis=0)) for traj in data)
-        if method == "gauss_newton" and not (isinstance(model, ODEModel)
-                                             or (hidden and isinstance(model, PolynomialLibrary))):
-            raise ValueError("method='gauss_newton' needs an ODEModel (or a PolynomialLibrary with hidden states).")
-        if self.threshold is not None and method != "least_squares":
-            raise ValueError("threshold (sequential thresholding) is only available with method='least_squares'.")
-        if method == "gradient" and key is None:
-            raise ValueError("key (a jax.random key) is required by the gradient method: it draws the subintervals.")
-        if isinstance(model, (ODEModel, PolynomialLibrary)) and data.n_states != model.n_states:
+        reconstructed with the parameters (Anonymous 2025, §5), starting from `u0`, the
+        initial state (`(D,)`; only its hidden entries are used) or the hidden states'
+        values at the first sample time alone. `algorithm="gauss_newton"` (the default for
+        ODEModels and libraries) solves jointly over both; `"gradient"` (the default and only
+        choice for neural fields) is Algorithm 2, alternating optimizer steps in the
+        parameters and in the hidden node values on random batches of subintervals."""
+        kind = "ode" if isinstance(model, ODEModel) else "library" if isinstance(model, PolynomialLibrary) else None
+        if kind is None:
+            if not (isinstance(model, eqx.Module) and callable(model)):
+                raise TypeError(f"model must be an ODEModel, a PolynomialLibrary or an equinox Module called as "
+                                f"field(u, t), got {type(model).__name__}.")
+            kind = "neural"
+        algorithm = self.algorithm
+        if algorithm == "auto":
+            algorithm = {"library": "least_squares", "ode": "gauss_newton", "neural": "gradient"}[kind]
+        if kind != "neural" and data.n_states != model.n_states:
             raise ValueError(f"data have {data.n_states} state columns but the model has {model.n_states} states.")
-        start = time.perf_counter()
-        if hidden:
-            return self._fit_hidden(model, data, theta0, given, rhs, lower, upper, hidden0, method, key, progress,
-                                    start)
-        if hidden0 is not None:
-            raise ValueError("hidden0 is given but every state is observed somewhere in the data.")
-        problem = self.problem(data)
-        if method == "least_squares":
-            sol = _least_squares(self, model, problem)
-        elif method == "gauss_newton":
-            sol = _gauss_newton(self, model, problem, theta0, lower, upper)
-        elif progress:
-            sol = self.solve_gradient(rhs, theta0, problem, key, lower, upper, progress=True)
-        else:
-            sol = _gradient(self, rhs, theta0, problem, key, lower, upper)
-        jax.block_until_ready(sol)
-        elapsed = time.perf_counter() - start
-        history = np.asarray(sol.history)
-        return IntegralMatchingFit(model=model, theta=sol.theta, loss=float(sol.loss), method=method,
-                                   num_steps=int(sol.num_steps), status=sol.result,
-                                   history=history[np.isfinite(history)], seconds=elapsed, rhs=rhs)
-
-    def _fit_hidden(self, model, data, theta0, given, rhs, lower, upper, hidden0, method, key, progress, start):
-        neural = not isinstance(model, (ODEModel, PolynomialLibrary))
-        if self.threshold is not None:
+        hidden = np.flatnonzero(~np.all([np.any(np.ones(tr.u.shape, bool) if tr.mask is None else tr.mask, axis=0)
+                                         for tr in data], axis=0))
+        if algorithm == "least_squares" and kind != "library":
+            raise ValueError("algorithm='least_squares' needs a PolynomialLibrary model.")
+        if algorithm == "gauss_newton" and not (kind == "ode" or (hidden.size and kind == "library")):
+            raise ValueError("algorithm='gauss_newton' needs an ODEModel (or a PolynomialLibrary with hidden "
+                             "states).")
+        if self.threshold is not None and algorithm != "least_squares":
+            raise ValueError("threshold (sequential thresholding) is only available with algorithm='least_squares'.")
+        if self.threshold is not None and hidden.size:
             raise ValueError("threshold (sequential thresholding) is not available with hidden states.")
-        if method == "least_squares" and isinstance(model, PolynomialLibrary):
-            method = "gauss_newton"  # the joint problem is nonlinear in the hidden states
-        if method not in ("gauss_newton", "gradient"):
-            raise ValueError(f"hidden states are reconstructed by method='gauss_newton' (joint over parameters and "
-                             f"hidden states) or 'gradient' (Anonymous 2025 Algorithm 2), got method={self.method!r}.")
-        if method == "gauss_newton" and neural:
-            raise ValueError("hidden states with a neural vector field need method='gradient' (Anonymous 2025, "
+        if algorithm == "gradient" and key is None:
+            raise ValueError("key (a jax.random key) is required by the gradient algorithm: it draws the "
+                             "subintervals.")
+        if not hidden.size:
+            if u0 is not None:
+                raise ValueError("u0 (the start of hidden states) is given but every state is observed somewhere "
+                                 "in the data.")
+            return IntegralMatchingData(self.subintervals(data), _rhs(model, kind), kind, algorithm,
+                                        model if kind == "library" else None, key)
+        if algorithm == "least_squares":
+            algorithm = "gauss_newton"  # the joint problem is nonlinear in the hidden states
+        if algorithm == "gauss_newton" and kind == "neural":
+            raise ValueError("hidden states with a neural vector field need algorithm='gradient' (Anonymous 2025, "
                              "Algorithm 2).")
-        if not (given or neural):
-            raise ValueError("theta0 is required with hidden states: the hidden states start as the model's "
-                             "solution along the observed ones (zero coefficients would make them constant).")
         if len(data) != 1:
             raise ValueError(f"hidden-state reconstruction takes one trajectory, got {len(data)}.")
-        hidden = np.flatnonzero(~np.any(data[0].mask, axis=0))
-        if hidden0 is None:
-            raise ValueError(f"hidden0 (the values of the never-observed states {hidden.tolist()} at the first "
-                             "sample time) is required.")
-        z0 = jnp.asarray(hidden0, float).reshape(-1)
-        if z0.shape != (hidden.size,) or not bool(jnp.all(jnp.isfinite(z0))):
-            raise ValueError(f"hidden0 must hold {hidden.size} finite values (one per hidden state), got "
-                             f"{np.asarray(hidden0).tolist()}.")
-        problem = chained_problem(data, order=self.order, length=self.length, smoother=self.smoother)
-        standardised = not isinstance(model, ODEModel)
-        features = model.features if isinstance(model, PolynomialLibrary) else None
-        if method == "gradient":
-            sol = fit_hidden_gradient(self, rhs, theta0, problem, jnp.asarray(hidden), z0, key, lower, upper,
-                                      features=features, standardised=standardised, progress=progress)
-        else:
-            sol = fit_hidden(self, rhs, theta0, problem, jnp.asarray(hidden), z0, lower, upper, features)
-        jax.block_until_ready(sol)
-        states = np.asarray(chained_states(problem, jnp.asarray(hidden), sol.Z))
-        history = np.asarray(sol.history)
-        return IntegralMatchingFit(model=model, theta=sol.theta, loss=float(sol.loss), method=method,
-                                   num_steps=int(sol.num_steps), status=sol.result,
-                                   history=history[np.isfinite(history)], seconds=time.perf_counter() - start,
-                                   rhs=rhs, hidden=tuple(hidden.tolist()), node_times=np.asarray(node_times(problem)),
-                                   node_states=states, standardised=standardised)
+        if u0 is None:
+            raise ValueError(f"u0 (the initial state, or the values of the never-observed states {hidden.tolist()} at "
+                             "the first sample time) is required.")
+        z0 = np.asarray(u0, float).reshape(-1)
+        z0 = z0[hidden] if z0.size == data.n_states and hidden.size != data.n_states else z0
+        if z0.shape != (hidden.size,) or not np.all(np.isfinite(z0)):
+            raise ValueError(f"u0 must hold {hidden.size} finite values (one per hidden state) or a whole initial "
+                             f"state of {data.n_states}, got {np.asarray(u0).tolist()}.")
+        chained = chained_problem(data, order=self.order, length=self.length, smoother=self.smoother)
+        return IntegralMatchingData(chained, _rhs(model, kind), kind, algorithm, model if kind == "library" else None,
+                                    key, tuple(hidden.tolist()), jnp.asarray(z0))
+
+    def init(self, model, problem: "IntegralMatchingData", p0, lower, upper) -> PyTree:
+        """`p0` checked: required for an ODEModel (and with hidden states); zeros for a
+        library (Anonymous 2025's initialisation); the field itself for a neural field."""
+        if problem.kind == "ode":
+            if p0 is None:
+                raise ValueError(f"p0 (the start, shape ({model.n_params},)) is required for an ODEModel.")
+            return jnp.asarray(p0, float)
+        if p0 is None and problem.hidden and problem.kind == "library":
+            raise ValueError("p0 is required with hidden states: the hidden states start as the model's solution "
+                             "along the observed ones (zero coefficients would make them constant).")
+        if problem.kind == "library":
+            return model.zeros() if p0 is None else model.check_theta(p0, "p0")
+        if p0 is None:
+            return model
+        if jax.tree.structure(p0) != jax.tree.structure(model):
+            raise ValueError("p0 for a neural field must be a module of the field's structure (or None: the field "
+                             "is its own start).")
+        return p0
+
+    def solve(self, problem: "IntegralMatchingData", p0, lower, upper) -> Solution:
+        """Integral matching from `p0` by the problem's algorithm (pure: jit/vmap it).
+        `extras["history"]`: the full loss after each chunk of gradient steps (NaN past the
+        end; empty for the other algorithms); with hidden states `extras["node_states"]`,
+        every state at the chained collocation nodes."""
+        sub = problem.subintervals
+        if problem.hidden:
+            hidden = jnp.asarray(problem.hidden)
+            standardised = problem.kind != "ode"
+            features = problem.library.features if problem.kind == "library" else None
+            if problem.algorithm == "gradient":
+                sol = fit_hidden_gradient(self, problem.rhs, p0, sub, hidden, problem.z0, problem.key, lower, upper,
+                                          features=features, standardised=standardised)
+            else:
+                sol = fit_hidden(self, problem.rhs, p0, sub, hidden, problem.z0, lower, upper, features)
+            extras = {"history": sol.history, "node_states": chained_states(sub, hidden, sol.Z)}
+            return Solution(sol.theta, sol.loss, sol.num_steps, sol.result, extras)
+        if problem.algorithm == "least_squares":
+            return self.solve_least_squares(problem.library, sub)
+        if problem.algorithm == "gauss_newton":
+            return self.solve_gauss_newton(problem.rhs, sub, p0, lower, upper)
+        return self.solve_gradient(problem.rhs, p0, sub, problem.key, lower, upper)
+
+    def covariance(self, problem, solution: Solution, kind: str | None = None):
+        """Integral matching has no covariance (Anonymous 2025 gives no sampling theory for
+        ℓ): refine with `OutputError` or `Hybrid` for intervals. NaN, shaped like a
+        parameter vector's covariance where the parameters are a vector."""
+        n = jnp.size(solution.params) if problem.kind == "ode" else 0
+        return jnp.full((n, n), jnp.nan)
+
+    def batch_problems(self, model, datasets: list, *, key: PRNGKeyArray | None = None, **options):
+        """One problem per dataset, each with its own key (split from `key`) for the gradient
+        algorithm; all datasets must give the same number of subintervals."""
+        keys = [None] * len(datasets) if key is None else list(jax.random.split(key, len(datasets)))
+        problems = [self.problem(model, as_dataset(d), key=k, **options) for d, k in zip(datasets, keys)]
+
+        def make(indices):
+            arrays, static = eqx.partition([problems[i] for i in indices], eqx.is_array)
+            return eqx.combine(jax.tree.map(lambda *x: jnp.stack(x), *arrays), static[0])
+
+        return make, [{} for _ in datasets]
 
 
-_least_squares = eqx.filter_jit(lambda est, lib, problem: est.solve_least_squares(lib, problem))
-_gauss_newton = eqx.filter_jit(lambda est, m, problem, p0, lo, hi: est.solve_gauss_newton(m, problem, p0, lo, hi))
-_gradient = eqx.filter_jit(lambda est, rhs, th, problem, key, lo, hi: est.solve_gradient(rhs, th, problem, key, lo, hi))
+class IntegralMatchingData(eqx.Module):
+    """The problem an [`IntegralMatching`][] solve takes: the `subintervals` (chained ones
+    with hidden states), the vector field `rhs(u, θ, t)`, the model `kind` ("ode",
+    "library" or "neural"), the `algorithm` that runs, the `library` (least squares and
+    standardised hidden states), the `key` of the gradient algorithm, and the `hidden`
+    state indices with their start `z0`."""
+
+    subintervals: IntegralMatchingProblem
+    rhs: Callable = eqx.field(static=True)
+    kind: str = eqx.field(static=True)
+    algorithm: str = eqx.field(static=True)
+    library: PolynomialLibrary | None = None
+    key: PRNGKeyArray | None = None
+    hidden: tuple[int, ...] = eqx.field(static=True, default=())
+    z0: Float[Array, " H"] | None = None
 
 
-def _vector_field(model, theta0, bounds):
-    """(rhs(u, θ, t), θ0, lower, upper) for each model kind, with the argument checks."""
-    if isinstance(model, ODEModel):
-        if theta0 is None:
-            raise ValueError(f"theta0 (the start p0, shape ({model.n_params},)) is required for an ODEModel.")
-        p0 = model.check_params(theta0, "theta0")
-        if isinstance(bounds, str) and bounds == "model":
-            bounds = model.bounds
-        if bounds is None:
-            lower, upper = jnp.full_like(p0, -jnp.inf), jnp.full_like(p0, jnp.inf)
-        else:
-            lower, upper = (jnp.broadcast_to(jnp.asarray(b, float), p0.shape) for b in bounds)
-            if not bool(jnp.all((lower <= p0) & (p0 <= upper))):
-                raise ValueError(f"theta0 = {np.asarray(p0).tolist()} is outside the bounds "
-                                 f"[{np.asarray(lower).tolist()}, {np.asarray(upper).tolist()}].")
-        return model.rhs, p0, lower, upper
-    if isinstance(model, PolynomialLibrary):
-        theta = model.zeros() if theta0 is None else model.check_theta(theta0, "theta0")
-        return model.rhs, theta, None, None
-    if isinstance(model, eqx.Module) and callable(model):
-        if theta0 is not None:
-            raise ValueError("a neural vector field is its own starting point: leave theta0 None.")
-        return field_rhs, model, None, None
-    raise TypeError(f"model must be an ODEModel, a PolynomialLibrary or an equinox Module called as field(u, t), "
-                    f"got {type(model).__name__}.")
-
-
-@dataclasses.dataclass(frozen=True)
-class IntegralMatchingFit(StatusMixin):
-    """An integral-matching fit: the fitted `theta` (parameter vector, coefficient matrix
-    or trained module), the final `loss` ℓ(Θ̂), the `method` that ran, `num_steps`,
-    `status`, the loss `history` per chunk (gradient method), wall-clock `seconds`
-    (compilation included) and the vector field `rhs(u, θ, t)`.
-
-    With hidden states (Anonymous 2025, §5), `hidden` lists their indices and `node_states` holds
-    every state at the chained collocation nodes `node_times` (`node_states[0]` is a full
-    initial state for `simulate`); for libraries the hidden ones are `standardised`
-    (mean 0, variance 1: defined up to an affine map).
-
-    No covariance: Anonymous 2025 gives no sampling theory for ℓ (the node values are correlated
-    smoothed data); refine with `OutputError` or `Hybrid` for confidence intervals."""
-
-    model: object
-    theta: PyTree
-    loss: float
-    method: str
-    num_steps: int
-    status: RESULTS
-    history: np.ndarray
-    seconds: float
-    rhs: Callable
-    hidden: tuple[int, ...] = ()
-    node_times: np.ndarray | None = None
-    node_states: np.ndarray | None = None
-    standardised: bool = False
-
-    @property
-    def params(self) -> np.ndarray:
-        """The parameter vector (ODEModel) or coefficient matrix (library) as NumPy."""
-        if isinstance(self.model, (ODEModel, PolynomialLibrary)):
-            return np.asarray(self.theta)
-        raise AttributeError("a neural fit has no parameter vector: use `theta` (the trained module).")
-
-    def vector_field(self, u: Float[Array, " D"], t: float = 0.0) -> Float[Array, " D"]:
-        """The fitted f(u, Θ̂, t)."""
-        return self.rhs(u, self.theta, t)
-
-    def simulate(self, u0: ArrayLike, t: ArrayLike, **kwargs) -> np.ndarray:
-        """The fitted ODE solved from `u0` on the grid `t` ([`wendyjax.integrate`][]: rows
-        from a failed step on are NaN)."""
-        return integrate(self.rhs, self.theta, u0, t, **kwargs)
-
-    def table(self) -> str:
-        """Status, loss, steps and time, then the parameters, equations or network size."""
-        head = [f"Integral-matching fit ({self.method}): "
-                f"{'converged' if self.successful else 'NOT CONVERGED: ' + self.message}",
-                f"  ℓ(Θ̂) = {self.loss:.6g}   steps = {self.num_steps}   time = {self.seconds:.3g} s"]
-        if self.hidden:
-            state_names = getattr(self.model, "state_names", None)  # a neural field has none
-            names = [state_names[k] if state_names else f"u[{k}]" for k in self.hidden]
-            head.append(f"  hidden states reconstructed: {', '.join(names)}"
-                        + (" (standardised)" if self.standardised else ""))
-        if isinstance(self.model, ODEModel):
-            width = max(len(n) for n in self.model.param_names)
-            return "\n".join(head + [f"  {n.ljust(width)}  {v: .6g}" for n, v in
-                                     zip(self.model.param_names, self.params)])
-        if isinstance(self.model, PolynomialLibrary):
-            return "\n".join(head + ["  " + line for line in self.model.equations(self.theta)])
-        n = sum(x.size for x in jax.tree.leaves(eqx.filter(self.theta, eqx.is_inexact_array)))
-        return "\n".join(head + [f"  neural vector field {type(self.theta).__name__} with {n} parameters"])
-
-    def summary(self) -> None:
-        """Print [`table`][]."""
-        print(self.table())
-
-    def __str__(self) -> str:
-        return self.table()
-
+def _rhs(model, kind: str) -> Callable:
+    return field_rhs if kind == "neural" else model.rhs

@@ -1,6 +1,7 @@
 """The one name → estimator registry, used by the studies and the command line."""
 
 from ._base import AbstractEstimator
+from ._integral_matching import IntegralMatching
 from ._output_error import Hybrid, OutputError
 from ._wendy import IRLS, MLE, WLS
 
@@ -11,6 +12,7 @@ ESTIMATORS: dict[str, type[AbstractEstimator]] = {
     "wls": WLS,
     "output_error": OutputError,
     "hybrid": Hybrid,
+    "integral_matching": IntegralMatching,
 }
 
 

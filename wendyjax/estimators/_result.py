@@ -79,11 +79,16 @@ class AbstractFit(StatusMixin, abc.ABC):
 
     @property
     def stderr(self) -> np.ndarray:
-        """Standard errors √diag(covariance)."""
+        """Standard errors √diag(covariance); NaN for a method without a covariance."""
+        if self.covariance is None:
+            return np.full(np.shape(self.params), np.nan)
         return np.sqrt(np.diagonal(self.covariance))
 
     def ci(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         """(lower, upper) normal confidence intervals at `level` (Bortz et al. 2023, eq. 16)."""
+        if self.covariance is None:
+            confidence_intervals(0.0, np.zeros((1, 1)), level)  # checks `level`
+            return self.stderr, self.stderr
         return confidence_intervals(self.params, self.covariance, level)
 
     def simulate(self, u0, t, solver: diffrax.AbstractSolver | None = None) -> np.ndarray:
@@ -110,7 +115,7 @@ class AbstractFit(StatusMixin, abc.ABC):
             "params": dict(zip(names, self.params.tolist())),
             "stderr": dict(zip(names, self.stderr.tolist())),
             "ci95": {n: (a, b) for n, a, b in zip(names, lo.tolist(), hi.tolist())},
-            "covariance": self.covariance.copy(),
+            "covariance": None if self.covariance is None else self.covariance.copy(),
             "covariance_method": self.covariance_method,
             "num_steps": self.num_steps,
             **self._extra_dict(),

@@ -38,7 +38,7 @@ class Study:
 
     A run **fails** when the forward simulation of its estimate fails (Rummel et al. 2025, eq. 14), the
     estimator's own forward solve failed (output error's `forward_failed`), or the estimate
-    or its covariance is not finite. Following Rummel et al. 2025, §3.3, a failed run's
+    or (for an estimator that has one) its covariance is not finite. Following Rummel et al. 2025, §3.3, a failed run's
     coefficient and forward-simulation errors are those of its start p₀; bias, variance,
     MSE and coverage are taken over the runs that did not fail.
     """
@@ -53,7 +53,7 @@ class Study:
 
     def failed(self, i: int) -> np.ndarray:
         """Which runs of cell `i` failed."""
-        return _failed(self.runs[i])
+        return _failed(self.runs[i], self.settings.get("covariance", "") is not None)
 
     def rows(self) -> list[dict]:
         """One row per cell and parameter: the metrics of Rummel et al. 2025, Table 1, plus nominal-level
@@ -65,6 +65,8 @@ class Study:
         level = self.settings["level"]
         lower, upper = self.settings.get("bounds", (-np.inf, np.inf))  # a study built by hand may record no box
         z = float(scipy.stats.norm.ppf(0.5 + level / 2))
+        has_cov = self.settings.get("covariance", "") is not None
+        nan = np.full(len(self.param_names), np.nan)
         out = []
         for i, (cell, r) in enumerate(zip(self.cells, self.runs)):
             failed = self.failed(i)
@@ -79,8 +81,9 @@ class Study:
                 "rel_sq_bias": metrics.relative_squared_bias(p_ok, cell.p_true),
                 "rel_variance": metrics.relative_variance(p_ok, cell.p_true),
                 "rel_mse": metrics.relative_mse(p_ok, cell.p_true),
-                "coverage_2se": metrics.coverage(p_ok, cell.p_true, se, 2.0),
-                f"coverage_{level:g}": metrics.coverage(p_ok, cell.p_true, se, z),
+                # an estimator without a covariance has no intervals: coverage NaN, not 0
+                "coverage_2se": metrics.coverage(p_ok, cell.p_true, se, 2.0) if has_cov else nan,
+                f"coverage_{level:g}": metrics.coverage(p_ok, cell.p_true, se, z) if has_cov else nan,
                 "at_bound": bound.mean(axis=0),
             } if ok.any() else {}
             common = {
@@ -219,8 +222,10 @@ def _from_json(x, nan: bool):
     return {"inf": np.inf, "-inf": -np.inf}.get(x, x) if isinstance(x, str) else x
 
 
-def _failed(r: CellRuns) -> np.ndarray:
-    finite = np.all(np.isfinite(r.params), axis=1) & np.all(np.isfinite(r.covariance), axis=(1, 2))
+def _failed(r: CellRuns, with_covariance: bool = True) -> np.ndarray:
+    finite = np.all(np.isfinite(r.params), axis=1)
+    if with_covariance:
+        finite &= np.all(np.isfinite(r.covariance), axis=(1, 2))
     return ~(r.forward_ok & finite) | (r.status == "forward_failed")
 
 
@@ -263,12 +268,13 @@ def _study_estimator(estimator, bench: Benchmark) -> AbstractEstimator:
 def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, level, test_functions,
                batch_size, devices, vectorize, progress, kind) -> Study:
     estimator = _study_estimator(estimator, bench)
-    covariance = estimator.covariances[0] if covariance is None else covariance
+    if covariance is None:  # the estimator's default; None for one without a covariance
+        covariance = estimator.covariances[0] if estimator.covariances else None
     n_runs, batch_size = as_count("n_runs", n_runs, 2), as_count("batch_size", batch_size, 1)
     if not isinstance(test_functions, TestFunctionConfig):
         raise TypeError(f"test_functions must be a TestFunctionConfig (each run's test functions are built from "
                         f"its own data), got {type(test_functions).__name__}.")
-    if covariance not in estimator.covariances:
+    if covariance not in (estimator.covariances or (None,)):
         raise ValueError(f"covariance must be one of {estimator.covariances} for {type(estimator).__name__}, "
                          f"got {covariance!r}.")
     if not 0 < level < 1:
@@ -286,7 +292,7 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
     p0_errors = []
     for cell, r in zip(cells, runs):
         err = np.full(n_runs, np.nan)
-        failed = _failed(r)
+        failed = _failed(r, covariance is not None)
         if failed.any():
             err[failed] = forward_errors(bench, cell, r.p0[failed])[0]
         p0_errors.append(err)
