@@ -187,27 +187,6 @@ def bench(fn, *args, cfg):
     }
 
 
-# ----------------------------------------------------------------------------- statuses
-
-
-# every status a solve can return (`wj.RESULTS`, which extends optimistix's)
-_STATUSES = ("successful", "max_steps_reached", "nonlinear_max_steps_reached", "nonlinear_divergence", "nonfinite",
-             "singular", "breakdown", "stagnation", "conlim", "nonfinite_input", "cholesky_failed", "forward_failed",
-             "stalled", "shapiro_wilk_stop")
-
-
-def status_name(result) -> str:
-    """The name of a (scalar) `wj.RESULTS` item, e.g. "successful" or "max_steps_reached"
-    (its message where the name is not among the known ones)."""
-    from wendyjax import RESULTS as STATUS
-
-    for name in _STATUSES:
-        item = getattr(STATUS, name, None)
-        if item is not None and bool(result == item):
-            return name
-    return STATUS[result]
-
-
 # ----------------------------------------------------------------------------- reports
 
 

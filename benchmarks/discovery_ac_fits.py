@@ -34,10 +34,6 @@ from discovery_pde import realisation, system
 import wendyjax as wj
 from wendyjax.discovery import discovery_problem, fill_missing, interpolate_missing, objective
 
-# the Hessian structure `discovery_problem(hessian=...)` builds for each linear solver of
-# `wj.discovery.LevenbergMarquardt` (the library keeps this map private)
-HESSIAN = {"cg": "diagonal", "sparse": "sparse"}
-
 
 def main():
     parser = argparse.ArgumentParser()
@@ -67,7 +63,7 @@ def main():
     rows = []
     for noise, missing, start in cases:
         problem = discovery_problem(realisation(clean, noise, missing, 0), library, dt,
-                                    hessian=HESSIAN[args.solver])
+                                    hessian=wj.discovery.HESSIAN_KINDS[args.solver])
         theta_start, _, states_start = start.partition(" ")
         theta0 = jnp.asarray(true) if theta_start in ("truth", "clean") else jnp.full(true.shape, float(theta_start))
         u0 = jnp.asarray(clean)[..., None] if start == "clean" else jnp.asarray(

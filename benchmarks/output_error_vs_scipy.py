@@ -28,7 +28,7 @@ import statistics
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _common import bench, command, machine_info, machine_line, markdown_table, status_name, utc_now, write_results
+from _common import bench, command, machine_info, machine_line, markdown_table, utc_now, write_results
 from _scipy_oe import fit_scipy, fitzhugh_nagumo_rhs, lorenz_rhs, rel_err
 
 import wendyjax as wj
@@ -55,7 +55,7 @@ def run_system(name, seeds, noise):
         problem = output_error_problem(b.model, data, weighted=False)
         sol, timing = bench(solve, problem, jnp.asarray(p0), *unbounded, cfg=TIMING)
         ours = {"params": np.asarray(sol.params).tolist(), "rel_err": rel_err(sol.params, p_true),
-                "status": status_name(sol.result), "steps": int(sol.num_steps),
+                "status": str(wj.estimators.status_names(sol.result)), "steps": int(sol.num_steps),
                 "time_s": timing["median_s"], "compile_s": timing["compile_s"] if not runs else None}
         theirs = fit_scipy(rhs_np, data, p0, p_true, rtol=1e-6, atol=1e-8, max_nfev=600, max_rhs=200_000)
         runs.append({"seed": seed, "p0": p0.tolist(), "wendyjax": ours, "scipy": theirs})

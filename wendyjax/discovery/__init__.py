@@ -5,6 +5,7 @@ terms selected by drop-k subset search scored by BIC or AIC."""
 from ._colouring import star_colouring as star_colouring
 from ._levenberg_marquardt import LevenbergMarquardt as LevenbergMarquardt, LMSolution as LMSolution
 from ._problem import (
+    HESSIAN_KINDS as HESSIAN_KINDS,
     DiscoveryProblem as DiscoveryProblem,
     discovery_problem as discovery_problem,
     objective as objective,

@@ -3,7 +3,7 @@
 the WENDy → output-error hybrid and integral matching on LGR collocation; the bounded
 trust-region solver; fit results; the name → estimator registry."""
 
-from .._results import RESULTS as RESULTS
+from .._results import RESULTS as RESULTS, status_names as status_names
 from ._base import AbstractEstimator as AbstractEstimator, check_start as check_start, model_box as model_box
 from ._integral_matching import (
     IntegralMatching as IntegralMatching,
