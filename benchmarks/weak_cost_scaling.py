@@ -1,4 +1,5 @@
-"""Cost scaling of the weak likelihood ℓ, ∇ℓ, ∇²ℓ and of a WENDy-MLE fit in M and in K (paper 000 §4.3, Fig. 9).
+"""Cost scaling of the weak likelihood ℓ, ∇ℓ, ∇²ℓ and of a WENDy-MLE fit in M and in K
+(Rummel et al. 2025, §4.3, Fig. 9).
 
 Run from the repository root::
 
@@ -6,7 +7,7 @@ Run from the repository root::
     python benchmarks/weak_cost_scaling.py --quick    # smoke run (under 1 min)
     python benchmarks/weak_cost_scaling.py --models lorenz goodwin_2d --name weak_cost_scaling_g2d
 
-Paper 000 §4.3 (Computational Cost) states the costs O(K²D³(MJ + K)) for ℓ,
+Rummel et al. 2025, §4.3 (Computational Cost) states the costs O(K²D³(MJ + K)) for ℓ,
 O(K²D²(D(MJ + K) + J)) for ∇ℓ and O(K²D²(D(MJ + K) + J²)) for ∇²ℓ, and that "the cost of
 the algorithm scales linearly with respect to the number of data points on the grid and
 cubically with respect to the number of test functions" (Fig. 9: dashed / dotted lines of
@@ -36,7 +37,7 @@ here from public pieces (`wj.weak.bump`, `wj.weak.bump_derivative`,
 `wj.trapezoid_weights`, `wj.weak.TestFunctions`) in the library's construction, at O(K²M):
 2K bumps of one fixed radius with evenly spaced centres, quadrature weights folded in,
 rows normalised, then Φ = V_Kᵀ, Φ̇ = Σ_K⁻¹ U_Kᵀ Φ̇_full from the thin SVD
-Φ_full = U Σ Vᵀ (000 App. A.1.2 with P = Σ⁻¹). The radius is fixed per scan (time units):
+Φ_full = U Σ Vᵀ (Rummel et al. 2025, App. A.1.2 with P = Σ⁻¹). The radius is fixed per scan (time units):
 3T/K₀ along (a), 3T/max K along (b) (T the protocol's time span), which keeps
 σ₁/σ_K ≲ 20 (the library's bound is 1e4).
 
@@ -71,7 +72,7 @@ import wendyjax as wj
 QUANTITIES = ("nll", "grad", "hessian", "build", "fit")
 LABELS = {"nll": "ℓ", "grad": "∇ℓ", "hessian": "∇²ℓ", "build": "build ℓ", "fit": "MLE fit",
           "library_tf": "library test functions"}
-PAPER_SECTION = "000 §4.3 (Computational Cost), Fig. 9"
+PAPER_SECTION = "Rummel et al. 2025, §4.3 (Computational Cost), Fig. 9"
 PAPER_SLOPE = {"M": 1.0, "K": 3.0}  # Fig. 9: O(M) at fixed K, D, J; O(K³) at fixed M, D, J
 PAPER_FORMULA = {
     "nll": "O(K²D³(MJ+K))",
@@ -87,7 +88,7 @@ def bump_test_functions(t, radius, k, oversample=2, eta=9.0):
     """K test functions at O(K²M): `oversample·k` bumps of one radius with evenly spaced
     centres (supports inside [t_1, t_{M-1}], as the library's), weights folded in, rows of
     unit L2 norm; Φ = V_Kᵀ and Φ̇ = Σ_K⁻¹ U_Kᵀ Φ̇_full from the thin SVD of Φ_full
-    (the library's construction, 000 App. A.1.2). Returns (TestFunctions, σ₁/σ_K)."""
+    (the library's construction, Rummel et al. 2025, App. A.1.2). Returns (TestFunctions, σ₁/σ_K)."""
     t = np.asarray(t, dtype=float)
     n_rows = oversample * k
     if n_rows > len(t) - 2:
@@ -284,8 +285,8 @@ def markdown_lines(result):
         "",
         "What the implementation leads one to expect (compare with the measured slopes): on the "
         "linear-in-parameters path the Gram matrices of S(p) are precomputed when the likelihood is built "
-        "(000 App. B), so ℓ, ∇ℓ, ∇²ℓ should not depend on M (slope ≈ 0) and the M-dependence moves into "
-        "'build'; the general path forms the Φ-weighted Grams (K×N)·(N×D²K) at every call: slope ≈ 1 in M "
+        "(Rummel et al. 2025, App. B), so ℓ, ∇ℓ, ∇²ℓ should not depend on M (slope ≈ 0) and the "
+        "M-dependence moves into 'build'; the general path forms the Φ-weighted Grams (K×N)·(N×D²K) at every call: slope ≈ 1 in M "
         "and ≈ 2 in K until the (DK)³ Cholesky dominates. Small sizes are dominated by fixed per-call "
         "costs (dispatch, small kernels), hence the separate slope over the largest 3 sizes.",
         "",
