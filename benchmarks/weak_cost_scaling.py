@@ -287,8 +287,8 @@ def markdown_lines(result):
         "linear-in-parameters path the Gram matrices of S(p) are precomputed when the likelihood is built "
         "(Rummel et al. 2025, App. B), so ℓ, ∇ℓ, ∇²ℓ should not depend on M (slope ≈ 0) and the "
         "M-dependence moves into 'build'; the general path forms the Φ-weighted Grams (K×N)·(N×D²K) at "
-        "every call: slope ≈ 1 in M and ≈ 2 in K until the (DK)³ Cholesky dominates. Small sizes are dominated by fixed per-call "
-        "costs (dispatch, small kernels), hence the separate slope over the largest 3 sizes.",
+        "every call: slope ≈ 1 in M and ≈ 2 in K until the (DK)³ Cholesky dominates. Small sizes are "
+        "dominated by fixed per-call costs (dispatch, small kernels), hence the separate slope over the largest 3 sizes.",
         "",
         "## Every timing",
         "",
