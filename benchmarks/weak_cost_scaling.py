@@ -288,7 +288,8 @@ def markdown_lines(result):
         "(Rummel et al. 2025, App. B), so ℓ, ∇ℓ, ∇²ℓ should not depend on M (slope ≈ 0) and the "
         "M-dependence moves into 'build'; the general path forms the Φ-weighted Grams (K×N)·(N×D²K) at "
         "every call: slope ≈ 1 in M and ≈ 2 in K until the (DK)³ Cholesky dominates. Small sizes are "
-        "dominated by fixed per-call costs (dispatch, small kernels), hence the separate slope over the largest 3 sizes.",
+        "dominated by fixed per-call costs (dispatch, small kernels), hence the separate slope over the "
+        "largest 3 sizes.",
         "",
         "## Every timing",
         "",
