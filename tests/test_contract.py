@@ -173,3 +173,8 @@ def test_integral_matching_runs_in_a_study():
     assert study.settings["covariance"] is None
     for row in study.rows():
         assert row["failure_rate"] == 0.0 and np.isnan(row["coverage_2se"]) and row["rel_mse"] < 1e-3
+    # the gradient algorithm draws its subintervals with a key per run, from the study's key
+    gradient = wj.IntegralMatching(order=10, length=0.5, algorithm="gradient", max_steps=200, chunk=100)
+    study = wj.studies.monte_carlo(zoo("lotka_volterra"), gradient, n_runs=2, batch_size=2, subsamples=[4],
+                                   p0=[3.0, 1.0, 6.0, 1.0], progress=False)
+    assert np.all(np.isfinite(study.runs[0].params)) and study.rows()[0]["failure_rate"] == 0.0

@@ -117,7 +117,9 @@ class AbstractEstimator(eqx.Module):
     @abc.abstractmethod
     def batch_problems(self, model, datasets: list, **options) -> tuple[Callable, list[dict]]:
         """For batched fits (studies, bootstraps): `(make, notes)`, where `make(indices)`
-        builds the problems of `datasets[indices]` stacked along a leading axis, every
+        builds the problems of `datasets[indices]` (with `problem`'s options, `key`
+        included: an estimator that draws random numbers splits it over the datasets)
+        stacked along a leading axis, every
         call with the same shapes (so one compiled program serves all), and `notes[i]`
         says how dataset `i`'s problem was set up (e.g. its number of test functions `k`
         and `radius`; empty where there is nothing to say)."""

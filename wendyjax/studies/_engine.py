@@ -66,11 +66,13 @@ def _cell_data(bench: Benchmark, cell: Cell, n_runs: int, key) -> tuple[np.ndarr
     return t, clean, keep, np.asarray(noisy)
 
 
-def _problem_builder(estimator: AbstractEstimator, model, trajs, noise_kind, test_functions):
+def _problem_builder(estimator: AbstractEstimator, model, trajs, noise_kind, test_functions, key):
     """`estimator.batch_problems` of a cell's runs, with the study's options that the
-    estimator takes (its noise model; test functions where it has them)."""
+    estimator takes (its noise model; test functions where it has them) and `key` for an
+    estimator that draws random numbers (split over the runs by the estimator)."""
     options = {"noise": noise_kind, "test_functions": test_functions}
-    return estimator.batch_problems(model, trajs, **{k: v for k, v in options.items() if k in estimator.options()})
+    options = {k: v for k, v in options.items() if k in estimator.options()}
+    return estimator.batch_problems(model, trajs, key=key, **options)
 
 
 def _fit_runs(estimator, liks, p0s, shared, covariance, model, solver, vectorize):
@@ -241,7 +243,9 @@ def run_cells(
             trajs = [Trajectory(t[keep], u) for u in noisy]
             info["simulate_s"] += time.perf_counter() - start
             start = time.perf_counter()
-            make, notes = _problem_builder(estimator, model, trajs, noise_kind, test_functions)
+            # the estimator's own key: folded from the setting's, so the data and starts keep their streams
+            k_estimator = jax.random.fold_in(jax.random.fold_in(key, c), 2**31 - 1)
+            make, notes = _problem_builder(estimator, model, trajs, noise_kind, test_functions, k_estimator)
             info["build_s"] += time.perf_counter() - start
         except ValueError as e:
             n = len(np.asarray(bench.t)[:: cell.subsample])
