@@ -10,13 +10,13 @@ The covariance functions are pure (jit/vmap over likelihoods and estimates):
 """
 
 import diffrax
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.stats
 from jaxtyping import Array, ArrayLike, Bool, Float
 
+from ._compile import cpu_safe_jit
 from .model import ODEModel
 from .simulate import _solve
 from .weak import WeakLikelihood, covariance, nll_hessian, residual, spd_inverse
@@ -24,7 +24,7 @@ from .weak import WeakLikelihood, covariance, nll_hessian, residual, spd_inverse
 COVARIANCES = ("sandwich", "hessian")
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def sandwich_covariance(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, "j j"]:
     r"""$(\nabla_p g)^+ S(p) (\nabla_p g)^{+T}$ (Rummel et al. 2025, eq. 9; Bortz et al. 2023, eq. 15), summed over
     trajectories: $\nabla_p g$ is stacked over them and $S$ is block diagonal."""
@@ -34,7 +34,7 @@ def sandwich_covariance(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Arr
     return jnp.einsum("irk,rkl,jrl->ij", pinv, covariance(lik, p), pinv)
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def hessian_covariance(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, "j j"]:
     r"""$(\nabla^2\ell(p))^{-1}$; NaN where the Hessian is not positive definite."""
     return spd_inverse(nll_hessian(lik, p))
@@ -60,7 +60,7 @@ def confidence_intervals(
     return p - half, p + half
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def forward_simulation_error(
     model: ODEModel,
     p: Float[Array, " j"],

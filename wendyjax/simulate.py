@@ -1,18 +1,18 @@
 """Ground-truth trajectories with diffrax, and noisy synthetic data."""
 
 import diffrax
-import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from ._checks import as_key
+from ._compile import cpu_safe_jit
 from .data import Trajectory
 from .model import ODEModel
 from .noise import AbstractNoise
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def _solve(rhs, p, u0, t, solver, rtol, atol, max_steps, jump_ts=None):
     term = diffrax.ODETerm(lambda s, u, args: rhs(u, args, s))
     sol = diffrax.diffeqsolve(

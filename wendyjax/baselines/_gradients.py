@@ -17,11 +17,12 @@ from collections.abc import Callable
 from typing import Literal
 
 import diffrax
-import equinox as eqx
 import jax
 import jax.flatten_util
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PyTree
+
+from .._compile import cpu_safe_jit
 
 GRADIENT_MODES = ("backprop", "backsolve", "forward")
 
@@ -150,7 +151,7 @@ def trajectory_loss_gradient(
     return value, grad, counts
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def _value_and_grad(f, theta, x0, t, y, solver, controller, adjoint, max_steps, mode):
     one = lambda th, x0, t, y: _loss(f, th, x0, t, y, solver, controller, adjoint, max_steps)  # noqa: E731
     if x0.ndim == 2:

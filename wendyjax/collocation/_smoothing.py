@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._compile import cpu_safe_jit
 from ._lgr import LGR
 
 
@@ -81,7 +82,7 @@ class SavitzkyGolay(eqx.Module):
                                  "call with uniform=False.")
         return self._smooth(t, y, mask, uniform)
 
-    @eqx.filter_jit
+    @cpu_safe_jit
     def _smooth(self, t, y, mask, uniform):
         n = t.shape[0]
         if n < self.window:
@@ -106,7 +107,7 @@ class SavitzkyGolay(eqx.Module):
         return jax.lax.map(lambda a: at(*a), (jnp.arange(n), starts), batch_size=256)
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def node_values(
     lgr: LGR,
     t: Float[Array, " n"],

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
+from .._compile import cpu_safe_jit
 from .._results import RESULTS, status_names
 from ..library import AbstractLibrary
 from ._levenberg_marquardt import LevenbergMarquardt, LMSolution
@@ -69,7 +70,7 @@ class StateParameterRegression(eqx.Module):
         """One fit of eq. 12 for the term `mask` (eqs. 10-11), a pure function of arrays."""
         return self.solver(problem, u0, theta0, mask, self.lam, penalty, self.eps)
 
-    @eqx.filter_jit
+    @cpu_safe_jit
     def _solve_pair(self, problem, u0, theta0, mask):
         """The unpenalised and the penalised fit from one start, vmapped (Meissner & Glasner 2024: "in parallel")."""
         return jax.vmap(self.solve, in_axes=(None, None, None, None, 0))(

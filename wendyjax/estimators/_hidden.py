@@ -36,6 +36,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
+from .._compile import cpu_safe_jit
 from .._results import RESULTS
 from ._im_problem import (
     IntegralMatchingProblem,
@@ -183,7 +184,7 @@ def _hidden_start(rhs, theta0, problem, hidden, z0, features):
     return theta0, Z0
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def fit_hidden(est, rhs, theta0, problem, hidden, z0, lower, upper, features=None) -> HiddenSolution:
     """γ(Θ₀) from `z0`, then the joint Gauss–Newton solve with `est`'s trust-region
     settings; a library's `features` turn on standardised hidden states (Θ₀ mapped to them)."""
@@ -200,7 +201,7 @@ def _hidden_loss(params: tuple, args: PyTree, index: Int[Array, " b"] | None) ->
     return integral_matching_loss(rhs, eqx.combine(params[0], static), with_hidden(problem, hidden, Z), index)
 
 
-_run_gradient = eqx.filter_jit(lambda est, *args: est.run_gradient(*args))
+_run_gradient = cpu_safe_jit(lambda est, *args: est.run_gradient(*args))
 
 
 def fit_hidden_gradient(est, rhs, theta0: PyTree, problem: IntegralMatchingProblem, hidden: Int[Array, " H"],
@@ -209,7 +210,7 @@ def fit_hidden_gradient(est, rhs, theta0: PyTree, problem: IntegralMatchingProbl
     """Algorithm 2: γ(Θ₀) from `z0`, then `est`'s optimizer alternating between the
     parameters (clipped to the bounds) and the hidden node values, on random batches of
     `est.batch_size` chained subintervals, with `est`'s chunks and stopping rule."""
-    theta0, Z0 = eqx.filter_jit(_hidden_start)(rhs, theta0, problem, hidden, z0, features)
+    theta0, Z0 = cpu_safe_jit(_hidden_start)(rhs, theta0, problem, hidden, z0, features)
     params, static = eqx.partition(theta0, eqx.is_inexact_array)
     run = est.run_gradient_with_progress if progress else functools.partial(_run_gradient, est)
     state = run(_hidden_loss, (rhs, static, problem, hidden, standardised), (params, Z0), problem.X.shape[0],

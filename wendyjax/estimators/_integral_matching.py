@@ -32,6 +32,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray, PyTree
 
+from .._compile import cpu_safe_jit
 from .._results import RESULTS
 from ..collocation import SavitzkyGolay
 from ..data import Dataset, as_dataset
@@ -349,8 +350,8 @@ class IntegralMatching(AbstractEstimator):
         """`run_gradient` one compiled chunk per call, with a progress bar."""
         from tqdm.auto import tqdm
 
-        state = eqx.filter_jit(self._start)(loss, args, params, key)
-        advance = eqx.filter_jit(self._advance)
+        state = cpu_safe_jit(self._start)(loss, args, params, key)
+        advance = cpu_safe_jit(self._advance)
         with tqdm(total=self.max_steps, desc="integral matching", unit="step") as bar:
             while bool(self._running(state)):
                 state = advance(loss, args, n_sub, lower, upper, state)

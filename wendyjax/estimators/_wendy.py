@@ -18,6 +18,7 @@ import scipy.stats
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
 from .._checks import user_stacklevel
+from .._compile import cpu_safe_jit
 from .._results import RESULTS
 from ..data import Dataset, as_dataset
 from ..inference import COVARIANCES, parameter_covariance
@@ -114,7 +115,7 @@ class AbstractWENDyEstimator(AbstractEstimator):
         return make, [{"k": tf.k, "radius": tf.info.radius} for tf in tfs]
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def _wls_start(lik, lower, upper):
     return WLS().solve(lik, jnp.zeros(lik.model.n_params), lower, upper).params
 

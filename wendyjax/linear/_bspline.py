@@ -15,6 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .._compile import cpu_safe_jit
+
 
 def _knot_spans(knots: np.ndarray, k: int) -> np.ndarray:
     """$t_{i+k} - t_i$ for every $i$, with 0 replaced by inf (0/0 := 0 in Cox–de Boor)."""
@@ -107,7 +109,7 @@ class BSplineBasis(eqx.Module):
         return _evaluate(self, jnp.asarray(t, dtype=float), int(deriv))
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def _evaluate(basis: BSplineBasis, t, deriv: int):
     knots, order = basis.knots, basis.order
     if deriv >= order:

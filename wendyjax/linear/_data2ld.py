@@ -96,7 +96,7 @@ class Uncertainty(eqx.Module):
     covariance: Float[Array, "J J"]
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def dtheta_dy(problem: Data2LDProblem, theta, rho) -> Float[Array, "J nD"]:
     r"""$\partial\hat\theta/\partial y = -H_{\theta\theta}^{-1}H_{\theta y}$ at a minimiser of
     $H(\theta, y) = \frac12\|y - \Phi\hat c(\theta, \rho; y)\|^2$ (implicit function theorem,
@@ -111,7 +111,7 @@ def dtheta_dy(problem: Data2LDProblem, theta, rho) -> Float[Array, "J nD"]:
     return -jnp.linalg.solve(H_tt, H_ty * problem.mask.reshape(-1))
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def uncertainty(problem: Data2LDProblem, theta, rho, kind: str = "gauss_newton") -> Uncertainty:
     r"""Carey & Ramsay 2021, §3.2–3.3 at $(\theta, \rho)$: $df = \mathrm{tr}(2Y - YY^T)$ computed as
     $2\,\mathrm{tr}M - \mathrm{tr}M^2$ with $M = \frac{1-\rho}{N}A^{-1}\Phi^T\Phi$;
@@ -354,7 +354,7 @@ class Data2LD(eqx.Module):
                                         theta0, sol, time.perf_counter() - clock)
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def _solve_jit(estimator: Data2LD, problem: Data2LDProblem, theta0) -> Data2LDSolution:
     return estimator.solve(problem, theta0)
 

@@ -1,12 +1,12 @@
 """Weak-form diagnostics: the radius selection curve, the test functions, and the weak
 likelihood landscape in two parameters."""
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike
 
+from .._compile import cpu_safe_jit
 from ..data import trapezoid_weights
 from ..estimators import WENDyFit
 from ..weak import RadiusSelection, TestFunctionInfo, TestFunctions, WeakLikelihood, nll
@@ -68,7 +68,7 @@ def test_functions(tf: "TestFunctions | WENDyFit", t: ArrayLike | None = None, *
     return fig, axes
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def _landscape(lik: WeakLikelihood, points):
     return jax.vmap(nll, in_axes=(None, 0))(lik, points)
 

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._compile import cpu_safe_jit
 from ._covariance import blocks_to_matrix, covariance_weights, weighted_blocks, weighted_grams
 from ._problem import log_space_rhs
 
@@ -98,7 +99,7 @@ def sensitivity_pattern(rhs, log_space: bool, n_states: int, n_params: int) -> n
     return ~np.all(zero, axis=0)
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def _data_sensitivities(model, log_space, u, t, p):
     f = log_space_rhs(model.rhs) if log_space else model.rhs
     return _sensitivities(f, u.reshape(-1, u.shape[-1]), p, t.reshape(-1))

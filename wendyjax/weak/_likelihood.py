@@ -24,6 +24,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._checks import user_stacklevel
+from .._compile import cpu_safe_jit
 from .._notes import Notes
 from ..data import Dataset, Trajectory
 from ..model import ODEModel
@@ -126,21 +127,21 @@ def _regularise(lik: WeakLikelihood, S):
     return (1.0 - lik.diag_reg) * S + jax.vmap(jnp.diag)(_regularisation_diagonal(lik))
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def residual(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, "r dk"]:
     """Weak residual $r(p) = g(p) - b$ per trajectory (Rummel et al. 2025, eq. 5); zero on padded rows."""
     g, _ = _g_and_S(lik, p)
     return g - lik.problem.b
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def covariance(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, "r dk dk"]:
     """Regularised residual covariance $S(p)$ per trajectory (Rummel et al. 2025, Prop. 2)."""
     _, S = _g_and_S(lik, p)
     return _regularise(lik, S)
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def whitened_residual(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, "r dk"]:
     r"""$C^{-1} r(p)$ with $S = C C^T$: standard normal at $p^*$ (Bortz et al. 2023, §2.4); 0 on padding."""
     g, S = _g_and_S(lik, p)
@@ -194,13 +195,13 @@ def _nll(lik: WeakLikelihood, p):
     return jnp.sum(terms) + 0.5 * n * math.log(2 * math.pi)
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def nll(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, ""]:
     """Weak negative log-likelihood ℓ(p) (Rummel et al. 2025, eq. 6), summed over trajectories."""
     return _nll(lik, p)
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def nll_grad(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, " j"]:
     """∇ℓ(p) (Rummel et al. 2025, eq. 7): from the precomputed blocks for models linear in the parameters,
     otherwise by reverse-mode autodiff."""
@@ -275,7 +276,7 @@ def _general_derivatives(lik: WeakLikelihood, p):
     return value + 0.5 * lik.problem.n_residuals * math.log(2 * math.pi), grad, hess
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def nll_hessian(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, "j j"]:
     """∇²ℓ(p) (Rummel et al. 2025, eq. 8), from the precomputed blocks for models linear in the
     parameters, otherwise from the structurally non-zero ∂_iS (`_general.py`)."""
@@ -284,7 +285,7 @@ def nll_hessian(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, "j j
     return _general_derivatives(lik, p)[2]
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def nll_derivatives(
     lik: WeakLikelihood, p: Float[Array, " j"]
 ) -> tuple[Float[Array, ""], Float[Array, " j"], Float[Array, "j j"]]:

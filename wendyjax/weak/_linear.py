@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float
 
+from .._compile import cpu_safe_jit
 from ._covariance import weighted_grams
 from ._problem import log_space_rhs
 
@@ -226,7 +227,7 @@ def linear_blocks_single(rhs, structure, phi, dphi, dphi_gram, u, t, sigma, n_pa
     return G, g0, jnp.concatenate(parts), weights
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def structure_holds(model, structure, problem) -> Bool[Array, ""]:
     r"""Whether the structure found at random states (which $J^a$ entries vanish, which are
     constant) holds at every sample of the data: an entry that is non-zero, or varies, only
@@ -248,7 +249,7 @@ def structure_holds(model, structure, problem) -> Bool[Array, ""]:
     return (jnp.max(jnp.abs(off)) <= 1e-12 * scale) & (spread <= 1e-12 * scale)
 
 
-@eqx.filter_jit
+@cpu_safe_jit
 def linear_blocks(model, structure, problem) -> LinearBlocks:
     """The [`LinearBlocks`][] of every trajectory of a weak problem."""
     rhs = log_space_rhs(model.rhs) if problem.log_space else model.rhs
