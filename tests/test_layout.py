@@ -136,3 +136,14 @@ def test_the_cycle_check_can_fail(tmp_path, monkeypatch):
     monkeypatch.setitem(MODULES, "wendyjax.weak._a", a)
     monkeypatch.setitem(MODULES, "wendyjax.weak._b", b)
     assert any({"wendyjax.weak._a", "wendyjax.weak._b"} <= set(c) for c in _cycles())
+
+
+def test_every_jitted_entry_point_is_cpu_safe():
+    """The package compiles its programs through `_compile.cpu_safe_jit` (the scheduler that
+    cannot deadlock vmapped LAPACK calls on CPU), never with a bare `eqx.filter_jit`/`jax.jit`:
+    import no longer changes XLA_FLAGS, so a bare jit would run under the default scheduler."""
+    bare = [f"{name}:{node.lineno}" for name, path in MODULES.items() if name != "wendyjax._compile"
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Attribute) and node.attr in ("filter_jit", "jit")
+            and isinstance(node.value, ast.Name) and node.value.id in ("eqx", "jax")]
+    assert not bare, "bare jit in: " + ", ".join(bare)

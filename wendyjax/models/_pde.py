@@ -6,6 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.fft import dctn, idctn
 
+from .._compile import cpu_safe_jit
+
 
 def _etdrk4(lin: np.ndarray, h: float, nonlinear):
     r"""One ETDRK4 step of $v' = Lv + N(v)$ with $L$ = diag(`lin`) (Kassam & Trefethen 2005: the
@@ -37,7 +39,7 @@ def _sample(step, v0, n_samples: int, substeps: int, physical) -> np.ndarray:
         v = jax.lax.fori_loop(0, substeps, lambda i, w: step(w), v)
         return v, physical(v)
 
-    return np.asarray(jax.jit(lambda v: jax.lax.scan(sample, v, None, length=n_samples)[1])(v0))
+    return np.asarray(cpu_safe_jit(lambda v: jax.lax.scan(sample, v, None, length=n_samples)[1])(v0))
 
 
 def kuramoto_sivashinsky(n: int = 128, length: float = 40.0, dt: float = 0.3, n_times: int = 128,
@@ -83,6 +85,6 @@ def allen_cahn_2d(n: int = 256, spacing: float = 40.0 / 127, dt: float = 0.05, t
 
     step = _etdrk4(1 - kx[:, None] - kx[None, :], dt, lambda v: dct(-idct(v) ** 3))
     u0 = 0.1 * (np.random.default_rng(seed).uniform(size=(n, n)) - 0.5)
-    v = jax.jit(lambda v: jax.lax.fori_loop(0, int(steps[0]), lambda i, w: step(w), v))(dct(jnp.asarray(u0)))
+    v = cpu_safe_jit(lambda v: jax.lax.fori_loop(0, int(steps[0]), lambda i, w: step(w), v))(dct(jnp.asarray(u0)))
     rest = _sample(step, v, len(times) - 1, int(gaps[0]) if gaps.size else 1, idct)
     return times, np.arange(n) * spacing, np.concatenate([np.asarray(idct(v))[None], rest])
