@@ -26,7 +26,9 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-RESULTS = Path(__file__).resolve().parent / "results"
+#: Where results are written: `benchmarks/results`, or the folder named by the environment
+#: variable WENDYJAX_BENCHMARK_RESULTS (`smoke.py` runs everything into a scratch copy).
+RESULTS = Path(os.environ.get("WENDYJAX_BENCHMARK_RESULTS") or Path(__file__).resolve().parent / "results")
 
 # threading knobs that change CPU timings (LAPACK kernels of jax's CPU backend run in
 # scipy's OpenBLAS, whose threads compete with XLA's own thread pool)

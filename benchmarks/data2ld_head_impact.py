@@ -27,17 +27,19 @@ from _common import RESULTS, machine_info, machine_line, write_results
 import wendyjax as wj
 from wendyjax import datasets as ds, linear as L
 
+CONTINUATIONS = {"ladder": L.Ladder(), "adaptive": L.Adaptive()}
+
 matplotlib.use("Agg")
 PAPER = {"theta": [-0.057, -0.15, 0.40], "half": [0.005, 0.03, 0.06], "df": 2.45, "mse": 0.05}
 
 
-def run(order, continuation, covariance, t, y):
-    est = L.Data2LD(ds.head_impact_basis(order=order), continuation=continuation, covariance=covariance)
+def run(order, continuation, covariance, data):
+    est = L.Data2LD(ds.head_impact_basis(order=order), continuation=CONTINUATIONS[continuation])
     start = time.perf_counter()
-    fit = est.fit(ds.head_impact_model(), t, y)
+    fit = est.fit(ds.head_impact_model(), data, covariance=covariance)
     first = time.perf_counter() - start
     start = time.perf_counter()
-    est.fit(ds.head_impact_model(), t, y)
+    est.fit(ds.head_impact_model(), data, covariance=covariance)
     again = time.perf_counter() - start
     lo, hi = fit.ci(0.95)
     return fit, {
@@ -49,12 +51,12 @@ def run(order, continuation, covariance, t, y):
 
 
 def main():
-    t, y = ds.head_impact()
+    data = ds.head_impact()
     rows, fits = [], {}
     for order in (6, 5):
         for continuation in ("ladder", "adaptive"):
             for covariance in ("gauss_newton", "implicit"):
-                fit, row = run(order, continuation, covariance, t, y)
+                fit, row = run(order, continuation, covariance, data)
                 fits[order, continuation, covariance] = fit
                 rows.append(row)
                 print({k: (np.round(v, 4).tolist() if isinstance(v, list) else v) for k, v in row.items()})

@@ -36,7 +36,7 @@ PAPER_MIN = {0.99: (-0.05, -0.15), 0.50: (-0.05, -0.10)}
 
 def surfaces(order, t, y):
     """H(β₀, β₁, α = 0.39 | ρ) on the grid for every ρ: `(len(RHOS), len(BETA1), len(BETA0))`."""
-    problem = L.Data2LD(ds.head_impact_basis(0.0, 60.0, order=order)).problem(ds.head_impact_model(), t, y)
+    problem = L.data2ld_problem(ds.head_impact_model(), ds.head_impact_basis(0.0, 60.0, order=order), t, y)
     b0, b1 = np.meshgrid(BETA0, BETA1)
     thetas = jnp.asarray(np.stack([b0.ravel(), b1.ravel(), np.full(b0.size, ALPHA)], axis=1))
     on_grid = jax.jit(jax.vmap(lambda th, rho: L.criterion(problem, th, rho), in_axes=(0, None)))

@@ -58,6 +58,8 @@ import wendyjax as wj
 from wendyjax import RESULTS, datasets as ds, linear as L
 from wendyjax.estimators import output_error_problem, stack_problems
 
+CONTINUATIONS = {"ladder": L.Ladder(), "adaptive": L.Adaptive(), "gcv": L.GCV()}
+
 TRUTH = np.array(ds.SIMULATION_THETA)
 NS, SIGMAS = (21, 51, 101), (0.10, 0.05, 0.01)
 SFT_LAMBDAS = (10.0, 1e2, 1e3, 1e4)  # 002 §5: four chains
@@ -129,14 +131,13 @@ def _solve_many(est, problem, Y, theta0):
 
 
 def run_data2ld(t, x, Y, order, continuation):
-    est = L.Data2LD(ds.head_impact_basis(0.0, 60.0, order=order), continuation=continuation)
-    problem = est.problem(ds.head_impact_model(), t, Y[0])
-    sol, seconds, compile_s = _timed(_solve_many, est, problem, jnp.asarray(Y), jnp.full(3, 0.01))
-    unc = sol.uncertainty
-    se = np.sqrt(np.diagonal(np.asarray(unc.covariance), axis1=1, axis2=2))
-    q = scipy.stats.t.ppf(0.975, np.asarray(unc.dof))[:, None]
-    theta = np.asarray(sol.theta)
-    xhat = np.asarray(jax.vmap(lambda c: L.fitted(problem, c))(sol.coef))[..., 0]
+    est = L.Data2LD(ds.head_impact_basis(0.0, 60.0, order=order), continuation=CONTINUATIONS[continuation])
+    problem = L.data2ld_problem(ds.head_impact_model(), est.basis, t, Y[0])
+    (sol, cov), seconds, compile_s = _timed(_solve_many, est, problem, jnp.asarray(Y), jnp.full(3, 0.01))
+    se = np.sqrt(np.diagonal(np.asarray(cov), axis1=1, axis2=2))
+    q = scipy.stats.t.ppf(0.975, np.asarray(sol.extras["dof"]))[:, None]
+    theta = np.asarray(sol.params)
+    xhat = np.asarray(jax.vmap(lambda c: L.fitted(problem, c))(sol.extras["coef"]))[..., 0]
     ok = np.asarray(sol.result == RESULTS.successful) & np.all(np.isfinite(se), axis=1)
     return metrics(theta, theta - q * se, theta + q * se, xhat, x, ok), seconds, compile_s
 
@@ -171,7 +172,7 @@ def run_nls(t, x, Y):
 def spline_problem(t):
     """The Data2LD problem of the order-5 basis of §4 on [0, 60] at the times `t` (zero data):
     its `phi` gives SA its noise variance; SFT samples its penalty."""
-    return L.Data2LD(ds.head_impact_basis(0.0, 60.0, order=5)).problem(ds.head_impact_model(), t, np.zeros_like(t))
+    return L.data2ld_problem(ds.head_impact_model(), ds.head_impact_basis(0.0, 60.0, order=5), t, np.zeros_like(t))
 
 
 def sa_batch(t, n_iter):

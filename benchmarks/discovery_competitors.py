@@ -31,7 +31,7 @@ Methods (settings fixed once per system before any noisy fit, never per cell):
   (`np.interp`; constant beyond the first/last observed sample), and the filled series is
   fitted as if fully observed.
 - **Integral matching with sequential thresholding** (ours, 004):
-  `wj.IntegralMatching(order=15, threshold=0.5, algorithm="least_squares").fit(library,
+  `wj.IntegralMatching(order=15, solver=wj.LeastSquares(threshold=0.5)).fit(library,
   wj.Trajectory(t, data, mask))`, mask = observed entries. The estimator fills each
   state's missing entries by linear interpolation between its observed samples (as above)
   before the Savitzky–Golay smoothing (default: 61 samples, degree 15) and the LGR node
@@ -130,7 +130,7 @@ def weak_sindy(name, library, order, t, data, seed):
 
 def integral_matching(name, library, t, data):
     """Our coefficient matrix (features × states) from the masked data."""
-    est = wj.IntegralMatching(order=ORDER, length=LENGTH, threshold=THRESHOLD[name], algorithm="least_squares")
+    est = wj.IntegralMatching(order=ORDER, length=LENGTH, solver=wj.LeastSquares(threshold=THRESHOLD[name]))
     return np.asarray(est.fit(library, wj.Trajectory(t, data, ~np.isnan(data))).params), []
 
 
@@ -245,7 +245,7 @@ def write(rows, args, checks, warmup):
              f"{meta['pysindy']}. Same realisations as `benchmarks/discovery_ode.py` (seed s ↔ seed s). Weak SINDy: "
              f"`ps.WeakPDELibrary` (K = 100 subdomains, pysindy's default size and test functions) + "
              f"`ps.STLSQ(threshold=0.5)`, missing entries filled by linear interpolation in time. IM + ST: "
-             f"`wj.IntegralMatching(order={ORDER}, threshold=0.5, algorithm='least_squares')` on the masked data "
+             f"`wj.IntegralMatching(order={ORDER}, solver=wj.LeastSquares(threshold=0.5))` on the masked data "
              "(it fills missing entries by the same interpolation itself). "
              "Threshold 0.5 = half the smallest true |coefficient| (1 in both systems), "
              "fixed per system, not per cell. SPR: our `StateParameterRegression` (003, BIC, no threshold), rows of "

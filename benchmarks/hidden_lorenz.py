@@ -23,8 +23,8 @@ kinds, each fitted over parameters and z at the 601 collocation nodes
 - **MLP** vector field (3 → 32 tanh → 3 on u/20, `wj.neural.MLPField`), z standardised
   (Algorithm 2 only).
 
-Two solvers: `algorithm="gauss_newton"` (the default: joint bounded Gauss–Newton over
-parameters and z) and `algorithm="gradient"`, 004's Algorithm 2 (Adam steps alternating
+Two solvers: `wj.TrustRegion()` ("gauss_newton", the default: joint bounded Gauss–Newton over
+parameters and z) and `wj.Gradient()` ("gradient"), 004's Algorithm 2 (Adam steps alternating
 between the parameters and z on random batches of 8 of the 20 subintervals, chunks of
 500 steps, stop when the full loss has not improved by 0.1 % for 3 chunks, at most
 20 000 steps; learning rate 0.1 / 0.03 / 0.01 for ODEModel / library / MLP; key 0).
@@ -75,9 +75,11 @@ def run(kind, method, noise):
     mask = np.ones(noisy.u.shape, bool)
     mask[:, 2] = False
     data = wj.Trajectory(t[train], np.where(mask, noisy.u, np.nan), mask)
+    gradient = method == "gradient"
+    solver = (wj.Gradient(optax.adam(LEARNING_RATE[kind]), batch_size=8, chunk=500, patience=3) if gradient
+              else wj.TrustRegion(rtol=1e-10, atol=1e-10))
     est = wj.IntegralMatching(order=30, length=1.0, smoother=wj.collocation.SavitzkyGolay() if noise else None,
-                              algorithm=method, optimizer=optax.adam(LEARNING_RATE[kind]), batch_size=8, chunk=500,
-                              max_steps=20_000, patience=3)
+                              solver=solver, max_steps=20_000 if gradient else None)
     key = jax.random.key(0) if method == "gradient" else None
     if kind == "ODEModel":
         fit = est.fit(bench.model, data, P0, key=key, u0=[20.0])

@@ -30,7 +30,7 @@ Protocol (004 §4, Table 2: T = 40, Δt = 0.01, h = 1, K = 30, noise 0/5/10/20 %
   features per state), `wj.PolynomialLibrary` and `ps.PolynomialLibrary(degree=3)`; the
   feature orders are checked equal by name (pysindy's names with `feature_names=` the state
   names must equal `lib.feature_names`), else the script stops.
-- **Ours**: `wj.IntegralMatching(order=30, length=1.0, threshold=None | thr).fit(lib, data)`
+- **Ours**: `wj.IntegralMatching(order=30, length=1.0, solver=wj.LeastSquares(threshold=None | thr)).fit(lib, data)`
   (default Savitzky–Golay denoising, 61 samples / degree 15; subintervals every 10
   samples; exact least squares, and with `thr` sequential thresholding: zero every
   |θ| < thr, refit on the support, until the support stops changing, ≤ 10 rounds).
@@ -225,7 +225,8 @@ def run_system(name, noises, seeds, threshold, noise_scale):
         raise RuntimeError(f"feature orders differ: pysindy {sindy_names} vs wendyjax {list(lib.feature_names)}")
     assert np.allclose(sm.predict(X), phi @ np.asarray(sm.coefficients()).T, rtol=1e-9, atol=1e-9)
     estimators = {"imatch": imatch,
-                  "imatch_thresh": wj.IntegralMatching(order=ORDER, length=LENGTH, threshold=threshold)}
+                  "imatch_thresh": wj.IntegralMatching(order=ORDER, length=LENGTH,
+                                                           solver=wj.LeastSquares(threshold=threshold))}
     warm = {k: est.fit(lib, clean).seconds for k, est in estimators.items()}  # compile
     print(f"{name}: {len(t)} samples, {lib.n_features} features × {lib.n_states} states, "
           f"{int(np.sum(theta_true != 0))} true terms; warm-up "

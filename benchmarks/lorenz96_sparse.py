@@ -11,7 +11,7 @@ by 0.01 from the equilibrium F·1; 004 perturbs by 1e-16 and states no transient
 on [0, 5 + T] and observed every Δt = 0.01 on [5, 5 + T] (the first 5 time units, the
 departure from equilibrium, are dropped so every window is chaotic); additive Gaussian
 noise (000 eq. 19) at the given ratio. Library: all 861 monomials of degree ≤ 2 in the
-40 states; `IntegralMatching(order=30, length=1.0, threshold=0.1)` (K = 30, h = 1 as in
+40 states; `IntegralMatching(order=30, length=1.0, solver=LeastSquares(threshold=0.1))` (K = 30, h = 1 as in
 004; the threshold is a tenth of the smallest true coefficient, 1). Reported per setting
 (median over seeds): relative RMS error of the fitted vector field against the true one
 on the noiseless states (004's "RMSE of the error on the derivative", %), true positive
@@ -66,7 +66,7 @@ def main():
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     lib = wj.PolynomialLibrary(N, 2)
-    est = wj.IntegralMatching(order=30, length=1.0, threshold=0.1)
+    est = wj.IntegralMatching(order=30, length=1.0, solver=wj.LeastSquares(threshold=0.1))
     spans = [40.0] if args.quick else [20.0, 40.0]
     noises = [0.0, 0.05] if args.quick else [0.0, 0.01, 0.05, 0.10]
     seeds = [0] if args.quick else [0, 1]

@@ -203,8 +203,9 @@ def main():
         ap.error(f"--t-train must lie in [1, 25] (the data span [0, 25]), got {args.t_train:g}")
     seeds = [0] if args.quick else [0, 1, 2]
     budget = 15.0 if args.quick else 60.0
-    est = wj.IntegralMatching(order=10, length=0.5, optimizer=optax.adam(optax.exponential_decay(1e-2, 2000, 0.5)),
-                              batch_size=BATCH, max_steps=20_000, chunk=250, patience=10)
+    adam = optax.adam(optax.exponential_decay(1e-2, 2000, 0.5))
+    est = wj.IntegralMatching(order=10, length=0.5, solver=wj.Gradient(adam, batch_size=BATCH, chunk=250, patience=10),
+                              max_steps=20_000)
     out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "seeds": seeds,
            "budget_s": budget, "noise": 0.01, "t_train": args.t_train, "order": est.order, "length": est.length,
            "batch": BATCH, "name": args.name, "per_gradient": [], "training": [],

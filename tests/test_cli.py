@@ -45,8 +45,8 @@ def files(tmp_path_factory):
     np.savez(tmp / "wide.npz", t=np.arange(5.0), u=np.ones((5, 3)))
     np.savez(tmp / "short_t.npz", t=np.arange(4.0), u=np.ones((5, 1)))
     # Data2LD: the head-impact data (002 §4) and its LinearODE with the basis of §4
-    t, y = datasets.head_impact()
-    y = y.copy()
+    head = datasets.head_impact()
+    t, y = np.asarray(head.t), np.asarray(head.u)[:, 0].copy()
     y[40] = np.nan                                           # a missing value
     np.savetxt(tmp / "head.csv", np.c_[t, y], delimiter=",", header="t,x", comments="")
     linear_model = ("from wendyjax import datasets\nmodel = datasets.head_impact_model()\n"
@@ -141,8 +141,9 @@ def test_fit_a_linear_ode_by_data2ld(files, capsys):
     _fails(["fit", str(tmp / "head_model.py"), str(tmp / "lv2.csv")], capsys, "has 1 states (x) but the file has 2")
     _fails(["fit", "lotka_volterra", str(tmp / "lv.npz"), "--method", "data2ld"], capsys, "is an ODEModel")
     _fails(["fit", str(tmp / "head_model_no_basis.py"), str(tmp / "head.csv")], capsys, "no `basis")
-    np.savetxt(tmp / "head2.csv", np.c_[np.r_[np.zeros(133), np.ones(133)], np.tile(np.c_[datasets.head_impact()],
-               (2, 1))], delimiter=",", header="trajectory,t,x", comments="")
+    one = np.loadtxt(tmp / "head.csv", delimiter=",", skiprows=1)
+    np.savetxt(tmp / "head2.csv", np.c_[np.r_[np.zeros(133), np.ones(133)], np.tile(one, (2, 1))], delimiter=",",
+               header="trajectory,t,x", comments="")
     _fails(["fit", str(tmp / "head_model.py"), str(tmp / "head2.csv")], capsys, "Data2LD fits one trajectory")
 
 

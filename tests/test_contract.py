@@ -90,9 +90,14 @@ def test_solve_is_jit_and_vmap_able(lv, name):
 
 def test_output_error_needs_a_start_and_a_model(lv):
     bench, (data, _) = lv
-    for est in (wj.OutputError(), wj.MLE()):
-        with pytest.raises(ValueError, match="p0 is required"):
-            est.fit(zoo("goodwin_3d").model, zoo("goodwin_3d").simulate(0, subsample=8), None)
+    goodwin = zoo("goodwin_3d").model  # nonlinear in its parameters: no default start anywhere
+    for name in ("mle", "irls", "wls", "output_error", "hybrid", "integral_matching"):
+        est = wj.estimators.get_estimator(name)
+        assert est.start_required(goodwin)
+        # said before any work: the data (here not even data) are not looked at
+        with pytest.raises(ValueError, match="p0 is required: .*goodwin"):
+            est.fit(goodwin, "no data yet", None)
+    assert wj.MLE().start_required(bench.model) is None  # linear in p: the WLS estimate starts it
     with pytest.raises(TypeError, match="model must be an ODEModel"):
         wj.OutputError().fit(lambda u, p, t: -u, data, [1.0], bounds=([0.0], [2.0]))
 
@@ -174,7 +179,7 @@ def test_integral_matching_runs_in_a_study():
     for row in study.rows():
         assert row["failure_rate"] == 0.0 and np.isnan(row["coverage_2se"]) and row["rel_mse"] < 1e-3
     # the gradient algorithm draws its subintervals with a key per run, from the study's key
-    gradient = wj.IntegralMatching(order=10, length=0.5, algorithm="gradient", max_steps=200, chunk=100)
+    gradient = wj.IntegralMatching(order=10, length=0.5, solver=wj.Gradient(chunk=100), max_steps=200)
     study = wj.studies.monte_carlo(zoo("lotka_volterra"), gradient, n_runs=2, batch_size=2, subsamples=[4],
                                    p0=[3.0, 1.0, 6.0, 1.0], progress=False)
     assert np.all(np.isfinite(study.runs[0].params)) and study.rows()[0]["failure_rate"] == 0.0

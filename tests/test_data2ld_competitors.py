@@ -1,6 +1,6 @@
 """The SA and SFT competitors of the 002 §5 benchmark (benchmarks/_data2ld_competitors.py)."""
 
-import sys
+import importlib.util
 from pathlib import Path
 
 import jax
@@ -11,8 +11,11 @@ from scipy.integrate import solve_ivp
 
 from wendyjax import datasets as ds, linear as L
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import _data2ld_competitors as C  # noqa: E402
+# the benchmark's module, loaded from its file (it imports only the package and jax)
+_SPEC = importlib.util.spec_from_file_location(
+    "_data2ld_competitors", Path(__file__).resolve().parents[1] / "benchmarks" / "_data2ld_competitors.py")
+C = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(C)
 
 T = np.linspace(0.0, 60.0, 51)
 
@@ -32,7 +35,7 @@ def test_pulse_response_matches_the_ode(theta):
 
 
 def _problem(y):
-    return L.Data2LD(ds.head_impact_basis(0.0, 60.0, order=5)).problem(ds.head_impact_model(), T, y)
+    return L.data2ld_problem(ds.head_impact_model(), ds.head_impact_basis(0.0, 60.0, order=5), T, y)
 
 
 def test_penalty_form_is_the_data2ld_penalty():

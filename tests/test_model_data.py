@@ -112,7 +112,7 @@ def test_trajectory_validation():
     u = np.ones((11, 2))
     with pytest.raises(ValueError, match="rows but t has"):
         wj.Trajectory(t, u[:10])
-    with pytest.raises(ValueError, match="strictly increasing"):
+    with pytest.raises(ValueError, match=r"t must be sorted .* t\[1\] = 0.9 < t\[0\] = 1"):
         wj.Trajectory(t[::-1], u)
     with pytest.raises(ValueError, match="1-D"):
         wj.Trajectory(t[:, None], u)

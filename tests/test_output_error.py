@@ -5,6 +5,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optimistix as optx
 import pytest
 import scipy.stats
 from _zoo import zoo
@@ -12,6 +13,8 @@ from _zoo import zoo
 import wendyjax as wj
 from wendyjax.estimators import OutputError, output_error_problem
 from wendyjax.estimators._output_error import _Box
+
+_LM = optx.LevenbergMarquardt(rtol=1e-8, atol=1e-8)  # optimistix's, the alternative to our trust region
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +138,7 @@ def test_bounds_are_honoured(lv):
     # estimator compiled for the optimiser comparison below; the sensitivity Jacobian
     # equals it to 1e-10, and optimistix with sensitivities runs in the blow-up test)
     with pytest.warns(RuntimeWarning, match="step limit"):
-        fit = OutputError(optimizer="optimistix", jacobian="forward_mode").fit(
+        fit = OutputError(solver=_LM, jacobian="forward_mode").fit(
             bench.model, data, [2.5, 1.2, 4.0, 1.2], bounds=(lower, upper))
     assert np.all(fit.params >= lower) and np.all(fit.params <= upper) and fit.params[2] > 4.99
 
@@ -153,11 +156,15 @@ def test_sensitivities_equal_forward_mode_and_optimizers_agree(lv):
         assert np.max(np.abs(a - b)) < 1e-10 * np.max(np.abs(b))
     p0 = np.asarray(bench.p_true) * 1.2
     tr = OutputError().fit(bench.model, data, p0)
-    ox = OutputError(optimizer="optimistix", jacobian="forward_mode").fit(bench.model, data, p0)
+    ox = OutputError(solver=_LM, jacobian="forward_mode").fit(bench.model, data, p0)
     assert tr.successful and ox.successful
     assert np.allclose(tr.params, ox.params, rtol=1e-5)
-    with pytest.raises(ValueError, match="optimizer must be"):
-        OutputError(optimizer="bfgs")
+    with pytest.raises(TypeError, match=r"solver must be a solver object such as wendyjax.estimators.TrustRegion\(\)"):
+        OutputError(solver="optimistix")
+    with pytest.raises(TypeError, match="solver must be a solver object"):
+        OutputError(solver=optx.BFGS(rtol=1e-8, atol=1e-8))  # a minimiser, not a least-squares solver
+    with pytest.raises(ValueError, match="OutputError: max_steps must be a positive integer"):
+        OutputError(max_steps=-5)
     with pytest.raises(ValueError, match="jacobian must be"):
         OutputError(jacobian="fd")
 
@@ -267,8 +274,8 @@ def test_exploding_parameters_give_a_status_not_an_exception():
     problem = output_error_problem(bench.model, data, u0=[0.01])
     lo, hi = jnp.array([0.5, 1.0]), jnp.array([2.0, 2.0])
     p0s = jnp.array([[1.0, 1.5], [1.9, 1.1]])
-    for optimizer in ("trust_region", "optimistix"):
-        est = OutputError(max_steps=20, fit_u0=False, optimizer=optimizer, ode_max_steps=1024)
+    for optimizer in (wj.TrustRegion(), _LM):
+        est = OutputError(max_steps=20, fit_u0=False, solver=optimizer, ode_max_steps=1024)
         sols = jax.jit(jax.vmap(est.solve, in_axes=(None, 0, None, None)))(problem, p0s, lo, hi)
         assert np.all(np.asarray(sols.result == wj.RESULTS.forward_failed)), optimizer
         assert np.all(np.isinf(np.asarray(sols.objective))), optimizer

@@ -57,7 +57,7 @@ def test_fit_plot_leaves_out_missing_entries_and_takes_integral_matching_fits():
     fit = wj.IntegralMatchingFit(
         model=lib, params=theta, covariance=None, covariance_method=None, p0=np.zeros_like(theta), num_steps=0,
         status=wj.RESULTS.successful, method="integral_matching", objective=0.0, noise=None, seconds=0.0,
-        algorithm="least_squares", history=np.zeros(0), rhs=lib.rhs)
+        solver="least squares", history=np.zeros(0), rhs=lib.rhs)
     _, axes = wj.plot.fit(fit, gappy, bench.u0)
     assert len(axes[1].get_lines()[0].get_xdata()) == data.n_samples - 35
     assert len(axes[0].get_lines()[0].get_xdata()) == data.n_samples

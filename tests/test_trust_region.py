@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from wendyjax.estimators import RESULTS, bounded_trust_region
+from wendyjax.estimators import RESULTS, TrustRegion
 from wendyjax.estimators._trust_region import _trust_region_step
+
+minimise = TrustRegion().minimise  # tolerances 1e-8
 
 
 def _rosen(x):
@@ -18,7 +20,7 @@ def _fgh(x, _):
     return _rosen(x), jax.grad(_rosen)(x), jax.hessian(_rosen)(x)
 
 
-_solve = jax.jit(lambda x0, lo, hi: bounded_trust_region(_fgh, x0, lo, hi))
+_solve = jax.jit(lambda x0, lo, hi: minimise(_fgh, x0, lo, hi))
 
 
 @pytest.mark.slow
@@ -28,16 +30,16 @@ def test_rosenbrock_unbounded_and_bounded(n):
     inf = jnp.full(n, jnp.inf)
     sol = _solve(x0, -inf, inf)
     assert sol.result == RESULTS.successful
-    np.testing.assert_allclose(sol.x, np.ones(n), atol=1e-7)
+    np.testing.assert_allclose(sol.params, np.ones(n), atol=1e-7)
     lo, hi = np.full(n, -2.0), np.full(n, 0.8)
     sol = _solve(x0, jnp.asarray(lo), jnp.asarray(hi))
     ref = minimize(lambda x: float(_rosen(jnp.asarray(x))), np.asarray(x0),
                    jac=lambda x: np.asarray(jax.grad(_rosen)(jnp.asarray(x))), method="L-BFGS-B",
                    bounds=list(zip(lo, hi)), options=dict(ftol=1e-15, gtol=1e-12, maxiter=10_000))
     assert sol.result == RESULTS.successful
-    assert float(sol.value) <= ref.fun + 1e-10
-    np.testing.assert_allclose(sol.x, ref.x, atol=1e-5)
-    assert np.all(np.asarray(sol.x) <= hi) and np.all(np.asarray(sol.x) >= lo)
+    assert float(sol.objective) <= ref.fun + 1e-10
+    np.testing.assert_allclose(sol.params, ref.x, atol=1e-5)
+    assert np.all(np.asarray(sol.params) <= hi) and np.all(np.asarray(sol.params) >= lo)
 
 
 def test_a_variable_the_objective_ignores_stays_put():
@@ -48,9 +50,9 @@ def test_a_variable_the_objective_ignores_stays_put():
     fgh = lambda x, _: (f(x), jax.grad(f)(x), jax.hessian(f)(x))  # noqa: E731
     inf = jnp.full(2, jnp.inf)
     for upper, x0_hat in ((inf, 2.0), (jnp.array([1.0, jnp.inf]), 1.0)):
-        sol = jax.jit(lambda x0, hi: bounded_trust_region(fgh, x0, -inf, hi))(jnp.array([0.0, 0.5]), upper)
+        sol = jax.jit(lambda x0, hi: minimise(fgh, x0, -inf, hi))(jnp.array([0.0, 0.5]), upper)
         assert sol.result == RESULTS.successful and int(sol.num_steps) <= 2
-        np.testing.assert_allclose(sol.x, [x0_hat, 0.5], atol=1e-12)
+        np.testing.assert_allclose(sol.params, [x0_hat, 0.5], atol=1e-12)
 
 
 @pytest.mark.slow
@@ -86,11 +88,11 @@ def test_stops_at_the_noise_floor_of_the_objective():
         f = jnp.sum((x - 1.0) ** 2) + 1e-9 * jnp.sin(1e7 * jnp.sum(x))
         return f, 2.0 * (x - 1.0), jnp.eye(x.shape[0])  # a model of half the curvature
 
-    sol = jax.jit(lambda x0: bounded_trust_region(fgh, x0, jnp.full(3, -jnp.inf), jnp.full(3, jnp.inf),
-                                                  rtol=1e-10, atol=1e-10))(jnp.array([3.0, -2.0, 0.5]))
+    sol = jax.jit(lambda x0: TrustRegion(rtol=1e-10, atol=1e-10).minimise(
+        fgh, x0, jnp.full(3, -jnp.inf), jnp.full(3, jnp.inf)))(jnp.array([3.0, -2.0, 0.5]))
     assert sol.result == RESULTS.successful
     assert int(sol.num_steps) < 100
-    assert np.allclose(sol.x, 1.0, atol=1e-4)
+    assert np.allclose(sol.params, 1.0, atol=1e-4)
 
 
 def test_a_collapse_away_from_stationarity_is_stalled_not_successful():
@@ -104,7 +106,7 @@ def test_a_collapse_away_from_stationarity_is_stalled_not_successful():
         f = jnp.sum((x - 1.0) ** 2) + 100.0 * jnp.abs(x[0] - 0.5)
         return f, 2.0 * (x - 1.0), 2.0 * jnp.eye(x.shape[0])
 
-    sol = jax.jit(lambda x0: bounded_trust_region(fgh, x0, jnp.full(3, -jnp.inf), jnp.full(3, jnp.inf)))(
+    sol = jax.jit(lambda x0: minimise(fgh, x0, jnp.full(3, -jnp.inf), jnp.full(3, jnp.inf)))(
         jnp.array([0.4, -2.0, 0.5]))
     assert sol.result == RESULTS.stalled
     assert int(sol.num_steps) < 200
@@ -121,7 +123,7 @@ def test_a_start_just_off_a_bound_is_not_taken_for_converged(offset):
     H, c = jnp.array([[1.0, 0.999], [0.999, 1.0]]), jnp.array([-40.0, 3.0])
     fgh = lambda x, _: (0.5 * (x - c) @ H @ (x - c), H @ (x - c), H)  # noqa: E731
     lo, hi = jnp.array([1.0, -jnp.inf]), jnp.full(2, jnp.inf)
-    sol = jax.jit(lambda x0: bounded_trust_region(fgh, x0, lo, hi))(jnp.array([1.0 + offset, 0.0]))
+    sol = jax.jit(lambda x0: minimise(fgh, x0, lo, hi))(jnp.array([1.0 + offset, 0.0]))
     assert sol.result == RESULTS.successful and int(sol.num_steps) >= 1
     # the minimiser with x₀ on its bound: x₁ = c₁ − H₁₀(1 − c₀)/H₁₁
-    np.testing.assert_allclose(sol.x, [1.0, 3.0 - 0.999 * 41.0], atol=1e-7)
+    np.testing.assert_allclose(sol.params, [1.0, 3.0 - 0.999 * 41.0], atol=1e-7)

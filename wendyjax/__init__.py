@@ -16,7 +16,7 @@ from . import (
 )
 from ._compile import CPU_COMPILER_OPTIONS as CPU_COMPILER_OPTIONS
 from ._version import __version__ as __version__
-from .data import Dataset as Dataset, Trajectory as Trajectory, trapezoid_weights as trapezoid_weights
+from .data import Dataset as Dataset, Field as Field, Trajectory as Trajectory, trapezoid_weights as trapezoid_weights
 from .discovery import Discovery as Discovery, StateParameterRegression as StateParameterRegression
 from .estimators import (
     IRLS as IRLS,
@@ -25,12 +25,15 @@ from .estimators import (
     WLS as WLS,
     AbstractEstimator as AbstractEstimator,
     AbstractFit as AbstractFit,
+    Gradient as Gradient,
     Hybrid as Hybrid,
     IntegralMatching as IntegralMatching,
     IntegralMatchingFit as IntegralMatchingFit,
+    LeastSquares as LeastSquares,
     OutputError as OutputError,
     OutputErrorFit as OutputErrorFit,
     Solution as Solution,
+    TrustRegion as TrustRegion,
     WENDyFit as WENDyFit,
 )
 from .library import FiniteDifferenceLibrary as FiniteDifferenceLibrary, PolynomialLibrary as PolynomialLibrary

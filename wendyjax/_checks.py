@@ -102,3 +102,26 @@ def as_names(names: int | Sequence[str], prefix: str, what: str) -> tuple[str, .
     if len(set(names)) != len(names):
         raise ValueError(f"{what} contains duplicate names: {names}.")
     return names
+
+
+def param_vector(model, p, argname: str = "p") -> np.ndarray:
+    """`p` as a float vector of `model`'s parameters (anything with `n_params`,
+    `param_names` and `name`), raising a clear error on a wrong length or a non-finite
+    entry."""
+    p = np.asarray(p, dtype=float)
+    if p.shape != (model.n_params,):
+        raise ValueError(f"{argname} must have shape ({model.n_params},) for model '{model.name}' "
+                         f"(parameters {', '.join(model.param_names)}), got shape {p.shape}.")
+    if not np.all(np.isfinite(p)):
+        raise ValueError(f"{argname} contains NaN or inf: {p}.")
+    return p
+
+
+def check_solver_options(est, solvers: type | tuple[type, ...], example: str) -> None:
+    """Refuse a `solver` of `est` that is not one of `solvers` (naming `example`) and a
+    `max_steps` that is not a positive integer."""
+    if not isinstance(est.solver, solvers):
+        raise TypeError(f"{type(est).__name__}: solver must be a solver object such as {example}, got "
+                        f"{est.solver!r}.")
+    if isinstance(est.max_steps, bool) or not isinstance(est.max_steps, int) or est.max_steps < 1:
+        raise ValueError(f"{type(est).__name__}: max_steps must be a positive integer, got {est.max_steps!r}.")

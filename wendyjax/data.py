@@ -8,12 +8,31 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float
 
 
+def _observed_mask(u: np.ndarray, mask) -> Bool[Array, "..."] | None:
+    """`mask` checked against `u` (its shape; every observed entry finite) as a boolean
+    array, `None` when everything is observed."""
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.shape != u.shape:
+            raise ValueError(f"mask must have the shape of u {u.shape}, got {mask.shape}.")
+        mask = mask.astype(bool)
+    bad = ~np.isfinite(u) & (True if mask is None else mask)
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        where = f"row {first[0]}, column {first[1]}" if u.ndim == 2 else f"index {first}"
+        raise ValueError(f"u contains NaN or inf at {int(bad.sum())} observed entries (first at {where}); mark "
+                         f"missing values with mask=... (True where observed).")
+    return None if mask is None or mask.all() else jnp.asarray(mask)
+
+
 class Trajectory(eqx.Module):
     """One observed trajectory.
 
     **Arguments:**
 
-    - `t`: strictly increasing sample times, shape `(M+1,)`.
+    - `t`: sorted sample times, shape `(M+1,)`. A repeated time is a replicate
+      measurement: Data2LD pools them; the estimators that need distinct times (WENDy,
+      output error, integral matching) refuse them.
     - `u`: observations, shape `(M+1, D)` (a 1-D array is read as `D = 1`).
     - `mask`: optional boolean array of `u`'s shape, `True` where a value was observed.
       Missing entries may hold anything (NaN included); observed entries must be finite.
@@ -41,30 +60,15 @@ class Trajectory(eqx.Module):
             raise ValueError(f"a trajectory needs at least 2 samples, got {t.shape[0]}.")
         if not np.all(np.isfinite(t)):
             raise ValueError("t contains NaN or inf.")
-        if not np.all(np.diff(t) > 0):
-            raise ValueError("t must be strictly increasing.")
-        if mask is not None:
-            mask = np.asarray(mask)
-            if mask.ndim == 1 and u.shape[1] == 1:
-                mask = mask[:, None]
-            if mask.shape != u.shape:
-                raise ValueError(f"mask must have the shape of u {u.shape}, got {mask.shape}.")
-            mask = mask.astype(bool)
-            observed = u[mask]
-        else:
-            observed = u
-        if not np.all(np.isfinite(observed)):
-            bad = np.argwhere(~np.isfinite(u) & (mask if mask is not None else True))
-            raise ValueError(
-                f"u contains NaN or inf at {len(bad)} observed entries (first at row "
-                f"{bad[0][0]}, column {bad[0][1]}); mark missing values with mask=... "
-                f"(True where observed)."
-            )
-        if mask is not None and mask.all():
-            mask = None
+        if not np.all(np.diff(t) >= 0):
+            i = int(np.argmax(np.diff(t) < 0))
+            raise ValueError(f"t must be sorted (increasing; a repeated time is a replicate measurement), but "
+                             f"t[{i + 1}] = {t[i + 1]:.6g} < t[{i}] = {t[i]:.6g}.")
+        if mask is not None and np.ndim(mask) == 1 and u.shape[1] == 1:
+            mask = np.asarray(mask)[:, None]
         self.t = jnp.asarray(t)
         self.u = jnp.asarray(u)
-        self.mask = None if mask is None else jnp.asarray(mask)
+        self.mask = _observed_mask(u, mask)
 
     @property
     def n_samples(self) -> int:
@@ -75,6 +79,12 @@ class Trajectory(eqx.Module):
     def n_states(self) -> int:
         """Number of states D."""
         return self.u.shape[1]
+
+    @property
+    def repeated_times(self) -> np.ndarray:
+        """The sample times that occur more than once (replicate measurements), sorted."""
+        t = np.asarray(self.t)
+        return np.unique(t[1:][np.diff(t) == 0])
 
     def is_uniform(self, rtol: float = 1e-6) -> bool:
         """Whether the grid is uniform up to `rtol` relative to the mean step."""
@@ -152,6 +162,17 @@ class Dataset(eqx.Module):
     def __getitem__(self, i) -> Trajectory:
         return self.trajectories[i]
 
+    def require_distinct_times(self, feature: str) -> None:
+        """Raise a clear error if a trajectory repeats a sample time (`feature` names who needs
+        distinct times)."""
+        for i, tr in enumerate(self.trajectories):
+            rep = tr.repeated_times
+            if rep.size:
+                where = "the data have" if len(self) == 1 else f"trajectory {i} has"
+                raise ValueError(f"{feature} needs distinct sample times, but {where} {rep.size} repeated ones "
+                                 f"(first t = {rep[0]:.6g}); average the replicates at each time, or fit a linear ODE "
+                                 f"with Data2LD, which pools them.")
+
 
 def as_dataset(data: "Trajectory | Dataset | Sequence[Trajectory]") -> Dataset:
     """Accept a trajectory, a list of trajectories or a dataset; return a dataset."""
@@ -164,3 +185,55 @@ def as_dataset(data: "Trajectory | Dataset | Sequence[Trajectory]") -> Dataset:
     raise TypeError(
         f"data must be a Trajectory, a Dataset or a list of Trajectory, got {type(data).__name__}."
     )
+
+
+class Field(eqx.Module):
+    """One observed field on a uniform grid in time and space (equation discovery of PDEs).
+
+    **Arguments:**
+
+    - `t`: the time levels, sorted and equally spaced, shape `(T,)`, `T ≥ 2`.
+    - `u`: observations, shape `(T, *space, D)`: one to three spatial axes, then the `D`
+      fields (`u[..., None]` for one field).
+    - `mask`: optional boolean array of `u`'s shape, `True` where a value was observed.
+      Missing entries may hold anything (NaN included); observed entries must be finite.
+    """
+
+    t: Float[Array, " T"]
+    u: Float[Array, "T *space D"]
+    mask: Bool[Array, "T *space D"] | None
+
+    def __init__(self, t: ArrayLike, u: ArrayLike, mask: ArrayLike | None = None):
+        t = np.asarray(t, dtype=float)
+        u = np.asarray(u, dtype=float)
+        if t.ndim != 1:
+            raise ValueError(f"t must be 1-D (one time per level), got shape {t.shape}.")
+        if t.shape[0] < 2:
+            raise ValueError(f"a field needs at least 2 time levels, got {t.shape[0]}.")
+        if not np.all(np.isfinite(t)):
+            raise ValueError("t contains NaN or inf.")
+        dt = np.diff(t)
+        if not (np.all(dt > 0) and np.max(np.abs(dt - dt.mean())) <= 1e-6 * dt.mean()):
+            raise ValueError(f"t must be increasing and equally spaced, but its steps range from {dt.min():.6g} to "
+                             f"{dt.max():.6g}.")
+        if not 3 <= u.ndim <= 5 or u.shape[0] != t.shape[0]:
+            raise ValueError(f"u must have shape (len(t), *space, D) = ({t.shape[0]}, *space, D) with one to three "
+                             f"spatial axes (u[..., None] for one field), got {u.shape}.")
+        self.t = jnp.asarray(t)
+        self.u = jnp.asarray(u)
+        self.mask = _observed_mask(u, mask)
+
+    @property
+    def n_states(self) -> int:
+        """Number of fields D."""
+        return self.u.shape[-1]
+
+    @property
+    def dt(self) -> float:
+        """The time step."""
+        return float(np.diff(np.asarray(self.t)).mean())
+
+
+def as_data(data: "Field | Trajectory | Dataset | Sequence[Trajectory]") -> "Field | Dataset":
+    """A [`Field`][] unchanged; anything else through [`as_dataset`][]."""
+    return data if isinstance(data, Field) else as_dataset(data)

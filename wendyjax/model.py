@@ -10,7 +10,7 @@ import numpy as np
 from jax.experimental import checkify
 from jaxtyping import Array, ArrayLike, Float
 
-from ._checks import as_names
+from ._checks import as_names, param_vector
 
 
 def _detect_linear_in_params(rhs, n_states: int, n_params: int, n_probe: int = 4) -> bool:
@@ -154,15 +154,7 @@ class ODEModel(eqx.Module):
 
     def check_params(self, p: ArrayLike, argname: str = "p") -> Float[Array, " J"]:
         """Return `p` as an array, raising a clear error on a wrong length or non-finite entry."""
-        p = jnp.asarray(p, dtype=float)
-        if p.shape != (self.n_params,):
-            raise ValueError(
-                f"{argname} must have shape ({self.n_params},) for model '{self.name}' "
-                f"(parameters {', '.join(self.param_names)}), got shape {p.shape}."
-            )
-        if not bool(jnp.all(jnp.isfinite(p))):
-            raise ValueError(f"{argname} contains NaN or inf: {p}.")
-        return p
+        return jnp.asarray(param_vector(self, p, argname))
 
     def stepsize_controller(self, rtol, atol, **kwargs) -> "diffrax.PIDController":
         """diffrax's PID controller at these tolerances, stepping onto `jump_ts`."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..estimators import ESTIMATORS
-from ._io import load_data, load_model, load_series, zoo_names
+from ._io import load_data, load_model, zoo_names
 
 _METHODS = tuple(ESTIMATORS)  # for ODEModels; LinearODEs: data2ld
 _BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -100,7 +100,7 @@ def _run_fit(args) -> int:
 
     model, bench, basis = load_model(args.model)
     if basis is not None:
-        result = _fit_data2ld(args, model, basis, load_series(args.data, model))
+        result = _fit_data2ld(args, model, basis, load_data(args.data, model))
         _print_result(args, result, model.param_names)
         return 0
     data = load_data(args.data, model)
@@ -136,8 +136,8 @@ def _run_fit(args) -> int:
     return 0
 
 
-def _fit_data2ld(args, model, basis, series):
-    """Data2LD (Carey & Ramsay 2021) on the one series of the data file (times may repeat, NaN = missing),
+def _fit_data2ld(args, model, basis, data):
+    """Data2LD (Carey & Ramsay 2021) on the one trajectory of the data file (times may repeat, NaN = missing),
     refusing the options it has no use for."""
     from ..linear import Data2LD
 
@@ -146,13 +146,11 @@ def _fit_data2ld(args, model, basis, series):
     for option, value in (("--noise", args.noise), ("--radius", args.radius)):
         if value is not None:
             raise ValueError(f"{option} is a WENDy option; Data2LD (LinearODE models) has no use for it.")
-    if len(series) != 1:
-        raise ValueError(f"Data2LD fits one trajectory; {args.data!r} holds {len(series)}.")
-    covariance = args.covariance or "gauss_newton"
-    if covariance not in ("gauss_newton", "implicit"):
-        raise ValueError(f"--covariance {covariance}: Data2LD has gauss_newton or implicit.")
-    _, t, y = series[0]
-    return Data2LD(basis, covariance=covariance).fit(model, t, y, args.p0)
+    if len(data) != 1:
+        raise ValueError(f"Data2LD fits one trajectory; {args.data!r} holds {len(data)}.")
+    if args.covariance not in (None, *Data2LD.covariances):
+        raise ValueError(f"--covariance {args.covariance}: Data2LD has {' or '.join(Data2LD.covariances)}.")
+    return Data2LD(basis).fit(model, data, args.p0, covariance=args.covariance)
 
 
 def _print_result(args, result, names) -> None:

@@ -165,6 +165,6 @@ def load_series(spec: str, model: "ODEModel | LinearODE") -> list[tuple[str | No
         raise ValueError(f"data file {spec!r} could not be read: {e}") from e
 
 
-def load_data(spec: str, model: ODEModel) -> list[Trajectory]:
-    """[`load_series`][] as `Trajectory`s (strictly increasing times, missing values masked)."""
+def load_data(spec: str, model: "ODEModel | LinearODE") -> list[Trajectory]:
+    """[`load_series`][] as `Trajectory`s (sorted times, missing values masked)."""
     return _trajectories(load_series(spec, model), str(spec))

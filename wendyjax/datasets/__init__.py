@@ -4,25 +4,25 @@ from importlib import resources
 
 import numpy as np
 
+from ..data import Trajectory
 from ..linear import BSplineBasis, LinearODE, Pulse
 
 #: Impact pulse of the head-impact data (Carey & Ramsay 2021, §4): the blow lasts from 14 to 15 ms.
 IMPACT = (14.0, 15.0)
 
 
-def head_impact(raw: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def head_impact(raw: bool = False) -> Trajectory:
     """Head acceleration of a cadaver in a simulated motorcycle crash (Schmidt, Mattern &
-    Schüler 1981; the "mcycle" data of Silverman 1985): 133 times (ms) in [2.4, 57.6] and
-    accelerations, as shipped with the Data2LD MATLAB package (MIT licence). With `raw`
+    Schüler 1981; the "mcycle" data of Silverman 1985), as a [`Trajectory`][wendyjax.Trajectory]:
+    133 samples at 94 distinct times (ms) in [2.4, 57.6] (repeated times are replicate
+    measurements), as shipped with the Data2LD MATLAB package (MIT licence). With `raw`
     the accelerations in g; otherwise that package's preprocessing used by Carey & Ramsay 2021, §4
     (`HI.m`): $y = (\\bar a_{t<14} - a)/100$, the baseline before impact removed, the sign
     flipped and the scale divided by 100."""
     with resources.files(__package__).joinpath("motorcycle_head_impact.txt").open() as f:
         table = np.loadtxt(f)
     t, acc = table[:, 1], table[:, 2]
-    if raw:
-        return t, acc
-    return t, (acc[t < IMPACT[0]].mean() - acc) / 100
+    return Trajectory(t, acc if raw else (acc[t < IMPACT[0]].mean() - acc) / 100)
 
 
 def head_impact_model() -> LinearODE:

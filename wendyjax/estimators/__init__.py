@@ -1,10 +1,12 @@
 """Estimators: one contract ([`AbstractEstimator`][]: `problem`, `init`, `solve`,
 `covariance`, and the shared `fit`) implemented by WENDy (WLS, IRLS, MLE), output error,
-the WENDy → output-error hybrid and integral matching on LGR collocation; the bounded
-trust-region solver; fit results; the name → estimator registry."""
+the WENDy → output-error hybrid and integral matching on LGR collocation; the solver
+objects (the bounded trust region, integral matching's least squares and gradient loop);
+fit results; the name → estimator registry."""
 
 from .._results import RESULTS as RESULTS, status_names as status_names
 from ._base import AbstractEstimator as AbstractEstimator, check_start as check_start, model_box as model_box
+from ._im_solvers import Gradient as Gradient, GradientState as GradientState, LeastSquares as LeastSquares
 from ._integral_matching import (
     IntegralMatching as IntegralMatching,
     IntegralMatchingData as IntegralMatchingData,
@@ -25,5 +27,5 @@ from ._output_error import (
 from ._registry import ESTIMATORS as ESTIMATORS, get_estimator as get_estimator
 from ._result import AbstractFit as AbstractFit, OutputErrorFit as OutputErrorFit, WENDyFit as WENDyFit
 from ._solution import Solution as Solution
-from ._trust_region import TrustRegionSolution as TrustRegionSolution, bounded_trust_region as bounded_trust_region
+from ._trust_region import TrustRegion as TrustRegion, TrustRegionSolution as TrustRegionSolution
 from ._wendy import IRLS as IRLS, MLE as MLE, WLS as WLS, AbstractWENDyEstimator as AbstractWENDyEstimator

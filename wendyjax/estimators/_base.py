@@ -14,9 +14,9 @@ import jax
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
-from .._checks import as_key, user_stacklevel
+from .._checks import as_key, param_vector, user_stacklevel
 from .._compile import cpu_safe_jit
-from ..data import Dataset, as_dataset
+from ..data import Dataset, as_data
 from ._solution import Solution
 
 # statuses after which the estimate is still usable: the fit only warns
@@ -26,9 +26,14 @@ _WARN_ONLY = ("max_steps_reached", "stalled", "shapiro_wilk_stop")
 def model_box(model, bounds) -> tuple[np.ndarray | None, np.ndarray | None]:
     """`bounds` ("model", `None` or `(lower, upper)`) as two arrays of the model's
     parameter count (±inf where unbounded); `(None, None)` for an object without a
-    parameter vector (the estimator's `problem` then says what it expects)."""
+    parameter vector (a library or a neural field: a box is refused)."""
     j = getattr(model, "n_params", None)
     if j is None:
+        # a library or a neural field (any other object is the estimator's `problem` to refuse)
+        if isinstance(model, eqx.Module) and not (bounds is None or (isinstance(bounds, str) and bounds == "model")):
+            raise ValueError(f"bounds: {getattr(model, 'name', type(model).__name__)} has no parameter vector (a "
+                             f"library or a neural field), so a box does not apply; pass bounds=None, got "
+                             f"{bounds!r}.")
         return None, None
     if isinstance(bounds, str):
         if bounds != "model":
@@ -55,7 +60,7 @@ def model_box(model, bounds) -> tuple[np.ndarray | None, np.ndarray | None]:
 
 def check_start(model, p0, lower: np.ndarray, upper: np.ndarray, argname: str = "p0") -> np.ndarray:
     """`p0` as a finite parameter vector of `model` inside `[lower, upper]`."""
-    p0 = np.asarray(model.check_params(p0, argname))
+    p0 = param_vector(model, p0, argname)
     outside = [f"{n} = {v:g} not in [{a:g}, {b:g}]"
                for n, v, a, b in zip(model.param_names, p0, lower, upper) if not a <= v <= b]
     if outside:
@@ -124,6 +129,16 @@ class AbstractEstimator(eqx.Module):
         says how dataset `i`'s problem was set up (e.g. its number of test functions `k`
         and `radius`; empty where there is nothing to say)."""
 
+    def start_required(self, model) -> str | None:
+        """Why `fit` needs a `p0` for `model` (checked before any work), or `None` where
+        the method has a default start."""
+        return None
+
+    def require_start(self, model, p0) -> None:
+        """Raise the clear error of [`start_required`][] when `p0` is `None` but needed."""
+        if p0 is None and (why := self.start_required(model)):
+            raise ValueError(f"p0 is required: {why}")
+
     def options(self) -> tuple[str, ...]:
         """The keyword options of this estimator's `fit` beyond the common ones."""
         params = inspect.signature(self.problem).parameters.values()
@@ -172,8 +187,9 @@ class AbstractEstimator(eqx.Module):
         lower, upper = model_box(model, bounds)
         if p0 is not None and lower is not None:  # a parameter vector: checked before any work
             p0 = check_start(model, p0, lower, upper)
+        self.require_start(model, p0)
         key = None if key is None else as_key(key)
-        problem = self.problem(model, as_dataset(data), key=key, **options)
+        problem = self.problem(model, as_data(data), key=key, **options)
         start = self.init(model, problem, p0, lower, upper)
         box = (None, None) if lower is None else (jax.numpy.asarray(lower), jax.numpy.asarray(upper))
         clock = time.perf_counter()

@@ -27,8 +27,6 @@ them the hidden components are standardised (mean 0, variance 1 over the nodes):
 the reconstruction is defined up to that affine map and compared after regression.
 """
 
-import functools
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -44,7 +42,8 @@ from ._im_problem import (
     integral_matching_loss,
     integral_matching_problem,
 )
-from ._trust_region import bounded_trust_region
+from ._im_solvers import Gradient
+from ._trust_region import TrustRegion
 
 
 def chained_problem(data, *, order: int, length: float, smoother) -> IntegralMatchingProblem:
@@ -146,10 +145,10 @@ class HiddenSolution(eqx.Module):
     history: Float[Array, " c"]
 
 
-def solve_hidden(rhs, theta0: PyTree, Z0: Float[Array, "n H"], problem: IntegralMatchingProblem,
-                 hidden: Int[Array, " H"], lower, upper, *, standardised: bool, rtol: float, atol: float,
-                 max_steps: int) -> HiddenSolution:
-    r"""Joint bounded Gauss–Newton over $(\Theta, \tilde X)$ on the §5 loss (bounds on
+def solve_hidden(solver: TrustRegion, max_steps: int, rhs, theta0: PyTree, Z0: Float[Array, "n H"],
+                 problem: IntegralMatchingProblem, hidden: Int[Array, " H"], lower, upper, *,
+                 standardised: bool) -> HiddenSolution:
+    r"""Joint bounded Gauss–Newton over $(\Theta, \tilde X)$ by `solver` on the §5 loss (bounds on
     $\Theta$ only)."""
     flat0, unravel = ravel_pytree(theta0)
     n_theta = flat0.size
@@ -171,9 +170,10 @@ def solve_hidden(rhs, theta0: PyTree, Z0: Float[Array, "n H"], problem: Integral
     lo = jnp.concatenate([jnp.full_like(flat0, -jnp.inf) if lower is None else lower.reshape(-1), -free])
     hi = jnp.concatenate([jnp.full_like(flat0, jnp.inf) if upper is None else upper.reshape(-1), free])
     v0 = jnp.concatenate([flat0, Z0.reshape(-1)])
-    sol = bounded_trust_region(fn, v0, lo, hi, problem, rtol=rtol, atol=atol, max_steps=max_steps)
-    theta, Z = split(sol.x)
-    return HiddenSolution(theta, Z, 2.0 * sol.value, sol.num_steps, sol.result, jnp.zeros((0,), sol.value.dtype))
+    sol = solver.minimise(fn, v0, lo, hi, problem, max_steps=max_steps)
+    theta, Z = split(sol.params)
+    return HiddenSolution(theta, Z, 2.0 * sol.objective, sol.num_steps, sol.result,
+                          jnp.zeros((0,), sol.objective.dtype))
 
 
 def _hidden_start(rhs, theta0, problem, hidden, z0, features):
@@ -185,12 +185,13 @@ def _hidden_start(rhs, theta0, problem, hidden, z0, features):
 
 
 @cpu_safe_jit
-def fit_hidden(est, rhs, theta0, problem, hidden, z0, lower, upper, features=None) -> HiddenSolution:
-    """γ(Θ₀) from `z0`, then the joint Gauss–Newton solve with `est`'s trust-region
-    settings; a library's `features` turn on standardised hidden states (Θ₀ mapped to them)."""
+def fit_hidden(solver: TrustRegion, max_steps: int, rhs, theta0, problem, hidden, z0, lower, upper,
+               features=None) -> HiddenSolution:
+    """γ(Θ₀) from `z0`, then the joint Gauss–Newton solve by `solver`; a library's
+    `features` turn on standardised hidden states (Θ₀ mapped to them)."""
     theta0, Z0 = _hidden_start(rhs, theta0, problem, hidden, z0, features)
-    return solve_hidden(rhs, theta0, Z0, problem, hidden, lower, upper, standardised=features is not None,
-                        rtol=est.gn_rtol, atol=est.gn_atol, max_steps=est.gn_max_steps)
+    return solve_hidden(solver, max_steps, rhs, theta0, Z0, problem, hidden, lower, upper,
+                        standardised=features is not None)
 
 
 def _hidden_loss(params: tuple, args: PyTree, index: Int[Array, " b"] | None) -> Float[Array, ""]:
@@ -201,20 +202,20 @@ def _hidden_loss(params: tuple, args: PyTree, index: Int[Array, " b"] | None) ->
     return integral_matching_loss(rhs, eqx.combine(params[0], static), with_hidden(problem, hidden, Z), index)
 
 
-_run_gradient = cpu_safe_jit(lambda est, *args: est.run_gradient(*args))
+_run_gradient = cpu_safe_jit(lambda solver, *args: solver.run(*args))
 
 
-def fit_hidden_gradient(est, rhs, theta0: PyTree, problem: IntegralMatchingProblem, hidden: Int[Array, " H"],
-                        z0: Float[Array, " H"], key: PRNGKeyArray, lower, upper, *, features=None,
-                        standardised: bool, progress: bool = False) -> HiddenSolution:
-    """Algorithm 2: γ(Θ₀) from `z0`, then `est`'s optimizer alternating between the
+def fit_hidden_gradient(solver: Gradient, max_steps: int, rhs, theta0: PyTree, problem: IntegralMatchingProblem,
+                        hidden: Int[Array, " H"], z0: Float[Array, " H"], key: PRNGKeyArray, lower, upper, *,
+                        features=None, standardised: bool, progress: bool = False) -> HiddenSolution:
+    """Algorithm 2: γ(Θ₀) from `z0`, then `solver`'s optimizer alternating between the
     parameters (clipped to the bounds) and the hidden node values, on random batches of
-    `est.batch_size` chained subintervals, with `est`'s chunks and stopping rule."""
+    chained subintervals, with its chunks and stopping rule, in at most `max_steps` steps."""
     theta0, Z0 = cpu_safe_jit(_hidden_start)(rhs, theta0, problem, hidden, z0, features)
     params, static = eqx.partition(theta0, eqx.is_inexact_array)
-    run = est.run_gradient_with_progress if progress else functools.partial(_run_gradient, est)
-    state = run(_hidden_loss, (rhs, static, problem, hidden, standardised), (params, Z0), problem.X.shape[0],
-                key, lower, upper)
+    args = (_hidden_loss, (rhs, static, problem, hidden, standardised), (params, Z0), problem.X.shape[0], key,
+            lower, upper, max_steps)
+    state = solver.run(*args, progress=True) if progress else _run_gradient(solver, *args)
     theta, Z = eqx.combine(state.best[0], static), state.best[1]
-    return HiddenSolution(theta, standardise(Z) if standardised else Z, state.best_loss, state.chunks * est.chunk,
-                          est.gradient_status(state), state.history)
+    return HiddenSolution(theta, standardise(Z) if standardised else Z, state.best_loss, state.chunks * solver.chunk,
+                          solver.status(state), state.history)

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ..weak import WeakLikelihood, residual
-from ._trust_region import TrustRegionSolution, bounded_trust_region
+from ._trust_region import TrustRegion, TrustRegionSolution
 
 
 def _whiten(chol: Float[Array, "r n n"] | None, x: Float[Array, "r n ..."]):
@@ -31,8 +31,7 @@ def weighted_least_squares(
     lower: Float[Array, " j"],
     upper: Float[Array, " j"],
     *,
-    rtol: float,
-    atol: float,
+    solver: TrustRegion,
     max_steps: int,
 ) -> TrustRegionSolution:
     r"""$\arg\min_{l\le p\le u} \tfrac12\sum_r \|C_r^{-1}(g_r(p) - b_r)\|^2$ (Bortz et al. 2023, Alg. 2
@@ -58,6 +57,5 @@ def weighted_least_squares(
         def fn(p, _):
             return _gauss_newton(weighted_residual(p), jax.jacfwd(weighted_residual)(p))
 
-    return bounded_trust_region(fn, p_start, lower, upper, None, rtol=rtol, atol=atol,
-                                max_steps=max_steps)
+    return solver.minimise(fn, p_start, lower, upper, max_steps=max_steps)
 

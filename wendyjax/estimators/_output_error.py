@@ -6,9 +6,9 @@ with $x$ the diffrax solution (in log space, $x = \log u$, for log-normal noise)
 data, $m$ the observation mask and $\sigma$ the noise level per state (1 for the plain
 least squares of Rummel et al. 2025, eq. 11). The Jacobian comes from the forward sensitivity equations
 solved with the states (or forward-mode autodiff through diffrax); the optimiser is
-Levenberg–Marquardt in Moré's trust-region form on the box (our bounded trust region with
-the Gauss–Newton model, [`bounded_trust_region`][]) or optimistix's
-`LevenbergMarquardt` with the bounds as a change of variables.
+Levenberg–Marquardt in Moré's trust-region form on the box (our
+[`TrustRegion`][wendyjax.estimators.TrustRegion] with the Gauss–Newton model) or an
+optimistix least-squares solver with the bounds as a change of variables.
 """
 
 from typing import ClassVar
@@ -21,7 +21,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
-from .._checks import warn_if_float32
+from .._checks import check_solver_options, warn_if_float32
 from .._results import RESULTS
 from ..data import Dataset, Trajectory, as_dataset
 from ..model import ODEModel
@@ -30,7 +30,7 @@ from ..weak import TestFunctionConfig, WeakLikelihood, log_space_rhs
 from ._base import AbstractEstimator, check_start
 from ._result import OutputErrorFit
 from ._solution import Solution
-from ._trust_region import bounded_trust_region
+from ._trust_region import TrustRegion
 from ._wendy import MLE, AbstractWENDyEstimator
 
 # the noise-level estimate needs at least this many fully observed rows
@@ -114,6 +114,7 @@ def output_error_problem(
         raise TypeError(f"model must be an ODEModel, got {type(model).__name__}.")
     warn_if_float32("output-error problem")
     dataset = as_dataset(data)
+    dataset.require_distinct_times("output error")
     log_space = is_log_space(noise)
     d = model.n_states
     if dataset.n_states != d:
@@ -241,20 +242,19 @@ class OutputError(AbstractEstimator):
     - `ode_solver`: the diffrax solver of the forward model (`Tsit5()`; `Kvaerno5()` for
       stiff systems), with step-size tolerances `ode_rtol`, `ode_atol` and at most `ode_max_steps`
       steps per solve.
-    - `rtol`, `atol`, `max_steps`: of the Levenberg–Marquardt iteration.
+    - `solver`: the optimiser, and `max_steps` its step limit: a
+      [`TrustRegion`][wendyjax.estimators.TrustRegion] (default, tolerances 1e-8):
+      Levenberg–Marquardt as a trust region on the Gauss–Newton model $J^TJ$ with Moré's
+      scaling, bounds enforced exactly (active set); or any optimistix least-squares
+      solver (e.g. `optimistix.LevenbergMarquardt(rtol=1e-8, atol=1e-8)`), with the bounds
+      as the change of variables $p = l + (u - l)\,\mathrm{sigmoid}(z)$ (softplus on
+      half-lines); the two are compared in `benchmarks/output_error_vs_scipy.py`.
     - `fit_u0`: also fit the initial states (default, as Rummel et al. 2025); else they stay at the start.
     - `jacobian`: "sensitivity" (default) solves the forward sensitivity equations
       $\dot S = \partial_x f\,S + \partial_p f$ with the states in one augmented solve whose
       steps are controlled by the states alone, so it equals the forward-mode derivative of
       the discrete solution (to rounding; tested) at lower cost inside the optimiser;
       "forward_mode" differentiates the solver (`diffrax.ForwardMode`).
-    - `optimizer`: "trust_region" (default): Levenberg–Marquardt as a trust region on the
-      Gauss–Newton model $J^TJ$ with Moré's scaling, bounds enforced exactly (active set);
-      "optimistix": `optimistix.LevenbergMarquardt` with the bounds as the change of
-      variables $p = l + (u - l)\,\mathrm{sigmoid}(z)$ (softplus on half-lines). Measured
-      on Lorenz and FitzHugh–Nagumo (M = 1024, near starts): the trust region takes 8–24
-      steps and 25–150 ms where optimistix takes 19–40 steps and 190–350 ms, to the same
-      minimum (`benchmarks/output_error_vs_scipy.py`).
 
     A trial point whose forward solve fails (diffrax does not reach the last sample, or
     non-finite states) gets a large constant residual, so the step is rejected; a final
@@ -265,12 +265,10 @@ class OutputError(AbstractEstimator):
     ode_rtol: float = 1e-6
     ode_atol: float = 1e-8
     ode_max_steps: int = 16_384
-    rtol: float = 1e-8
-    atol: float = 1e-8
+    solver: TrustRegion | optx.AbstractLeastSquaresSolver = TrustRegion()
     max_steps: int = 500
     fit_u0: bool = True
     jacobian: str = "sensitivity"
-    optimizer: str = "trust_region"
     method: ClassVar[str] = "output_error"
     covariances: ClassVar[tuple[str, ...]] = ("gauss_newton",)
     fit_type: ClassVar[type] = OutputErrorFit
@@ -278,8 +276,8 @@ class OutputError(AbstractEstimator):
     def __check_init__(self):
         if self.jacobian not in ("sensitivity", "forward_mode"):
             raise ValueError(f"jacobian must be 'sensitivity' or 'forward_mode', got {self.jacobian!r}.")
-        if self.optimizer not in ("trust_region", "optimistix"):
-            raise ValueError(f"optimizer must be 'trust_region' or 'optimistix', got {self.optimizer!r}.")
+        check_solver_options(self, (TrustRegion, optx.AbstractLeastSquaresSolver),
+                             "wendyjax.estimators.TrustRegion() or optimistix.LevenbergMarquardt(rtol=1e-8, atol=1e-8)")
 
     def problem(
         self,
@@ -303,11 +301,15 @@ class OutputError(AbstractEstimator):
         return (lambda indices: stack_problems([self.problem(model, as_dataset(datasets[i]), **options)
                                                 for i in indices]), [{} for _ in datasets])
 
+    def start_required(self, model) -> str | None:
+        """Output error has no default start."""
+        names = ", ".join(getattr(model, "param_names", ()))
+        return (f"output error on model '{getattr(model, 'name', type(model).__name__)}' starts from given "
+                f"parameters ({names}); a WENDy estimate is a good one (see Hybrid).")
+
     def init(self, model, problem, p0, lower, upper) -> Float[Array, " j"]:
         """`p0` checked: output error has no default start."""
-        if p0 is None:
-            raise ValueError(f"p0 is required: output error on model '{model.name}' starts from given parameters "
-                             f"({', '.join(model.param_names)}); a WENDy estimate is a good one (see Hybrid).")
+        self.require_start(model, p0)
         return jnp.asarray(check_start(model, p0, lower, upper), float)
 
     def _solve(self, problem, t, x0, p, sensitivities: bool):
@@ -373,16 +375,16 @@ class OutputError(AbstractEstimator):
 
         free = jnp.full(x0.size if self.fit_u0 else 0, jnp.inf)
         theta0 = jnp.concatenate([p0, x0.reshape(-1)]) if self.fit_u0 else p0
-        sol = bounded_trust_region(fn, theta0, jnp.concatenate([lower, -free]), jnp.concatenate([upper, free]),
-                                   problem, rtol=self.rtol, atol=self.atol, max_steps=self.max_steps)
+        sol = self.solver.minimise(fn, theta0, jnp.concatenate([lower, -free]), jnp.concatenate([upper, free]),
+                                   problem, max_steps=self.max_steps)
         # the value at the last accepted point: finite unless the start's forward solve failed
-        return (*split(sol.x), sol.num_steps, sol.result, sol.value)
+        return (*split(sol.params), sol.num_steps, sol.result, sol.objective)
 
     def _optimistix(self, problem, p0, x0, lower, upper):
         box = _Box(lower, upper)
         unknowns = lambda y: (box.to_box(y[0]), y[1] if self.fit_u0 else x0)  # noqa: E731
         fn = lambda y, problem: self._penalised(problem, *unknowns(y))  # noqa: E731
-        sol = optx.least_squares(fn, optx.LevenbergMarquardt(rtol=self.rtol, atol=self.atol), (box.to_free(p0), x0),
+        sol = optx.least_squares(fn, self.solver, (box.to_free(p0), x0),
                                  args=problem, max_steps=self.max_steps, throw=False)
         capped = ((sol.result == optx.RESULTS.max_steps_reached)
                   | (sol.result == optx.RESULTS.nonlinear_max_steps_reached))
@@ -397,7 +399,7 @@ class OutputError(AbstractEstimator):
         start `x0`. Pure: jit/vmap it. `extras["u0"]`: the fitted initial states (natural
         scale); the objective is inf when the forward solve at the estimate fails."""
         x0 = problem.x0
-        run = self._trust_region if self.optimizer == "trust_region" else self._optimistix
+        run = self._trust_region if isinstance(self.solver, TrustRegion) else self._optimistix
         p, x, num_steps, result, loss = run(problem, jnp.asarray(p0, float), x0, jnp.asarray(lower, float),
                                             jnp.asarray(upper, float))
         result = RESULTS.where(jnp.isfinite(loss), result, RESULTS.forward_failed)
@@ -475,6 +477,10 @@ class Hybrid(AbstractEstimator):
         liks, notes = self.wendy.batch_problems(model, datasets, noise=noise, sigma=sigma, **options)
         oe, _ = self.output_error.batch_problems(model, datasets, noise=noise, sigma=sigma, weighted=weighted)
         return (lambda indices: HybridProblem(liks(indices), oe(indices))), notes
+
+    def start_required(self, model) -> str | None:
+        """The WENDy stage's rule: `p0` for models nonlinear in their parameters."""
+        return self.wendy.start_required(model)
 
     def init(self, model, problem, p0, lower, upper) -> Float[Array, " j"]:
         """`p0` checked, or the WENDy stage's default start (models linear in the parameters)."""

@@ -28,6 +28,7 @@ step as long as $1 + \|Dx\|$, is below $10^4$ times that reduction tolerance; ot
 the status is `stalled` (the objective contradicts its derivatives there).
 """
 
+import math
 from collections.abc import Callable
 
 import equinox as eqx
@@ -43,11 +44,11 @@ _STALL_FACTOR = 1e4  # a collapse is "stalled" where the long Cauchy step predic
 
 
 class TrustRegionSolution(eqx.Module):
-    """Result of [`bounded_trust_region`][]: the point, its value, gradient and Hessian,
-    the number of steps and the status."""
+    """Result of [`TrustRegion.minimise`][]: the point `params`, the `objective` there, its
+    gradient and Hessian, the number of steps and the status."""
 
-    x: Float[Array, " j"]
-    value: Float[Array, ""]
+    params: Float[Array, " j"]
+    objective: Float[Array, ""]
     grad: Float[Array, " j"]
     hess: Float[Array, "j j"]
     num_steps: Int[Array, ""]
@@ -157,23 +158,44 @@ def _finite(*xs) -> Bool[Array, ""]:
     return jnp.all(jnp.array([jnp.all(jnp.isfinite(x)) for x in xs]))
 
 
-def bounded_trust_region(
-    fn: Callable[[Float[Array, " j"], PyTree], tuple[Array, Array, Array]],
-    x0: Float[Array, " j"],
-    lower: Float[Array, " j"],
-    upper: Float[Array, " j"],
-    args: PyTree = None,
-    *,
-    rtol: float = 1e-8,
-    atol: float = 1e-8,
-    max_steps: int = 500,
-) -> TrustRegionSolution:
-    r"""Minimise $f$ over the box `lower ≤ x ≤ upper` (entries may be ±inf).
+class TrustRegion(eqx.Module):
+    r"""The box-constrained trust-region Newton method of this module, as a solver object
+    (the optimiser of WENDy, output error, Data2LD and integral matching's Gauss–Newton):
+    `rtol` and `atol` are its relative and absolute tolerances (see the module's stopping
+    rule); the step limit `max_steps` is the estimator's, as in optimistix."""
 
-    `fn(x, args)` returns $(f, \nabla f, H)$ with $H$ the Hessian or any symmetric model
-    of it (e.g. Gauss–Newton $J^TJ$). `x0` is projected onto the box. Pure JAX: can be
-    jitted and vmapped; failure is reported in `result`, never raised.
-    """
+    rtol: float = 1e-8
+    atol: float = 1e-8
+
+    def __check_init__(self):
+        for name in ("rtol", "atol"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"TrustRegion: {name} must be a finite number >= 0, got {value!r}.")
+        if self.rtol == 0 and self.atol == 0:
+            raise ValueError("TrustRegion: rtol and atol cannot both be 0 (the iteration would never stop).")
+
+    def minimise(
+        self,
+        fn: Callable[[Float[Array, " j"], PyTree], tuple[Array, Array, Array]],
+        x0: Float[Array, " j"],
+        lower: Float[Array, " j"],
+        upper: Float[Array, " j"],
+        args: PyTree = None,
+        *,
+        max_steps: int = 500,
+    ) -> TrustRegionSolution:
+        r"""Minimise $f$ over the box `lower ≤ x ≤ upper` (entries may be ±inf) in at most
+        `max_steps` steps.
+
+        `fn(x, args)` returns $(f, \nabla f, H)$ with $H$ the Hessian or any symmetric model
+        of it (e.g. Gauss–Newton $J^TJ$). `x0` is projected onto the box. Pure JAX: can be
+        jitted and vmapped; failure is reported in `result`, never raised.
+        """
+        return _minimise(fn, x0, lower, upper, args, self.rtol, self.atol, max_steps)
+
+
+def _minimise(fn, x0, lower, upper, args, rtol, atol, max_steps) -> TrustRegionSolution:
     x0 = jnp.clip(x0, lower, upper)
 
     def propose(x, f, g, H, D, radius):
@@ -266,3 +288,4 @@ def bounded_trust_region(
 
 def _diag_floor(H):
     return 1e-12 * jnp.maximum(jnp.max(jnp.abs(jnp.diagonal(H))), jnp.finfo(H.dtype).tiny)
+

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.stats
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
-from .._checks import user_stacklevel
+from .._checks import check_solver_options, user_stacklevel
 from .._compile import cpu_safe_jit
 from .._results import RESULTS
 from ..data import Dataset, as_dataset
@@ -40,7 +40,7 @@ from ._base import AbstractEstimator, check_start
 from ._least_squares import weighted_least_squares
 from ._result import WENDyFit
 from ._solution import Solution
-from ._trust_region import bounded_trust_region
+from ._trust_region import TrustRegion
 
 
 def _cholesky_failed(lik: WeakLikelihood, p) -> Bool[Array, ""]:
@@ -85,15 +85,18 @@ class AbstractWENDyEstimator(AbstractEstimator):
                 f"WLS (weak least squares).", stacklevel=user_stacklevel())
         return lik
 
+    def start_required(self, model) -> str | None:
+        """Models nonlinear in their parameters need `p0` (no closed-form start)."""
+        if not model.linear_in_params:
+            return (f"model '{model.name}' is nonlinear in its parameters ({', '.join(model.param_names)}), so "
+                    f"there is no closed-form start.")
+        return None
+
     def init(self, model, problem: WeakLikelihood, p0, lower, upper) -> Float[Array, " j"]:
         """`p0` checked, or (models linear in the parameters only) the WLS estimate."""
         if p0 is not None:
             return jnp.asarray(check_start(model, p0, lower, upper), float)
-        if not model.linear_in_params:
-            raise ValueError(
-                f"p0 is required: model '{model.name}' is nonlinear in its parameters "
-                f"({', '.join(model.param_names)}), so there is no closed-form start."
-            )
+        self.require_start(model, p0)
         return _wls_start(problem, jnp.asarray(lower), jnp.asarray(upper))
 
     def covariance(self, problem: WeakLikelihood, solution: Solution, kind: str | None = None):
@@ -115,6 +118,10 @@ class AbstractWENDyEstimator(AbstractEstimator):
         return make, [{"k": tf.k, "radius": tf.info.radius} for tf in tfs]
 
 
+def _check_solver(est) -> None:
+    check_solver_options(est, TrustRegion, "wendyjax.estimators.TrustRegion(rtol=1e-8, atol=1e-8)")
+
+
 @cpu_safe_jit
 def _wls_start(lik, lower, upper):
     return WLS().solve(lik, jnp.zeros(lik.model.n_params), lower, upper).params
@@ -129,15 +136,16 @@ class WLS(AbstractWENDyEstimator):
     biased at high noise (Rummel et al. 2025, Table 4); it is the start of IRLS.
     """
 
-    rtol: float = 1e-8
-    atol: float = 1e-8
+    solver: TrustRegion = TrustRegion()
     max_steps: int = 500
     method: ClassVar[str] = "wls"
 
+    def __check_init__(self):
+        _check_solver(self)
+
     def solve(self, lik, p0, lower, upper) -> Solution:
-        sol = weighted_least_squares(lik, None, p0, lower, upper, rtol=self.rtol,
-                                     atol=self.atol, max_steps=self.max_steps)
-        return _solution(lik, sol.x, sol.num_steps, sol.result)
+        sol = weighted_least_squares(lik, None, p0, lower, upper, solver=self.solver, max_steps=self.max_steps)
+        return _solution(lik, sol.params, sol.num_steps, sol.result)
 
 
 class IRLS(AbstractWENDyEstimator):
@@ -156,27 +164,28 @@ class IRLS(AbstractWENDyEstimator):
     shapiro_wilk: bool = False
     sw_tol: float = 1e-4
     sw_start: int = 10
-    rtol: float = 1e-8
-    atol: float = 1e-8
+    solver: TrustRegion = TrustRegion()
     max_steps: int = 500
     method: ClassVar[str] = "irls"
 
-    def _start(self, lik, p0, lower, upper):
-        return WLS(self.rtol, self.atol, self.max_steps).solve(lik, p0, lower, upper)
+    def __check_init__(self):
+        _check_solver(self)
+
+    def _wls(self) -> WLS:
+        return WLS(solver=self.solver, max_steps=self.max_steps)
 
     def step(self, lik, p, lower, upper):
         """One reweighting: $(p^{(n+1)}$, whitened residual, status$)$."""
         chol = jnp.linalg.cholesky(covariance(lik, p))
         ok = jnp.all(jnp.isfinite(chol))
         chol = jnp.where(ok, chol, jnp.eye(chol.shape[-1], dtype=chol.dtype))
-        sol = weighted_least_squares(lik, chol, p, lower, upper, rtol=self.rtol,
-                                     atol=self.atol, max_steps=self.max_steps)
+        sol = weighted_least_squares(lik, chol, p, lower, upper, solver=self.solver, max_steps=self.max_steps)
         whitened = jax.vmap(lambda c, r: jax.scipy.linalg.solve_triangular(c, r, lower=True))(
-            chol, residual(lik, sol.x))
+            chol, residual(lik, sol.params))
         result = RESULTS.where(ok, sol.result, RESULTS.cholesky_failed)
         # an inner solve that hit its step limit still gives a usable reweighted iterate
         result = RESULTS.where(result == RESULTS.max_steps_reached, RESULTS.successful, result)
-        return sol.x, whitened, result
+        return sol.params, whitened, result
 
     def converged(self, p_new, p):
         """Relative step below `step_tol` (Bortz et al. 2023, Alg. 2's stopping rule)."""
@@ -194,8 +203,8 @@ class IRLS(AbstractWENDyEstimator):
 
     def solve(self, lik, p0, lower, upper) -> Solution:
         if lik.noiseless:
-            return WLS(self.rtol, self.atol, self.max_steps).solve(lik, p0, lower, upper)
-        start = self._start(lik, p0, lower, upper)
+            return self._wls().solve(lik, p0, lower, upper)
+        start = self._wls().solve(lik, p0, lower, upper)
 
         def cond(state):
             _, n, done, _ = state
@@ -240,17 +249,18 @@ class MLE(AbstractWENDyEstimator):
     `"best"` avoids; on Hindmarsh–Rose at 20 % noise the WLS estimate, shrunk towards 0,
     leads 7 of 20 fits to a local minimum near p = 0 with ℓ higher by 90–450 than from the
     box start. `"both"` keeps the better of the two in every case (`benchmarks/mle_starts.py`).
-    Defaults as WENDy.jl otherwise: tolerances 1e-8, at most 500 steps.
+    `solver`: the [`TrustRegion`][wendyjax.estimators.TrustRegion] and its tolerances; at
+    most `max_steps` steps. Defaults as WENDy.jl: tolerances 1e-8, at most 500 steps.
     """
 
-    rtol: float = 1e-8
-    atol: float = 1e-8
+    solver: TrustRegion = TrustRegion()
     max_steps: int = 500
     start: str = "p0"
     method: ClassVar[str] = "mle"
     starts: ClassVar[tuple[str, ...]] = ("p0", "wls", "best", "both")
 
     def __check_init__(self):
+        _check_solver(self)
         if self.start not in self.starts:
             raise ValueError(f"start must be one of {', '.join(map(repr, self.starts))}, got {self.start!r}.")
 
@@ -258,7 +268,7 @@ class MLE(AbstractWENDyEstimator):
         """The WLS estimate, or `p0` (clipped) when that solve fails or, with `compare`, when
         ℓ(p0) is not higher."""
         p0 = jnp.clip(p0, lower, upper)
-        wls = WLS(self.rtol, self.atol, self.max_steps).solve(lik, p0, lower, upper)
+        wls = WLS(solver=self.solver, max_steps=self.max_steps).solve(lik, p0, lower, upper)
         usable = wls.successful & jnp.isfinite(wls.objective)
         if compare:
             # not `wls.objective < ℓ(p0)`: a non-finite ℓ(p0) must lose
@@ -267,17 +277,17 @@ class MLE(AbstractWENDyEstimator):
 
     def _solve_from(self, lik, x0, lower, upper) -> Solution:
         x0 = jnp.clip(x0, lower, upper)
-        sol = bounded_trust_region(lambda p, lik: nll_derivatives(lik, p), x0, lower, upper,
-                                   lik, rtol=self.rtol, atol=self.atol, max_steps=self.max_steps)
+        sol = self.solver.minimise(lambda p, lik: nll_derivatives(lik, p), x0, lower, upper, lik,
+                                   max_steps=self.max_steps)
         result = RESULTS.where(
             (sol.result == RESULTS.nonfinite) & _cholesky_failed(lik, x0),
             RESULTS.cholesky_failed, sol.result,
         )
-        return Solution(sol.x, sol.value, sol.num_steps, result)
+        return Solution(sol.params, sol.objective, sol.num_steps, result)
 
     def solve(self, lik, p0, lower, upper) -> Solution:
         if lik.noiseless:
-            return WLS(self.rtol, self.atol, self.max_steps).solve(lik, p0, lower, upper)
+            return WLS(solver=self.solver, max_steps=self.max_steps).solve(lik, p0, lower, upper)
         if self.start == "p0":
             return self._solve_from(lik, p0, lower, upper)
         wls = self._solve_from(lik, self._wls_start(lik, p0, lower, upper, self.start == "best"), lower, upper)

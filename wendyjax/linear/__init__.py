@@ -1,12 +1,16 @@
 """Linear dynamical systems: B-spline bases, linear ODE models with known forcing and the
-Data2LD estimator (Carey & Ramsay 2021, Carey & Ramsay 2021)."""
+Data2LD estimator (Carey & Ramsay 2021)."""
 
 from ._bspline import BSplineBasis as BSplineBasis, breakpoint_quadrature as breakpoint_quadrature
 from ._data2ld import (
     CODE_LADDER as CODE_LADDER,
+    DEFAULT_START as DEFAULT_START,
+    GCV as GCV,
+    AbstractContinuation as AbstractContinuation,
+    Adaptive as Adaptive,
     Continuation as Continuation,
     Data2LD as Data2LD,
-    Data2LDSolution as Data2LDSolution,
+    Ladder as Ladder,
     Uncertainty as Uncertainty,
     criterion as criterion,
     dtheta_dy as dtheta_dy,

@@ -11,27 +11,31 @@ a continuation in the smoothing weight $\rho$.
   $\hat\sigma^2 = SSE/(N - df)$, GCV, and the delta-method covariance of $\hat\theta$.
 """
 
-import time
+import abc
+from collections.abc import Callable
 from typing import ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Bool, Float, Int
+from jaxtyping import Array, Bool, Float, Int
 
+from .._checks import check_solver_options
 from .._compile import cpu_safe_jit
 from .._results import RESULTS
-from ..estimators import bounded_trust_region
+from ..data import Dataset, as_dataset
+from ..estimators import AbstractEstimator, Solution, TrustRegion
 from ._bspline import BSplineBasis
 from ._model import LinearODE
-from ._problem import Data2LDProblem, _data_gram, data2ld_problem, fitted, smooth
+from ._problem import Data2LDProblem, _data_gram, data2ld_problem, fitted, smooth, stack_problems
 from ._result import Data2LDFit
 
 #: The Data2LD code's ladder (`D2LD_ODE.m`): γ = −4…2 by 1, then 3…10 by ½ (ρ from 0.018 to 0.99995).
 CODE_LADDER = tuple(float(g) for g in np.concatenate([np.arange(-4, 3), np.arange(3, 10.25, 0.5)]))
 COVARIANCES = ("gauss_newton", "implicit")
-CONTINUATIONS = ("ladder", "adaptive", "gcv")
+#: Data2LD's default start, 0.01 for every parameter (Carey & Ramsay 2021, §3.2 step 1).
+DEFAULT_START = 0.01
 
 
 def rho_of(gamma):
@@ -156,100 +160,46 @@ class Continuation(eqx.Module):
     stderr: Float[Array, "U J"]
 
 
-class Data2LDSolution(eqx.Module):
-    """Result of [`Data2LD.solve`][]: `theta` at the selected $\\rho$, the spline
-    coefficients `coef`, `rho`, `gamma`, the [`Uncertainty`][] there, the
-    [`Continuation`][] path and the `result` of the selected stage. Pure arrays: vmappable."""
-
-    theta: Float[Array, " J"]
-    coef: Float[Array, " DK"]
-    rho: Float[Array, ""]
-    gamma: Float[Array, ""]
-    uncertainty: Uncertainty
-    path: Continuation
-    result: RESULTS
+def _check_gammas(owner: str, gammas) -> None:
+    g = np.asarray(gammas, float)
+    if g.ndim != 1 or g.size < 1 or not np.all(np.isfinite(g)) or np.any(np.diff(g) <= 0):
+        raise ValueError(f"{owner}: gammas must be a non-empty increasing sequence of finite values, got {gammas}.")
 
 
-class Data2LD(eqx.Module):
-    r"""Data2LD estimator for a [`LinearODE`][] (Carey & Ramsay 2021, Carey & Ramsay 2021).
+class AbstractContinuation(eqx.Module):
+    """How Data2LD moves the smoothing weight $\\rho = \\mathrm{logistic}(\\gamma)$ towards 1:
+    `run(stage, problem, p0)` returns the [`Continuation`][] path, `stage(problem, θ, γ)`
+    being one minimisation of $H(\\theta|\\rho)$ that returns (θ̂, H, result, steps)."""
 
-    - `basis`: the [`BSplineBasis`][] of every $x_v$ (Carey & Ramsay 2021, §3.1: order > p + 3 recommended,
-      breaks repeated at forcing jumps so $D^p x$ can jump there);
-    - `continuation`: "ladder" (default; the Data2LD code: warm-started stages at
-      `gammas`, then $\hat\rho$ by `select`) or "adaptive" (Carey & Ramsay 2021, §3.2 steps 1–4, with the
-      readings of the digest: from $\gamma$ = `gamma_start` step $\gamma$ by 1; a stage
-      whose relative change $|H_u - H_{u-1}|/H_{u-1}$ is not below `eps0` is retried from
-      the previous $\hat\theta$ with half the step (down to 1/64, then accepted); stop when
-      $\|\hat\theta_u - \hat\theta_{u-1}\|_2$ < `eps1`, at `gamma_max` or after `max_stages`),
-      or "gcv": parameter cascading with one smoothing level (Carey & Ramsay 2021, §2.3, PC): every $\gamma$ in
-      `gammas` solved from `theta0` without warm starts, the one of least GCV reported;
-    - `select` (ladder): "min_change" (the code: among stages with $\rho > 0.99$, the one
-      after the smallest $\sum_j|\Delta\hat\theta_j|$ between consecutive stages) or "last";
-    - `covariance`: "gauss_newton" (the code) or "implicit" (see [`uncertainty`][]);
-    - `rtol`, `atol`, `max_steps`: of the Gauss–Newton trust region at every stage;
-    - `num_quad`: Gauss–Legendre points per break interval (default exact).
-    """
+    @abc.abstractmethod
+    def run(self, stage: Callable, problem: Data2LDProblem, p0: Float[Array, " J"]) -> Continuation:
+        """The path from `p0`."""
 
-    basis: BSplineBasis
-    continuation: str = "ladder"
+
+class Ladder(AbstractContinuation):
+    """The Data2LD code's continuation: warm-started stages at `gammas` (default
+    [`CODE_LADDER`][]), then $\\hat\\rho$ by `select`: "min_change" (the code: among stages
+    with $\\rho > 0.99$, the one after the smallest $\\sum_j|\\Delta\\hat\\theta_j|$ between
+    consecutive stages) or "last"."""
+
     gammas: tuple[float, ...] = CODE_LADDER
     select: str = "min_change"
-    gamma_start: float = -4.0
-    gamma_max: float = 14.0
-    eps0: float = 0.2
-    eps1: float = 1e-4
-    max_stages: int = 64
-    covariance: str = "gauss_newton"
-    rtol: float = 1e-10
-    atol: float = 1e-12
-    max_steps: int = 200
-    num_quad: int | None = None
-    method: ClassVar[str] = "data2ld"
 
     def __check_init__(self):
-        if not isinstance(self.basis, BSplineBasis):
-            raise TypeError(f"basis must be a BSplineBasis, got {type(self.basis).__name__}.")
-        if self.continuation not in CONTINUATIONS:
-            raise ValueError(f"continuation must be one of {CONTINUATIONS}, got {self.continuation!r}.")
+        _check_gammas("Ladder", self.gammas)
         if self.select not in ("min_change", "last"):
-            raise ValueError(f"select must be 'min_change' or 'last', got {self.select!r}.")
-        if self.covariance not in COVARIANCES:
-            raise ValueError(f"covariance must be one of {COVARIANCES}, got {self.covariance!r}.")
-        g = np.asarray(self.gammas, float)
-        if g.ndim != 1 or g.size < 1 or not np.all(np.isfinite(g)) or np.any(np.diff(g) <= 0):
-            raise ValueError(f"gammas must be a non-empty increasing sequence of finite values, got {self.gammas}.")
-        if not (self.eps0 > 0 and self.eps1 > 0 and self.gamma_max > self.gamma_start and self.max_stages >= 2):
-            raise ValueError("adaptive continuation needs eps0 > 0, eps1 > 0, gamma_max > gamma_start and "
-                             "max_stages >= 2.")
+            raise ValueError(f"Ladder: select must be 'min_change' or 'last', got {self.select!r}.")
 
-    def problem(self, model: LinearODE, t, y) -> Data2LDProblem:
-        """The [`Data2LDProblem`][] of `model` with this estimator's basis and data (`t`, `y`)."""
-        return data2ld_problem(model, self.basis, t, y, self.num_quad)
-
-    def _stage(self, problem, theta, gamma):
-        """Minimise $H(\\theta|\\rho(\\gamma))$ from `theta`: (θ̂, H, result, steps)."""
-        rho = rho_of(gamma)
-        N = problem.num_obs
-
-        def fn(th, _):
-            r, J = residuals_and_jacobian(problem, th, rho)
-            return 0.5 * (r @ r) / N, J.T @ r / N, J.T @ J / N
-
-        lower = jnp.full_like(theta, -jnp.inf)
-        sol = bounded_trust_region(fn, theta, lower, -lower, rtol=self.rtol, atol=self.atol,
-                                   max_steps=self.max_steps)
-        return sol.x, 2 * sol.value, sol.result, sol.num_steps
-
-    def _ladder(self, problem, theta0) -> Continuation:
+    def run(self, stage, problem, p0) -> Continuation:
         gammas = jnp.asarray(self.gammas)
 
         def body(theta, gamma):
-            th, H, result, steps = self._stage(problem, theta, gamma)
+            th, H, result, steps = stage(problem, theta, gamma)
             ok = (result == RESULTS.successful) | (result == RESULTS.max_steps_reached)
             ok = ok & jnp.all(jnp.isfinite(th))
             return jnp.where(ok, th, theta), (th, H, result, steps)
 
-        _, (thetas, H, result, steps) = jax.lax.scan(body, theta0, gammas)
+        _, (thetas, H, result, steps) = jax.lax.scan(body, p0, gammas)
         U = gammas.size
         if self.select == "last":
             selected = jnp.array(U - 1)
@@ -261,9 +211,28 @@ class Data2LD(eqx.Module):
         return Continuation(gammas, rho_of(gammas), thetas, H, result, steps, jnp.ones(U, bool), selected,
                             jnp.zeros_like(thetas))
 
-    def _adaptive(self, problem, theta0) -> Continuation:
-        U, J = self.max_stages, theta0.size
-        th, H, result, steps = self._stage(problem, theta0, jnp.asarray(self.gamma_start))
+
+class Adaptive(AbstractContinuation):
+    r"""Carey & Ramsay 2021, §3.2 steps 1–4, with the readings of the digest: from
+    $\gamma$ = `gamma_start` step $\gamma$ by 1; a stage whose relative change
+    $|H_u - H_{u-1}|/H_{u-1}$ is not below `eps0` is retried from the previous $\hat\theta$
+    with half the step (down to 1/64, then accepted); stop when
+    $\|\hat\theta_u - \hat\theta_{u-1}\|_2$ < `eps1`, at `gamma_max` or after `max_stages`."""
+
+    gamma_start: float = -4.0
+    gamma_max: float = 14.0
+    eps0: float = 0.2
+    eps1: float = 1e-4
+    max_stages: int = 64
+
+    def __check_init__(self):
+        if not (self.eps0 > 0 and self.eps1 > 0 and self.gamma_max > self.gamma_start and self.max_stages >= 2):
+            raise ValueError("Adaptive: needs eps0 > 0, eps1 > 0, gamma_max > gamma_start and max_stages >= 2, got "
+                             f"{self}.")
+
+    def run(self, stage, problem, p0) -> Continuation:
+        U, J = self.max_stages, p0.size
+        th, H, result, steps = stage(problem, p0, jnp.asarray(self.gamma_start))
         empty = Continuation(
             jnp.zeros(U).at[0].set(self.gamma_start), jnp.zeros(U).at[0].set(rho_of(self.gamma_start)),
             jnp.zeros((U, J)).at[0].set(th), jnp.zeros(U).at[0].set(H),
@@ -280,7 +249,7 @@ class Data2LD(eqx.Module):
             path, delta, solves, _ = carry
             u = path.selected
             gamma = path.gamma[u] + delta
-            th, H, result, steps = self._stage(problem, path.theta[u], gamma)
+            th, H, result, steps = stage(problem, path.theta[u], gamma)
             ok = (result == RESULTS.successful) & jnp.isfinite(H)
             rel = jnp.abs(H - path.H[u]) / path.H[u]
             accept = ok & ((rel < self.eps0) | (delta <= 1 / 64))
@@ -298,20 +267,106 @@ class Data2LD(eqx.Module):
         path, *_ = jax.lax.while_loop(cond, body, init)
         return path
 
-    def _gcv(self, problem, theta0) -> Continuation:
+
+class GCV(AbstractContinuation):
+    """Parameter cascading with one smoothing level (Carey & Ramsay 2021, §2.3, PC): every
+    $\\gamma$ in `gammas` solved from the start without warm starts, the one of least GCV
+    reported."""
+
+    gammas: tuple[float, ...] = CODE_LADDER
+
+    def __check_init__(self):
+        _check_gammas("GCV", self.gammas)
+
+    def run(self, stage, problem, p0) -> Continuation:
         gammas = jnp.asarray(self.gammas)
-        thetas, H, result, steps = jax.vmap(lambda g: self._stage(problem, theta0, g))(gammas)
+        thetas, H, result, steps = jax.vmap(lambda g: stage(problem, p0, g))(gammas)
         gcv = jax.vmap(lambda th, g: uncertainty(problem, th, rho_of(g), "gauss_newton").gcv)(thetas, gammas)
         ok = (result == RESULTS.successful) & jnp.isfinite(gcv)
         selected = jnp.argmin(jnp.where(ok, gcv, jnp.inf))
         return Continuation(gammas, rho_of(gammas), thetas, H, result, steps, jnp.ones(gammas.size, bool),
                             selected, jnp.zeros_like(thetas))
 
-    def solve(self, problem: Data2LDProblem, theta0: Float[Array, " J"]) -> Data2LDSolution:
-        """Run the continuation from `theta0` and report the selected stage. Pure JAX:
-        jit it, vmap it over problems that differ in their data ([`Data2LDProblem.with_data`][])."""
-        run = {"ladder": self._ladder, "adaptive": self._adaptive, "gcv": self._gcv}[self.continuation]
-        path = run(problem, theta0)
+
+class Data2LD(AbstractEstimator):
+    r"""Data2LD estimator for a [`LinearODE`][] (Carey & Ramsay 2021).
+
+    - `basis`: the [`BSplineBasis`][] of every $x_v$ (Carey & Ramsay 2021, §3.1: order > p + 3 recommended,
+      breaks repeated at forcing jumps so $D^p x$ can jump there);
+    - `continuation`: how $\rho$ climbs towards 1: [`Ladder`][] (default, the Data2LD
+      code's), [`Adaptive`][] (Carey & Ramsay 2021, §3.2) or [`GCV`][] (one smoothing
+      level chosen by GCV);
+    - `solver`, `max_steps`: the [`TrustRegion`][wendyjax.estimators.TrustRegion] of the
+      Gauss–Newton minimisation at every stage, and its step limit;
+    - `num_quad`: Gauss–Legendre points per break interval (default exact).
+
+    `fit(model, data, p0=None, ...)` takes one [`Trajectory`][wendyjax.Trajectory] (NaN or
+    the mask marks a missing value; repeated times are replicates) with one column per
+    `model.variables`; `p0` defaults to 0.01 for every parameter (Carey & Ramsay 2021, §3.2
+    step 1); `bounds` bound the Gauss–Newton steps; `covariance="gauss_newton"` (the
+    code's, default) or `"implicit"` (see [`uncertainty`][]). The result is a
+    [`Data2LDFit`][].
+    """
+
+    basis: BSplineBasis
+    continuation: AbstractContinuation = Ladder()
+    solver: TrustRegion = TrustRegion(rtol=1e-10, atol=1e-12)
+    max_steps: int = 200
+    num_quad: int | None = None
+    method: ClassVar[str] = "data2ld"
+    covariances: ClassVar[tuple[str, ...]] = COVARIANCES
+    fit_type: ClassVar[type] = Data2LDFit
+
+    def __check_init__(self):
+        if not isinstance(self.basis, BSplineBasis):
+            raise TypeError(f"basis must be a BSplineBasis, got {type(self.basis).__name__}.")
+        if not isinstance(self.continuation, AbstractContinuation):
+            raise TypeError(f"continuation must be Ladder(), Adaptive() or GCV() of wendyjax.linear, got "
+                            f"{self.continuation!r}.")
+        check_solver_options(self, TrustRegion, "wendyjax.estimators.TrustRegion(rtol=1e-10, atol=1e-12)")
+
+    def problem(self, model: LinearODE, data: Dataset, *, key=None) -> Data2LDProblem:
+        """The [`Data2LDProblem`][] of `model` on `data` (one trajectory) with this
+        estimator's basis."""
+        if len(data) != 1:
+            raise ValueError(f"Data2LD fits one trajectory; data holds {len(data)}. Pool replicate experiments "
+                             f"into one trajectory (repeated times are allowed).")
+        tr = data[0]
+        y = np.asarray(tr.u, float)
+        if tr.mask is not None:
+            y = np.where(np.asarray(tr.mask), y, np.nan)
+        return data2ld_problem(model, self.basis, tr.t, y, self.num_quad)
+
+    def init(self, model: LinearODE, problem: Data2LDProblem, p0, lower, upper) -> Float[Array, " J"]:
+        """`p0` (checked by `fit`), or 0.01 for every parameter (Carey & Ramsay 2021, §3.2 step 1)
+        clipped into the bounds."""
+        if p0 is None:
+            return jnp.clip(jnp.full(model.n_params, DEFAULT_START), lower, upper)
+        return jnp.asarray(p0, float)
+
+    def stage(self, problem: Data2LDProblem, theta, gamma, lower, upper):
+        """Minimise $H(\\theta|\\rho(\\gamma))$ from `theta` in the box: (θ̂, H, result, steps)."""
+        rho = rho_of(gamma)
+        N = problem.num_obs
+
+        def fn(th, _):
+            r, J = residuals_and_jacobian(problem, th, rho)
+            return 0.5 * (r @ r) / N, J.T @ r / N, J.T @ J / N
+
+        sol = self.solver.minimise(fn, theta, lower, upper, max_steps=self.max_steps)
+        return sol.params, 2 * sol.objective, sol.result, sol.num_steps
+
+    def solve(self, problem: Data2LDProblem, p0: Float[Array, " J"], lower=None, upper=None) -> Solution:
+        """Run the continuation from `p0` within the box (±inf allowed; default unbounded)
+        and report the selected stage. Pure: jit and vmap apply (over problems that differ in
+        their data, [`Data2LDProblem.with_data`][]). `objective` is the mean squared
+        residual SSE/N; `extras` holds `coef` (the spline coefficients of $\\hat x$), `rho`,
+        `gamma`, the selected stage's `df`, `dof`, `sigma2`, `gcv` and the
+        [`Continuation`][] `path`."""
+        p0 = jnp.asarray(p0, float)
+        lower = jnp.full_like(p0, -jnp.inf) if lower is None else lower
+        upper = jnp.full_like(p0, jnp.inf) if upper is None else upper
+        path = self.continuation.run(lambda pr, th, g: self.stage(pr, th, g, lower, upper), problem, p0)
         stage_cov = jax.vmap(lambda th, r: uncertainty(problem, th, r, "gauss_newton").covariance)(
             path.theta, path.rho)
         path = eqx.tree_at(lambda p: p.stderr, path, jnp.sqrt(jnp.diagonal(stage_cov, axis1=1, axis2=2)))
@@ -319,50 +374,45 @@ class Data2LD(eqx.Module):
         theta, gamma = path.theta[u], path.gamma[u]
         rho = rho_of(gamma)
         coef, _ = smooth(problem, theta, rho)
-        unc = uncertainty(problem, theta, rho, self.covariance)
-        stage_result = _take(path.result, u)
-        result = RESULTS.where(jnp.all(jnp.isfinite(unc.covariance)) | (stage_result != RESULTS.successful),
-                               stage_result, RESULTS.nonfinite)
-        return Data2LDSolution(theta, coef, rho, gamma, unc, path, result)
+        unc = uncertainty(problem, theta, rho, "gauss_newton")
+        extras = {"coef": coef, "rho": rho, "gamma": gamma, "df": unc.df, "dof": unc.dof, "sigma2": unc.sigma2,
+                  "gcv": unc.gcv, "path": path}
+        return Solution(theta, unc.sse / problem.num_obs, jnp.sum(jnp.where(path.valid, path.num_steps, 0)),
+                        _take(path.result, u), extras)
 
-    def solve_many(self, problem: Data2LDProblem, ys: Float[Array, "R n D"], theta0: Float[Array, " J"],
-                   batch_size: int | None = None) -> Data2LDSolution:
-        """[`solve`][] for every dataset `ys[r]` (same times, NaN = missing) in one compiled
+    def covariance(self, problem: Data2LDProblem, solution: Solution, kind: str | None = None) -> Float[Array, "J J"]:
+        """The covariance of the estimate at the selected ρ by `kind` ("gauss_newton" or
+        "implicit", see [`uncertainty`][])."""
+        return uncertainty(problem, solution.params, solution.extras["rho"], kind or COVARIANCES[0]).covariance
+
+    def batch_problems(self, model: LinearODE, datasets: list, **options):
+        """The problems of several datasets (the same sample times and missing pattern
+        shapes), stacked for `vmap`."""
+        return (lambda indices: stack_problems([self.problem(model, as_dataset(datasets[i]), **options)
+                                                for i in indices]), [{} for _ in datasets])
+
+    def solve_many(self, problem: Data2LDProblem, ys: Float[Array, "R n D"], p0: Float[Array, " J"],
+                   batch_size: int | None = None,
+                   covariance: str | None = None) -> tuple[Solution, Float[Array, "R J J"]]:
+        """[`solve`][] and [`covariance`][] (of kind `covariance`, default "gauss_newton")
+        for every dataset `ys[r]` (the times of `problem`, NaN = missing) in one compiled
         call (e.g. the replicates of a simulation study): `lax.map` over batches of
-        `batch_size` vmapped fits. Default 1 on a CPU (one fit after another), all at once
-        on an accelerator. Measured on the 2-core CPU (Carey & Ramsay 2021, §5, N = 21, σ = 0.1): 1000
-        replicates take 21 s in batches of 1 and 19 s in batches of 50, while one vmap of
-        all 1000 had not finished after 7 minutes (a vmapped iterative solve runs until its
-        slowest member stops); and the GCV continuation at σ = 0.1, N = 101 deadlocked
-        XLA:CPU in batches of 32 (no CPU use, never returned) where batches of 1 took 23 s."""
+        `batch_size` vmapped fits. Default 1 on a CPU (a vmapped iterative solve runs until
+        its slowest member stops; see benchmarks/README.md), all at once on an accelerator."""
+        kind = COVARIANCES[0] if covariance is None else covariance
+        if kind not in COVARIANCES:
+            raise ValueError(f"covariance must be one of {COVARIANCES}, got {covariance!r}.")
         if batch_size is None:
             batch_size = 1 if jax.default_backend() == "cpu" else len(ys)
-        return _solve_many(self, problem, jnp.asarray(ys, float), jnp.asarray(theta0, float), int(batch_size))
-
-    def fit(self, model: LinearODE, t: Float[ArrayLike, " n"], y: Float[ArrayLike, "n ..."],
-            theta0: Float[ArrayLike, " J"] | None = None):
-        """Fit `model` to data `y` at times `t` (NaN = missing) from `theta0` (default: 0.01
-        for every parameter, Carey & Ramsay 2021, §3.2 step 1) and return a [`Data2LDFit`][]."""
-        problem = self.problem(model, t, y)
-        theta0 = np.full(model.n_params, 0.01) if theta0 is None else np.asarray(theta0, dtype=float)
-        if theta0.shape != (model.n_params,) or not np.all(np.isfinite(theta0)):
-            raise ValueError(f"theta0 must be {model.n_params} finite values (parameters "
-                             f"{', '.join(model.param_names)}), got {theta0}.")
-        clock = time.perf_counter()
-        sol = jax.block_until_ready(_solve_jit(self, problem, jnp.asarray(theta0)))
-        return Data2LDFit.from_solution(self, model, problem, np.asarray(t, float), np.asarray(y, float),
-                                        theta0, sol, time.perf_counter() - clock)
+        return _solve_many(self, problem, jnp.asarray(ys, float), jnp.asarray(p0, float), int(batch_size), kind)
 
 
 @cpu_safe_jit
-def _solve_jit(estimator: Data2LD, problem: Data2LDProblem, theta0) -> Data2LDSolution:
-    return estimator.solve(problem, theta0)
-
-
-@cpu_safe_jit
-def _solve_many(estimator: Data2LD, problem: Data2LDProblem, ys, theta0, batch_size: int) -> Data2LDSolution:
+def _solve_many(estimator: Data2LD, problem: Data2LDProblem, ys, p0, batch_size: int, kind: str):
     def one(y):
         mask = jnp.isfinite(y).astype(y.dtype)
-        return estimator.solve(problem.with_data(jnp.where(mask > 0, y, 0.0), mask), theta0)
+        replicate = problem.with_data(jnp.where(mask > 0, y, 0.0), mask)
+        sol = estimator.solve(replicate, p0)
+        return sol, estimator.covariance(replicate, sol, kind)
 
     return jax.lax.map(one, ys.reshape(ys.shape[:2] + problem.y.shape[1:]), batch_size=batch_size)

@@ -25,12 +25,13 @@ from ._model import LinearODE
 
 
 class Data2LDProblem(eqx.Module):
-    """Everything a Data2LD fit needs, as arrays: `phi` $\\phi(t_i)$ `(n, K)`, data `y`
+    """Everything a Data2LD fit needs, as arrays: the sample times `t`, `phi` $\\phi(t_i)$ `(n, K)`, data `y`
     `(n, D)` (0 where missing) and `mask`, the Gram blocks `gram` `(A, A, DK, DK)`,
     `cross` `(A, F, DK)`, `forcing_gram` `(F, F)`, the affine coefficient maps
     $\\kappa = \\kappa_0 + E_\\kappa\\theta$, $\\lambda = \\lambda_0 + E_\\lambda\\theta$, and
     `span` $t_N - t_1$ of the basis."""
 
+    t: Float[Array, " n"]
     phi: Float[Array, "n K"]
     y: Float[Array, "n D"]
     mask: Float[Array, "n D"]
@@ -152,11 +153,21 @@ def data2ld_problem(
     cross = np.einsum("q,aqk,fq->afk", weights, V, Z) * (eq[:, None] == feq[None, :])[:, :, None]
     fgram = np.einsum("q,fq,gq->fg", weights, Z, Z) * (feq[:, None] == feq[None, :])
     return Data2LDProblem(
-        phi=jnp.asarray(basis(t)), y=jnp.asarray(np.where(mask, y, 0.0)), mask=jnp.asarray(mask, float),
+        t=jnp.asarray(t), phi=jnp.asarray(basis(t)), y=jnp.asarray(np.where(mask, y, 0.0)),
+        mask=jnp.asarray(mask, float),
         gram=jnp.asarray(gram), cross=jnp.asarray(cross), forcing_gram=jnp.asarray(fgram),
         kappa0=jnp.asarray(k0), kappa_theta=jnp.asarray(kE), lam0=jnp.asarray(l0), lam_theta=jnp.asarray(lE),
         span=jnp.asarray(b - a),
     )
+
+
+def stack_problems(problems: list[Data2LDProblem]) -> Data2LDProblem:
+    """Problems of the same shapes stacked along a leading axis (for `vmap`)."""
+    shapes = {jax.tree.map(jnp.shape, p).y for p in problems}
+    if len(shapes) != 1:
+        raise ValueError(f"batched Data2LD problems need the same number of samples and variables, got data of "
+                         f"shapes {sorted(shapes)}.")
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *problems)
 
 
 def penalty_matrices(problem: Data2LDProblem, theta: Float[Array, " J"]):

@@ -22,8 +22,8 @@ class Data2LDFit(AbstractFit):
     `dof` = N − df, `sigma2` = SSE/dof, `gcv`, `mse` = SSE/N, and the continuation `path`
     (arrays per stage: `gamma`, `rho`, `theta`, `H`, `stderr`, `successful`, `valid`).
     `model` is the companion first-order [`ODEModel`][wendyjax.ODEModel] (for `simulate`);
-    `linear_model` the [`LinearODE`][]. Intervals use Student t with `dof` degrees of
-    freedom, as the Data2LD code."""
+    `linear_model` the [`LinearODE`][]; `t` and `y` `(n, D)` the data (NaN where missing).
+    Intervals use Student t with `dof` degrees of freedom, as the Data2LD code."""
 
     linear_model: LinearODE
     basis: BSplineBasis
@@ -41,21 +41,18 @@ class Data2LDFit(AbstractFit):
     path: dict
 
     @classmethod
-    def from_solution(cls, estimator, model: LinearODE, problem: Data2LDProblem, t, y, theta0,
-                      sol, seconds: float = float("nan")) -> "Data2LDFit":
-        unc = sol.uncertainty
-        path = sol.path
+    def from_solution(cls, estimator, model: LinearODE, problem: Data2LDProblem, p0, solution, covariance,
+                      kind: str, seconds: float) -> "Data2LDFit":
+        ex, path = solution.extras, solution.extras["path"]
         valid = np.asarray(path.valid)
         D = len(model.variables)
         return cls(
-            model=model.ode_model(), params=np.asarray(sol.theta), covariance=np.asarray(unc.covariance),
-            covariance_method=estimator.covariance, p0=np.asarray(theta0),
-            num_steps=int(np.sum(np.asarray(path.num_steps)[valid])), status=sol.result, method="data2ld",
-            objective=float(unc.sse / problem.num_obs), noise="gaussian", seconds=seconds,
-            linear_model=model, basis=estimator.basis, problem=problem, t=t, y=y,
-            rho=float(sol.rho), gamma=float(sol.gamma), coef=np.asarray(sol.coef).reshape(D, -1),
-            df=float(unc.df), dof=float(unc.dof), sigma2=float(unc.sigma2), gcv=float(unc.gcv),
-            mse=float(unc.sse / problem.num_obs),
+            **cls._common(estimator, model.ode_model(), p0, solution, covariance, kind, seconds, "gaussian"),
+            linear_model=model, basis=estimator.basis, problem=problem, t=np.asarray(problem.t),
+            y=np.where(np.asarray(problem.mask) > 0, np.asarray(problem.y), np.nan),
+            rho=float(ex["rho"]), gamma=float(ex["gamma"]), coef=np.asarray(ex["coef"]).reshape(D, -1),
+            df=float(ex["df"]), dof=float(ex["dof"]), sigma2=float(ex["sigma2"]), gcv=float(ex["gcv"]),
+            mse=float(solution.objective),
             path={
                 "gamma": np.asarray(path.gamma)[valid], "rho": np.asarray(path.rho)[valid],
                 "theta": np.asarray(path.theta)[valid], "H": np.asarray(path.H)[valid],

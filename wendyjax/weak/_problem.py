@@ -113,6 +113,7 @@ def build_problem(
     """
     warn_if_float32("weak likelihood")
     dataset = as_dataset(data)
+    dataset.require_distinct_times("the weak form (WENDy)")
     log_space = is_log_space(noise)
     d = model.n_states
     if dataset.n_states != d:

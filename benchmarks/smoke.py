@@ -1,0 +1,83 @@
+"""Every benchmark script in its quickest configuration, to check that it still runs
+against the current public API (not to measure anything).
+
+Run from the repository root::
+
+    python benchmarks/smoke.py                 # all of them, one after another
+    python benchmarks/smoke.py likelihood mle_starts
+
+Each script runs in its own process with a time limit, writing into a scratch copy of
+`benchmarks/results` (`WENDYJAX_BENCHMARK_RESULTS`), so the committed results stay as
+they are. Prints one line per script (status and seconds) and exits non-zero if any
+failed. Left out: `cpu_scheduler.py` (it needs an idle machine for minutes) and
+`gpu_check.sh` (a GPU).
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+#: script → its quickest arguments
+QUICK = {
+    "collocation_nfe": ["--quick"],
+    "data2ld_head_impact": [],
+    "data2ld_landscape": [],
+    "data2ld_simulation": ["--replicates", "4", "--nls-replicates", "2", "--pc-replicates", "2",
+                           "--sa-iterations", "50", "--sft-iterations", "50", "--sft-burn-in", "10"],
+    "discovery_ode": ["--seeds", "1"],
+    "discovery_competitors": ["--seeds", "1"],
+    "hidden_lorenz": ["--quick"],
+    "integral_matching_sindy": ["--quick"],
+    "interval_coverage": ["--quick"],
+    "likelihood": ["--quick"],
+    "lorenz96_sparse": ["--quick"],
+    "mle_starts": [],
+    "output_error": ["--quick"],
+    "output_error_vs_scipy": ["--quick"],
+    "paper000_suite": ["--models", "logistic", "--runs", "2"],
+    "paper001_suite": ["--models", "logistic", "--runs", "2"],
+    "spiral_neural": ["--quick"],
+    "study_devices": ["--runs", "4", "--repeats", "1"],
+    "study_throughput": ["--runs", "4", "--repeats", "1"],
+    "weak_cost_scaling": ["--quick"],
+    "wendy_vs_fsnls": ["--quick"],
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scripts", nargs="*", help=f"default: all of {', '.join(QUICK)}")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per script")
+    args = parser.parse_args()
+    unknown = sorted(set(args.scripts) - set(QUICK))
+    if unknown:
+        parser.error(f"unknown script(s) {', '.join(unknown)}; choose from {', '.join(QUICK)}")
+    failed = []
+    with tempfile.TemporaryDirectory(prefix="wendyjax-smoke-") as scratch:
+        results = Path(scratch) / "results"
+        shutil.copytree(HERE / "results", results)  # scripts that read earlier results find them
+        env = {**os.environ, "WENDYJAX_BENCHMARK_RESULTS": str(results)}
+        for name in args.scripts or QUICK:
+            clock = time.perf_counter()
+            try:
+                run = subprocess.run([sys.executable, str(HERE / f"{name}.py"), *QUICK[name]], env=env,
+                                     capture_output=True, text=True, timeout=args.timeout)
+                ok, tail = run.returncode == 0, run.stderr.strip().splitlines()[-1:] or [""]
+            except subprocess.TimeoutExpired:
+                ok, tail = False, [f"no result after {args.timeout:g} s"]
+            print(f"{'ok  ' if ok else 'FAIL'} {name:24s} {time.perf_counter() - clock:7.1f} s"
+                  f"{'' if ok else '  ' + tail[0]}", flush=True)
+            if not ok:
+                failed.append(name)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
