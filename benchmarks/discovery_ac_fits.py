@@ -29,7 +29,7 @@ import time
 import jax
 import jax.numpy as jnp
 from _common import RESULTS, command, machine_info, write_results
-from discovery_pde import realisation, system
+from discovery_pde import field, realisation, system
 
 import wendyjax as wj
 from wendyjax.discovery import discovery_problem, fill_missing, interpolate_missing, objective
@@ -59,10 +59,10 @@ def main():
             parser.error(f"--cases must be in 0 … {len(cases) - 1}, got {args.cases}")
         cases = tuple(cases[i] for i in args.cases)
     est = wj.StateParameterRegression(lam=1e-2, penalty=0.0, solver=solver)
-    solve = jax.jit(est.solve)
+    solve = jax.jit(est.fit_terms)
     rows = []
     for noise, missing, start in cases:
-        problem = discovery_problem(realisation(clean, noise, missing, 0), library, dt,
+        problem = discovery_problem(field(realisation(clean, noise, missing, 0), dt), library,
                                     hessian=wj.discovery.HESSIAN_KINDS[args.solver])
         theta_start, _, states_start = start.partition(" ")
         theta0 = jnp.asarray(true) if theta_start in ("truth", "clean") else jnp.full(true.shape, float(theta_start))
@@ -73,10 +73,10 @@ def main():
         seconds = time.perf_counter() - clock
         at_clean = {name: float(objective(problem, jnp.asarray(clean)[..., None], jnp.asarray(theta), mask, 1e-2, 0.0,
                                           est.eps)) for name, theta in (("true", true), ("zero", 0 * true))}
-        rows.append({"noise": noise, "missing": missing, "start": start, "steps": int(fit.n_steps),
+        rows.append({"noise": noise, "missing": missing, "start": start, "steps": int(fit.num_steps),
                      "converged": bool(fit.successful),
-                     "loss": float(fit.loss), "theta": {t: float(v) for t, v, m in
-                                                        zip(library.terms, fit.theta[:, 0], true[:, 0]) if m},
+                     "loss": float(fit.objective), "theta": {t: float(v) for t, v, m in
+                                                             zip(library.terms, fit.params[:, 0], true[:, 0]) if m},
                      "objective_at_clean_states": at_clean, "seconds": seconds,
                      "processor": machine_info()["processor"]})
         print(rows[-1], flush=True)

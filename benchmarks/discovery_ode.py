@@ -79,7 +79,8 @@ def main():
             for seed in range(args.seeds):
                 data = realisation(clean, noise, missing, seed)
                 start = time.perf_counter()
-                found = est.fit(data, library, 0.02, u0=args.start)
+                found = est.fit(library, wj.Trajectory(0.02 * np.arange(len(data)), data, ~np.isnan(data)),
+                                u0=args.start)
                 seconds = time.perf_counter() - start
                 row = {"system": name, "noise": noise, "missing": missing, "seed": seed, "seconds": seconds,
                        "models_tested": len(found.history), **found.compare(true), **{

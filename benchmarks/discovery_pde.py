@@ -6,7 +6,7 @@ snapshots (Table 4: noise 10/20/30 % with nothing missing and 10 % with 10 % mis
 Run from the repository root::
 
     python benchmarks/discovery_pde.py [--seeds 1] [--first-seed 0] [--systems ks ac] [--cells 0 1 …] [--ac-size 256]
-        [--start data|smoothed|interpolated] [--verbose]
+        [--start data|smoothed|interpolated]
 
 `--cells` picks rows of each system's table (0-based, in the order of `PAPER`); rows of the
 cells (starts, seeds) not run are kept from the previous results file. `--start` picks the
@@ -92,6 +92,12 @@ def realisation(clean, noise, missing, seed):
     return np.where(rng.uniform(size=clean.shape) >= missing, noisy, np.nan)
 
 
+def field(data, dt):
+    """One field `(T, *space)` as a `wj.Field` on time levels Δt apart, the NaN entries missing."""
+    data = np.asarray(data)[..., None]
+    return wj.Field(dt * np.arange(data.shape[0]), data, ~np.isnan(data))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, default=1)
@@ -104,7 +110,6 @@ def main():
     parser.add_argument("--start", choices=["data", "smoothed", "interpolated"], default="data",
                         help="starting states: the forward-filled data (003), the cross-validated smoother, or "
                              "the data with the smoother at the missing entries")
-    parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
     previous = RESULTS / "discovery_pde.json"  # rows of the systems not run now are kept
     cmd = command()
@@ -127,7 +132,7 @@ def main():
             for seed in range(args.first_seed, args.first_seed + args.seeds):
                 data = realisation(clean, noise, missing, seed)
                 start = time.perf_counter()
-                found = est.fit(data, library, dt, theta0=theta0, u0=args.start, verbose=args.verbose)
+                found = est.fit(library, field(data, dt), theta0, u0=args.start)
                 seconds = time.perf_counter() - start
                 support = true[:, 0] != 0
                 row = {"system": name, "command": cmd, "date": today, "processor": processor,
@@ -136,8 +141,8 @@ def main():
                        "seconds": seconds,
                        "models_tested": len(found.history), **found.compare(true), **{
                            f"state_error_{k}": v for k, v in found.state_error(clean[..., None]).items()},
-                       "true_support_coefficients": found.theta[support, 0].tolist(),
-                       "equations": found.equations(4), "table": found.table(), "paper": paper}
+                       "true_support_coefficients": found.params[support, 0].tolist(),
+                       "equations": found.equations(4), "table": found.models_table(), "paper": paper}
                 rows.append(row)
                 print(f"{name} {noise:.0%} noise {missing:.0%} missing seed {seed} from {args.start}: "
                       f"missing {row['missing_terms']} "

@@ -1,6 +1,7 @@
 """Equation discovery by sparse state and parameter regression (Meissner & Glasner 2024): states and
 library coefficients fitted jointly (Levenberg–Marquardt on a star-coloured sparse Hessian),
-terms selected by drop-k subset search scored by BIC or AIC."""
+terms selected by drop-k subset search scored by BIC or AIC; an estimator of the common
+contract (`StateParameterRegression().fit(library, data)`, its `solve` jit- and vmap-able)."""
 
 from ._colouring import star_colouring as star_colouring
 from ._levenberg_marquardt import LevenbergMarquardt as LevenbergMarquardt, LMSolution as LMSolution
@@ -11,8 +12,12 @@ from ._problem import (
     objective as objective,
     residual as residual,
 )
-from ._regression import StateParameterRegression as StateParameterRegression
-from ._result import Candidate as Candidate, Discovery as Discovery
+from ._regression import (
+    SearchProblem as SearchProblem,
+    StateParameterRegression as StateParameterRegression,
+    drop_terms as drop_terms,
+)
+from ._result import Candidate as Candidate, Discovery as Discovery, SearchHistory as SearchHistory
 from ._start import (
     fill_missing as fill_missing,
     interpolate_missing as interpolate_missing,

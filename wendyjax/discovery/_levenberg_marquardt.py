@@ -26,7 +26,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, ArrayLike, Float, Int
 
 from .._results import RESULTS
 from ._block_solve import bordered_solve
@@ -35,14 +35,15 @@ from ._sparse_solve import sparse_bordered_solve
 
 
 class LMSolution(eqx.Module):
-    """One fit: states `u`, coefficients `theta` (zero where masked), the objective `loss`
-    and its unpenalised part `loss_lambda`, the number of steps and the status."""
+    r"""One fit: the coefficients `params` (zero where masked) and `states`, the `objective`
+    (eq. 12, penalty included) and its unpenalised part `loss_lambda` ($\mathcal L_\lambda$,
+    eq. 10), the steps taken `num_steps` and the status `result`."""
 
-    u: Float[Array, "T *space D"]
-    theta: Float[Array, "F D"]
-    loss: Float[Array, ""]
+    params: Float[Array, "F D"]
+    states: Float[Array, "T *space D"]
+    objective: Float[Array, ""]
     loss_lambda: Float[Array, ""]
-    n_steps: Int[Array, ""]
+    num_steps: Int[Array, ""]
     result: RESULTS
 
     @property
@@ -177,8 +178,11 @@ class LevenbergMarquardt(eqx.Module):
         if self.hessian not in ("exact", "gauss_newton"):
             raise ValueError(f"hessian must be 'exact' or 'gauss_newton', got {self.hessian!r}.")
 
-    def __call__(self, problem: DiscoveryProblem, u0: Array, theta0: Array, mask: Array, lam, penalty, eps
-                 ) -> LMSolution:
+    def __call__(self, problem: DiscoveryProblem, u0: Float[Array, "T *space D"], theta0: Float[Array, "F D"],
+                 mask: Float[Array, "F D"], lam: ArrayLike, penalty: ArrayLike, eps: ArrayLike) -> LMSolution:
+        """Minimise eq. 12 over the states and the coefficients of the term `mask` from
+        `(u0, theta0)`, with weights `lam` ($\\lambda$), `penalty` ($R$) and `eps`
+        ($\varepsilon$)."""
         shape, n_theta = u0.shape, theta0.size
         T, n_u = shape[0], u0.size
         S = n_u // T
@@ -245,5 +249,5 @@ class LevenbergMarquardt(eqx.Module):
                       RESULTS.where(ok0, RESULTS.max_steps_reached, RESULTS.nonfinite))
         final = jax.lax.while_loop(lambda s: ~s.done & (s.step < self.max_steps), body, init)
         u, theta = final.x[:n_u].reshape(shape), final.x[n_u:].reshape(theta0.shape) * mask
-        return LMSolution(u, theta, final.f, objective(problem, u, theta, mask, lam, 0.0, eps), final.step,
+        return LMSolution(theta, u, final.f, objective(problem, u, theta, mask, lam, 0.0, eps), final.step,
                           final.result)

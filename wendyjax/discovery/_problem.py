@@ -1,6 +1,7 @@
-r"""The joint state-and-parameter regression problem of Meissner & Glasner 2024: data on a uniform time grid
-(a mask marks the observed entries), a library, the midpoint one-step residual (eq. 13),
-the objective (eq. 12), and the structure of its Hessian in the states (eq. 17)."""
+r"""The joint state-and-parameter regression problem of Meissner & Glasner 2024: data on a uniform
+time grid (a `Trajectory` or a `Field`; its mask marks the observed entries), a library, the
+midpoint one-step residual (eq. 13), the objective (eq. 12), and the structure of its Hessian
+in the states (eq. 17)."""
 
 import itertools
 
@@ -11,6 +12,7 @@ import numpy as np
 import scipy.sparse
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
+from ..data import Dataset, Field, Trajectory, as_data
 from ..library import AbstractLibrary
 from ._colouring import recovery_indices, star_colouring
 
@@ -159,54 +161,58 @@ def objective(problem: DiscoveryProblem, u: Array, theta: Array, mask: Array, la
             + penalty * smoothed_l0(theta * mask, eps) / theta.size)
 
 
-def _check_data(data: np.ndarray, mask: np.ndarray | None, n_states: int, n_space: int
-                ) -> tuple[np.ndarray, np.ndarray]:
-    if data.ndim == n_space + 1 and n_states == 1:
-        data = data[..., None]
-        mask = None if mask is None else mask[..., None]
-    if data.ndim != n_space + 2 or data.shape[-1] != n_states:
-        raise ValueError(f"data must have shape (T, {'*space, ' * bool(n_space)}D) with {n_space} spatial axes and "
-                         f"D = {n_states} states (the library's), got {data.shape}.")
-    observed = np.isfinite(data) if mask is None else np.asarray(mask, bool)
-    if observed.shape != data.shape:
-        raise ValueError(f"mask must have the shape of data {data.shape}, got {observed.shape}.")
-    if not np.all(np.isfinite(data[observed])):
-        raise ValueError("data holds NaN or inf at entries the mask marks as observed.")
+def _arrays(data, library: AbstractLibrary) -> tuple[np.ndarray, np.ndarray, float]:
+    """The values, the observed entries and the time step of `data` (a `Field`, or a
+    `Trajectory` or `Dataset` of one), checked against `library`."""
+    data = as_data(data)
+    if isinstance(data, Dataset):
+        if len(data) != 1:
+            raise ValueError(f"data must hold one trajectory (equation discovery fits one), got {len(data)}.")
+        data = data[0]
+        dt = data.require_uniform("equation discovery (the one-step residual of Meissner & Glasner 2024, eq. 13)")
+    else:
+        dt = data.dt
+    if not dt > 0:
+        raise ValueError("data: the times t must be increasing.")
+    values = np.asarray(data.u)
+    observed = np.ones(values.shape, bool) if data.mask is None else np.asarray(data.mask)
+    n_space = len(library.halfwidth)
+    if values.ndim != n_space + 2 or values.shape[-1] != library.n_states:
+        kind = "a wendyjax.Field (T, *space, D)" if n_space else "a wendyjax.Trajectory (T, D)"
+        raise ValueError(f"data must be {kind} with {n_space} spatial axes and D = {library.n_states} states (the "
+                         f"library's), got u of shape {values.shape}.")
     if not observed.any():
         raise ValueError("every entry of data is missing: there is nothing to fit.")
-    empty = np.flatnonzero(~observed.reshape(-1, n_states).any(axis=0))
+    empty = np.flatnonzero(~observed.reshape(-1, library.n_states).any(axis=0))
     if empty.size:
-        raise ValueError(f"state(s) {empty.tolist()} are never observed: give u0 for them or leave them out.")
-    return data, observed
+        raise ValueError(f"data: state(s) {empty.tolist()} are never observed; leave them out of the data and "
+                         f"the library.")
+    for axis, (w, n) in enumerate(zip(library.halfwidth, values.shape[1:-1])):
+        if n <= 2 * w:
+            raise ValueError(f"data: spatial axis {axis} has {n} points; the library's stencils need more than "
+                             f"{2 * w}.")
+    return values, observed, dt
 
 
-def discovery_problem(data: ArrayLike, library: AbstractLibrary, dt: float, mask: ArrayLike | None = None,
-                      hessian: str = "blocks") -> DiscoveryProblem:
-    """Check the data against the library and precompute the Hessian structure (`"blocks"`
-    for the block Cholesky, `"sparse"` for a general sparse factorisation, `"diagonal"` for
-    conjugate gradients).
+def discovery_problem(data: Field | Trajectory | Dataset, library: AbstractLibrary, hessian: str = "blocks"
+                      ) -> DiscoveryProblem:
+    """The regression problem of `data` for `library`, with the Hessian structure its linear
+    solver needs (`"blocks"` for the block Cholesky, `"sparse"` for a general sparse
+    factorisation, `"diagonal"` for conjugate gradients).
 
-    `data` has shape `(T, D)` for ODEs, `(T, *space, D)` for fields (`D` may be left out
-    for one field); missing entries are NaN or marked False in `mask`."""
+    `data`: a [`Trajectory`][wendyjax.Trajectory] (or a `Dataset` of one) for ODEs, a
+    [`Field`][wendyjax.Field] for PDEs, on a uniform time grid; the mask marks the missing
+    entries."""
     if not isinstance(library, AbstractLibrary):
         raise TypeError(f"library must be a wendyjax library (PolynomialLibrary, FiniteDifferenceLibrary), "
                         f"got {type(library).__name__}.")
-    if not (np.isscalar(dt) and np.isfinite(dt) and dt > 0):
-        raise ValueError(f"dt must be a positive time step, got {dt!r}.")
     if hessian not in HESSIAN_KINDS.values():
         raise ValueError(f"hessian must be one of {sorted(HESSIAN_KINDS.values())}, got {hessian!r}.")
-    n_space = len(library.halfwidth)
-    data, observed = _check_data(np.asarray(data, float), None if mask is None else np.asarray(mask), library.n_states,
-                                 n_space)
-    if data.shape[0] < 2:
-        raise ValueError(f"data needs at least 2 time levels, got {data.shape[0]}.")
-    for axis, (w, n) in enumerate(zip(library.halfwidth, data.shape[1:-1])):
-        if n <= 2 * w:
-            raise ValueError(f"spatial axis {axis} has {n} points: the library's stencils need more than {2 * w}.")
+    values, observed, dt = _arrays(data, library)
     return DiscoveryProblem(
-        data=jnp.asarray(np.where(observed, data, 0.0)),
+        data=jnp.asarray(np.where(observed, values, 0.0)),
         observed=jnp.asarray(observed),
-        dt=jnp.asarray(float(dt)),
+        dt=jnp.asarray(dt),
         library=library,
-        structure=hessian_structure(data.shape, library.halfwidth, hessian),
+        structure=hessian_structure(values.shape, library.halfwidth, hessian),
     )

@@ -3,31 +3,49 @@ model tested on the way with its score (Meissner & Glasner 2024, §3.2: kept "fo
 
 import dataclasses
 
+import equinox as eqx
+import jax
 import numpy as np
-from jaxtyping import Array, ArrayLike
+from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from .._results import RESULTS, status_names
-from ..library import AbstractLibrary
+from ..estimators import AbstractFit
 from ._problem import DiscoveryProblem
+
+
+class SearchHistory(eqx.Module):
+    """Every model Algorithm 1 tested, in order, as arrays of a fixed length `max_models`
+    (rows from `Solution.num_steps` on are padding: masks False, `loss` and `criterion`
+    NaN): the term `masks`, the unpenalised fit's coefficients `params` and 𝓛_λ `loss`,
+    the penalised fit's coefficients `params_sparse` (they rank the terms to drop), the
+    information `criterion` (+inf where the fit failed), the statuses `result` and steps
+    `num_steps` of both fits (unpenalised, penalised), and whether the model was `accepted`
+    (the last accepted one is selected)."""
+
+    masks: Bool[Array, "M F D"]
+    params: Float[Array, "M F D"]
+    params_sparse: Float[Array, "M F D"]
+    loss: Float[Array, " M"]
+    criterion: Float[Array, " M"]
+    result: RESULTS
+    num_steps: Int[Array, "M 2"]
+    accepted: Bool[Array, " M"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Candidate:
-    """One tested term mask: the unpenalised fit (`theta`, `u`, `loss` = 𝓛_λ, score `ic`) and
-    the penalised fit that ranks its terms (`theta_sparse`, `u_sparse`); statuses and step
-    counts of both, and `seconds`, the wall time of the two fits (compilation included for
-    the first model tested)."""
+    """One tested term mask: the unpenalised fit (`params`, `loss` = 𝓛_λ, score `criterion`),
+    the penalised fit's coefficients `params_sparse`, the statuses and steps of both, and
+    whether it was `accepted`."""
 
     mask: np.ndarray
-    theta: np.ndarray
-    theta_sparse: np.ndarray
-    u: np.ndarray
-    u_sparse: Array
+    params: np.ndarray
+    params_sparse: np.ndarray
     loss: float
-    ic: float
+    criterion: float
     status: tuple[RESULTS, RESULTS]
-    n_steps: tuple[int, int]
-    seconds: float
+    num_steps: tuple[int, int]
+    accepted: bool
 
     @property
     def n_terms(self) -> int:
@@ -35,43 +53,75 @@ class Candidate:
         return int(self.mask.sum())
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class Discovery:
-    """The model Algorithm 1 selected (`best`) and every model it tested (`history`, in order)."""
+def _candidates(history: SearchHistory, n: int) -> tuple[Candidate, ...]:
+    """The first `n` rows of `history`."""
+    masks, params, sparse, loss, criterion, steps, accepted = (np.asarray(x) for x in (
+        history.masks, history.params, history.params_sparse, history.loss, history.criterion, history.num_steps,
+        history.accepted))
+    return tuple(Candidate(mask=masks[i], params=params[i], params_sparse=sparse[i], loss=float(loss[i]),
+                           criterion=float(criterion[i]),
+                           status=tuple(jax.tree.map(lambda x, i=i, j=j: x[i, j], history.result) for j in (0, 1)),
+                           num_steps=(int(steps[i, 0]), int(steps[i, 1])), accepted=bool(accepted[i]))
+                 for i in range(n))
 
-    library: AbstractLibrary
-    problem: DiscoveryProblem
-    best: Candidate
-    history: list[Candidate]
+
+@dataclasses.dataclass(frozen=True)
+class Discovery(AbstractFit):
+    """A discovery run ([`AbstractFit`][wendyjax.AbstractFit]; `model` is the library):
+    `params` the selected coefficient matrix (terms × states, zero off the `support`),
+    `objective` its information criterion (`criterion`: "bic" or "aic"), `num_steps` the
+    models tested; the selected `support`, the reconstructed `states` `(T, *space, D)`,
+    every tested model (`history`, in order) and the regression `problem`. No covariance:
+    standard errors and intervals are NaN."""
+
+    support: np.ndarray
+    states: np.ndarray
+    history: tuple[Candidate, ...]
     criterion: str
+    problem: DiscoveryProblem
+
+    @classmethod
+    def from_solution(cls, estimator, model, problem, p0, solution, covariance, kind, seconds):
+        ex = solution.extras
+        return cls(model=model, params=np.asarray(solution.params), covariance=None, covariance_method=None,
+                   p0=np.asarray(p0), num_steps=int(solution.num_steps), status=solution.result,
+                   method=estimator.method, objective=float(solution.objective), noise=None, seconds=seconds,
+                   support=np.asarray(ex["support"]), states=np.asarray(ex["states"]),
+                   history=_candidates(ex["history"], int(solution.num_steps)), criterion=estimator.criterion,
+                   problem=problem.problem)
 
     @property
-    def theta(self) -> np.ndarray:
-        """The selected coefficient matrix (terms × states), zero off the selected support."""
-        return self.best.theta
+    def selected(self) -> int | None:
+        """The index in `history` of the selected model (the last accepted), `None` if none was."""
+        accepted = [i for i, c in enumerate(self.history) if c.accepted]
+        return accepted[-1] if accepted else None
 
     @property
-    def support(self) -> np.ndarray:
-        """The selected model's term mask `(n_features, n_states)`."""
-        return self.best.mask
+    def best(self) -> Candidate | None:
+        """The selected model's entry of `history` (`None` if none was accepted)."""
+        return None if self.selected is None else self.history[self.selected]
 
     @property
-    def states(self) -> np.ndarray:
-        """The reconstructed states, shape `(T, *space, D)`."""
-        return self.best.u
+    def title(self) -> str:
+        return "Sparse state-and-parameter regression"
+
+    @property
+    def start_text(self) -> str:
+        p0 = np.asarray(self.p0)
+        return f"{p0.flat[0]:g} for every coefficient" if np.all(p0 == p0.flat[0]) else str(p0.tolist())
 
     def equations(self, precision: int = 4) -> list[str]:
         """The selected model as one equation per state, coefficients to `precision` digits."""
-        return self.library.equations(self.theta, precision)
+        return self.model.equations(self.params, precision)
 
     def compare(self, theta_true: ArrayLike) -> dict:
         """Missing and extra terms against a true coefficient matrix, and the relative
         errors of the coefficients on the true support (max over entries, and ‖·‖₂ of the
         support's coefficients relative to ‖θ‖₂)."""
-        true = np.asarray(self.library.check_theta(theta_true, "theta_true"))
+        true = np.asarray(self.model.check_theta(theta_true, "theta_true"))
         support = true != 0
-        err = np.abs(self.theta - true)[support] / np.abs(true[support])
-        l2 = np.linalg.norm((self.theta - true)[support]) / np.linalg.norm(true[support])
+        err = np.abs(self.params - true)[support] / np.abs(true[support])
+        l2 = np.linalg.norm((self.params - true)[support]) / np.linalg.norm(true[support])
         return {"missing_terms": int((support & ~self.support).sum()),
                 "extra_terms": int((~support & self.support).sum()),
                 "max_relative_error": float(err.max()), "relative_l2_error": float(l2)}
@@ -85,23 +135,41 @@ class Discovery:
         return {"reconstruction": float(np.linalg.norm(self.states - u_true) / np.linalg.norm(u_true)),
                 "data": float(np.linalg.norm((data - u_true)[observed]) / np.linalg.norm(u_true[observed]))}
 
-    def table(self) -> str:
-        """Every tested model: number of terms, 𝓛_λ, score, steps (unpenalised/penalised fit),
-        wall seconds of both fits and statuses."""
-        best = self.history.index(self.best)
-        lines = [f"{'model':>5} {'terms':>5} {'loss':>12} {self.criterion.upper():>12} {'steps':>9} {'seconds':>8}"
-                 "  status"]
+    def models_table(self) -> str:
+        """Every tested model: number of terms, 𝓛_λ, score, steps (unpenalised/penalised fit)
+        and statuses, the selected one marked."""
+        lines = [f"{'model':>5} {'terms':>5} {'loss':>12} {self.criterion.upper():>12} {'steps':>9}  status"]
         for i, c in enumerate(self.history):
             status = "/".join(str(status_names(s)) or "ok" for s in c.status)
-            lines.append(f"{i:>5} {c.n_terms:>5} {c.loss:>12.5g} {c.ic:>12.6g} {c.n_steps[0]:>4}/{c.n_steps[1]:<4} "
-                         f"{c.seconds:>8.1f}  {status}{'  <- selected' if i == best else ''}")
+            lines.append(f"{i:>5} {c.n_terms:>5} {c.loss:>12.5g} {c.criterion:>12.6g} {c.num_steps[0]:>4}/"
+                         f"{c.num_steps[1]:<4}  {status}{'  <- selected' if i == self.selected else ''}")
         return "\n".join(lines)
 
-    def summary(self) -> None:
-        """Print the selected model and the table of every tested model."""
-        print(self)
+    def _head(self) -> list[str]:
+        return [f"{self.title} (Meissner & Glasner 2024) of '{self.model_name}': {self._status_text}",
+                f"  {self.criterion.upper()} = {self.objective:.6g}   {int(self.support.sum())} of "
+                f"{self.support.size} terms   models tested = {self.num_steps}   time = {self.seconds:.3g} s   "
+                "no covariance"]
 
-    def __str__(self) -> str:
-        return "\n".join([f"Sparse state-and-parameter regression (Meissner & Glasner 2024): {self.best.n_terms} of "
-                          f"{self.best.mask.size} terms, {self.criterion.upper()} {self.best.ic:.6g}, "
-                          f"{len(self.history)} models tested", *self.equations()])
+    def table(self, level: float = 0.95, truth=None) -> str:
+        """The status, score and the selected equations; `truth` (a true coefficient matrix)
+        adds the missing and extra terms against it (`level` is unused: no intervals)."""
+        lines = self._head() + ["  " + line for line in self.equations()]
+        if truth is not None:
+            c = self.compare(truth)
+            lines.append(f"  against the truth: {c['missing_terms']} missing, {c['extra_terms']} extra terms, "
+                         f"max relative error {c['max_relative_error']:.3g}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        """Plain Python view: status, score, the coefficients by name (`library.param_names`),
+        the selected terms and equations, the models tested."""
+        names = self.model.param_names
+        flat = self.params.T.ravel().tolist()
+        return {"model": self.model_name, "method": self.method, "status": self.message or "successful",
+                "noise": None, "objective": self.objective, "criterion": self.criterion,
+                "params": dict(zip(names, flat)), "stderr": dict.fromkeys(names, float("nan")),
+                "ci95": dict.fromkeys(names, (float("nan"), float("nan"))), "covariance": None,
+                "covariance_method": None, "num_steps": self.num_steps,
+                "support": [n for n, s in zip(names, self.support.T.ravel()) if s], "equations": self.equations(),
+                "seconds": self.seconds}

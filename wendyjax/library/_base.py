@@ -40,6 +40,17 @@ class AbstractLibrary(eqx.Module):
         """Number of states D."""
         return len(self.state_names)
 
+    @property
+    def name(self) -> str:
+        """The library in words (for messages and summaries)."""
+        return f"{type(self).__name__}({self.n_features} terms in {', '.join(self.state_names)})"
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        """One name per coefficient, equation by equation (the order of `theta.T.ravel()`),
+        e.g. `"x': x y"`."""
+        return tuple(f"{self._lhs(state)}: {term}" for state in self.state_names for term in self.feature_names)
+
     def _lhs(self, state: str) -> str:
         return f"{state}'"
 
