@@ -14,6 +14,7 @@ failed. Left out: `cpu_scheduler.py` (it needs an idle machine for minutes) and
 """
 
 import argparse
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -51,6 +52,10 @@ QUICK = {
 }
 
 
+#: scripts that need an optional package (`pip install -e ".[bench]"`): skipped without it
+NEEDS = {"discovery_competitors": "pysindy", "integral_matching_sindy": "pysindy"}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scripts", nargs="*", help=f"default: all of {', '.join(QUICK)}")
@@ -65,6 +70,9 @@ def main() -> int:
         shutil.copytree(HERE / "results", results)  # scripts that read earlier results find them
         env = {**os.environ, "WENDYJAX_BENCHMARK_RESULTS": str(results)}
         for name in args.scripts or QUICK:
+            if name in NEEDS and importlib.util.find_spec(NEEDS[name]) is None:
+                print(f"skip {name:24s}          needs {NEEDS[name]} (pip install -e \".[bench]\")", flush=True)
+                continue
             clock = time.perf_counter()
             try:
                 run = subprocess.run([sys.executable, str(HERE / f"{name}.py"), *QUICK[name]], env=env,

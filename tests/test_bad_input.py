@@ -58,3 +58,20 @@ def test_diag_reg_range():
     with pytest.raises(ValueError, match=r"diag_reg must lie in \[0, 1\)"):
         wj.weak_likelihood(b.model, d, diag_reg=1.0)
     assert jnp.isfinite(wj.weak_likelihood(b.model, d, diag_reg=0.0)(b.p_true))
+
+
+@pytest.mark.parametrize("make, error, match", [
+    (lambda: wj.MLE(solver="trust_region"), TypeError, r"MLE: solver must be a solver object such as "
+                                                      r"wendyjax.estimators.TrustRegion"),
+    (lambda: wj.IRLS(solver=wj.Gradient()), TypeError, "IRLS: solver must be a solver object"),
+    (lambda: wj.WLS(max_steps=0), ValueError, "WLS: max_steps must be a positive integer, got 0"),
+    (lambda: wj.MLE(max_steps=2.5), ValueError, "MLE: max_steps must be a positive integer, got 2.5"),
+    (lambda: wj.TrustRegion(atol=float("nan")), ValueError, "TrustRegion: atol must be a finite number >= 0"),
+    (lambda: wj.IntegralMatching(solver=wj.estimators.TrustRegion, max_steps=5), TypeError,
+     r"solver must be LeastSquares\(\), TrustRegion\(\) or Gradient\(\)"),  # the class, not an instance
+    (lambda: wj.Gradient(rtol=1.0), ValueError, r"Gradient: rtol must lie in \[0, 1\)"),
+    (lambda: wj.LeastSquares(max_threshold_iter=0), ValueError, "LeastSquares: max_threshold_iter must be"),
+])
+def test_solver_objects_and_step_limits_are_checked_when_built(make, error, match):
+    with pytest.raises(error, match=match):
+        make()

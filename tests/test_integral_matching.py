@@ -127,6 +127,9 @@ def test_exact_recovery_of_a_linear_ode_from_noiseless_data():
     fit = est.fit(lib, data)
     assert fit.successful and fit.solver == "least squares"
     np.testing.assert_allclose(fit.params, lib.coefficients(model, p), atol=1e-8)
+    # a library fit simulates and scores like an ODEModel fit (noiseless: the same ODE)
+    t = np.asarray(data.t)
+    assert fit.forward_error([2.0, 0.0], t, np.asarray(data.u)) < 1e-6
 
 
 def test_loss_gradient_matches_finite_differences(central_difference):

@@ -117,12 +117,13 @@ def test_trajectory_validation():
     with pytest.raises(ValueError, match="1-D"):
         wj.Trajectory(t[:, None], u)
     bad = u.copy()
-    bad[3, 1] = np.nan
-    with pytest.raises(ValueError, match="NaN or inf at 1 observed entries.*row 3, column 1"):
-        wj.Trajectory(t, bad)
+    bad[3, 1] = np.nan  # NaN without a mask: missing
+    assert np.asarray(wj.Trajectory(t, bad).mask).sum() == bad.size - 1
+    with pytest.raises(ValueError, match="NaN at 1 observed entries.*row 3, column 1"):
+        wj.Trajectory(t, bad, mask=np.ones(bad.shape, bool))  # ... unless the mask says observed
     bad[4, 0] = np.inf
-    with pytest.raises(ValueError, match="NaN or inf"):
-        wj.Trajectory(t, bad, mask=np.isfinite(bad) | (np.arange(11) == 3)[:, None])
+    with pytest.raises(ValueError, match=r"inf at 1 observed entries \(first at row 4, column 0\).*inf is never"):
+        wj.Trajectory(t, bad)
     # NaN allowed where the mask says missing
     tr = wj.Trajectory(t, bad, mask=np.isfinite(bad))
     assert tr.mask is not None and int(np.sum(~np.asarray(tr.mask))) == 2

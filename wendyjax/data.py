@@ -9,20 +9,24 @@ from jaxtyping import Array, ArrayLike, Bool, Float
 
 
 def _observed_mask(u: np.ndarray, mask) -> Bool[Array, "..."] | None:
-    """`mask` checked against `u` (its shape; every observed entry finite) as a boolean
-    array, `None` when everything is observed."""
-    if mask is not None:
+    """The observed entries of `u` as a boolean array (`None` when everything is observed):
+    `mask` checked against `u`'s shape, or without one, every entry but the NaN ones (NaN
+    marks a missing value). An observed entry must be finite; inf is never a missing value."""
+    if mask is None:
+        mask = ~np.isnan(u)
+    else:
         mask = np.asarray(mask)
         if mask.shape != u.shape:
             raise ValueError(f"mask must have the shape of u {u.shape}, got {mask.shape}.")
         mask = mask.astype(bool)
-    bad = ~np.isfinite(u) & (True if mask is None else mask)
+    bad = ~np.isfinite(u) & mask
     if bad.any():
         first = tuple(int(i) for i in np.argwhere(bad)[0])
         where = f"row {first[0]}, column {first[1]}" if u.ndim == 2 else f"index {first}"
-        raise ValueError(f"u contains NaN or inf at {int(bad.sum())} observed entries (first at {where}); mark "
-                         f"missing values with mask=... (True where observed).")
-    return None if mask is None or mask.all() else jnp.asarray(mask)
+        raise ValueError(f"u contains {'inf' if np.isinf(u[first]) else 'NaN'} at {int(bad.sum())} observed "
+                         f"entries (first at {where}); a missing value is NaN, or False in mask=... (True where "
+                         f"observed), and inf is never one.")
+    return None if mask.all() else jnp.asarray(mask)
 
 
 class Trajectory(eqx.Module):
@@ -34,8 +38,9 @@ class Trajectory(eqx.Module):
       measurement: Data2LD pools them; the estimators that need distinct times (WENDy,
       output error, integral matching) refuse them.
     - `u`: observations, shape `(M+1, D)` (a 1-D array is read as `D = 1`).
-    - `mask`: optional boolean array of `u`'s shape, `True` where a value was observed.
-      Missing entries may hold anything (NaN included); observed entries must be finite.
+    - `mask`: optional boolean array of `u`'s shape, `True` where a value was observed;
+      without one, NaN entries are the missing ones. Missing entries may hold anything
+      (NaN included); observed entries must be finite.
     """
 
     t: Float[Array, " n"]
@@ -195,8 +200,9 @@ class Field(eqx.Module):
     - `t`: the time levels, sorted and equally spaced, shape `(T,)`, `T ≥ 2`.
     - `u`: observations, shape `(T, *space, D)`: one to three spatial axes, then the `D`
       fields (`u[..., None]` for one field).
-    - `mask`: optional boolean array of `u`'s shape, `True` where a value was observed.
-      Missing entries may hold anything (NaN included); observed entries must be finite.
+    - `mask`: optional boolean array of `u`'s shape, `True` where a value was observed;
+      without one, NaN entries are the missing ones. Missing entries may hold anything
+      (NaN included); observed entries must be finite.
     """
 
     t: Float[Array, " T"]

@@ -71,7 +71,7 @@ def _trajectories(series, where: str) -> list[Trajectory]:
     out = []
     for g, t, u in series:
         try:
-            out.append(Trajectory(t, u, np.isfinite(u)))
+            out.append(Trajectory(t, u))  # NaN = missing; inf is refused
         except ValueError as e:
             label = "" if g is None else f" (trajectory {g})"
             raise ValueError(f"{where}{label}: {e}") from e

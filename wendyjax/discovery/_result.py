@@ -3,6 +3,7 @@ model tested on the way with its score (Meissner & Glasner 2024, §3.2: kept "fo
 
 import dataclasses
 
+import diffrax
 import equinox as eqx
 import jax
 import numpy as np
@@ -10,6 +11,8 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from .._results import RESULTS, status_names
 from ..estimators import AbstractFit
+from ..library import PolynomialLibrary
+from ..simulate import integrate
 from ._problem import DiscoveryProblem
 
 
@@ -113,6 +116,20 @@ class Discovery(AbstractFit):
     def equations(self, precision: int = 4) -> list[str]:
         """The selected model as one equation per state, coefficients to `precision` digits."""
         return self.model.equations(self.params, precision)
+
+    def simulate(self, u0, t, solver: diffrax.AbstractSolver | None = None) -> np.ndarray:
+        """The discovered ODE (a `PolynomialLibrary`'s) solved from `u0` on the grid `t`
+        ([`wendyjax.integrate`][]: rows from a failed step on are NaN). A PDE's library has
+        no solver here."""
+        if not isinstance(self.model, PolynomialLibrary):
+            raise TypeError(f"simulate solves the ODE of a PolynomialLibrary; {type(self.model).__name__} "
+                            f"describes a PDE, which wendyjax does not solve.")
+        return integrate(self.model.rhs, self.params, u0, t, solver=solver)
+
+    def forward_error(self, u0, t, reference, solver: diffrax.AbstractSolver = diffrax.Tsit5()) -> float:
+        """Relative forward-simulation error of the discovered ODE (Rummel et al. 2025, eq. 13)
+        against `reference`; inf if the solve fails."""
+        return self._trajectory_error(self.simulate(u0, t, solver=solver), reference)
 
     def compare(self, theta_true: ArrayLike) -> dict:
         """Missing and extra terms against a true coefficient matrix, and the relative

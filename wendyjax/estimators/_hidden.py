@@ -133,13 +133,14 @@ def _standardised_library(features, theta, problem, hidden, Z):
 
 
 class HiddenSolution(eqx.Module):
-    """Parameters, the hidden components at the chained nodes (standardised for
-    libraries and neural fields), the loss, steps, status, and the full loss after each
-    chunk of gradient steps (`history`, NaN past the end; empty for Gauss–Newton)."""
+    """The parameters `params`, the hidden components at the chained nodes `Z`
+    (standardised for libraries and neural fields), the loss `objective`, steps, status, and
+    the full loss after each chunk of gradient steps (`history`, NaN past the end; empty for
+    Gauss–Newton)."""
 
-    theta: PyTree
+    params: PyTree
     Z: Float[Array, "n H"]
-    loss: Float[Array, ""]
+    objective: Float[Array, ""]
     num_steps: Int[Array, ""]
     result: RESULTS
     history: Float[Array, " c"]

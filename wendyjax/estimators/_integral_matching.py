@@ -27,6 +27,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import ClassVar
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -121,6 +122,11 @@ class IntegralMatchingFit(AbstractFit):
         """The fitted ODE solved from `u0` on the grid `t` ([`wendyjax.integrate`][]: rows
         from a failed step on are NaN)."""
         return integrate(self.rhs, self.params, u0, t, **kwargs)
+
+    def forward_error(self, u0, t, reference, solver: diffrax.AbstractSolver = diffrax.Tsit5()) -> float:
+        """Relative forward-simulation error of the fitted ODE (Rummel et al. 2025, eq. 13)
+        against `reference`; inf if the solve fails."""
+        return self._trajectory_error(self.simulate(u0, t, solver=solver), reference)
 
     def to_dict(self) -> dict:
         """Plain Python/NumPy view: status, loss, steps, solver and the parameters (by
@@ -329,7 +335,7 @@ class IntegralMatching(AbstractEstimator):
             else:
                 sol = fit_hidden(solver, steps, problem.rhs, p0, sub, hidden, problem.z0, lower, upper, features)
             extras = {"history": sol.history, "node_states": chained_states(sub, hidden, sol.Z)}
-            return Solution(sol.theta, sol.loss, sol.num_steps, sol.result, extras)
+            return Solution(sol.params, sol.objective, sol.num_steps, sol.result, extras)
         if isinstance(problem.solver, LeastSquares):
             return problem.solver.solve(problem.library, sub)
         if isinstance(problem.solver, TrustRegion):

@@ -102,6 +102,14 @@ class AbstractFit(StatusMixin, abc.ABC):
                                           np.asarray(t, float), np.asarray(reference, float), solver)
         return float(err)
 
+    def _trajectory_error(self, states: np.ndarray, reference) -> float:
+        """‖states − reference‖_F / ‖reference‖_F (Rummel et al. 2025, eq. 13); inf when the
+        solve failed (NaN rows)."""
+        reference = np.asarray(reference, float)
+        if not np.all(np.isfinite(states)):
+            return float("inf")
+        return float(np.linalg.norm(states - reference) / np.linalg.norm(reference))
+
     def to_dict(self) -> dict:
         """Plain Python/NumPy view: estimates, errors and intervals by parameter name."""
         lo, hi = self.ci(0.95)
