@@ -7,7 +7,12 @@ Every script runs as `python benchmarks/NAME.py` from the repository root, which
 `_scipy_oe.py`, `_data2ld_competitors.py`) import as plain modules: `from _common import
 RESULTS`. Importing it turns on float64 (`jax_enable_x64`) before wendyjax is imported
 (isort puts `from _common import ...` above the first-party `import wendyjax`); it touches
-no device, so a script can still set `jax_num_cpu_devices` afterwards.
+no device, so a script can still set `jax_num_cpu_devices` afterwards. It also asks XLA:CPU
+for its memory-optimised scheduler for the whole process (`XLA_FLAGS`), because the scripts
+compile vmapped fits under their own `jit`, where wendyjax's per-program option does not
+reach and the default scheduler can deadlock (`results/cpu_scheduler.md`); a scheduler
+already chosen in `XLA_FLAGS`, or `WENDYJAX_BENCHMARK_KEEP_XLA_FLAGS=1` (`cpu_scheduler.py`'s
+workers, which compare the schedulers), leaves `XLA_FLAGS` as it is.
 """
 
 import datetime
@@ -21,8 +26,12 @@ import sys
 import time
 from pathlib import Path
 
-import jax
-import numpy as np
+_FLAGS = os.environ.get("XLA_FLAGS", "")
+if not os.environ.get("WENDYJAX_BENCHMARK_KEEP_XLA_FLAGS") and "scheduler" not in _FLAGS:
+    os.environ["XLA_FLAGS"] = f"{_FLAGS} --xla_cpu_scheduler_type=CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED".strip()
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 

@@ -128,7 +128,7 @@ def _cores_used(pid: int, window: float) -> float | None:
 def run_worker(setting: str, repeat: int, args, workdir: Path) -> dict:
     """One worker subprocess under the watchdog: what it completed and whether it hung."""
     _, flags, scoped = SETTINGS[setting]
-    env = dict(os.environ)
+    env = {**os.environ, "WENDYJAX_BENCHMARK_KEEP_XLA_FLAGS": "1"}  # _common.py: leave XLA_FLAGS alone
     env.pop("XLA_FLAGS", None)
     if flags is not None:
         env["XLA_FLAGS"] = flags
