@@ -422,3 +422,14 @@ def test_lotka_volterra_coverage_is_calibrated(lv_studies):
     a, b = lv_studies["hessian"].runs[0], lv_studies["sandwich"].runs[0]
     assert np.array_equal(a.p0, b.p0)
     np.testing.assert_allclose(a.params, b.params, rtol=1e-8)
+
+
+def test_a_study_of_a_stiff_benchmark_runs():
+    """Goodwin-3D's forward errors use the benchmark's implicit solver (Kvaerno5), whose
+    root finds jax 0.10's shard_map could not trace ("pytree does not match out_structure"):
+    on one device the study runs without it."""
+    bench = zoo("goodwin_3d")
+    assert type(bench.solver).__name__ == "Kvaerno5"
+    study = wj.studies.monte_carlo(bench, "mle", noise_levels=[0.05], subsamples=[4], n_runs=2, batch_size=2,
+                                   key=jax.random.key(0), progress=False)
+    assert np.all(np.isfinite(study.runs[0].forward_error)) and not np.any(study.failed(0))

@@ -114,6 +114,8 @@ def _fit_chunk(mesh, estimator, liks, p0s, shared, covariance, model, solver, ve
 
     # check_vma=False: the fits' while loops carry values that differ per device in
     # some leaves and not in others, which the check would reject as a type mismatch
+    if mesh.devices.size == 1:  # nothing to shard; and shard_map (jax 0.10) fails to trace the implicit
+        return shard(liks, p0s, shared, consts)  # solvers' root finds (Kvaerno5: "pytree does not match")
     return jax.shard_map(shard, mesh=mesh, in_specs=(_RUNS, _RUNS, P(), P()), out_specs=_RUNS,
                          check_vma=False)(liks, p0s, shared, consts)
 
