@@ -75,3 +75,60 @@ def test_diag_reg_range():
 def test_solver_objects_and_step_limits_are_checked_when_built(make, error, match):
     with pytest.raises(error, match=match):
         make()
+
+
+@pytest.mark.parametrize("make, error, match", [
+    # options validated when the estimator is built (negative tolerances used to run to the step limit)
+    (lambda: wj.IRLS(step_tol=-1.0), ValueError, "IRLS: step_tol must be a positive number"),
+    (lambda: wj.IRLS(max_iters=0), ValueError, "IRLS: max_iters must be a positive integer"),
+    (lambda: wj.IRLS(shapiro_wilk=True, sw_tol=1.5), ValueError, r"IRLS: sw_tol .* must lie in \(0, 1\)"),
+    (lambda: wj.MLE(solver=wj.TrustRegion(rtol=-1.0, atol=-1.0)), ValueError, "TrustRegion: rtol must be"),
+    (lambda: wj.MLE(max_steps=-5), ValueError, "MLE: max_steps must be a positive integer, got -5"),
+    (lambda: wj.OutputError(ode_rtol=-1.0), ValueError, r"OutputError: ode_rtol \(the ODE solver's step-size"),
+    (lambda: wj.OutputError(ode_atol=float("inf")), ValueError, "OutputError: ode_atol"),
+    (lambda: wj.OutputError(ode_max_steps=0), ValueError, "OutputError: ode_max_steps .* positive integer, got 0"),
+    # non-real data and non-boolean masks (they used to be read as real / as "all observed")
+    (lambda: wj.Trajectory(np.arange(4.0), np.ones(4) * (1 + 1j)), TypeError, "u must be real, got complex"),
+    (lambda: wj.Trajectory(np.arange(4.0) + 0j, np.ones(4)), TypeError, "t must be real"),
+    (lambda: wj.Trajectory(np.arange(4.0), np.ones(4), ["yes"] * 4), TypeError, "mask must be boolean"),
+    (lambda: wj.Trajectory(np.arange(4.0), np.ones(4), np.full(4, 0.5)), TypeError, "hold only 0 and 1"),
+    (lambda: wj.Trajectory(np.arange(4.0), np.ones(4), np.full(4, np.nan)), TypeError, "hold only 0 and 1"),
+    (lambda: wj.Field(np.arange(3.0), np.ones((3, 4, 1)) * 1j), TypeError, "u must be real"),
+])
+def test_options_data_and_masks_are_refused_when_built(make, error, match):
+    with pytest.raises(error, match=match):
+        make()
+
+
+def test_zero_one_masks_are_accepted():
+    t = np.arange(4.0)
+    assert np.array_equal(wj.Trajectory(t, np.ones(4), [1, 0, 1, 1]).mask.ravel(), [True, False, True, True])
+    assert np.array_equal(wj.Trajectory(t, np.ones(4), np.array([1.0, 1, 0, 1])).mask.ravel(),
+                          [True, True, False, True])
+
+
+def test_a_file_that_is_not_a_saved_study_is_named(tmp_path):
+    (tmp_path / "empty.json").write_text("{}")
+    (tmp_path / "text.json").write_text("not json")
+    with pytest.raises(ValueError, match=r"empty.json is not a saved study: it lacks model, params, cells, runs, "
+                                         r"settings \(write one with Study.to_json\)"):
+        wj.studies.Study.load(tmp_path / "empty.json")
+    with pytest.raises(ValueError, match="text.json is not a saved study .not JSON"):
+        wj.studies.Study.load(tmp_path / "text.json")
+
+
+def test_k_beyond_the_samples_is_refused_before_the_solve():
+    """k=5000 on 257 samples used to run the jitted solve for minutes (k=100000: a 74.5 GiB
+    allocation); there cannot be more independent test functions than samples."""
+    bench = zoo("lotka_volterra")
+    data = bench.simulate(jax.random.key(0), 0.05, subsample=4)
+    with pytest.raises(ValueError, match=r"k=5000 exceeds the 257 samples of the longest trajectory"):
+        wj.MLE().fit(bench.model, data, bench.p_true, k=5000)
+
+
+def test_a_failed_simulation_says_how_far_it_got_and_every_remedy():
+    """u' = 5u² from 1 blows up at t = 0.2: the old message suggested only a stiff solver."""
+    model = wj.ODEModel(lambda u, p, t: p[0] * u**2, ["u"], ["p"], name="blow_up")
+    with pytest.raises(RuntimeError, match=r"blow_up' on \[0.0, 1.0\].*got past t = 0.1 only.*blows up in finite "
+                                           r"time.*stiff.*Kvaerno5.*max_steps"):
+        wj.solve(model, [5.0], [1.0], np.linspace(0, 1, 11))

@@ -183,3 +183,19 @@ def test_integral_matching_runs_in_a_study():
     study = wj.studies.monte_carlo(zoo("lotka_volterra"), gradient, n_runs=2, batch_size=2, subsamples=[4],
                                    p0=[3.0, 1.0, 6.0, 1.0], progress=False)
     assert np.all(np.isfinite(study.runs[0].params)) and study.rows()[0]["failure_rate"] == 0.0
+
+
+def test_an_estimate_on_the_box_is_said_and_warned(lv):
+    """A box that cuts off the optimum: the estimate ends on the bound, and the fit says so
+    (warning with the remedy, a note in the summary, `at_bound`) instead of only "successful"."""
+    bench, (data, _) = lv
+    lo, hi = (np.asarray(b, float) for b in bench.model.bounds)
+    hi = hi.copy()
+    hi[0] = 0.8 * bench.p_true[0]
+    with pytest.warns(RuntimeWarning, match=r"estimate of p1 on model 'lotka_volterra' lies on the box's bound.*"
+                                            r"wider box"):
+        fit = wj.MLE().fit(bench.model, data, _p0(bench) * np.r_[0.8, 1, 1, 1], bounds=(lo, hi))
+    assert fit.successful and fit.at_bound == ["p1"] and fit.params[0] == pytest.approx(hi[0])
+    assert "estimate of p1 lies on the box's bound" in fit.table()
+    inside = wj.MLE().fit(bench.model, data, _p0(bench))
+    assert inside.at_bound == [] and "box's bound" not in inside.table()

@@ -20,8 +20,10 @@ class RESULTS(optx.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
     )
     forward_failed = (
         "The forward simulation of the ODE failed (diffrax did not reach the last sample "
-        "time or the states became non-finite): the failure of a fit as Bortz et al. 2025 "
-        "define it."
+        "time or the states became non-finite): the failure of a fit as Rummel et al. 2025 "
+        "define it. For a stiff system use an implicit solver (OutputError(ode_solver="
+        "diffrax.Kvaerno5())); else raise ode_max_steps, or start nearer the data (Hybrid "
+        "starts from the WENDy estimate)."
     )
     stalled = (
         "The solver stopped without converging: its step bound shrank to nothing (a trust "

@@ -8,6 +8,18 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float
 
 
+def _real(name: str, x) -> np.ndarray:
+    """`x` as a float array, refusing complex and non-numeric input by name (NumPy would drop
+    an imaginary part with only a warning)."""
+    x = np.asarray(x)
+    if np.iscomplexobj(x):
+        raise TypeError(f"{name} must be real, got complex values (dtype {x.dtype}); pass the real part or fit "
+                        f"real and imaginary parts as separate states.")
+    if x.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be numeric, got dtype {x.dtype}.")
+    return x.astype(float)
+
+
 def _observed_mask(u: np.ndarray, mask) -> Bool[Array, "..."] | None:
     """The observed entries of `u` as a boolean array (`None` when everything is observed):
     `mask` checked against `u`'s shape, or without one, every entry but the NaN ones (NaN
@@ -18,6 +30,9 @@ def _observed_mask(u: np.ndarray, mask) -> Bool[Array, "..."] | None:
         mask = np.asarray(mask)
         if mask.shape != u.shape:
             raise ValueError(f"mask must have the shape of u {u.shape}, got {mask.shape}.")
+        if not (mask.dtype == bool or (mask.dtype.kind in "iuf" and np.isin(mask, (0, 1)).all())):
+            raise TypeError(f"mask must be boolean (True where observed) or hold only 0 and 1, got dtype "
+                            f"{mask.dtype}{' with other values' if mask.dtype.kind in 'iuf' else ''}.")
         mask = mask.astype(bool)
     bad = ~np.isfinite(u) & mask
     if bad.any():
@@ -48,8 +63,7 @@ class Trajectory(eqx.Module):
     mask: Bool[Array, "n d"] | None
 
     def __init__(self, t: ArrayLike, u: ArrayLike, mask: ArrayLike | None = None):
-        t = np.asarray(t, dtype=float)
-        u = np.asarray(u, dtype=float)
+        t, u = _real("t", t), _real("u", u)
         if t.ndim != 1:
             raise ValueError(f"t must be 1-D (one time per sample), got shape {t.shape}.")
         if u.ndim == 1:
@@ -210,8 +224,7 @@ class Field(eqx.Module):
     mask: Bool[Array, "T *space D"] | None
 
     def __init__(self, t: ArrayLike, u: ArrayLike, mask: ArrayLike | None = None):
-        t = np.asarray(t, dtype=float)
-        u = np.asarray(u, dtype=float)
+        t, u = _real("t", t), _real("u", u)
         if t.ndim != 1:
             raise ValueError(f"t must be 1-D (one time per level), got shape {t.shape}.")
         if t.shape[0] < 2:

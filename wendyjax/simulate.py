@@ -68,10 +68,14 @@ def solve(
                         model.jump_ts)
     ok = bool(result == diffrax.RESULTS.successful) and bool(jnp.all(jnp.isfinite(ys)))
     if not ok:
-        raise RuntimeError(
-            f"diffrax failed to solve model '{model.name}' on [{float(t[0])}, {float(t[-1])}] "
-            f"({result}). Try a stiff solver (solver=diffrax.Kvaerno5()) or a larger max_steps."
-        )
+        where = f"model '{model.name}' on [{float(t[0])}, {float(t[-1])}]"
+        finite = np.all(np.isfinite(np.asarray(ys)), axis=1)
+        last = float(t[np.flatnonzero(finite)[-1]]) if finite.any() else float(t[0])
+        hint = (f"it got past t = {last:.6g} only. Either the solution blows up in finite time after that with "
+                f"these parameters (then no solver helps: check p and u0, or end the grid earlier), or the "
+                f"system is stiff (use an implicit solver, solver=diffrax.Kvaerno5()), or it needs more than "
+                f"max_steps={max_steps} steps.")
+        raise RuntimeError(f"diffrax failed to solve {where} ({result}): {hint}")
     return ys
 
 

@@ -3,6 +3,7 @@ its start (`init`), `solve`s purely and has a `covariance`; `AbstractEstimator.f
 the rest."""
 
 import abc
+import dataclasses
 import inspect
 import time
 import warnings
@@ -197,6 +198,8 @@ class AbstractEstimator(eqx.Module):
         cov = None if kind is None else np.asarray(_covariance(self, problem, sol, kind))
         seconds = time.perf_counter() - clock
         result = self.fit_type.from_solution(self, model, problem, start, sol, cov, kind, seconds)
+        if lower is not None:
+            result = dataclasses.replace(result, lower=lower, upper=upper)
         _report(result, throw)
         return result
 
@@ -218,6 +221,11 @@ def _report(fit, throw: bool) -> None:
             if throw:
                 raise RuntimeError(text)
             warnings.warn(text, RuntimeWarning, stacklevel=stack)
+    if fit.successful and fit.at_bound:
+        warnings.warn(f"the {fit.title} estimate of {', '.join(fit.at_bound)} on model '{fit.model_name}' lies on "
+                      f"the box's bound: the optimum may lie outside the box, or the fit stopped there from a poor "
+                      f"start; try a wider box (bounds=...) or another start (e.g. MLE(start='both')).",
+                      RuntimeWarning, stacklevel=stack)
     if fit.covariance is not None and not np.all(np.isfinite(fit.covariance)):
         warnings.warn(f"the {fit.covariance_method} parameter covariance of {fit.title} is not finite at the "
                       f"estimate (the Hessian or Jacobian is singular there): standard errors are NaN.",

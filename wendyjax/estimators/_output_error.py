@@ -278,6 +278,16 @@ class OutputError(AbstractEstimator):
             raise ValueError(f"jacobian must be 'sensitivity' or 'forward_mode', got {self.jacobian!r}.")
         check_solver_options(self, (TrustRegion, optx.AbstractLeastSquaresSolver),
                              "wendyjax.estimators.TrustRegion() or optimistix.LevenbergMarquardt(rtol=1e-8, atol=1e-8)")
+        for name in ("ode_rtol", "ode_atol"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and np.isfinite(value) and value >= 0):
+                raise ValueError(f"OutputError: {name} (the ODE solver's step-size tolerance) must be a finite number "
+                                 f">= 0, got {value!r}.")
+        if self.ode_rtol == 0 and self.ode_atol == 0:
+            raise ValueError("OutputError: ode_rtol and ode_atol cannot both be 0.")
+        if isinstance(self.ode_max_steps, bool) or not isinstance(self.ode_max_steps, int) or self.ode_max_steps < 1:
+            raise ValueError(f"OutputError: ode_max_steps (the ODE solver's step limit per solve) must be a positive "
+                             f"integer, got {self.ode_max_steps!r}.")
 
     def problem(
         self,

@@ -37,7 +37,8 @@ class AbstractFit(StatusMixin, abc.ABC):
     """What every fit result has (plain NumPy arrays): `params`, their `covariance`
     (`covariance_method`), the start `p0`, `num_steps`, `status` (a `RESULTS` item,
     `message` its text, `successful`), `method`, the `objective` at the estimate, the
-    `noise` model fitted and the wall-clock `seconds` of the solve (compilation included)."""
+    `noise` model fitted, the wall-clock `seconds` of the solve (compilation included) and
+    the box `lower`, `upper` the fit was held to (`None` without a parameter vector)."""
 
     model: ODEModel
     params: np.ndarray
@@ -50,6 +51,8 @@ class AbstractFit(StatusMixin, abc.ABC):
     objective: float
     noise: str
     seconds: float
+    lower: np.ndarray | None = dataclasses.field(default=None, kw_only=True)
+    upper: np.ndarray | None = dataclasses.field(default=None, kw_only=True)
 
     @classmethod
     @abc.abstractmethod
@@ -153,11 +156,24 @@ class AbstractFit(StatusMixin, abc.ABC):
         lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
                  for row in cells]
         lines.insert(1, "-" * len(lines[0]))
+        on_bound = self.at_bound
+        if on_bound:
+            lines.append(f"note: the estimate of {', '.join(on_bound)} lies on the box's bound: the optimum may lie "
+                         f"outside the box, or the fit stopped there; try a wider box or another start (e.g. "
+                         f"MLE(start='both')).")
         outside = self._outside_box(lo, hi)
         if outside:
             lines.append(f"note: the {pct} intervals of {', '.join(outside)} reach outside the model's parameter "
                          f"box; normal intervals ignore the box, so they are a poor guide there.")
         return "\n".join(self._head() + lines)
+
+    @property
+    def at_bound(self) -> list[str]:
+        """The parameters whose estimate lies on a finite bound of the box the fit was held to."""
+        if self.lower is None or np.ndim(self.params) != 1:
+            return []
+        on = [np.isfinite(b) & np.isclose(self.params, b, rtol=1e-10, atol=1e-12) for b in (self.lower, self.upper)]
+        return [n for n, a, b in zip(self.model.param_names, *on) if a or b]
 
     def _outside_box(self, lo: np.ndarray, hi: np.ndarray) -> list[str]:
         """The parameters whose interval (lo, hi) leaves the model's box."""

@@ -170,6 +170,14 @@ class IRLS(AbstractWENDyEstimator):
 
     def __check_init__(self):
         _check_solver(self)
+        if not (isinstance(self.step_tol, (int, float)) and self.step_tol > 0 and np.isfinite(self.step_tol)):
+            raise ValueError(f"IRLS: step_tol must be a positive number, got {self.step_tol!r}.")
+        if isinstance(self.max_iters, bool) or not isinstance(self.max_iters, int) or self.max_iters < 1:
+            raise ValueError(f"IRLS: max_iters must be a positive integer, got {self.max_iters!r}.")
+        if not 0 < self.sw_tol < 1:
+            raise ValueError(f"IRLS: sw_tol (the Shapiro–Wilk level) must lie in (0, 1), got {self.sw_tol!r}.")
+        if isinstance(self.sw_start, bool) or not isinstance(self.sw_start, int) or self.sw_start < 0:
+            raise ValueError(f"IRLS: sw_start must be a non-negative integer, got {self.sw_start!r}.")
 
     def _wls(self) -> WLS:
         return WLS(solver=self.solver, max_steps=self.max_steps)

@@ -192,7 +192,19 @@ class Study:
     @classmethod
     def load(cls, path: str | Path) -> "Study":
         """A study saved with [`to_json`][]."""
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        try:
+            data = json.loads(Path(path).read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path} is not a saved study (not JSON: {e}).") from e
+        missing = [k for k in _SAVED_KEYS if not isinstance(data, dict) or k not in data]
+        if missing:
+            raise ValueError(f"{path} is not a saved study: it lacks {', '.join(missing)} (write one with "
+                             f"Study.to_json).")
+        return cls.from_dict(data)
+
+
+#: the keys `Study.to_dict` always writes
+_SAVED_KEYS = ("model", "params", "cells", "runs", "settings")
 
 
 def _to_json(x):

@@ -145,10 +145,15 @@ def build_problem(
             raise ValueError(f"sigma must be finite and non-negative, got {s}.")
         sigmas = [s] * len(prepared)
     k_max = max(tf.k for tf in tfs)
+    n_most = max(len(t) for t, _ in prepared)
     if k is None:
         k = k_max
     elif k < k_max:
         raise ValueError(f"k={k} is smaller than the {k_max} test functions of some trajectory.")
+    elif k > n_most:
+        raise ValueError(f"k={k} exceeds the {n_most} samples of the longest trajectory: there are at most that many "
+                         f"independent test functions, so padding beyond them only costs memory and time (k pads "
+                         f"every trajectory to the same count for batching; {k_max} are in use).")
     tfs = [tf.pad(k) for tf in tfs]
     n = max(len(t) for t, _ in prepared)
     phi = np.stack([_pad_cols(np.asarray(tf.phi), n) for tf in tfs])
