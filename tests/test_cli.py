@@ -162,6 +162,24 @@ def test_study_writes_its_table(files, capsys):
     assert "positive integers" in capsys.readouterr().err
 
 
+
+def test_outputs_and_level_are_checked_before_any_work(files, capsys, monkeypatch):
+    """An unwritable --json used to fail after the whole study (leaving the CSV behind), and
+    --level 2 after the fit; now both are refused first, and nothing runs."""
+    tmp, _, _ = files
+    import wendyjax.studies as studies
+
+    monkeypatch.setattr(studies, "monte_carlo", lambda *a, **k: pytest.fail("the study ran"))
+    base = ["study", "logistic", "--estimator", "wls", "--runs", "2"]
+    _fails([*base, "--csv", str(tmp / "early.csv"), "--json", str(tmp / "no" / "such" / "dir.json")], capsys,
+           "dir.json: cannot write there (no writable folder")
+    assert not (tmp / "early.csv").exists()
+    _fails([*base, "--csv", str(tmp)], capsys, f"--csv {tmp}: cannot write there (a folder); nothing was run")
+    _fails([*base, "--level", "2"], capsys, "--level must lie strictly between 0 and 1")
+    _fails(["fit", "lotka_volterra", str(tmp / "lv.npz"), "--level", "95"], capsys,
+           "--level must lie strictly between 0 and 1 (e.g. 0.95), got 95")
+
+
 def test_demo_refuses_what_it_cannot_run(capsys):
     # the PDE reference solutions have no protocol to fit: not offered
     with pytest.raises(SystemExit) as exc:

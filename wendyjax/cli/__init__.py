@@ -3,6 +3,7 @@
 import argparse
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,7 @@ def _run_fit(args) -> int:
 
     from .. import estimators
 
+    _check_before_work(args)
     model, bench, basis = load_model(args.model)
     if basis is not None:
         result = _fit_data2ld(args, model, basis, load_data(args.data, model))
@@ -164,11 +166,28 @@ def _print_result(args, result, names) -> None:
         result.summary(args.level)
 
 
+def _check_before_work(args) -> None:
+    """The flags that would otherwise fail only after the fit or the whole study, checked
+    first and named as the command line spells them."""
+    if not 0 < args.level < 1:
+        raise ValueError(f"--level must lie strictly between 0 and 1 (e.g. 0.95), got {args.level:g}.")
+    for flag in ("csv", "json"):
+        path = getattr(args, flag, None)
+        if not isinstance(path, str):  # `fit --json` is a switch, not a path
+            continue
+        target = Path(path)
+        folder = target.parent if str(target.parent) else Path(".")
+        if target.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
+            why = "a folder" if target.is_dir() else f"no writable folder {folder}"
+            raise ValueError(f"--{flag} {path}: cannot write there ({why}); nothing was run.")
+
+
 def _run_study(args) -> int:
     import jax
 
     from .. import models, studies
 
+    _check_before_work(args)
     study = studies.monte_carlo(getattr(models, args.model)(), args.estimator, noise_levels=args.noise,
                                 subsamples=args.subsample, n_runs=args.runs, key=jax.random.key(args.seed),
                                 covariance=args.covariance, level=args.level, batch_size=args.batch_size)
