@@ -199,3 +199,16 @@ def test_an_estimate_on_the_box_is_said_and_warned(lv):
     assert "estimate of p1 lies on the box's bound" in fit.table()
     inside = wj.MLE().fit(bench.model, data, _p0(bench))
     assert inside.at_bound == [] and "box's bound" not in inside.table()
+
+
+def test_a_parameter_the_data_do_not_determine_gets_no_standard_error():
+    """c does not enter the model: it used to be "successful" with standard error 0.0 (a
+    pseudo-inverse's answer in its null direction); now NaN, with a warning naming c."""
+    bench = zoo("logistic")
+    data = bench.simulate(jax.random.key(0), 0.05, subsample=4)
+    model = wj.ODEModel(lambda u, p, t: p[0] * u + p[1] * u**2, ["u"], ["a", "b", "c"], name="unused_c")
+    for est in (wj.MLE(), wj.OutputError()):
+        with pytest.warns(RuntimeWarning, match="standard errors of c are NaN .the data do not determine them"):
+            fit = est.fit(model, data, [1.0, -1.0, 0.5])
+        assert fit.successful and np.isnan(fit.stderr[2]) and np.all(np.isfinite(fit.stderr[:2]))
+    assert not np.any(wj.inference.undetermined(np.diag([1e-6, 1.0, 1e6])))  # scale alone is not undetermined

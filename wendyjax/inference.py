@@ -24,14 +24,35 @@ from .weak import WeakLikelihood, covariance, nll_hessian, residual, spd_inverse
 COVARIANCES = ("sandwich", "hessian")
 
 
+def undetermined(jac: Float[Array, "m j"]) -> Bool[Array, " j"]:
+    """The parameters that a Jacobian `jac` does not determine: a zero column, or weight in
+    its numerical null space once its columns are scaled to unit length (so that parameters
+    of very different magnitudes are not mistaken for undetermined ones)."""
+    norms = jnp.linalg.norm(jac, axis=0)
+    _, s, vt = jnp.linalg.svd(jac / jnp.where(norms > 0, norms, 1.0), full_matrices=True)
+    j = jac.shape[1]
+    s = jnp.zeros(j, s.dtype).at[: s.size].set(s[:j])
+    null = s <= jnp.max(s) * max(jac.shape) * jnp.finfo(jac.dtype).eps
+    return (norms == 0) | jnp.any(null[:, None] & (jnp.abs(vt) > 1e-6), axis=0)
+
+
+def without_undetermined(cov: Float[Array, "j j"], jac: Float[Array, "m j"]) -> Float[Array, "j j"]:
+    """`cov` with NaN in the rows and columns of the [`undetermined`][] parameters (a
+    pseudo-inverse gives them variance 0: the most confident answer where there is none)."""
+    bad = undetermined(jac)
+    return jnp.where(bad[:, None] | bad[None, :], jnp.nan, cov)
+
+
 @cpu_safe_jit
 def sandwich_covariance(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, "j j"]:
     r"""$(\nabla_p g)^+ S(p) (\nabla_p g)^{+T}$ (Rummel et al. 2025, eq. 9; Bortz et al. 2023, eq. 15), summed over
-    trajectories: $\nabla_p g$ is stacked over them and $S$ is block diagonal."""
+    trajectories: $\nabla_p g$ is stacked over them and $S$ is block diagonal. NaN for the
+    parameters $\nabla_p g$ does not determine."""
     jac = jax.jacfwd(residual, argnums=1)(lik, p)  # (r, dk, j)
     r, dk, j = jac.shape
     pinv = jnp.linalg.pinv(jac.reshape(r * dk, j)).reshape(j, r, dk)
-    return jnp.einsum("irk,rkl,jrl->ij", pinv, covariance(lik, p), pinv)
+    return without_undetermined(jnp.einsum("irk,rkl,jrl->ij", pinv, covariance(lik, p), pinv),
+                                jac.reshape(r * dk, j))
 
 
 @cpu_safe_jit

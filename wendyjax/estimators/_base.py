@@ -227,6 +227,10 @@ def _report(fit, throw: bool) -> None:
                       f"start; try a wider box (bounds=...) or another start (e.g. MLE(start='both')).",
                       RuntimeWarning, stacklevel=stack)
     if fit.covariance is not None and not np.all(np.isfinite(fit.covariance)):
+        names = getattr(fit.model, "param_names", None)
+        bad = np.flatnonzero(~np.isfinite(np.diagonal(fit.covariance)))
+        which = (", ".join(names[i] for i in bad) if names is not None and 0 < len(bad) < len(names)
+                 else "all parameters")
         warnings.warn(f"the {fit.covariance_method} parameter covariance of {fit.title} is not finite at the "
-                      f"estimate (the Hessian or Jacobian is singular there): standard errors are NaN.",
-                      RuntimeWarning, stacklevel=stack)
+                      f"estimate: standard errors of {which} are NaN (the data do not determine them there: the "
+                      f"Hessian or Jacobian is singular along them).", RuntimeWarning, stacklevel=stack)

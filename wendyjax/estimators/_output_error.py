@@ -24,6 +24,7 @@ from jaxtyping import Array, Bool, Float, PRNGKeyArray
 from .._checks import check_solver_options, warn_if_float32
 from .._results import RESULTS
 from ..data import Dataset, Trajectory, as_dataset
+from ..inference import without_undetermined
 from ..model import ODEModel
 from ..noise import AbstractNoise, estimate_noise_std, is_log_space, resolve_noise
 from ..weak import TestFunctionConfig, WeakLikelihood, log_space_rhs
@@ -418,7 +419,8 @@ class OutputError(AbstractEstimator):
 
     def covariance(self, problem: OutputErrorProblem, sol: Solution, kind: str | None = None):
         r"""Gauss–Newton covariance of $\hat p$: the $p$ block of $s^2 (J^TJ)^{-1}$, $J$ the
-        Jacobian of the whitened residuals in $(p, u_0)$ and $s^2$ = RSS/(n − #unknowns)."""
+        Jacobian of the whitened residuals in $(p, u_0)$ and $s^2$ = RSS/(n − #unknowns); NaN
+        for the parameters $J$ does not determine."""
         if kind not in (None, *self.covariances):
             raise ValueError(f"output error has covariance {self.covariances}, got {kind!r}.")
         u0 = sol.extras["u0"]
@@ -428,8 +430,9 @@ class OutputError(AbstractEstimator):
         jac = jnp.concatenate([jp, jx.reshape(jx.shape[0], -1)], axis=1) if self.fit_u0 else jp
         dof = problem.n_observed - jac.shape[1]
         s2 = 2.0 * sol.objective / jnp.maximum(dof, 1)
-        info = jac.T @ jac
-        return s2 * jnp.linalg.pinv(info, hermitian=True)[: sol.params.shape[0], : sol.params.shape[0]]
+        n = sol.params.shape[0]
+        cov = s2 * jnp.linalg.pinv(jac.T @ jac, hermitian=True)
+        return without_undetermined(cov, jac)[:n, :n]
 
     def solve_multistart(
         self, problem: OutputErrorProblem, p0s, lower, upper
