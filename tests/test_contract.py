@@ -201,6 +201,7 @@ def test_an_estimate_on_the_box_is_said_and_warned(lv):
     assert inside.at_bound == [] and "box's bound" not in inside.table()
 
 
+@pytest.mark.slow
 def test_a_parameter_the_data_do_not_determine_gets_no_standard_error():
     """c does not enter the model: it used to be "successful" with standard error 0.0 (a
     pseudo-inverse's answer in its null direction); now NaN, with a warning naming c."""

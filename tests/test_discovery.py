@@ -439,6 +439,7 @@ def _oscillator(seed):
     return _trajectory(data, 0.05), wj.PolynomialLibrary(["x", "y"], 2, constant=False)
 
 
+@pytest.mark.slow
 def test_contract_call_failure_status_and_vmapped_solve():
     """The common call; a failed full-library fit raises, or with throw=False is the status;
     `solve` under jit and vmap over two data sets equals two single fits."""

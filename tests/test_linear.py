@@ -329,6 +329,7 @@ def test_bad_input_is_refused(make, match):
         make()
 
 
+@pytest.mark.slow
 def test_data2ld_implements_the_estimator_contract(head_impact_fit):
     # batch_problems + a vmapped solve equal single fits; bounds bound every stage's steps
     fit = head_impact_fit

@@ -424,6 +424,7 @@ def test_lotka_volterra_coverage_is_calibrated(lv_studies):
     np.testing.assert_allclose(a.params, b.params, rtol=1e-8)
 
 
+@pytest.mark.slow
 def test_a_study_of_a_stiff_benchmark_runs():
     """Goodwin-3D's forward errors use the benchmark's implicit solver (Kvaerno5), whose
     root finds jax 0.10's shard_map could not trace ("pytree does not match out_structure"):
