@@ -99,6 +99,11 @@ class AbstractWENDyEstimator(AbstractEstimator):
         self.require_start(model, p0)
         return _wls_start(problem, jnp.asarray(lower), jnp.asarray(upper))
 
+    def _wls(self) -> "WLS":
+        """WLS with this estimator's solver and step limit (its start, or its fallback on
+        noiseless data)."""
+        return WLS(solver=self.solver, max_steps=self.max_steps)
+
     def covariance(self, problem: WeakLikelihood, solution: Solution, kind: str | None = None):
         """Covariance of the estimate: "sandwich" (default) or "hessian" (inverse Hessian of ℓ)."""
         return parameter_covariance(problem, solution.params, kind or "sandwich")
@@ -178,9 +183,6 @@ class IRLS(AbstractWENDyEstimator):
             raise ValueError(f"IRLS: sw_tol (the Shapiro–Wilk level) must lie in (0, 1), got {self.sw_tol!r}.")
         if isinstance(self.sw_start, bool) or not isinstance(self.sw_start, int) or self.sw_start < 0:
             raise ValueError(f"IRLS: sw_start must be a non-negative integer, got {self.sw_start!r}.")
-
-    def _wls(self) -> WLS:
-        return WLS(solver=self.solver, max_steps=self.max_steps)
 
     def step(self, lik, p, lower, upper):
         """One reweighting: $(p^{(n+1)}$, whitened residual, status$)$."""
@@ -276,7 +278,7 @@ class MLE(AbstractWENDyEstimator):
         """The WLS estimate, or `p0` (clipped) when that solve fails or, with `compare`, when
         ℓ(p0) is not higher."""
         p0 = jnp.clip(p0, lower, upper)
-        wls = WLS(solver=self.solver, max_steps=self.max_steps).solve(lik, p0, lower, upper)
+        wls = self._wls().solve(lik, p0, lower, upper)
         usable = wls.successful & jnp.isfinite(wls.objective)
         if compare:
             # not `wls.objective < ℓ(p0)`: a non-finite ℓ(p0) must lose
@@ -295,7 +297,7 @@ class MLE(AbstractWENDyEstimator):
 
     def solve(self, lik, p0, lower, upper) -> Solution:
         if lik.noiseless:
-            return WLS(solver=self.solver, max_steps=self.max_steps).solve(lik, p0, lower, upper)
+            return self._wls().solve(lik, p0, lower, upper)
         if self.start == "p0":
             return self._solve_from(lik, p0, lower, upper)
         wls = self._solve_from(lik, self._wls_start(lik, p0, lower, upper, self.start == "best"), lower, upper)
