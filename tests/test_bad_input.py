@@ -1,5 +1,7 @@
 """Bad-input paths not covered by the feature tests: each raises a clear error early."""
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -36,9 +38,13 @@ def test_noise_estimate_shape():
 
 
 def test_radius_search_needs_room():
-    t = np.linspace(0, 1, 7)
-    with pytest.raises(ValueError, match="too few samples \\(7\\) to search for a test-function radius"):
+    t = np.linspace(0, 1, 9)
+    with pytest.raises(ValueError, match="got 9, need at least 10 \\(the radius search"):
         build_test_functions(t, np.sin(t)[:, None])
+    t = np.linspace(0, 1, 10)  # the floor is truthful: 10 samples build, without numpy warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert build_test_functions(t, np.sin(t)[:, None]).k >= 1
 
 
 def test_prebuilt_test_functions_must_match_the_data():
@@ -132,3 +138,96 @@ def test_a_failed_simulation_says_how_far_it_got_and_every_remedy():
     with pytest.raises(RuntimeError, match=r"blow_up' on \[0.0, 1.0\].*got past t = 0.1 only.*blows up in finite "
                                            r"time.*stiff.*Kvaerno5.*max_steps"):
         wj.solve(model, [5.0], [1.0], np.linspace(0, 1, 11))
+
+
+def _logistic_data(n, noise=0.01, seed=0):
+    b = zoo("logistic")
+    t = np.linspace(0.0, 10.0, n)
+    u = np.asarray(wj.solve(b.model, b.p_true, b.u0, t))
+    return b, wj.Trajectory(t, u * (1 + noise * np.random.default_rng(seed).standard_normal(u.shape)))
+
+
+def test_one_sample_floor_for_the_weak_form_is_checked_first():
+    """It used to say 7; then 8 samples failed on the radius (with numpy warnings) and 12 on
+    the noise estimate ("needs 15")."""
+    b, d14 = _logistic_data(14)
+    with pytest.raises(ValueError, match=r"needs at least 15 observed samples per trajectory, but the trajectory "
+                                         r"has 14: the noise estimate's 15-point stencil.*pass sigma="):
+        wj.MLE().fit(b.model, d14)
+    _, d9 = _logistic_data(9)
+    with pytest.raises(ValueError, match=r"at least 10 observed samples .* has 9: the radius search.*radius=...\) "
+                                         r"needs 8"):
+        wj.WLS().fit(b.model, d9, sigma=0.01)
+    _, d7 = _logistic_data(7)
+    with pytest.raises(ValueError, match=r"at least 8 observed samples .* has 7: the smallest bump"):
+        wj.WLS().fit(b.model, d7, sigma=0.01, test_functions=wj.TestFunctionConfig(radius=1.0))
+    _, d10 = _logistic_data(10)
+    with warnings.catch_warnings():  # the floor is truthful: 10 samples with a known sigma build
+        warnings.simplefilter("error")
+        assert wj.weak_likelihood(b.model, d10, sigma=0.01).problem.u.shape[1] == 10
+
+
+def test_data_whose_squares_overflow_are_refused_when_built():
+    """Data scaled by 1e300 used to fail seconds later with "objective not finite" and 16
+    numpy overflow warnings."""
+    with pytest.raises(ValueError, match=r"u's largest magnitude is 1e\+300: its square overflows float64.*"
+                                         r"Rescale u to order one"):
+        wj.Trajectory(np.arange(3.0), [1.0, 1e300, 2.0])
+    with pytest.raises(ValueError, match=r"u's largest magnitude is 1e-300: its square underflows"):
+        wj.Trajectory(np.arange(3.0), [1e-300, 0.0, -1e-300])
+    with pytest.raises(ValueError, match=r"t's largest magnitude is 1e\+200"):
+        wj.Trajectory([0.0, 1e200], [1.0, 2.0])
+    with pytest.raises(ValueError, match=r"u's largest magnitude"):
+        wj.Field(np.arange(3.0), np.full((3, 4, 1), 1e160))
+    assert wj.Trajectory(np.arange(3.0), [1.0, np.nan, 2.0], [True, False, True]).u.shape == (3, 1)
+    assert wj.Trajectory(np.arange(3.0), np.zeros(3)).u.shape == (3, 1)  # all zero is fine
+
+
+def test_a_fit_that_overflows_names_the_data_scale():
+    b, d = _logistic_data(257)
+    big = wj.Trajectory(d.t, d.u * 1e150)  # squarable, but the model's u² term overflows
+    with pytest.raises(RuntimeError, match=r"The data's largest magnitude is 1.*e\+150.*rescale the data"):
+        wj.WLS().fit(b.model, big)
+
+
+def test_weakly_determined_parameters_are_named():
+    """Near-constant data (u ≈ 0.5 on the logistic) fix only p1 + 0.5 p2: the fit used to
+    be "successful" without a word."""
+    b, _ = _logistic_data(2)
+    t = np.linspace(0.0, 10.0, 257)
+    flat = wj.Trajectory(t, 0.5 + 0.005 * np.random.default_rng(0).standard_normal(257))
+    with pytest.warns(RuntimeWarning, match=r"the data barely determine the combination .*p1.*p2.*relative "
+                                            r"standard error .*95% interval contains 0.*practically non-identifiable"):
+        fit = wj.WLS().fit(b.model, flat, bounds=None)
+    rel, weights = fit.weak_directions[0]  # the weakest first
+    assert rel > 100 and set(weights) == {"p1", "p2"}
+    assert "note: the data barely determine" in fit.table()
+
+
+def test_weak_directions_of_a_covariance():
+    p = np.array([1.0, 2.0, -4.0])
+    assert wj.inference.weak_directions(p, np.diag([0.01, 0.04, 0.16])) == []      # 10 % each
+    assert wj.inference.weak_directions(p, np.diag([0.01, 1.0, 0.16])) == []       # p2: 50 % (interval misses 0)
+    (rel, w), = wj.inference.weak_directions(p, np.diag([0.01, 1.1, 0.16]))        # p2: 52 % > 1/1.96
+    assert rel == pytest.approx(np.sqrt(1.1) / 2) and np.allclose(w, [0, 1, 0])
+    assert wj.inference.weak_directions(p, np.diag([0.01, 1.1, 0.16]), level=0.9) == []
+    # two that only enter together: a large variance along their relative sum
+    v = np.array([1.0, 1.0]) / np.sqrt(2)
+    cov = np.diag([1.0, 2.0]) @ (9.0 * np.outer(v, v) + 1e-4 * np.eye(2)) @ np.diag([1.0, 2.0])
+    (rel, w), = wj.inference.weak_directions([1.0, 2.0], cov)
+    assert rel == pytest.approx(3.0, rel=1e-4) and np.allclose(w, v)
+    assert wj.inference.weak_directions([1.0, 0.0], np.diag([0.01, 9.0])) == []    # a zero estimate has no scale
+
+
+def test_the_pseudo_inverse_keeps_weak_directions():
+    """Output error's covariance took pinv(JᵀJ): at a condition number of 1e9, JᵀJ's
+    small eigenvalue fell below pinv's cut, so the weakest direction got variance 0 and a
+    standard error of 7e-10 where the truth is ~1e9 times larger."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(200)
+    jac = np.c_[a, a + 1e-9 * rng.standard_normal(200)]
+    cov = np.asarray(wj.inference.determined_pinv(jac) @ wj.inference.determined_pinv(jac).T)
+    q, r = np.linalg.qr(jac)
+    exact = np.linalg.inv(r) @ np.linalg.inv(r).T
+    assert np.allclose(cov, exact, rtol=1e-6)
+    assert np.isnan(wj.inference.determined_pinv(np.c_[a, 2 * a])).all()          # exactly collinear

@@ -102,7 +102,7 @@ def test_fit_bad_input_is_named(files, capsys):
     _fails(["fit", "logistic", str(tmp / "garbage.npz")], capsys, "not a readable NPZ archive")
     _fails(["fit", str(tmp / "empty_model.py"), str(tmp / "lv.npz")], capsys, "must define `model")
     _fails(["fit", str(tmp / "mm_model.py"), str(tmp / "logistic.csv"), "--radius", "0.5"], capsys, "--p0 is needed")
-    _fails(["fit", "logistic", str(tmp / "logistic.csv"), "--p0", "1,2,3"], capsys, "p0")
+    _fails(["fit", "logistic", str(tmp / "logistic.csv"), "--p0", "1,2,3", "--radius", "0.5"], capsys, "p0")
     _fails(["fit", "logistic", str(tmp / "logistic.csv"), "--method", "output_error", "--covariance", "hessian"],
            capsys, "only gauss_newton")
     _fails(["fit", "logistic", str(tmp / "empty.csv")], capsys, "the file is empty")
@@ -198,3 +198,31 @@ def test_bench_lists_runs_and_rejects_unknown(capsys, monkeypatch):
 
     monkeypatch.setattr(wendyjax.cli, "_BENCHMARKS", Path("/nonexistent/benchmarks"))
     _fails(["bench", "--list"], capsys, "source checkout")
+
+
+def test_missing_cells_get_the_flags_that_help(files, capsys, tmp_path):
+    """NaN cells used to end in a hint about TestFunctionConfig(radius=...) (not a flag) that
+    did not say the dropped rows had made the grid non-uniform; an all-NaN column in "a
+    trajectory needs at least 2 samples, got 0", naming neither file nor column."""
+    _, _, lv = files
+    d = lv.simulate(jax.random.key(3), 0.02, subsample=8)
+    u = np.array(d.u)
+
+    def write(name, values):
+        np.savetxt(tmp_path / name, np.c_[d.t, values], delimiter=",", header="t,x,y", comments="")
+        return str(tmp_path / name)
+
+    partial = u.copy()
+    partial[[20, 30], 1] = np.nan
+    _fails(["fit", "lotka_volterra", write("partial.csv", partial)], capsys,
+           "partial.csv: 2 rows (first at t=0.78125) have only some states missing, and WENDy (--method mle) needs "
+           "every state at a sample time: fill those cells, delete those rows (then pass --radius")
+    rows = u.copy()
+    rows[[20, 21]] = np.nan
+    _fails(["fit", "lotka_volterra", write("rows.csv", rows)], capsys,
+           "rows.csv: 2 rows with every state missing (first at t=0.78125) are left out, which makes the time grid "
+           "non-uniform, and the automatic test-function radius needs a uniform one: pass --radius R")
+    column = u.copy()
+    column[:, 1] = np.nan
+    _fails(["fit", "lotka_volterra", write("column.csv", column)], capsys,
+           "column.csv: column y has no observed value (every cell is empty or NaN)")

@@ -204,12 +204,13 @@ def test_an_estimate_on_the_box_is_said_and_warned(lv):
 @pytest.mark.slow
 def test_a_parameter_the_data_do_not_determine_gets_no_standard_error():
     """c does not enter the model: it used to be "successful" with standard error 0.0 (a
-    pseudo-inverse's answer in its null direction); now NaN, with a warning naming c."""
+    pseudo-inverse's answer in its null direction), and the inverse Hessian NaN for all
+    three; now NaN for c only, with a warning naming c."""
     bench = zoo("logistic")
     data = bench.simulate(jax.random.key(0), 0.05, subsample=4)
     model = wj.ODEModel(lambda u, p, t: p[0] * u + p[1] * u**2, ["u"], ["a", "b", "c"], name="unused_c")
-    for est in (wj.MLE(), wj.OutputError()):
+    for est, kind in ((wj.MLE(), None), (wj.MLE(), "hessian"), (wj.OutputError(), None)):
         with pytest.warns(RuntimeWarning, match="standard errors of c are NaN .the data do not determine them"):
-            fit = est.fit(model, data, [1.0, -1.0, 0.5])
+            fit = est.fit(model, data, [1.0, -1.0, 0.5], covariance=kind)
         assert fit.successful and np.isnan(fit.stderr[2]) and np.all(np.isfinite(fit.stderr[:2]))
     assert not np.any(wj.inference.undetermined(np.diag([1e-6, 1.0, 1e6])))  # scale alone is not undetermined

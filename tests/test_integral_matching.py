@@ -317,8 +317,9 @@ def test_bad_input_is_refused():
         wj.TrustRegion(rtol=-1.0)
     with pytest.raises(ValueError, match="cannot both be 0"):
         wj.TrustRegion(rtol=0.0, atol=0.0)
-    with pytest.raises(ValueError, match="positive"):
-        wj.IntegralMatching(length=-1.0).fit(model, data, np.zeros(4))
+    with pytest.raises(ValueError, match=r"IntegralMatching: length \(the subinterval length h\) must be a finite "
+                                         r"number > 0, got -1.0"):
+        wj.IntegralMatching(length=-1.0)  # when built, not when fitted
 
 
 def _lorenz_hidden_z(t1):

@@ -229,7 +229,7 @@ def test_hybrid_in_studies():
     [
         ({"u0": [1.0, 2.0, 3.0]}, "u0 must be 2 finite initial states"),
         ({"u0": [np.nan, 1.0]}, "u0 must be 2 finite initial states"),
-        ({"sigma": [0.1, -1.0]}, "sigma must be a positive"),
+        ({"sigma": [0.1, -1.0]}, "sigma must be a finite positive"),
         ({"noise": "poisson"}, "noise must be"),
         ({"bounds": ([0.0] * 4, [1.0] * 4)}, "p0 lies outside the bounds"),
     ],

@@ -137,7 +137,7 @@ def test_padding_adds_masked_zero_rows(logistic_data):
 
 def test_too_few_samples():
     t = np.linspace(0, 1, 6)
-    with pytest.raises(ValueError, match="too few samples for any test function"):
+    with pytest.raises(ValueError, match="too few samples for test functions: got 6, need at least 8"):
         build_test_functions(t, np.ones((6, 1)), TestFunctionConfig(radius=0.2))
     t = np.linspace(0, 1, 12)
     with pytest.raises(ValueError, match="fits in the time span"):

@@ -42,6 +42,19 @@ def as_ratio(name: str, value, *, zero_ok: bool = False) -> float:
     return ratio
 
 
+def as_sigma(sigma, d: int, *, zero_ok: bool) -> np.ndarray:
+    """A noise level per state, `(d,)`, from a number or a `(d,)` array of numbers: finite
+    and > 0 (>= 0 with `zero_ok`)."""
+    s = np.asarray(sigma)
+    if s.dtype.kind not in "biuf":
+        raise TypeError(f"sigma must be a number or an array of numbers, got {sigma!r}.")
+    s = np.full(d, float(s)) if s.ndim == 0 else s.astype(float)
+    if s.shape != (d,) or not np.all(np.isfinite(s)) or np.any(s < 0 if zero_ok else s <= 0):
+        raise ValueError(f"sigma must be a finite {'non-negative' if zero_ok else 'positive'} scalar or have shape "
+                         f"({d},), got {sigma!r}.")
+    return s
+
+
 def as_key(key, name: str = "key") -> PRNGKeyArray:
     """`key` as one PRNG key: a typed key of shape () or raw key data (uint32, shape (2,) or
     (4,)) as it is, an integer seed (0-d arrays too) as `jax.random.key(seed)`."""

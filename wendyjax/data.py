@@ -41,7 +41,22 @@ def _observed_mask(u: np.ndarray, mask) -> Bool[Array, "..."] | None:
         raise ValueError(f"u contains {'inf' if np.isinf(u[first]) else 'NaN'} at {int(bad.sum())} observed "
                          f"entries (first at {where}); a missing value is NaN, or False in mask=... (True where "
                          f"observed), and inf is never one.")
+    _squarable("u", np.where(mask, u, 0.0))
     return None if mask.all() else jnp.asarray(mask)
+
+
+_SQRT_MAX, _SQRT_TINY = np.sqrt(np.finfo(float).max), np.sqrt(np.finfo(float).tiny)
+
+
+def _squarable(name: str, x: np.ndarray) -> None:
+    """Refuse values whose squares overflow or underflow float64 (every fit squares its
+    residuals): the remedy is to rescale them, not a solver setting."""
+    big = float(np.max(np.abs(x), initial=0.0))
+    if big > _SQRT_MAX or 0 < big < _SQRT_TINY:
+        flows = "overflows" if big > 1 else "underflows"
+        raise ValueError(f"{name}'s largest magnitude is {big:.3g}: its square {flows}"
+                         f" float64 (|{name}|² must stay within about 1e±308), so no fit can use it. Rescale {name} to "
+                         f"order one (e.g. {name} / {big:.3g}) and the parameters with it.")
 
 
 class Trajectory(eqx.Module):
@@ -79,6 +94,7 @@ class Trajectory(eqx.Module):
             raise ValueError(f"a trajectory needs at least 2 samples, got {t.shape[0]}.")
         if not np.all(np.isfinite(t)):
             raise ValueError("t contains NaN or inf.")
+        _squarable("t", t)
         if not np.all(np.diff(t) >= 0):
             i = int(np.argmax(np.diff(t) < 0))
             raise ValueError(f"t must be sorted (increasing; a repeated time is a replicate measurement), but "
@@ -231,6 +247,7 @@ class Field(eqx.Module):
             raise ValueError(f"a field needs at least 2 time levels, got {t.shape[0]}.")
         if not np.all(np.isfinite(t)):
             raise ValueError("t contains NaN or inf.")
+        _squarable("t", t)
         dt = np.diff(t)
         if not (np.all(dt > 0) and np.max(np.abs(dt - dt.mean())) <= 1e-6 * dt.mean()):
             raise ValueError(f"t must be increasing and equally spaced, but its steps range from {dt.min():.6g} to "
@@ -256,3 +273,10 @@ class Field(eqx.Module):
 def as_data(data: "Field | Trajectory | Dataset | Sequence[Trajectory]") -> "Field | Dataset":
     """A [`Field`][] unchanged; anything else through [`as_dataset`][]."""
     return data if isinstance(data, Field) else as_dataset(data)
+
+
+def largest_magnitude(data: "Field | Dataset") -> float:
+    """The largest |observed value| of a [`Field`][] or [`Dataset`][] (0 when none)."""
+    parts = [data] if isinstance(data, Field) else list(data)
+    return max(float(np.max(np.abs(np.where(True if p.mask is None else p.mask, p.u, 0.0)), initial=0.0))
+               for p in parts)

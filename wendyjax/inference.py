@@ -24,23 +24,40 @@ from .weak import WeakLikelihood, covariance, nll_hessian, residual, spd_inverse
 COVARIANCES = ("sandwich", "hessian")
 
 
+def _scaled_svd(jac):
+    """SVD of `jac` with its columns scaled to unit length: (column norms, singular values,
+    right singular vectors (j, j), left ones, null mask). Fewer rows than columns are
+    padded with zero rows, so that the null space is complete."""
+    m, j = jac.shape
+    if m < j:
+        jac = jnp.concatenate([jac, jnp.zeros((j - m, j), jac.dtype)])
+    norms = jnp.linalg.norm(jac, axis=0)
+    u, s, vt = jnp.linalg.svd(jac / jnp.where(norms > 0, norms, 1.0), full_matrices=False)
+    null = s <= jnp.max(s) * max(m, j) * jnp.finfo(jac.dtype).eps
+    return norms, s, vt, u[:m], null
+
+
+def _flag(norms, vt, null):
+    return (norms == 0) | jnp.any(null[:, None] & (jnp.abs(vt) > 1e-6), axis=0)
+
+
 def undetermined(jac: Float[Array, "m j"]) -> Bool[Array, " j"]:
     """The parameters that a Jacobian `jac` does not determine: a zero column, or weight in
     its numerical null space once its columns are scaled to unit length (so that parameters
     of very different magnitudes are not mistaken for undetermined ones)."""
-    norms = jnp.linalg.norm(jac, axis=0)
-    _, s, vt = jnp.linalg.svd(jac / jnp.where(norms > 0, norms, 1.0), full_matrices=True)
-    j = jac.shape[1]
-    s = jnp.zeros(j, s.dtype).at[: s.size].set(s[:j])
-    null = s <= jnp.max(s) * max(jac.shape) * jnp.finfo(jac.dtype).eps
-    return (norms == 0) | jnp.any(null[:, None] & (jnp.abs(vt) > 1e-6), axis=0)
+    norms, _, vt, _, null = _scaled_svd(jac)
+    return _flag(norms, vt, null)
 
 
-def without_undetermined(cov: Float[Array, "j j"], jac: Float[Array, "m j"]) -> Float[Array, "j j"]:
-    """`cov` with NaN in the rows and columns of the [`undetermined`][] parameters (a
-    pseudo-inverse gives them variance 0: the most confident answer where there is none)."""
-    bad = undetermined(jac)
-    return jnp.where(bad[:, None] | bad[None, :], jnp.nan, cov)
+def determined_pinv(jac: Float[Array, "m j"]) -> Float[Array, "j m"]:
+    """The pseudo-inverse of `jac` from the SVD of its column-scaled form, with NaN in the
+    rows of the [`undetermined`][] parameters (a plain pseudo-inverse gives them variance 0:
+    the most confident answer where there is none). One SVD, never of $J^TJ$, whose squared
+    condition number would drop weakly determined directions as if they were null."""
+    norms, s, vt, u, null = _scaled_svd(jac)
+    inv_s = jnp.where(null, 0.0, 1.0 / jnp.where(null, 1.0, s))
+    pinv = (vt.T * inv_s) @ u.T / jnp.where(norms > 0, norms, 1.0)[:, None]
+    return jnp.where(_flag(norms, vt, null)[:, None], jnp.nan, pinv)
 
 
 @cpu_safe_jit
@@ -50,15 +67,20 @@ def sandwich_covariance(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Arr
     parameters $\nabla_p g$ does not determine."""
     jac = jax.jacfwd(residual, argnums=1)(lik, p)  # (r, dk, j)
     r, dk, j = jac.shape
-    pinv = jnp.linalg.pinv(jac.reshape(r * dk, j)).reshape(j, r, dk)
-    return without_undetermined(jnp.einsum("irk,rkl,jrl->ij", pinv, covariance(lik, p), pinv),
-                                jac.reshape(r * dk, j))
+    pinv = determined_pinv(jac.reshape(r * dk, j)).reshape(j, r, dk)
+    return jnp.einsum("irk,rkl,jrl->ij", pinv, covariance(lik, p), pinv)
 
 
 @cpu_safe_jit
 def hessian_covariance(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Array, "j j"]:
-    r"""$(\nabla^2\ell(p))^{-1}$; NaN where the Hessian is not positive definite."""
-    return spd_inverse(nll_hessian(lik, p))
+    r"""$(\nabla^2\ell(p))^{-1}$: NaN for the parameters the Hessian does not determine
+    ([`undetermined`][]), the inverse of its block on the others; all NaN where that block
+    is not positive definite (not a minimum)."""
+    hess = nll_hessian(lik, p)
+    bad = undetermined(hess)
+    both = bad[:, None] | bad[None, :]
+    inv = spd_inverse(jnp.where(both, jnp.eye(hess.shape[0], dtype=hess.dtype), hess))
+    return jnp.where(both, jnp.nan, inv)
 
 
 def parameter_covariance(lik: WeakLikelihood, p: Float[Array, " j"], kind: str = "sandwich"):
@@ -68,6 +90,38 @@ def parameter_covariance(lik: WeakLikelihood, p: Float[Array, " j"], kind: str =
     if kind == "hessian":
         return hessian_covariance(lik, p)
     raise ValueError(f"covariance must be one of {COVARIANCES}, got {kind!r}.")
+
+
+def weak_directions(
+    p: ArrayLike, cov: ArrayLike, level: float = 0.95
+) -> list[tuple[float, np.ndarray]]:
+    r"""The combinations of parameters whose normal `level` interval contains 0 (relative
+    standard error above $1/z_{(1+c)/2}$, 0.51 at 95 %: not even the sign of the combination
+    is determined), weakest first, as `(relative standard error, unit weights)`; the
+    weights act on $p_j/|\hat p_j|$.
+
+    Eigen-directions of $D^{-1} C D^{-1}$, $D = \mathrm{diag}|\hat p|$, over the parameters
+    with a finite variance and a non-zero estimate. One weak parameter gives a direction
+    along itself; two that only their product or ratio fixes (constant data, parameters
+    entering together) give one along their combination."""
+    p, cov = np.asarray(p, float), np.asarray(cov, float)
+    if p.ndim != 1 or cov.shape != (p.size, p.size):
+        return []
+    keep = np.flatnonzero(np.isfinite(np.diagonal(cov)) & (p != 0))
+    sub = cov[np.ix_(keep, keep)]
+    if keep.size == 0 or not np.all(np.isfinite(sub)):
+        return []
+    threshold = 1.0 / scipy.stats.norm.ppf(0.5 + level / 2)
+    scale = np.abs(p[keep])
+    lam, vec = np.linalg.eigh(sub / np.outer(scale, scale))
+    out = []
+    for i in np.argsort(lam)[::-1]:
+        if lam[i] <= threshold**2:
+            break
+        w = np.zeros(p.size)
+        w[keep] = vec[:, i] * np.sign(vec[np.argmax(np.abs(vec[:, i])), i])
+        out.append((float(np.sqrt(lam[i])), w))
+    return out
 
 
 def confidence_intervals(

@@ -137,8 +137,11 @@ def fornberg_weights(x: np.ndarray, x0: float, order: int) -> np.ndarray:
     return c[:, order]
 
 
+NOISE_WIDTH = 15  # points of the noise estimate's stencil
+
+
 @functools.cache
-def _noise_filter(order: int = 6, width: int = 15) -> np.ndarray:
+def _noise_filter(order: int = 6, width: int = NOISE_WIDTH) -> np.ndarray:
     # Centred finite-difference weights of the `order`-th derivative on `width` equally
     # spaced points, scaled to unit 2-norm: white noise of standard deviation σ keeps σ.
     # (scipy.signal.savgol_coeffs(width, width - 1, deriv=order) is the same stencil, but
@@ -148,7 +151,7 @@ def _noise_filter(order: int = 6, width: int = 15) -> np.ndarray:
     return f / np.linalg.norm(f)
 
 
-def estimate_noise_std(u: ArrayLike, order: int = 6, width: int = 15) -> Float[Array, " d"]:
+def estimate_noise_std(u: ArrayLike, order: int = 6, width: int = NOISE_WIDTH) -> Float[Array, " d"]:
     """Per-state noise standard deviation estimated from data (Bortz et al. 2023, §2.2).
 
     Each column is filtered with the unit-norm centred finite-difference stencil of the

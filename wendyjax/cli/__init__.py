@@ -132,10 +132,33 @@ def _run_fit(args) -> int:
         raise ValueError(f"--radius sets WENDy's test functions; {args.method.replace('_', ' ')} has none.")
     if args.noise is not None and "noise" not in est.options():
         raise ValueError(f"--noise: {args.method.replace('_', ' ')} fits no noise model.")
+    if "test_functions" in est.options():
+        _check_weak_data(args, data)
     kwargs = {k: v for k, v in {**kwargs, "noise": noise}.items() if k in (*est.options(), "covariance")}
     result = est.fit(model, data, p0, **kwargs)
     _print_result(args, result, model.param_names)
     return 0
+
+
+def _check_weak_data(args, data) -> None:
+    """The weak form needs every state at a sample time, and its automatic radius a uniform
+    grid: say so for the data file, with the flags that help."""
+    for i, tr in enumerate(data):
+        where = args.data + (f" (trajectory {i})" if len(data) > 1 else "")
+        t = np.asarray(tr.t)
+        mask = np.ones(tr.u.shape, bool) if tr.mask is None else np.asarray(tr.mask)
+        partial = mask.any(axis=1) & ~mask.all(axis=1)
+        if partial.any():
+            raise ValueError(f"{where}: {int(partial.sum())} rows (first at t={t[partial][0]:g}) have only some states "
+                             f"missing, and WENDy (--method {args.method}) needs every state at a sample time: fill "
+                             f"those cells, delete those rows (then pass --radius, since the grid is no longer "
+                             f"uniform), or use --method output_error, which fits partly observed states.")
+        dropped = ~mask.any(axis=1)
+        if dropped.any() and args.radius is None and not tr.observed_rows().is_uniform():
+            raise ValueError(f"{where}: {int(dropped.sum())} rows with every state missing (first at "
+                             f"t={t[dropped][0]:g}) are left out, which makes the time grid non-uniform, and the "
+                             f"automatic test-function radius needs a uniform one: pass --radius R (in time units, "
+                             f"a few sample steps).")
 
 
 def _fit_data2ld(args, model, basis, data):

@@ -66,14 +66,19 @@ def _split(t: np.ndarray, u: np.ndarray, groups: np.ndarray | None) -> list[tupl
     return [(g, t, u) if g is None else (g, t[groups == g], u[groups == g]) for g in ids]
 
 
-def _trajectories(series, where: str) -> list[Trajectory]:
+def _trajectories(series, where: str, names: list[str]) -> list[Trajectory]:
     """A `Trajectory` per series, missing values (NaN) masked; errors name the file."""
     out = []
     for g, t, u in series:
+        label = "" if g is None else f" (trajectory {g})"
+        empty = [n for n, col in zip(names, np.asarray(u, float).T) if np.isnan(col).all()]
+        if empty:
+            raise ValueError(f"{where}{label}: column{'s' if len(empty) > 1 else ''} {', '.join(empty)} "
+                             f"{'have' if len(empty) > 1 else 'has'} no observed value (every cell is empty or "
+                             f"NaN).")
         try:
             out.append(Trajectory(t, u))  # NaN = missing; inf is refused
         except ValueError as e:
-            label = "" if g is None else f" (trajectory {g})"
             raise ValueError(f"{where}{label}: {e}") from e
     return out
 
@@ -167,4 +172,4 @@ def load_series(spec: str, model: "ODEModel | LinearODE") -> list[tuple[str | No
 
 def load_data(spec: str, model: "ODEModel | LinearODE") -> list[Trajectory]:
     """[`load_series`][] as `Trajectory`s (sorted times, missing values masked)."""
-    return _trajectories(load_series(spec, model), str(spec))
+    return _trajectories(load_series(spec, model), str(spec), _observed_names(model))

@@ -17,7 +17,7 @@ from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from .._checks import as_key, param_vector, user_stacklevel
 from .._compile import cpu_safe_jit
-from ..data import Dataset, as_data
+from ..data import Dataset, as_data, largest_magnitude
 from ._solution import Solution
 
 # statuses after which the estimate is still usable: the fit only warns
@@ -190,7 +190,8 @@ class AbstractEstimator(eqx.Module):
             p0 = check_start(model, p0, lower, upper)
         self.require_start(model, p0)
         key = None if key is None else as_key(key)
-        problem = self.problem(model, as_data(data), key=key, **options)
+        data = as_data(data)
+        problem = self.problem(model, data, key=key, **options)
         start = self.init(model, problem, p0, lower, upper)
         box = (None, None) if lower is None else (jax.numpy.asarray(lower), jax.numpy.asarray(upper))
         clock = time.perf_counter()
@@ -200,13 +201,13 @@ class AbstractEstimator(eqx.Module):
         result = self.fit_type.from_solution(self, model, problem, start, sol, cov, kind, seconds)
         if lower is not None:
             result = dataclasses.replace(result, lower=lower, upper=upper)
-        _report(result, throw)
+        _report(result, throw, data)
         return result
 
 
-def _report(fit, throw: bool) -> None:
-    """Raise (with `throw`) or warn on a failed solve, warn on a usable but unconverged one
-    and on a covariance that is not finite."""
+def _report(fit, throw: bool, data) -> None:
+    """Raise (with `throw`) or warn on a failed solve, warn on a usable but unconverged one,
+    on weakly determined parameters and on a covariance that is not finite."""
     stack = user_stacklevel()  # the user's line
     if not fit.successful:
         name, title, model = fit.status_name, fit.title, f"model '{fit.model_name}'"
@@ -218,6 +219,12 @@ def _report(fit, throw: bool) -> None:
                           f"The estimate may be inaccurate.", RuntimeWarning, stacklevel=stack)
         else:
             text = f"{title} failed on {model} from p0 = {fit.start_text}: {fit.message}"
+            if isinstance(fit.params, np.ndarray) and np.array_equal(fit.params, fit.p0):
+                text += " It fails at the start already (the estimate never left p0)."
+            big = largest_magnitude(data)
+            if big > 1e20 or 0 < big < 1e-20:
+                text += (f" The data's largest magnitude is {big:.3g}: the model's terms may overflow or underflow "
+                         f"float64 at that scale; rescale the data to order one (and the parameters with them).")
             if throw:
                 raise RuntimeError(text)
             warnings.warn(text, RuntimeWarning, stacklevel=stack)
@@ -226,6 +233,8 @@ def _report(fit, throw: bool) -> None:
                       f"the box's bound: the optimum may lie outside the box, or the fit stopped there from a poor "
                       f"start; try a wider box (bounds=...) or another start (e.g. MLE(start='both')).",
                       RuntimeWarning, stacklevel=stack)
+    if weak := fit.weak_text():
+        warnings.warn(f"{fit.title} on model '{fit.model_name}': {weak}.", RuntimeWarning, stacklevel=stack)
     if fit.covariance is not None and not np.all(np.isfinite(fit.covariance)):
         names = getattr(fit.model, "param_names", None)
         bad = np.flatnonzero(~np.isfinite(np.diagonal(fit.covariance)))

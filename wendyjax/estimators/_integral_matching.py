@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray, PyTree
 
+from .._checks import as_count, as_ratio
 from ..collocation import SavitzkyGolay
 from ..data import Dataset, as_dataset
 from ..library import PolynomialLibrary
@@ -194,6 +195,13 @@ class IntegralMatching(AbstractEstimator):
                                            or self.max_steps < 1):
             raise ValueError(f"IntegralMatching: max_steps must be a positive integer or None, got "
                              f"{self.max_steps!r}.")
+        as_count("IntegralMatching: order (the LGR order K)", self.order, 1)
+        as_ratio("IntegralMatching: length (the subinterval length h)", self.length)
+        if self.stride is not None:
+            as_count("IntegralMatching: stride (samples between subinterval starts)", self.stride, 1)
+        if self.smoother is not None and not isinstance(self.smoother, SavitzkyGolay):
+            raise TypeError(f"IntegralMatching: smoother must be a wendyjax.collocation.SavitzkyGolay or None, got "
+                            f"{self.smoother!r}.")
 
     def subintervals(self, data) -> IntegralMatchingProblem:
         """The subintervals of `data` with this estimator's order, length, smoother and stride."""

@@ -21,21 +21,18 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
-from .._checks import check_solver_options, warn_if_float32
+from .._checks import as_sigma, check_solver_options, warn_if_float32
 from .._results import RESULTS
 from ..data import Dataset, Trajectory, as_dataset
-from ..inference import without_undetermined
+from ..inference import determined_pinv
 from ..model import ODEModel
-from ..noise import AbstractNoise, estimate_noise_std, is_log_space, resolve_noise
+from ..noise import NOISE_WIDTH, AbstractNoise, estimate_noise_std, is_log_space, resolve_noise
 from ..weak import TestFunctionConfig, WeakLikelihood, log_space_rhs
 from ._base import AbstractEstimator, check_start
 from ._result import OutputErrorFit
 from ._solution import Solution
 from ._trust_region import TrustRegion
 from ._wendy import MLE, AbstractWENDyEstimator
-
-# the noise-level estimate needs at least this many fully observed rows
-_MIN_ROWS_FOR_SIGMA = 15
 
 
 class OutputErrorProblem(eqx.Module):
@@ -137,19 +134,15 @@ def output_error_problem(
     if not weighted:
         scales = [np.ones(d)] * len(arrays)
     elif sigma is not None:
-        s = np.asarray(sigma, dtype=float)
-        s = np.full(d, float(s)) if s.ndim == 0 else s
-        if s.shape != (d,) or not np.all(np.isfinite(s)) or np.any(s <= 0):
-            raise ValueError(f"sigma must be a positive finite scalar or have shape ({d},), got {s}.")
-        scales = [s] * len(arrays)
+        scales = [as_sigma(sigma, d, zero_ok=False)] * len(arrays)
     else:
         scales = []
         for _, u, mask, _ in arrays:
             full = mask.all(axis=1)
-            if full.sum() < _MIN_ROWS_FOR_SIGMA:
+            if full.sum() < NOISE_WIDTH:
                 raise ValueError(
                     f"cannot estimate the noise level from {int(full.sum())} fully observed rows "
-                    f"(need {_MIN_ROWS_FOR_SIGMA}); pass sigma=... or weighted=False."
+                    f"(need {NOISE_WIDTH}); pass sigma=... or weighted=False."
                 )
             s = np.asarray(estimate_noise_std(u[full]))
             # noiseless data: floor at a tiny fraction of the data scale, not zero
@@ -431,8 +424,8 @@ class OutputError(AbstractEstimator):
         dof = problem.n_observed - jac.shape[1]
         s2 = 2.0 * sol.objective / jnp.maximum(dof, 1)
         n = sol.params.shape[0]
-        cov = s2 * jnp.linalg.pinv(jac.T @ jac, hermitian=True)
-        return without_undetermined(cov, jac)[:n, :n]
+        pinv = determined_pinv(jac)[:n]
+        return s2 * pinv @ pinv.T
 
     def solve_multistart(
         self, problem: OutputErrorProblem, p0s, lower, upper

@@ -7,7 +7,7 @@ import diffrax
 import numpy as np
 
 from .._results import RESULTS, status_names
-from ..inference import confidence_intervals, forward_simulation_error
+from ..inference import confidence_intervals, forward_simulation_error, weak_directions
 from ..model import ODEModel
 from ..simulate import solve
 from ..weak import TestFunctionInfo, WeakLikelihood
@@ -161,11 +161,42 @@ class AbstractFit(StatusMixin, abc.ABC):
             lines.append(f"note: the estimate of {', '.join(on_bound)} lies on the box's bound: the optimum may lie "
                          f"outside the box, or the fit stopped there; try a wider box or another start (e.g. "
                          f"MLE(start='both')).")
+        if weak := self.weak_text():
+            lines.append(f"note: {weak}.")
         outside = self._outside_box(lo, hi)
         if outside:
             lines.append(f"note: the {pct} intervals of {', '.join(outside)} reach outside the model's parameter "
                          f"box; normal intervals ignore the box, so they are a poor guide there.")
         return "\n".join(self._head() + lines)
+
+    @property
+    def weak_directions(self) -> list[tuple[float, dict[str, float]]]:
+        """The combinations of parameters whose 95 % interval contains 0 (see
+        [`wendyjax.inference.weak_directions`][]), as `(relative standard error,
+        {name: weight})` with the weights that matter (|w| ≥ 0.1)."""
+        if self.covariance is None or np.ndim(self.params) != 1:
+            return []
+        names = self.model.param_names
+        return [(rel, {n: float(x) for n, x in zip(names, w) if abs(x) >= 0.1})
+                for rel, w in weak_directions(self.params, self.covariance)]
+
+    def weak_text(self) -> str:
+        """One sentence on the [`weak_directions`][], or "" when there are none."""
+        parts = []
+        for rel, w in self.weak_directions:
+            if len(w) == 1:
+                what = next(iter(w))
+            else:
+                terms = " ".join(f"{'−' if x < 0 else '+'} {abs(x):.2f}·{n}" for n, x in w.items())
+                what = f"the combination {terms.removeprefix('+ ')} of the parameters relative to their estimates"
+            parts.append(f"{what} (relative standard error {rel:.3g})")
+        if not parts:
+            return ""
+        whose = "its" if len(parts) == 1 else "each one’s"
+        return (f"the data barely determine {'; '.join(parts)}: {whose} 95% interval contains 0, so not even the sign "
+                f"is fixed, and these parameters are practically non-identifiable from these data (too little "
+                f"variation in the data, too short a span, too much noise, a model that does not fit, or "
+                f"parameters that enter only together)")
 
     @property
     def at_bound(self) -> list[str]:

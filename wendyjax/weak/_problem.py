@@ -5,11 +5,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._checks import warn_if_float32
+from .._checks import as_sigma, warn_if_float32
 from ..data import Dataset, Trajectory, as_dataset
 from ..model import ODEModel
-from ..noise import AbstractNoise, estimate_noise_std, is_log_space
-from ._test_functions import TestFunctionConfig, TestFunctions, build_test_functions
+from ..noise import NOISE_WIDTH, AbstractNoise, estimate_noise_std, is_log_space
+from ._test_functions import TestFunctionConfig, TestFunctions, build_test_functions, min_samples
 
 
 def log_space_rhs(rhs):
@@ -95,6 +95,23 @@ def prepare_data(tr: Trajectory, log_space: bool) -> tuple[np.ndarray, np.ndarra
     return t, u
 
 
+def _check_samples(prepared, test_functions, sigma) -> None:
+    """One floor on the samples per trajectory, checked before any work: the larger of what
+    the test functions and the noise estimate need."""
+    for i, (t, _) in enumerate(prepared):
+        needs = []
+        if isinstance(test_functions, TestFunctionConfig):
+            needs.append(min_samples(t, test_functions))
+        if sigma is None:
+            needs.append((NOISE_WIDTH, f"the noise estimate's {NOISE_WIDTH}-point stencil (Bortz et al. 2023, "
+                                       f"§2.2); pass sigma=... if the noise level is known"))
+        need, why = max(needs, default=(0, ""))
+        if len(t) < need:
+            which = f"trajectory {i} has" if len(prepared) > 1 else "the trajectory has"
+            raise ValueError(f"the weak form (WENDy) needs at least {need} observed samples per trajectory, but "
+                             f"{which} {len(t)}: {why}. With fewer samples use output error (OutputError).")
+
+
 def build_problem(
     model: ODEModel,
     data: "Trajectory | Dataset | list[Trajectory]",
@@ -121,7 +138,9 @@ def build_problem(
             f"data have {dataset.n_states} state columns but model '{model.name}' has {d} "
             f"states ({', '.join(model.state_names)})."
         )
+    given = None if sigma is None else as_sigma(sigma, d, zero_ok=True)
     prepared = [prepare_data(tr, log_space) for tr in dataset]
+    _check_samples(prepared, test_functions, sigma)
     if isinstance(test_functions, TestFunctionConfig):
         tfs = [build_test_functions(t, u, test_functions) for t, u in prepared]
     else:
@@ -134,16 +153,10 @@ def build_problem(
                     f"test functions have {tf.phi.shape[1]} columns but the trajectory has "
                     f"{len(t)} observed samples."
                 )
-    if sigma is None:
+    if given is None:
         sigmas = [np.asarray(estimate_noise_std(u)) for _, u in prepared]
     else:
-        s = np.asarray(sigma, dtype=float)
-        s = np.full(d, float(s)) if s.ndim == 0 else s
-        if s.shape != (d,):
-            raise ValueError(f"sigma must be a scalar or have shape ({d},), got shape {s.shape}.")
-        if not np.all(np.isfinite(s)) or np.any(s < 0):
-            raise ValueError(f"sigma must be finite and non-negative, got {s}.")
-        sigmas = [s] * len(prepared)
+        sigmas = [given] * len(prepared)
     k_max = max(tf.k for tf in tfs)
     n_most = max(len(t) for t, _ in prepared)
     if k is None:

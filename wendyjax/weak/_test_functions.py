@@ -14,6 +14,7 @@ import scipy.linalg
 import scipy.sparse
 from jaxtyping import Array, Float
 
+from .._checks import as_ratio
 from ..data import trapezoid_weights
 
 RULES = ("wendy.jl", "matlab")
@@ -97,8 +98,8 @@ class TestFunctionConfig:
             raise ValueError(f"k_min must be >= 1, got {self.k_min}.")
         if not self.eta > 0:
             raise ValueError(f"eta must be positive, got {self.eta}.")
-        if self.radius is not None and not self.radius > 0:
-            raise ValueError(f"radius must be positive (time units), got {self.radius}.")
+        if self.radius is not None:
+            as_ratio("radius (time units)", self.radius)
         if not 0 < self.radius_min_time < self.radius_max_time:
             raise ValueError("need 0 < radius_min_time < radius_max_time.")
         if not 2 < self.sub_rate < 4:
@@ -316,7 +317,8 @@ def select_radius(t, u, config: TestFunctionConfig = TestFunctionConfig()) -> Ra
         return _select_radius_matlab(t, u, dt, config)
     m = len(t) - 1
     r_lo = max(int(np.ceil(config.radius_min_time / dt)), 2)
-    r_max = min(int(np.floor(config.radius_max_time / dt)), (m + 1 - 2) // 2)
+    # the largest radius with a probe centre strictly inside: r < (M − 2)/2 steps
+    r_max = min(int(np.floor(config.radius_max_time / dt)), (m - 3) // 2)
     r_hi = int(np.floor(r_max / max(config.radii_factors)))
     if r_hi <= r_lo:
         r_hi = min(r_max, 10 * r_lo)
@@ -347,6 +349,21 @@ def select_radius(t, u, config: TestFunctionConfig = TestFunctionConfig()) -> Ra
     return RadiusSelection(radii * dt, errors, _corner(radii.astype(float), np.log(errors)))
 
 
+def min_samples(t, config: TestFunctionConfig = TestFunctionConfig()) -> tuple[int, str]:
+    """The fewest samples from which test functions can be built on the grid `t` (its
+    step) with `config`, and why."""
+    if config.radius is not None:
+        return 8, "the smallest bump, of radius 2 steps, needs 8 to fit inside the span [t_1, t_{M−1}]"
+    if config.rule == "matlab":
+        return 2 * config.k_min + 9, (f"the 'matlab' radius search needs a largest radius ⌊(N−1)/2⌋ − k_min of at "
+                                      f"least 4 steps, with k_min = {config.k_min}")
+    t = np.asarray(t, dtype=float)
+    r_lo = max(int(np.ceil(config.radius_min_time / float(np.mean(np.diff(t))))), 2)
+    return 2 * r_lo + 6, (f"the radius search compares radii from {r_lo} steps (radius_min_time = "
+                          f"{config.radius_min_time:g}), each with a test function inside the span; a fixed "
+                          f"TestFunctionConfig(radius=...) needs 8")
+
+
 def build_test_functions(
     t, u, config: TestFunctionConfig = TestFunctionConfig()
 ) -> TestFunctions:
@@ -364,11 +381,9 @@ def build_test_functions(
     t = np.asarray(t, dtype=float)
     u = np.asarray(u, dtype=float)
     n = len(t)
-    min_samples = 7  # a radius-2 bump needs 5 points strictly inside (t_1, t_{M-1})
-    if n < min_samples:
-        raise ValueError(
-            f"too few samples for any test function: got {n}, need at least {min_samples}."
-        )
+    need, why = min_samples(t, config)
+    if n < need:
+        raise ValueError(f"too few samples for test functions: got {n}, need at least {need} ({why}).")
     if config.radius is None:
         selection = select_radius(t, u, config)
         r_min = selection.radius
