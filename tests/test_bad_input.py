@@ -231,3 +231,14 @@ def test_the_pseudo_inverse_keeps_weak_directions():
     exact = np.linalg.inv(r) @ np.linalg.inv(r).T
     assert np.allclose(cov, exact, rtol=1e-6)
     assert np.isnan(wj.inference.determined_pinv(np.c_[a, 2 * a])).all()          # exactly collinear
+
+
+def test_an_output_error_fit_that_fails_at_its_start_says_so():
+    """Robertson with Tsit5 said "the forward simulation at the estimate failed": it was the
+    start. Here u' = p u² from u(0) = 1 blows up before t = 1 for p ≥ 1."""
+    model = wj.ODEModel(lambda u, p, t: p[0] * u**2, ["u"], ["p"], name="blow_up")
+    t = np.linspace(0.0, 1.0, 21)
+    data = wj.Trajectory(t, np.asarray(wj.solve(model, [-1.0], [1.0], t)))
+    with pytest.raises(RuntimeError, match=r"forward simulation of the ODE failed.*implicit solver.*It fails at the "
+                                           r"start already \(the estimate never left p0\)"):
+        wj.OutputError(fit_u0=False).fit(model, data, [5.0], bounds=None, u0=[1.0])
