@@ -257,7 +257,7 @@ def coverage_tolerance(n_runs: int, nominal: float = 0.95) -> float:
 
 
 def matches(ours: dict, paper: dict, n_runs: int) -> bool:
-    """000's medians matched: our MSE ≤ the paper's × (1 + 3√(2/N)) and our 2√C coverage ≥
+    """Rummel et al. 2025's medians matched: our MSE ≤ the paper's × (1 + 3√(2/N)) and our 2√C coverage ≥
     the paper's − 3 binomial sd (keys "mse", "cov")."""
     return (ours["mse"] <= paper["mse"] * (1 + mse_tolerance(n_runs))
             and ours["cov"] >= paper["cov"] - coverage_tolerance(n_runs))

@@ -1,4 +1,4 @@
-r"""The Bayesian / stochastic competitors of paper 002 §5: simulated annealing (SA, §2.2) and
+r"""The Bayesian / stochastic competitors of Carey & Ramsay 2021 §5: simulated annealing (SA, §2.2) and
 smooth functional tempering (SFT, §2.4, Campbell & Steele 2012), on model (14)
 $D^2x = \beta_0x + \beta_1Dx + \alpha u$ from rest, $u$ the unit pulse on [14, 15).
 
@@ -60,13 +60,13 @@ def pulse_response(theta, t: np.ndarray):
 
 
 def simulated_annealing(key, t, y, theta0, noise_var, n_iter: int, t0: float = 100.0, accept_target: float = 0.44):
-    r"""Simulated annealing (002 §2.2) for one data set: the state θ, energy
+    r"""Simulated annealing (Carey & Ramsay 2021 §2.2) for one data set: the state θ, energy
     $E(\theta) = \mathrm{SSE}(\theta)/2s^2$ (eq. 4's exponent in units of `noise_var` $= s^2$,
     a θ-free noise variance, so that temperature 1 is the Gaussian likelihood), Boltzmann
     schedule $T_k = T_0/\log(k + 1)$ with $T_0 = 100$ (as the paper, following MATLAB's
     `temperatureboltz`), Barker acceptance $1/(1 + e^{\Delta E/T_k})$ of a worse point and
     always of a better one (the paper prints the rule on π; on the energy it is MATLAB's
-    `acceptancesa`). Choices made (unstated in 002): one coordinate at a time in turn, a
+    `acceptancesa`). Choices made (unstated in Carey & Ramsay 2021): one coordinate at a time in turn, a
     Gaussian step whose scale per coordinate adapts to an acceptance rate of 0.44
     (Roberts & Rosenthal's Metropolis-within-Gibbs rule), starting at 0.1 max(|θ₀ⱼ|, 0.1);
     the initial state fixed at rest (as the truth); the estimate is the best point visited.
@@ -123,7 +123,7 @@ def _penalty(problem, theta, c):
 
 def smooth_functional_tempering(key, problem, y, theta0, lambdas, n_iter: int, burn_in: int,
                                 swap_prob: float = 0.5):
-    r"""Smooth functional tempering (002 §2.4, eq. 7) for one data set: chain $m$ samples
+    r"""Smooth functional tempering (Carey & Ramsay 2021 §2.4, eq. 7) for one data set: chain $m$ samples
     $\pi_m(c, \theta, \sigma^2) \propto \sigma^{-N}e^{-\|y - \Phi c\|^2/2\sigma^2}
     e^{-\lambda_m L(\theta, c)/2}\,N(\theta; 0, I)\,\sigma^{-2}$ (the paper's priors and
     unnormalised smoothing "prior"; $L$ the squared $L^2$ norm of the ODE residual on

@@ -1,4 +1,4 @@
-"""Data2LD on the head-impact data of paper 002 §4 (Fig. 3, Fig. 4, the estimates with 95 % intervals).
+"""Data2LD on the head-impact data of Carey & Ramsay 2021 §4 (Fig. 3, Fig. 4, the estimates with 95 % intervals).
 
 Run from the repository root::
 
@@ -71,7 +71,7 @@ def main():
            "order6_ladder_gamma9": at9,
            "path_order6_ladder": {k: np.asarray(v).tolist() for k, v in ref.path.items()}}
     write_results("data2ld_head_impact", out)
-    lines = ["# Data2LD on the head-impact data (paper 002 §4)", "",
+    lines = ["# Data2LD on the head-impact data (Carey & Ramsay 2021 §4)", "",
              f"{out['date']}, {machine_line(out['machine'])}, `python benchmarks/data2ld_head_impact.py`.", "",
              "| order | continuation | covariance | γ̂ | β̂₀ | β̂₁ | α̂ | 95 % half-widths | df | MSE | s/fit |",
              "|---|---|---|---|---|---|---|---|---|---|---|",

@@ -1,10 +1,10 @@
-"""The landscape of the Data2LD criterion H(θ|ρ) (paper 002 §3.2, Fig. 2).
+"""The landscape of the Data2LD criterion H(θ|ρ) (Carey & Ramsay 2021 §3.2, Fig. 2).
 
 Run from the repository root::
 
     python benchmarks/data2ld_landscape.py       # ~1 min on 2 CPU cores
 
-Data as in 002 §3.2: the exact solution of model (14) at θ = (−0.05, −0.15, 0.39)
+Data as in Carey & Ramsay 2021 §3.2: the exact solution of model (14) at θ = (−0.05, −0.15, 0.39)
 (`wj.datasets.head_impact_solution`) at 101 equally spaced points on [0, 60] plus iid
 N(0, 0.05²) noise (absolute, as the text says; NumPy `default_rng(2)`). H(θ|ρ) (eq. 12,
 per observation) over β₀ ∈ [−0.55, 0.45], β₁ ∈ [−0.65, 0.35] with α = 0.39 fixed, for
@@ -61,14 +61,14 @@ def main():
             ax.plot(BETA0[j], BETA1[i], "*", color="r", ms=11, label="grid minimum")
             ax.set(title=f"order {order}, ρ = {rho}", xlabel="β₀", ylabel="β₁")
         axes[row][0].legend(loc="lower left", fontsize=8)
-    fig.suptitle("log₁₀ H(β₀, β₁, α = 0.39 | ρ) (002 Fig. 2)")
+    fig.suptitle("log₁₀ H(β₀, β₁, α = 0.39 | ρ) (Carey & Ramsay 2021 Fig. 2)")
     RESULTS.mkdir(exist_ok=True)
     fig.savefig(RESULTS / "data2ld_landscape.png", dpi=110)
     out = {"date": utc_now(),
            "machine": machine_info(), "grid": [len(BETA0), len(BETA1)], "alpha": ALPHA, "noise_seed": 2,
            "orders": results, "paper_argmin": {str(k): v for k, v in PAPER_MIN.items()}}
     write_results("data2ld_landscape", out)
-    lines = ["# Landscape of H(θ|ρ) (002 Fig. 2)", "",
+    lines = ["# Landscape of H(θ|ρ) (Carey & Ramsay 2021 Fig. 2)", "",
              f"{out['date']}; `python benchmarks/data2ld_landscape.py`. Grid minimum of H over β₀ ∈ [−0.55, 0.45], "
              "β₁ ∈ [−0.65, 0.35] (201 × 201, step 0.005), α = 0.39; figure `data2ld_landscape.png`.", "",
              "| order | ρ | grid argmin (β₀, β₁) | paper | min H | max H |", "|---|---|---|---|---|---|"]

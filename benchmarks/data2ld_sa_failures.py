@@ -1,4 +1,4 @@
-"""Where simulated annealing fails in the 002 §5 study: robust errors and the basin check.
+"""Where simulated annealing fails in the Carey & Ramsay 2021 §5 study: robust errors and the basin check.
 
 Run from the repository root (after, or independently of, `data2ld_simulation.py`)::
 
@@ -54,7 +54,7 @@ def main():
     out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "iterations": N_ITER,
            "replicates": REPLICATES, "cells": rows}
     write_results("data2ld_sa_failures", out)
-    lines = ["# Simulated annealing in the 002 §5 study: robust errors and missed basins", "",
+    lines = ["# Simulated annealing in the Carey & Ramsay 2021 §5 study: robust errors and missed basins", "",
              f"{out['date']}; `python benchmarks/data2ld_sa_failures.py` ({REPLICATES} replicates, {N_ITER} SA "
              "steps, the seeds of `data2ld_simulation.py`). 'far': replicates with some |θ̂ⱼ − θⱼ| > 10 × that "
              "parameter's median error; 'missed basin': of those, how many have a higher SSE than scipy's "

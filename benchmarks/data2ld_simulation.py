@@ -1,4 +1,4 @@
-"""The simulation study of paper 002 §5 (Tables 1–3): Data2LD and competitors on model (14).
+"""The simulation study of Carey & Ramsay 2021 §5 (Tables 1–3): Data2LD and competitors on model (14).
 
 Run from the repository root::
 
@@ -14,23 +14,23 @@ vmapped compiled call:
 - **Data2LD** (order 5, the text's; and order 6, the code's): basis of §4 on [0, 60]
   (triple breaks at 14 and 15, eleven from 15 to 60), start θ = 0.01 (§3.2 step 1), the
   code's ρ ladder and ρ̂ rule, Gauss–Newton covariance, t intervals with N − df dof;
-- **PC** (parameter cascading with one smoothing level chosen by GCV, 002 §2.3): the same
+- **PC** (parameter cascading with one smoothing level chosen by GCV, Carey & Ramsay 2021 §2.3): the same
   basis (order 5) and start, each γ of the ladder solved from the start without warm
   starts, the γ of least GCV reported (choice made: the paper does not give its λ grid);
   on the first `--pc-replicates` replicates (22 cold solves per fit);
-- **NLS** (output error, 002 §2.1): `wj.OutputError` on the companion system x, Dx
+- **NLS** (output error, Carey & Ramsay 2021 §2.1): `wj.OutputError` on the companion system x, Dx
   (Tsit5, rtol 1e-8, atol 1e-10, steps landing on the pulse edges via `jump_ts`), fitting
   θ and the initial state by unweighted least squares, started at the truth θ and
   (y₁, 0) (choices made: the paper gives neither start nor whether the initial state is
   fitted — the truth start favours NLS), normal intervals from the Gauss–Newton covariance;
   on the first `--nls-replicates` replicates of each cell;
-- **SA** (simulated annealing, 002 §2.2; `_data2ld_competitors.simulated_annealing`): T₀ = 100,
+- **SA** (simulated annealing, Carey & Ramsay 2021 §2.2; `_data2ld_competitors.simulated_annealing`): T₀ = 100,
   Boltzmann schedule T_k = T₀/log(k + 1), Barker acceptance, energy SSE/2s² with s² the
   residual variance of a least-squares fit of the same spline basis, adaptive one-coordinate
   Gaussian steps, `--sa-iterations` (5000) steps from θ = 0.01 with the state at rest, the
   best point visited; normal intervals from the Gauss–Newton covariance there (choices made:
-  002 gives neither steps, proposal, start, energy scale nor how its intervals were formed);
-- **SFT** (smooth functional tempering, 002 §2.4; `smooth_functional_tempering`): four
+  Carey & Ramsay 2021 gives neither steps, proposal, start, energy scale nor how its intervals were formed);
+- **SFT** (smooth functional tempering, Carey & Ramsay 2021 §2.4; `smooth_functional_tempering`): four
   tempered chains at λ ∈ {10, 10², 10³, 10⁴}, N(0, 1) priors on θ, p(σ²) ∝ 1/σ², Gibbs
   updates of (c, θ, σ²) from their exact conditionals and neighbour swaps proposed with
   probability 0.5; `--sft-iterations` (5000, the paper ran 50 000) of which `--sft-burn-in`
@@ -62,8 +62,8 @@ CONTINUATIONS = {"ladder": L.Ladder(), "adaptive": L.Adaptive(), "gcv": L.GCV()}
 
 TRUTH = np.array(ds.SIMULATION_THETA)
 NS, SIGMAS = (21, 51, 101), (0.10, 0.05, 0.01)
-SFT_LAMBDAS = (10.0, 1e2, 1e3, 1e4)  # 002 §5: four chains
-# Tables 1–3 of 002, Data2LD / NLS / PC rows: {σ: {method: [β₀ ×3 N, β₁ ×3, α ×3]}}; Table 3: x̂ per σ, N
+SFT_LAMBDAS = (10.0, 1e2, 1e3, 1e4)  # Carey & Ramsay 2021 §5: four chains
+# Tables 1–3 of Carey & Ramsay 2021, Data2LD / NLS / PC rows: {σ: {method: [β₀ ×3 N, β₁ ×3, α ×3]}}; Table 3: x̂ per σ, N
 PAPER_RMSE = {
     0.10: {"Data2LD": [0.25, 0.17, 0.11, 1.79, 1.19, 0.12, 4.12, 2.37, 1.69],
            "NLS": [0.61, 0.30, 0.23, 4.63, 2.05, 1.86, 13.19, 4.05, 4.71],
@@ -268,7 +268,7 @@ def write(args, cells):
 
 def report(out) -> str:
     m = out["machine"]
-    lines = ["# Paper 002 §5 simulation study: ours beside the paper", "",
+    lines = ["# Carey & Ramsay 2021 §5 simulation study: ours beside the paper", "",
              f"{out['date']}, {machine_line(m)}; "
              f"`python benchmarks/data2ld_simulation.py --replicates {out['args']['replicates']} "
              f"--nls-replicates {out['args']['nls_replicates']} --pc-replicates {out['args']['pc_replicates']} "

@@ -6,12 +6,12 @@ Run from the repository root::
 
     python benchmarks/discovery_ac_fits.py [--solver cg] [--size 128] [--steps 1000]
     python benchmarks/discovery_ac_fits.py --solver sparse --steps 400
-    python benchmarks/discovery_ac_fits.py --solver sparse --steps 400 --size 256 --cases 1 2   # 003's grid
+    python benchmarks/discovery_ac_fits.py --solver sparse --steps 400 --size 256 --cases 1 2   # the paper's grid
 
-On the data of `discovery_pde.py` (two snapshots t = 25, 26, seed 0), fits of 003 eq. 12 with
+On the data of `discovery_pde.py` (two snapshots t = 25, 26, seed 0), fits of Meissner & Glasner 2024 eq. 12 with
 only the true terms (u, u³, u_xx, u_yy), λ = 1e-2, R = 0, Gauss–Newton LM, for at most
 `--steps` steps. `cg`: nothing missing; noise-free data from θ0 = 0.1, 10 % noise from
-θ0 = 0.1 and from the true θ. `sparse` (003's code's α0 = 100, θ0 = 1): the four cells of 003
+θ0 = 0.1 and from the true θ. `sparse` (the paper's code's α0 = 100, θ0 = 1): the four cells of Meissner & Glasner 2024
 Table 4 (noise 10/20/30 % with nothing missing, 10 % with 10 % missing), and (case 4, a
 diagnostic) the missing-data cell started at the noise-free states with the true θ, which
 finds the minimum near the truth and its objective, and (case 5) that cell from the data with

@@ -1,7 +1,7 @@
-r"""Equation-discovery competitors on paper 003's ODE protocols: weak SINDy (pysindy) and
-integral matching with sequential thresholding (ours, 004), on exactly the data of
-`benchmarks/discovery_ode.py` (003 Tables 1–2), beside our sparse state-and-parameter
-regression (003) read from `benchmarks/results/discovery_ode.json` and the paper's row.
+r"""Equation-discovery competitors on Meissner & Glasner 2024's ODE protocols: weak SINDy (pysindy) and
+integral matching with sequential thresholding (ours, Anonymous 2025), on exactly the data of
+`benchmarks/discovery_ode.py` (Meissner & Glasner 2024 Tables 1–2), beside our sparse state-and-parameter
+regression (Meissner & Glasner 2024) read from `benchmarks/results/discovery_ode.json` and the paper's row.
 
 Run from the repository root::
 
@@ -30,7 +30,7 @@ Methods (settings fixed once per system before any noisy fit, never per cell):
   filled by linear interpolation in time over that component's observed samples
   (`np.interp`; constant beyond the first/last observed sample), and the filled series is
   fitted as if fully observed.
-- **Integral matching with sequential thresholding** (ours, 004):
+- **Integral matching with sequential thresholding** (ours, Anonymous 2025):
   `wj.IntegralMatching(order=15, solver=wj.LeastSquares(threshold=0.5)).fit(library,
   wj.Trajectory(t, data, mask))`, mask = observed entries. The estimator fills each
   state's missing entries by linear interpolation between its observed samples (as above)
@@ -39,10 +39,10 @@ Methods (settings fixed once per system before any noisy fit, never per cell):
   gappy samples amplified the noise across the gaps: 0 of 60 realisations recovered, node
   values off by up to 2·10³ on Van der Pol, 30 % noise, 40 % missing; the benchmark then
   carried an 'IM + ST, filled' column doing this filling outside, which the estimator now
-  does itself). Subinterval length h = 1 (004's default; 51 samples), subintervals
+  does itself). Subinterval length h = 1 (Anonymous 2025's default; 51 samples), subintervals
   every 5 samples (default stride), exact least squares, then: zero every |θ| < 0.5, refit
   on the support, until the support stops changing (≤ 10 rounds). LGR order K = 15 instead
-  of 004's 30: a degree-K node fit needs K + 1 observed samples of each state in every
+  of Anonymous 2025's 30: a degree-K node fit needs K + 1 observed samples of each state in every
   subinterval, and at 40 % missing the 51-sample subintervals of these realisations keep as
   few as 19 (with K = 30 the fit raises on every seed 0–4 at 40 % missing, and on Van der
   Pol seed 3 at 20 %: 28 samples), so K = 15, half the default, for every cell. The JSON
@@ -86,7 +86,7 @@ DEGREE = {"van_der_pol": 3, "lorenz": 2}
 THRESHOLD = {"van_der_pol": 0.5, "lorenz": 0.5}  # half the smallest true |coefficient| (1 in both)
 K_DOMAINS = {"van_der_pol": 100, "lorenz": 100}  # pysindy's default
 ORDER = 15  # LGR order of integral matching (see the docstring)
-LENGTH = 1.0  # subinterval length h of integral matching (004's default)
+LENGTH = 1.0  # subinterval length h of integral matching (Anonymous 2025's default)
 METHODS = ("weak_sindy", "integral_matching")
 LABELS = {"weak_sindy": "weak SINDy", "integral_matching": "IM + ST (ours)"}
 
@@ -240,7 +240,7 @@ def write(rows, args, checks, warmup):
 
     machine = meta["machine"]
     spr_seeds = None if spr_meta is None else spr_meta.get("seeds")
-    lines = [f"# Equation-discovery competitors on 003's ODE protocols — {meta['date']}", "",
+    lines = [f"# Equation-discovery competitors on Meissner & Glasner 2024's ODE protocols — {meta['date']}", "",
              f"`{meta['command']}` on {machine['cpu_count']} CPU cores ({machine.get('cpu_model', '')}), pysindy "
              f"{meta['pysindy']}. Same realisations as `benchmarks/discovery_ode.py` (seed s ↔ seed s). Weak SINDy: "
              f"`ps.WeakPDELibrary` (K = 100 subdomains, pysindy's default size and test functions) + "
@@ -248,10 +248,12 @@ def write(rows, args, checks, warmup):
              f"`wj.IntegralMatching(order={ORDER}, solver=wj.LeastSquares(threshold=0.5))` on the masked data "
              "(it fills missing entries by the same interpolation itself). "
              "Threshold 0.5 = half the smallest true |coefficient| (1 in both systems), "
-             "fixed per system, not per cell. SPR: our `StateParameterRegression` (003, BIC, no threshold), rows of "
+             "fixed per system, not per cell. SPR: our `StateParameterRegression` (Meissner & Glasner 2024, BIC, "
+             "no threshold), rows of "
              f"`benchmarks/results/discovery_ode.json`"
              + ("" if spr_meta is None else f" ({spr_meta.get('command')}, {spr_meta.get('date')})")
-             + ". Paper: its single realisation (003 Tables 1–2). Full protocol in the script's docstring.", "",
+             + ". Paper: its single realisation (Meissner & Glasner 2024, Tables 1–2). Full protocol in the "
+             "script's docstring.", "",
              "## Exact support recovered (realisations)", "",
              f"| system | noise | missing | {' | '.join(LABELS.values())} | SPR (ours, {spr_seeds} seeds) "
              "| paper: missing / extra |", "|---|---|---|" + "---|" * len(METHODS) + "---|---|"]

@@ -1,21 +1,21 @@
-"""Sparse state-and-parameter regression (paper 003) on its ODE protocols: Van der Pol
+"""Sparse state-and-parameter regression (Meissner & Glasner 2024) on its ODE protocols: Van der Pol
 (Table 1) and Lorenz (Table 2), noise 30/50/70 %, missing 20/40 %, (λ, R) = (1e-2, 1e-4).
 
 Run from the repository root::
 
     python benchmarks/discovery_ode.py [--seeds 5] [--start data|smoothed]
 
-Data as in 003 §5.1: Van der Pol μ = 2, u0 = (0, 2), t ∈ [0, 10]; Lorenz (σ, ρ, β) =
-(10, 28, 8/3), u0 = (−8, 8, 27), t ∈ [0, 5] (the standard Lorenz system: 003's printed
+Data as in Meissner & Glasner 2024 §5.1: Van der Pol μ = 2, u0 = (0, 2), t ∈ [0, 10]; Lorenz (σ, ρ, β) =
+(10, 28, 8/3), u0 = (−8, 8, 27), t ∈ [0, 5] (the standard Lorenz system: Meissner & Glasner 2024's printed
 eq. 19 has typos, its tables fit the standard one); Δt = 0.02, diffrax Tsit5 at rtol =
 atol = 1e-12. Noise: Gaussian with sd = level × the standard deviation of each clean
-component; missing entries: each value independently with the given probability (003
+component; missing entries: each value independently with the given probability (Meissner & Glasner 2024
 does not say how it chose them). Libraries: monomials of degree 1–3 (Van der Pol, 9 per
 equation) and 1–2 (Lorenz, 9 per equation), no constant. Settings otherwise the
-estimator's defaults (k0 = 3, ε = 1/√2, θ0 = 0.1, BIC; 003's code values where 003 is
-silent). 003 reports one realisation per cell; this runs `--seeds` realisations and
+estimator's defaults (k0 = 3, ε = 1/√2, θ0 = 0.1, BIC; the paper's code's values where the paper is
+silent). Meissner & Glasner 2024 reports one realisation per cell; this runs `--seeds` realisations and
 reports each, with the paper's row beside them. `--start smoothed` starts every fit from the
-cross-validated Gaussian smoother of the data (`u0="smoothed"`, not 003's) instead of the
+cross-validated Gaussian smoother of the data (`u0="smoothed"`, not Meissner & Glasner 2024's) instead of the
 forward-filled data.
 
 Writes `benchmarks/results/discovery_ode.{json,md}` (`discovery_ode_smoothed.{json,md}` with
@@ -34,7 +34,7 @@ from _common import command, machine_info, write_results
 import wendyjax as wj
 
 CELLS = [(0.3, 0.2), (0.5, 0.2), (0.7, 0.2), (0.3, 0.4), (0.5, 0.4), (0.7, 0.4)]
-# 003 Tables 1-2: missing terms, extra terms, and (correct-support cells) the largest relative
+# Meissner & Glasner 2024 Tables 1-2: missing terms, extra terms, and (correct-support cells) the largest relative
 # coefficient error and the relative ‖·‖₂ error (arithmetic on the printed coefficients)
 PAPER = {
     "van_der_pol": [(0, 0, 0.121, 0.088), (0, 0, 0.193, 0.140), (0, 0, 0.259, 0.190), (0, 0, 0.060, 0.045),
@@ -100,13 +100,14 @@ def write(rows, args):
             "command": command()}
     write_results(name, {"meta": meta, "rows": rows})
     cpu = meta["machine"].get("cpu_model") or meta["machine"]["processor"]
-    lines = [f"# Sparse state-and-parameter regression (003) on its ODE protocols — {meta['date']}", "",
+    lines = [f"# Sparse state-and-parameter regression (Meissner & Glasner 2024) on its ODE protocols — "
+             f"{meta['date']}", "",
              f"`{meta['command']}` on {meta['machine']['cpu_count']} CPU cores ({cpu}). "
              "Per realisation: missing / extra terms against the true support, the largest relative coefficient "
              "error and the relative ‖·‖₂ coefficient error on the true support, the relative ‖·‖₂ error of the "
              "reconstructed states (of the data, observed entries, in brackets), wall time of the whole discovery "
              "(the first run of each system includes compilation). Paper: its single realisation. States start "
-             f"from {'the forward-filled data (003)' if args.start == 'data' else 'the cross-validated smoother'}.",
+             f"from {'the forward-filled data (the paper)' if args.start == 'data' else 'the smoother'}.",
              "",
              "| system | noise | missing | seed | missing terms | extra terms | max rel. err | rel. L2 err "
              "| state err (data) | models | s | paper: missing / extra / max rel / L2 |",

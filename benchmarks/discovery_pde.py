@@ -1,4 +1,4 @@
-r"""Sparse state-and-parameter regression (paper 003) on its PDE protocols: Kuramoto–Sivashinsky
+r"""Sparse state-and-parameter regression (Meissner & Glasner 2024) on its PDE protocols: Kuramoto–Sivashinsky
 (Table 3: noise 30/50/100 %, missing 40/60 %, (λ, R) = (1e-2, 1e-4)) and 2-D Allen–Cahn from two
 snapshots (Table 4: noise 10/20/30 % with nothing missing and 10 % with 10 % missing,
 (λ, R) = (1e-2, 1e-6)).
@@ -10,30 +10,30 @@ Run from the repository root::
 
 `--cells` picks rows of each system's table (0-based, in the order of `PAPER`); rows of the
 cells (starts, seeds) not run are kept from the previous results file. `--start` picks the
-states every fit starts from: the data with missing entries filled forward (003 §5, the
+states every fit starts from: the data with missing entries filled forward (Meissner & Glasner 2024 §5, the
 default), the Gaussian kernel smoother whose widths leave-one-out cross-validation
-chooses (`u0="smoothed"`, not 003's), or the data with only the missing entries from that
+chooses (`u0="smoothed"`, not Meissner & Glasner 2024's), or the data with only the missing entries from that
 smoother (`u0="interpolated"`). Allen–Cahn rows are recorded at `--ac-size 128` (a
-40 × 40 domain instead of 80 × 80, all four cells) and at 003's 256 (an 80 × 80 domain;
+40 × 40 domain instead of 80 × 80, all four cells) and at Meissner & Glasner 2024's 256 (an 80 × 80 domain;
 27–67 min per cell on 2 cores, all four cells from the forward-filled start and the
 missing-data cell also from the interpolated start).
 
-Data as in 003 §5.2. KS: $u_t = u u_x - u_{xx} - u_{xxxx}$ on a periodic domain of length 40,
+Data as in Meissner & Glasner 2024 §5.2. KS: $u_t = u u_x - u_{xx} - u_{xxxx}$ on a periodic domain of length 40,
 $u(x, 0) = -2\sin(12\pi x/40) + 2e^{-(x-2)^2/5}$, 128 points (Δx = 0.3125) × 128 levels
 (Δt = 0.3), `wj.models.kuramoto_sivashinsky()`. AC: $u_t = \Delta u + u - u^3$, Neumann,
 N × N grid of step 40/127 from $0.1(\mathrm{rand} - 0.5)$, snapshots at t = 25 and 26 (Δt = 1),
 `wj.models.allen_cahn_2d(N)`. Noise: Gaussian with sd = level × the standard deviation of the
 clean field; missing: each value independently with the given probability. Libraries as
-003 eqs. 21 and 23 (9 and 10 terms), second-order centred differences on the interior, no
+Meissner & Glasner 2024 eqs. 21 and 23 (9 and 10 terms), second-order centred differences on the interior, no
 boundary condition assumed.
 
 Solver settings: Gauss–Newton Hessian (the true Hessian of these residuals is indefinite
 away from the minimum); at most 100 Levenberg–Marquardt steps per fit (`--max-steps`; the 1- and 2-term
 models of the KS search otherwise run their 500 steps without converging: 300 s of a 323 s
 run). KS: Cholesky on the coloured block-tridiagonal Hessian, α0 = 1e-4 (the estimator's
-default), θ0 = 1 for every term except θ0 = −1 for u_xxxx (the start of 003's code). AC: a
+default), θ0 = 1 for every term except θ0 = −1 for u_xxxx (the start of Meissner & Glasner 2024's code). AC: a
 sparse LU of the state block (two levels of N² states are too large for dense blocks;
-003 §5.2.2 used CG, which crawled here: see the README), with 003's code's α0 = 100 and
+Meissner & Glasner 2024 §5.2.2 used CG, which crawled here: see the README), with the paper's code's α0 = 100 and
 θ0 = 1 for every term. Chosen after the defaults (α0 = 1e-4, θ0 = 0.1) took the 10 %-noise
 true-support fit to θ ≈ 0 (loss 4.09e-5) where these reach the minimum near the truth
 (loss 4.05e-5, the point a fit from the clean states and the true θ converges to).
@@ -53,7 +53,7 @@ import wendyjax as wj
 
 KS_TERMS = ("u", "u^2", "u^3", "u_x", "u_xx", "u_xxx", "u_xxxx", "u u_x", "u^2 u_x")
 AC_TERMS = ("u", "u^3", "u_x", "u_y", "u_xx", "u_yy", "u u_x", "u u_y", "u^2 u_x", "u^2 u_y")
-# 003 Tables 3-4: (noise, missing, missing terms, extra terms, discovered coefficients on the
+# Meissner & Glasner 2024 Tables 3-4: (noise, missing, missing terms, extra terms, discovered coefficients on the
 # true support in the order of TRUE[system] or None)
 PAPER = {
     "ks": [(0.3, 0.4, 0, 0, (-1.007, -1.020, 1.019)), (0.5, 0.4, 0, 0, (-1.008, -1.022, 1.017)),
@@ -108,7 +108,7 @@ def main():
     parser.add_argument("--ac-size", type=int, default=256)
     parser.add_argument("--max-steps", type=int, default=100, help="Levenberg–Marquardt steps per fit (default 100)")
     parser.add_argument("--start", choices=["data", "smoothed", "interpolated"], default="data",
-                        help="starting states: the forward-filled data (003), the cross-validated smoother, or "
+                        help="starting states: the forward-filled data (the paper's), the cross-validated smoother, or "
                              "the data with the smoother at the missing entries")
     args = parser.parse_args()
     previous = RESULTS / "discovery_pde.json"  # rows of the systems not run now are kept
@@ -159,17 +159,17 @@ def write(rows):
     runs = sorted({(r["date"], r["command"], r.get("processor", "machine not recorded")) for r in rows})
     meta = {"machine": machine_info(), "runs": runs}
     write_results("discovery_pde", {"meta": meta, "rows": rows})
-    lines = ["# Sparse state-and-parameter regression (003) on its PDE protocols", "",
+    lines = ["# Sparse state-and-parameter regression (Meissner & Glasner 2024) on its PDE protocols", "",
              "; ".join(f"`{c}` ({d}, {m})" for d, c, m in runs) + ". Per realisation: missing / extra terms "
              "against the true support, the discovered coefficients of the true terms (KS: u_xx, u_xxxx, u u_x; "
              "AC: u, u³, u_xx, u_yy; truth −1, −1, 1 and 1, −1, 1, 1), the largest relative coefficient error, "
              "the relative ‖·‖₂ error of the reconstructed states (of the data, observed entries, in brackets), "
              "wall time of the whole discovery (the first run of each system includes compilation), the cap on "
              "Levenberg–Marquardt steps per fit. Start: the "
-             "states the fits start from, the forward-filled data (003), the Gaussian smoother with widths "
+             "states the fits start from, the forward-filled data (the paper's), the Gaussian smoother with widths "
              "chosen by leave-one-out cross-validation (`u0=\"smoothed\"`), or the data with that smoother at "
              "the missing entries (`u0=\"interpolated\"`). Paper: its single realisation "
-             "(003 Tables 3–4).", "",
+             "(Meissner & Glasner 2024 Tables 3–4).", "",
              "| system (grid) | start | noise | missing | seed | missing terms | extra terms | true-term coefficients "
              "| max rel. err | state err (data) | models | s | step cap | paper: missing / extra / coefficients |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

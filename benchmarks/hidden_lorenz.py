@@ -1,4 +1,4 @@
-"""Integral matching with a hidden state: Lorenz-63 with z never observed (004 §5.1).
+"""Integral matching with a hidden state: Lorenz-63 with z never observed (Anonymous 2025 §5.1).
 
 Run from the repository root::
 
@@ -6,25 +6,25 @@ Run from the repository root::
     python benchmarks/hidden_lorenz.py --quick   # noiseless only
     python benchmarks/hidden_lorenz.py --report  # rewrite the Markdown from the saved JSON
 
-Protocol (004 §5.1): Lorenz-63, p* = (10, 28, 8/3), observations of x and y on [0, 20]
+Protocol (Anonymous 2025 §5.1): Lorenz-63, p* = (10, 28, 8/3), observations of x and y on [0, 20]
 every Δt = 0.01 from u(0) = (−8, 7, 27) (on the attractor), z never observed; LGR order
-K = 30 on consecutive subintervals of length h = 1; additive Gaussian noise (000 eq. 19)
+K = 30 on consecutive subintervals of length h = 1; additive Gaussian noise (Rummel et al. 2025 eq. 19)
 on x, y, denoised by the default Savitzky–Golay filter (none on noiseless data). Model
 kinds, each fitted over parameters and z at the 601 collocation nodes
 (`IntegralMatching.fit(..., u0=[20.0])`, z(0) = 20 against the true 27):
 
 - **ODEModel** (σ, ρ, β unknown), start p₀ = (8, 20, 2);
-- **degree-2 polynomial library** (30 coefficients; 004 §5.1's "polynomial dynamics of
-  degree 2"), start: the library coefficients of Lorenz at p*·(0.8, 0.7, 0.75) (004 does
+- **degree-2 polynomial library** (30 coefficients; Anonymous 2025 §5.1's "polynomial dynamics of
+  degree 2"), start: the library coefficients of Lorenz at p*·(0.8, 0.7, 0.75) (Anonymous 2025 does
   not state its start). z is standardised; a degree-2 library cannot tell z from
   αz + β + γx + δy (each gives an exactly quadratic system), so the reconstruction is
   compared after the affine change of variables z ≈ c₀ + c₁ẑ + c₂x + c₃y fitted by least
-  squares (004 §5.1: "an affine change of variable found by a linear regression");
+  squares (Anonymous 2025 §5.1: "an affine change of variable found by a linear regression");
 - **MLP** vector field (3 → 32 tanh → 3 on u/20, `wj.neural.MLPField`), z standardised
   (Algorithm 2 only).
 
 Two solvers: `wj.TrustRegion()` ("gauss_newton", the default: joint bounded Gauss–Newton over
-parameters and z) and `wj.Gradient()` ("gradient"), 004's Algorithm 2 (Adam steps alternating
+parameters and z) and `wj.Gradient()` ("gradient"), Anonymous 2025's Algorithm 2 (Adam steps alternating
 between the parameters and z on random batches of 8 of the 20 subintervals, chunks of
 500 steps, stop when the full loss has not improved by 0.1 % for 3 chunks, at most
 20 000 steps; learning rate 0.1 / 0.03 / 0.01 for ODEModel / library / MLP; key 0).
@@ -33,7 +33,7 @@ Reported: R² of z (ẑ alone; ẑ with the affine change over (1, ẑ, x, y)), 
 (ODEModel), the relative RMS error of the learned system simulated from the reconstructed
 initial state over the training window [0, 20] and out of sample over [20, 22] (all three
 states, z mapped by the fitted affine change), fit time (compilation included).
-004 reports R² = 0.99995, integration error below 1 % over [0, 20].
+Anonymous 2025 reports R² = 0.99995, integration error below 1 % over [0, 20].
 Writes `benchmarks/results/hidden_lorenz.{json,md}`.
 """
 
@@ -116,9 +116,9 @@ def write(out, save_json=True):
              "status": r["status"] or "converged"} for r in out["rows"]]
     table = "\n".join(markdown_table(cols, [[r.get(c, "") for c in cols] for r in rows]))
     write_results("hidden_lorenz", markdown=[
-        "# Lorenz-63 with z hidden (004 §5.1)", "",
+        "# Lorenz-63 with z hidden (Anonymous 2025 §5.1)", "",
         f"`{out['command']}` — {out['date']}, {machine_line(out['machine'])}", "", table, "",
-        "004 reports R² = 0.99995 and an integration error below 1 % over [0, 20]."])
+        "Anonymous 2025 reports R² = 0.99995 and an integration error below 1 % over [0, 20]."])
     print(table)
 
 

@@ -1,4 +1,4 @@
-r"""Integral matching vs SINDy on degree-3 polynomial libraries: paper 004 Table 2.
+r"""Integral matching vs SINDy on degree-3 polynomial libraries: Anonymous 2025 Table 2.
 
 Run from the repository root::
 
@@ -7,21 +7,21 @@ Run from the repository root::
     python benchmarks/integral_matching_sindy.py --seeds 3 --threshold 0.1
     python benchmarks/integral_matching_sindy.py --noise-scale state-std --name integral_matching_sindy_std
 
-Protocol (004 §4, Table 2: T = 40, Δt = 0.01, h = 1, K = 30, noise 0/5/10/20 %):
+Protocol (Anonymous 2025 §4, Table 2: T = 40, Δt = 0.01, h = 1, K = 30, noise 0/5/10/20 %):
 
 - **Systems**: Lorenz-63 (σ, ρ, β) = (10, 28, 8/3), u₀ = (2, 1, 1); Rössler (a, b, c) =
   (0.2, 0.2, 5.7), u₀ = (1, 1, 1); unforced damped Duffing (δ, α, β) = (0.1, 1, 5),
-  u₀ = (1, 0) (`wj.models.lorenz/rossler/duffing`; 004 states neither parameters nor
+  u₀ = (1, 0) (`wj.models.lorenz/rossler/duffing`; Anonymous 2025 states neither parameters nor
   initial conditions and draws random initial conditions; here u₀ is fixed and only the
   noise seed varies). All on t = 0, 0.01, …, 40 (4001 samples), solved once by
   `wj.simulate(model, p*, u₀, t, None)` (Tsit5, rtol = atol = 1e-10).
-- **Noise** (004 does not define it), i.i.d. Gaussian added to every entry, "10 %" is
+- **Noise** (Anonymous 2025 does not define it), i.i.d. Gaussian added to every entry, "10 %" is
   level 0.1, with one of two scales (`--noise-scale`):
   `pooled-rms` (default): `wj.AdditiveGaussian(level)`, one standard deviation
   σ = level × RMS of all entries of the noiseless trajectory (all states pooled; the
   WENDy papers' definition); `state-std`: `wj.AdditiveGaussian(level, per_state=True,
   centred=True)`, σ_i = level × the standard deviation of state i over the trajectory
-  (paper 003's and much of the SINDy literature's definition). Pooling makes the noise
+  (Meissner & Glasner 2024's and much of the SINDy literature's definition). Pooling makes the noise
   large where a state has a large mean (Lorenz's z ≈ 23.5: σ ≈ 2 × level × each state's
   standard deviation); the ratios are listed at the end of the Markdown report. Seed s
   draws the noise with `jax.random.key(s)` (what `wj.simulate(..., noise, key)` does).
@@ -41,20 +41,20 @@ Protocol (004 §4, Table 2: T = 40, Δt = 0.01, h = 1, K = 30, noise 0/5/10/20 %
   built from the smoothed states); STLSQ keeps its defaults otherwise (ridge α = 0.05,
   20 iterations, unbiased refit on the support).
 - **Threshold** thr (one value for every system, noise and method): 0.05 by default.
-  004 App. C gives no value; pysindy's default 0.1 equals Duffing's smallest true
+  Anonymous 2025 App. C gives no value; pysindy's default 0.1 equals Duffing's smallest true
   coefficient δ = 0.1, so a 0.1 cut decides that term by a coin flip; 0.05 is half the
   smallest true coefficient of the three systems (0.1, 0.2, 0.2). `--threshold` changes it.
 
 Metrics, per fit, against the true coefficient matrix Θ* = `lib.coefficients(model, p*)`:
 
-- **ẋ error (%)** ("RMSE of ẋ" of Table 2; 004 does not define it): the relative RMSE of
+- **ẋ error (%)** ("RMSE of ẋ" of Table 2; Anonymous 2025 does not define it): the relative RMSE of
   the fitted vector field against the true one on the noiseless trajectory,
   100·‖Φ(X)Θ̂ − f(X)‖_F / ‖f(X)‖_F, X the 4001 noiseless states, f the true right-hand side.
 - **CR bound**: the Cramér–Rao bound on the RMS ẋ error, i.e. on √E‖Φ(X)(Θ̂ − Θ*)‖²_F
   / ‖f(X)‖_F for any unbiased estimator of (u₀, Θ) from these samples with this noise (the
   Fisher information of the whole noisy trajectory, from diffrax forward-mode sensitivities),
   "dense" for all library terms, "support" with the true support known (what a perfect
-  thresholding could reach). An unbiased dense fit cannot beat the first on average; 004's
+  thresholding could reach). An unbiased dense fit cannot beat the first on average; Anonymous 2025's
   numbers below it need more data or less noise than this protocol has. Rössler and
   Duffing only: Lorenz's sensitivities grow by ~e^36 over T = 40, where the linearised
   bound says nothing about noisy fits.
@@ -66,8 +66,8 @@ Metrics, per fit, against the true coefficient matrix Θ* = `lib.coefficients(mo
   noise levels of a system; ours after compilation (an untimed warm-up fit per system and
   variant; "compile" = warm-up − median).
 
-Cells show the median over seeds and [min, max]; the JSON also holds mean ± sd (004
-reports mean ± sd, over initial conditions and seeds). 004's Table 2 numbers are printed
+Cells show the median over seeds and [min, max]; the JSON also holds mean ± sd (Anonymous 2025
+reports mean ± sd, over initial conditions and seeds). Anonymous 2025's Table 2 numbers are printed
 beside ours (it has no thresholded row for Duffing).
 Writes `benchmarks/results/{name}.{json,md}` (`--name`, default integral_matching_sindy).
 """
@@ -99,7 +99,7 @@ CHECK_LEVEL = 0.01  # noise level of the bound check, small enough for the linea
 METHODS = ("imatch", "imatch_thresh", "sindy_fd", "sindy_sfd")
 LABELS = {"imatch": "IMATCH (ours, dense)", "imatch_thresh": "IMATCH thresh (ours)",
           "sindy_fd": "SINDy FD", "sindy_sfd": "SINDy smoothed FD"}
-# 004 Table 2, RMSE of ẋ (%), mean ± sd as printed; None where the paper has no row.
+# Anonymous 2025 Table 2, RMSE of ẋ (%), mean ± sd as printed; None where the paper has no row.
 PAPER = {
     "lorenz": {"sindy": ["0.18", "7.5 ± 5.9", "10.77 ± 0.4", "22.95 ± 3.4"],
                "imatch": ["0.25", "1.6 ± 1.4", "4.63 ± 3.6", "8.81 ± 4.3"],
@@ -318,15 +318,15 @@ def main():
         time_rows.append([name, res["n_samples"], res["n_features"], *(t[k] * 1e3 for k in METHODS),
                           res["compile_s"]["imatch"], res["compile_s"]["imatch_thresh"]])
     lines = [
-        "# Integral matching vs SINDy on polynomial libraries (004 Table 2)", "",
+        "# Integral matching vs SINDy on polynomial libraries (Anonymous 2025 Table 2)", "",
         f"Generated by `{command()}` on {utc_now()} in {total:.0f} s; {machine_line(info)}, "
         f"pysindy {ps.__version__}, float64. Threshold {args.threshold:g} (ours and STLSQ), seeds {seeds}, "
         f"noise scale `{args.noise_scale}`.", "",
         "Protocol" + __doc__.split("Protocol", 1)[1].split("Writes `")[0].rstrip(), "",
-        "## ẋ error (%): median [min, max] over seeds, beside 004 Table 2 (mean ± sd)", "",
+        "## ẋ error (%): median [min, max] over seeds, beside Anonymous 2025 Table 2 (mean ± sd)", "",
         *markdown_table(["system", "noise", "seeds", *(LABELS[k] for k in METHODS),
                          "CR bound dense", "CR bound support",
-                         "004 IMATCH", "004 IMATCH thresh", "004 SINDy"], xdot_rows), "",
+                         "paper IMATCH", "paper IMATCH thresh", "paper SINDy"], xdot_rows), "",
         f"Check of the dense bound at {CHECK_LEVEL:.0%} noise (same seeds), RMS ẋ error (%) of the "
         "output-error maximum-likelihood fit started at the truth (`bound_check`) and of integral matching "
         "on the same data, beside the bound:", "",

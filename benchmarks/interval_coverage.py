@@ -1,11 +1,11 @@
-"""Coverage of WENDy-MLE's 95 % intervals: sandwich (000 eq. 9) vs inverse Hessian.
+"""Coverage of WENDy-MLE's 95 % intervals: sandwich (Rummel et al. 2025 eq. 9) vs inverse Hessian.
 
 Run from the repository root::
 
     python benchmarks/interval_coverage.py            # Logistic 30 seeds, Lorenz 20 seeds
     python benchmarks/interval_coverage.py --quick    # 6 seeds each
 
-For each system (10 % additive noise, M + 1 = 1025 samples, p₀ uniform in 000 Table 2's
+For each system (10 % additive noise, M + 1 = 1025 samples, p₀ uniform in Rummel et al. 2025 Table 2's
 box) it fits all seeds in one vmapped MLE solve and reports, per parameter, the coverage
 of p̂ ± 1.96·SE for both covariances, their mean standard errors, and the Monte Carlo
 spread and bias of the estimates. Results: `benchmarks/results/interval_coverage.{json,md}`.

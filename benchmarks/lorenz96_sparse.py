@@ -1,5 +1,5 @@
 """Sparse recovery of Lorenz-96 (n = 40, F = 16) by integral matching with a degree-2
-library and sequential thresholding (004 §4.2, Fig. 3).
+library and sequential thresholding (Anonymous 2025 §4.2, Fig. 3).
 
 Run from the repository root::
 
@@ -7,14 +7,14 @@ Run from the repository root::
     python benchmarks/lorenz96_sparse.py --quick   # noise 0, 5 %; T = 40; 1 seed
 
 Protocol: Lorenz-96 with n = 40 and F = 16 (`wj.models.lorenz96(40, 16.0)`: x₁ perturbed
-by 0.01 from the equilibrium F·1; 004 perturbs by 1e-16 and states no transient), solved
+by 0.01 from the equilibrium F·1; Anonymous 2025 perturbs by 1e-16 and states no transient), solved
 on [0, 5 + T] and observed every Δt = 0.01 on [5, 5 + T] (the first 5 time units, the
 departure from equilibrium, are dropped so every window is chaotic); additive Gaussian
-noise (000 eq. 19) at the given ratio. Library: all 861 monomials of degree ≤ 2 in the
+noise (Rummel et al. 2025 eq. 19) at the given ratio. Library: all 861 monomials of degree ≤ 2 in the
 40 states; `IntegralMatching(order=30, length=1.0, solver=LeastSquares(threshold=0.1))` (K = 30, h = 1 as in
-004; the threshold is a tenth of the smallest true coefficient, 1). Reported per setting
+Anonymous 2025; the threshold is a tenth of the smallest true coefficient, 1). Reported per setting
 (median over seeds): relative RMS error of the fitted vector field against the true one
-on the noiseless states (004's "RMSE of the error on the derivative", %), true positive
+on the noiseless states (Anonymous 2025's "RMSE of the error on the derivative", %), true positive
 rate of the 160 non-zero terms (4 per equation), number of false positives, relative
 coefficient error ‖Θ̂ − Θ*‖/‖Θ*‖, and the time of one fit: first call (compilation
 included) and a second call. Target (issue 6): ≤ 60 s per fit on the 2-core CPU.
@@ -90,7 +90,7 @@ def main():
     md = [f"# Lorenz-96 (n = 40, F = 16), degree-2 library (861 terms), thresholding 0.1 — {out['date']}", "",
           f"`{out['command']}` on {machine_line(out['machine'])}; "
           f"medians over seeds {seeds}.", "", *table, "",
-          "Target (issue 6): one fit ≤ 60 s on the 2-core CPU. 004 §4.2: < 30 s with threading (its machine)."]
+          "Target: one fit ≤ 60 s on the 2-core CPU. Anonymous 2025, §4.2: < 30 s with threading (its machine)."]
     write_results("lorenz96_sparse", markdown=md)
     print("\n".join(md))
 

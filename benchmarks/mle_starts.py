@@ -8,9 +8,9 @@ On the same datasets and box starts, fits every start choice of `wj.MLE` (vmappe
 the runs) and compares the final ℓ, the relative coefficient error ‖p̂ − p*‖/‖p*‖ and the
 number of trust-region steps:
 
-- Hindmarsh–Rose (000 Table 2, LiP), 20 % noise, M = 256, 20 runs (data keys 0–19, box
+- Hindmarsh–Rose (Rummel et al. 2025 Table 2, LiP), 20 % noise, M = 256, 20 runs (data keys 0–19, box
   starts `default_rng(0)`): the WLS estimate is attenuated towards 0 at this noise level;
-- Lorenz (000 Table 2), 10 % noise, M = 1024, 10 runs (same seeding): one optimum.
+- Lorenz (Rummel et al. 2025 Table 2), 10 % noise, M = 1024, 10 runs (same seeding): one optimum.
 
 A fit "loses" to another start when its final ℓ is higher by more than 1e-6·|ℓ|.
 Writes `benchmarks/results/mle_starts.{json,md}`.

@@ -6,10 +6,10 @@ Run from the repository root::
     python benchmarks/output_error_vs_scipy.py --quick    # 2 seeds
 
 Per system (Lorenz: M = 1024 on [0, 10], p* = (10, 28, 8/3); FitzHugh–Nagumo: M = 1024 on
-[0, 25], 001's p*), 5 % additive noise, seeds 0…n−1 (data key `PRNGKey(seed)`), start
+[0, 25], Bortz et al. 2023's p*), 5 % additive noise, seeds 0…n−1 (data key `PRNGKey(seed)`), start
 p₀ = p*·(1 + 0.1·v), v ~ U(−1, 1)⁶ from `default_rng(1000 + seed)` (near the truth: both
 methods should reach the same minimum, so their accuracies are comparable), u₀ from the
-first data row; both fit (p, u₀) by unweighted least squares (000 eq. 11), unbounded:
+first data row; both fit (p, u₀) by unweighted least squares (Rummel et al. 2025 eq. 11), unbounded:
 
 - **wendyjax**: `OutputError()` (Tsit5, rtol 1e-6, atol 1e-8; Levenberg–Marquardt of
   optimistix, tolerances 1e-8, forward-mode Jacobians through diffrax), jitted `solve`;

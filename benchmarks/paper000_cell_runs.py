@@ -1,4 +1,5 @@
-"""One cell of 000's suite with its per-run estimates: how much of a parameter's variance a few runs carry.
+"""One cell of Rummel et al. 2025's suite with its per-run estimates: how much of a parameter's variance a few
+runs carry.
 
 Run from the repository root::
 

@@ -1,7 +1,7 @@
-"""Medians over all cells of several saved paper-000 studies of one system, beside 000's.
+"""Medians over all cells of several saved paper-000 studies of one system, beside Rummel et al. 2025's.
 
 A system's whole grid is often run in pieces (M = 256 on one day, M = 512/1024 on
-another, or on different machines); 000's text quotes one median over all of them. From
+another, or on different machines); Rummel et al. 2025's text quotes one median over all of them. From
 the repository root::
 
     python benchmarks/paper000_merge.py goodwin_2d paper000_suite_g2d_full_m256 \\
@@ -64,7 +64,8 @@ def main():
     fail = float(np.mean([r["failure_rate"] for r in rows]))
     match = matches(ours, ref, n_runs)
     cmd = command()
-    lines = [f"# Paper 000, {args.model}: medians over {n_cells} cells of {len(args.studies)} saved studies", "",
+    lines = [f"# Rummel et al. 2025, {args.model}: medians over {n_cells} cells of {len(args.studies)} saved "
+             f"studies", "",
              f"Command: `{cmd}`. Studies: {', '.join(args.studies)}; {n_runs} runs per cell; M ∈ "
              f"{sorted({int(r['M']) for r in rows})}; {len({r['noise_ratio'] for r in rows})} noise levels.", "",
              *markdown_table(["system", "cells", "bias² ours", "paper", "var ours", "paper", "MSE ours", "paper",

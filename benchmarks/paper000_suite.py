@@ -1,4 +1,4 @@
-"""Paper 000 §3.6 test suite reproduced: WENDy-MLE Monte Carlo studies beside the paper's numbers.
+"""Rummel et al. 2025 §3.6 test suite reproduced: WENDy-MLE Monte Carlo studies beside the paper's numbers.
 
 Run from the repository root::
 
@@ -9,11 +9,11 @@ Run from the repository root::
     python benchmarks/paper000_suite.py --start both                   # MLE from p0 and from WLS
     python benchmarks/paper000_suite.py --models logistic --k-max 500  # up to 500 test functions
 
-Protocol (000 §3.3–3.6): each system of Table 2 with its noise type (Table 3), noise
+Protocol (Rummel et al. 2025 §3.3–3.6): each system of Table 2 with its noise type (Table 3), noise
 ratios up to each figure's maximum, M ∈ {1024, 512, 256} (subsampling the 1025-point
 grid by 1, 2, 4), `--runs` runs per cell (paper: 100), p₀ uniform in the parameter box,
 WENDy-MLE with box constraints from p₀ (`--start` for `MLE(start=...)`), covariance of
-eq. (9) (sandwich), at most `--k-max` test functions (WENDy.jl's default 200; 000 §4.3:
+eq. (9) (sandwich), at most `--k-max` test functions (WENDy.jl's default 200; Rummel et al. 2025 §4.3:
 "in practice, we used 200-500 test functions"). The quick grid is noise
 {1, 10, 20} %; `--full` runs 1–20 % in steps of 1 % and then 25 % to the figure's maximum
 in steps of 5 % (the columns of Tables D1–D17).
@@ -42,7 +42,7 @@ from _common import (
 
 import wendyjax as wj
 
-# 000 §3.6.1–3.6.6: the noise range of each figure and the medians over all parameters
+# Rummel et al. 2025 §3.6.1–3.6.6: the noise range of each figure and the medians over all parameters
 # quoted in the text (relative squared bias, variance, MSE in %; coverage as a fraction)
 PAPER = {
     "logistic": dict(max_noise=0.50, bias2=0.0033, var=0.129, mse=0.259, cov=1.00, where="§3.6.1, Fig. 2, D1–D2"),
@@ -72,7 +72,7 @@ TABLE_D1 = {
 _M_INDEX = {1024: 0, 512: 1, 256: 2}
 
 PROTOCOL_NOTES = [
-    "Noise: additive Gaussian with σ = σ_nr·rms(U*) (the code behind 000's figures; eq. 19 as printed "
+    "Noise: additive Gaussian with σ = σ_nr·rms(U*) (the code behind Rummel et al. 2025's figures; eq. 19 as printed "
     "omits the square on σ_nr), log-normal with sd σ_nr of log ν (eq. 20) for Goodwin-3D and SIR-TDI.",
     "Logistic: Table 2 prints the box of p2 as [0, 10], which excludes p2* = −1; the box used is [−10, 0].",
     "Goodwin-3D: Table 2 lists 7 values for 8 parameters; p3* = 1 as in WENDy.jl's example "
@@ -81,7 +81,7 @@ PROTOCOL_NOTES = [
     "The paper's 'median across all parameters' does not say over which cells; ours is the median over "
     "all parameters and all cells run (noise × M), so with the quick grid it is not the same population.",
     "A run fails when its forward simulation fails or its estimate/covariance is not finite; bias, "
-    "variance, MSE and coverage are over the other runs (000 §3.3).",
+    "variance, MSE and coverage are over the other runs (Rummel et al. 2025 §3.3).",
 ]
 
 
@@ -133,13 +133,13 @@ def write_report(args, cmd, info, summary, sections, results) -> None:
     interrupted run keeps what it finished)."""
     total = sum(r["wall_s"] for r in results.values())
     lines = [
-        "# Paper 000 test suite (§3.6): WENDy-MLE beside the paper", "",
+        "# Rummel et al. 2025 test suite (§3.6): WENDy-MLE beside the paper", "",
         f"Command: `{cmd}`. Machine: {machine_line(info)}, devices {info.get('devices')}. "
         f"MLE start: {args.start}. {args.runs} runs per cell, "
         f"seed {args.seed}, "
         f"M ∈ {{{', '.join(str(1024 // s) for s in args.subsamples)}}}, k_max {args.k_max}. "
         f"Total wall time {total:.0f} s.", "",
-        "## Medians over parameters (and cells): ours beside 000's text", "",
+        "## Medians over parameters (and cells): ours beside Rummel et al. 2025's text", "",
         "Relative squared bias, variance and MSE in %; coverage of |p̂ − p*| < 2√C (eq. 18) and of the "
         "nominal 95 % interval. 'match' = our MSE ≤ paper's × (1 + 3√(2/N)) and our 2√C coverage ≥ paper's "
         "− 3 binomial sd; the populations differ when the noise grid differs (see notes).", "",
@@ -163,9 +163,9 @@ def main():
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--out", default="paper000_suite")
     ap.add_argument("--start", default="p0", choices=wj.MLE.starts,
-                    help="where the MLE starts (MLE(start=...)): p0 (000's protocol), wls, best or both")
+                    help="where the MLE starts (MLE(start=...)): p0 (Rummel et al. 2025's protocol), wls, best or both")
     ap.add_argument("--k-max", type=int, default=wj.TestFunctionConfig.k_max,
-                    help="most test functions K (TestFunctionConfig(k_max=...)); 000 §4.3 used 200-500")
+                    help="most test functions K (TestFunctionConfig(k_max=...)); Rummel et al. 2025 §4.3 used 200-500")
     args = ap.parse_args()
 
     info = machine_info()

@@ -1,21 +1,21 @@
-"""Paper 001 §3.1–3.2 reproduced: WENDy (IRLS) against weak OLS on the paper's five systems.
+"""Bortz et al. 2023 §3.1–3.2 reproduced: WENDy (IRLS) against weak OLS on the paper's five systems.
 
 Run from the repository root::
 
     python benchmarks/paper001_suite.py                                   # all five systems
     python benchmarks/paper001_suite.py --models lotka_volterra --runs 20 # quick check
-    python benchmarks/paper001_suite.py --test-functions matlab           # 001's own test functions
+    python benchmarks/paper001_suite.py --test-functions matlab           # Bortz et al. 2023's own test functions
 
-Protocol (001 §3.1): additive Gaussian noise with σ = σ_NR·rms(vec U*), 100 trials per
+Protocol (Bortz et al. 2023 §3.1): additive Gaussian noise with σ = σ_NR·rms(vec U*), 100 trials per
 setting (`--runs`), a fine grid of 1024 intervals (512 for Logistic growth) subsampled by
 factors of 2 down to M = 64, no parameter bounds. On the same datasets (same seed) the
-weak OLS estimate (`WLS`) and WENDy (`IRLS`, 001 Alg. 2, started from OLS) are computed;
+weak OLS estimate (`WLS`) and WENDy (`IRLS`, Bortz et al. 2023 Alg. 2, started from OLS) are computed;
 reported per cell are the median relative coefficient error E₂ (eq. 23) and forward
 simulation error E_FS (eq. 24) of each, and the median over runs of the percentage drop
 in E₂ from OLS to WENDy (the bar plots of Figs. 5–9). The text's claims are checked in a
 table at the top of `benchmarks/results/paper001_suite.md`; metric rows and settings per
 system and estimator go under `benchmarks/results/paper001/`. `--test-functions matlab`
-builds the test functions by the rules of 001's MATLAB code
+builds the test functions by the rules of Bortz et al. 2023's MATLAB code
 (`wj.TestFunctionConfig.matlab(k_min=2J)`) instead of WENDy.jl's defaults.
 """
 
@@ -29,7 +29,7 @@ from _common import RESULTS, command, machine_info, machine_line, markdown_table
 import wendyjax as wj
 from wendyjax.studies import relative_coefficient_error
 
-# subsampling of each zoo grid (1025 points; Logistic's 001 grid has 512 intervals on the
+# subsampling of each zoo grid (1025 points; Logistic's Bortz et al. 2023 grid has 512 intervals on the
 # same [0, 10], i.e. every second point of ours) giving M = 512/1024 … 64
 SUBSAMPLES = {
     "logistic": [2, 4, 8, 16],
@@ -39,7 +39,7 @@ SUBSAMPLES = {
     "ptb": [1, 2, 4, 8, 16],
 }
 
-# 001 §3 claims: (system, noise, M or None for "M ≥ …", statistic, bound, text)
+# Bortz et al. 2023 §3 claims: (system, noise, M or None for "M ≥ …", statistic, bound, text)
 CLAIMS = [
     ("logistic", 0.10, 64, "median E2 (WENDy)", 0.06, "§3.2.1: E₂ < 6 % with 64 points and 10 % noise"),
     ("logistic", 0.10, 64, "median E_FS (WENDy)", 0.06, "§3.2.1: E_FS < 6 % with 64 points and 10 % noise"),
@@ -51,11 +51,12 @@ CLAIMS = [
 NOTES = [
     "FitzHugh–Nagumo uses the sign of the authors' MATLAB code, y' = −x/3 + 0.34/3 + (0.2/3)·y "
     "(the textbook model has −0.2/3); time span [0, 25] on the 1025-point grid.",
-    "E₂ is ‖ŵ − w*‖₂/‖w*‖₂ as in the MATLAB code (`display_wendy_results.m`) and 000; 001's eq. 23 "
+    "E₂ is ‖ŵ − w*‖₂/‖w*‖₂ as in the MATLAB code (`display_wendy_results.m`) and Rummel et al. 2025; "
+    "Bortz et al. 2023's eq. 23 "
     "prints its square, which would make every E₂ claim far easier to meet.",
     "Hindmarsh–Rose and PTB: initial conditions and parameters of the MATLAB code "
     "(get_ode_features), see `wendyjax.models`.",
-    "'Drop' = (E₂(OLS) − E₂(WENDy)) / E₂(OLS) per run, median over runs; 001 reports 60–90 % "
+    "'Drop' = (E₂(OLS) − E₂(WENDy)) / E₂(OLS) per run, median over runs; Bortz et al. 2023 reports 60–90 % "
     "'in most cases', 50–85 % for Logistic at ≥ 10 % noise and M ≥ 256, 40–70 % for Lotka–Volterra, "
     "≥ 50 % (80 % at high noise, M = 1024) for FitzHugh–Nagumo, 70–90 % for Hindmarsh–Rose at 1–2 % "
     "noise and M ≥ 256, ≥ 70 % for PTB at M ≥ 512.",
@@ -71,7 +72,7 @@ def main():
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--out", default="paper001_suite")
     ap.add_argument("--test-functions", choices=["wendy.jl", "matlab"], default="wendy.jl",
-                    help="WENDy.jl's default test functions or those of 001's MATLAB code")
+                    help="WENDy.jl's default test functions or those of Bortz et al. 2023's MATLAB code")
     args = ap.parse_args()
 
     info = machine_info()
@@ -128,7 +129,7 @@ def main():
         claims.append([text, stat, got, f"[{ci.low:.3g}, {ci.high:.3g}]", f"< {bound:g}", met])
     drops = [v["median drop %"] for v in cells.values()]
     lines = [
-        "# Paper 001 (WENDy, IRLS) beside weak OLS", "",
+        "# Bortz et al. 2023 (WENDy, IRLS) beside weak OLS", "",
         f"Command: `{cmd}`. Machine: {machine_line(info)}, devices {info.get('devices')}. "
         f"{args.runs} runs per cell, seed {args.seed}, "
         f"test functions: {args.test_functions}.", "",

@@ -1,5 +1,5 @@
 """Neural ODE on the damped spiral: integral matching vs diffrax backprop and adjoint
-(paper 004 Table 3, Fig. 1).
+(Anonymous 2025 Table 3, Fig. 1).
 
 Run from the repository root::
 
@@ -8,13 +8,13 @@ Run from the repository root::
     python benchmarks/spiral_neural.py --t-train 25 --no-per-gradient --name spiral_neural_all  # train on all data
 
 Protocol: the spiral of Chen et al. (2018) (`wj.models.spiral()`: u' = (u³)A, u0 = (2, 0),
-1000 samples on [0, 25]) with 1 % additive noise (000 eq. 19); training data t ≤ 20, the
+1000 samples on [0, 25]) with 1 % additive noise (Rummel et al. 2025 eq. 19); training data t ≤ 20, the
 last 5 time units held out (`--t-train 25`: all of it, as in Chen et al.'s demo). The
-vector field is 004's network: one hidden layer of 50 ReLU units, fed u³ as in Chen's
+vector field is Anonymous 2025's network: one hidden layer of 50 ReLU units, fed u³ as in Chen's
 demo (`wj.neural.MLPField(2, 50, 1, input_transform=u³)`,
 252 parameters), the same initialisation (key = seed) for every method.
 
-- **Training** (004 Fig. 1): integral matching (K = 10, h = 0.5, batches of 64 random
+- **Training** (Anonymous 2025 Fig. 1): integral matching (K = 10, h = 0.5, batches of 64 random
   subintervals, Adam 1e-2 halved every 2000 steps) to its stopping rule; backprop and
   adjoint with Adam (1e-3) on Chen et al.'s minibatches (20 random windows of 10 samples,
   each solved from its first observation: a random network's ODE blows up before t = 20,
@@ -27,7 +27,7 @@ demo (`wj.neural.MLPField(2, 50, 1, input_transform=u³)`,
 - **Per gradient** (median of repeated calls, after compilation), at the network trained
   by integral matching (where the solves are well behaved): integral matching's ∇ℓ on a
   batch of 64 subintervals and on all of them, against the gradient of the mean squared
-  trajectory error on [0, 20] (004 Table 3's quantity) and on one minibatch of windows,
+  trajectory error on [0, 20] (Anonymous 2025 Table 3's quantity) and on one minibatch of windows,
   by backpropagation through Tsit5 (`RecursiveCheckpointAdjoint`) and by the continuous
   adjoint (`BacksolveAdjoint`), rtol 1e-6, atol 1e-8. Vector-field evaluations per
   gradient: counted exactly for the full-trajectory solves
@@ -238,7 +238,7 @@ def write(out):
                 f"{'PASS' if bp >= 100 else 'MISS'}); adjoint / integral matching = {adj:.0f}× (target ≥ 1000×: "
                 f"{'PASS' if adj >= 1000 else 'MISS'})")
 
-    md = [f"# Spiral neural ODE: integral matching vs diffrax (004 Table 3) — {out['date']}", "",
+    md = [f"# Spiral neural ODE: integral matching vs diffrax (Anonymous 2025 Table 3) — {out['date']}", "",
           f"Machine: {machine_line(out['machine'])}, {out['machine']['devices']}. "
           f"Seeds {out['seeds']}; medians over seeds; training data t ≤ {out['t_train']:g}."]
     if out["per_gradient"]:
@@ -249,14 +249,15 @@ def write(out):
         md += ["", "## Time per gradient", "",
                "Per call: one jitted gradient per Python call (median, dispatch included). In a compiled loop: "
                "the median time of a jitted `lax.scan` of n dependent gradient steps, divided by n (how the "
-               "training loop runs them, in scanned chunks; 004's 1.8e-5 s per integral-matching gradient is of "
+               "training loop runs them, in scanned chunks; Anonymous 2025's 1.8e-5 s per integral-matching gradient "
+               "is of "
                "this kind).", "",
                *markdown_table(["method", "per call (s)", "in a compiled loop (s)", "f evaluations",
                                 "× IM per call", "× IM in loop"], rows),
                "", "- " + verdict("median_s", im, "per call"), "- " + verdict("loop_s", im_loop, "in a compiled loop")]
     md += ["", f"## Training (budget {out['budget_s']:g} s for the solver methods)", "",
           *markdown_table(["method", "wall time (s)", "steps", "held-out RMSE (%)", "RMSE on [0, 25] (%)"], trows),
-          "", "Paper 004 Table 3 (Xeon 8260, PyTorch/JAX): RMSE 1.61 / 1.78 / 1.83 %, gradient time "
+          "", "Anonymous 2025 Table 3 (Xeon 8260, PyTorch/JAX): RMSE 1.61 / 1.78 / 1.83 %, gradient time "
           "1.8e-5 / 5.0e-2 / 4.5e-1 s, total 2.08 / 100.5 / 959.8 s (IMATCH / BPTT / adjoint).", "",
           f"Reproduce: `{out['command']}`"]
     write_results(out["name"], out, md)

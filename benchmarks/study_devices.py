@@ -6,7 +6,7 @@ Run from the repository root::
     python benchmarks/study_devices.py --devices 4 --runs 128
 
 `jax_num_cpu_devices` splits the host into `--devices` XLA devices; the same
-`wendyjax.studies.monte_carlo` call (000 protocol, 5 % noise, M = 256, `--runs` runs in
+`wendyjax.studies.monte_carlo` call (Rummel et al. 2025 protocol, 5 % noise, M = 256, `--runs` runs in
 one chunk, p₀ from the box) then runs once with every device (the runs sharded over them,
 one `shard_map` program per chunk) and once with the first device only. Each is timed
 `--repeats` times after a compiling call; medians of the wall time and of the study's own

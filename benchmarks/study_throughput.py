@@ -6,7 +6,7 @@ Run from the repository root::
     OPENBLAS_THREAD_TIMEOUT=4 python benchmarks/study_throughput.py --runs 64
     python benchmarks/study_throughput.py --runs 64 --devices 2 --name study_throughput_2dev
 
-For each model, `--runs` noisy datasets (000 protocol, 5 % noise, M = 256) are simulated
+For each model, `--runs` noisy datasets (Rummel et al. 2025 protocol, 5 % noise, M = 256) are simulated
 and their likelihoods built (outside the timing, padded to a common K). Then, side by
 side in one process, the same WENDy-MLE fits from the same box-drawn starts are timed
 

@@ -13,9 +13,9 @@ the README's benchmark section): the likelihood build (scipy SVDs for the test f
 and JAX's CPU Cholesky run on OpenBLAS threads, which spin and slow everything down many
 times over when the cores are shared. The setting is recorded with the results.
 
-On the same Lorenz data (000 Table 2 protocol: p* = (10, 28, 8/3), u0 = (2, 1, 1),
+On the same Lorenz data (Rummel et al. 2025 Table 2 protocol: p* = (10, 28, 8/3), u0 = (2, 1, 1),
 M + 1 = 1025 samples on [0, 10], additive Gaussian noise at 5 % and 10 %), and from the
-same start p₀ drawn uniformly from 000 Table 2's box (`lorenz().model.bounds`, numpy
+same start p₀ drawn uniformly from Rummel et al. 2025 Table 2's box (`lorenz().model.bounds`, numpy
 generator `default_rng(1000 + seed)`), it fits
 
 1. WENDy-MLE (`wendyjax`): per fit, (a) `wj.weak_likelihood` (test-function selection and
@@ -43,7 +43,7 @@ generator `default_rng(1000 + seed)`), it fits
    bound too. Each fit is timed once (wall clock), after one warm-up `solve_ivp` call.
 
 Reported per noise level: median per-fit wall time of each method, the median relative
-coefficient error ‖p̂ − p*‖/‖p*‖ (000 eq. 12), WENDy's median number of trust-region steps,
+coefficient error ‖p̂ − p*‖/‖p*‖ (Rummel et al. 2025 eq. 12), WENDy's median number of trust-region steps,
 scipy's median number of function evaluations, the number of failed / non-converged fits
 of each method, and the speed-up (median scipy time / median WENDy time; total per fit
 and solve only). Targets (from the issue): speed-up ≥ 50× (total per fit) and lower median
@@ -386,7 +386,7 @@ def main():
     # --- write results
     date = utc_now()
     protocol = {
-        "model": "lorenz (000 Table 2)", "p_true": p_true.tolist(),
+        "model": "lorenz (Rummel et al. 2025 Table 2)", "p_true": p_true.tolist(),
         "u0_true": np.asarray(b.u0).tolist(), "n_samples": int(np.shape(b.t)[0]),
         "t_span": [float(b.t[0]), float(b.t[-1])], "noise": "additive Gaussian",
         "noise_ratios": list(noise_ratios), "seeds": list(seeds),
@@ -457,7 +457,7 @@ def main():
         f"Other processes used {other:.2f} cores on average during the run"
         + (" (timings contended)." if other > 0.1 else "."),
         "",
-        f"Lorenz, 000 Table 2 protocol: p* = (10, 28, 8/3), u0 = (2, 1, 1), "
+        f"Lorenz, Rummel et al. 2025 Table 2 protocol: p* = (10, 28, 8/3), u0 = (2, 1, 1), "
         f"{protocol['n_samples']} samples on [0, 10], additive Gaussian noise; seeds "
         f"{seeds[0]}–{seeds[-1]} (data key `PRNGKey(seed)`), p₀ ~ U(box) with "
         f"`default_rng({P0_SEED_OFFSET} + seed)`, box {lo_np.tolist()} – {hi_np.tolist()}.",
@@ -474,7 +474,7 @@ def main():
         f"solves), fitting p and u0 (6 unknowns, u0 from the first noisy row), "
         f"unbounded. A forward solve that fails or exceeds {args.max_rhs} rhs calls gives residual "
         f"{FAIL_RESIDUAL:g} on the samples it misses. One timed fit per seed.",
-        "- rel. err = ‖p̂ − p*‖/‖p*‖ (000 eq. 12). Speed-up = median scipy time / median "
+        "- rel. err = ‖p̂ − p*‖/‖p*‖ (Rummel et al. 2025 eq. 12). Speed-up = median scipy time / median "
         "WENDy time per fit; when scipy fits hit max_nfev it is a lower bound.",
         "",
         "## Per-fit medians",

@@ -44,7 +44,7 @@ def files(tmp_path_factory):
     np.savez(tmp / "no_t.npz", u=np.ones((5, 1)))
     np.savez(tmp / "wide.npz", t=np.arange(5.0), u=np.ones((5, 3)))
     np.savez(tmp / "short_t.npz", t=np.arange(4.0), u=np.ones((5, 1)))
-    # Data2LD: the head-impact data (002 §4) and its LinearODE with the basis of §4
+    # Data2LD: the head-impact data (Carey & Ramsay 2021 §4) and its LinearODE with the basis of §4
     head = datasets.head_impact()
     t, y = np.asarray(head.t), np.asarray(head.u)[:, 0].copy()
     y[40] = np.nan                                           # a missing value
@@ -128,7 +128,8 @@ def test_fit_a_linear_ode_by_data2ld(files, capsys):
     tmp, _, lv = files
     assert main(["fit", str(tmp / "head_model.py"), str(tmp / "head.csv"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    # 002 §4: θ̂ ≈ (−0.057, −0.15, 0.40), half-widths (0.005, 0.03, 0.06) (one of 133 samples missing here)
+    # Carey & Ramsay 2021, §4: θ̂ ≈ (−0.057, −0.15, 0.40), half-widths (0.005, 0.03, 0.06)
+    # (one of 133 samples missing here)
     assert out["method"] == "data2ld" and out["status"] == "successful"
     est = np.array(list(out["params"].values()))
     assert np.all(np.abs(est - [-0.057, -0.15, 0.40]) <= [0.003, 0.01, 0.01]), est

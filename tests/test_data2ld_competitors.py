@@ -1,4 +1,4 @@
-"""The SA and SFT competitors of the 002 §5 benchmark (benchmarks/_data2ld_competitors.py)."""
+"""The SA and SFT competitors of the Carey & Ramsay 2021 §5 benchmark (benchmarks/_data2ld_competitors.py)."""
 
 import importlib.util
 from pathlib import Path

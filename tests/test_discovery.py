@@ -38,7 +38,7 @@ def _field(values, dt):
 
 @functools.cache
 def _lorenz(t1=5.0):
-    """Clean Lorenz on 003's grid (u0 = (−8, 8, 27), Δt = 0.02), the degree-2 library without a
+    """Clean Lorenz on Meissner & Glasner 2024's grid (u0 = (−8, 8, 27), Δt = 0.02), the degree-2 library without a
     constant, and the true coefficient matrix."""
     model = wj.models.lorenz().model
     p = jnp.array([10.0, 28.0, 8.0 / 3.0])
@@ -194,7 +194,7 @@ def test_sparse_bordered_solve_equals_a_dense_solve_and_flags_singular_matrices(
 
 
 def test_two_level_sparse_solve_eliminates_the_time_difference_block(monkeypatch):
-    """Two time levels whose matrix is diagonal in d = u₁ − u₀ (003's midpoint residual):
+    """Two time levels whose matrix is diagonal in d = u₁ − u₀ (Meissner & Glasner 2024's midpoint residual):
     only the one-level Schur complement is factorised, and the solution is the dense
     solve's; a two-level matrix without that structure falls back to factorising all of A."""
     rng = np.random.default_rng(5)
@@ -632,8 +632,8 @@ def test_allen_cahn_reference_converges_and_stays_bounded():
 
 
 def test_kuramoto_sivashinsky_terms_recovered_from_noisy_gappy_data():
-    """003 Table 3's protocol on the first 32 of its 128 time levels: 30 % noise, 40 % missing,
-    the true terms' fit from the gap-filled data. From α₀ = 100 (003's code) the same fit
+    """Meissner & Glasner 2024 Table 3's protocol on the first 32 of its 128 time levels: 30 % noise, 40 % missing,
+    the true terms' fit from the gap-filled data. From α₀ = 100 (Meissner & Glasner 2024's code) the same fit
     ends with every coefficient near zero; from the default α₀ = 1e-4 it finds the PDE."""
     t, x, u = wj.models.kuramoto_sivashinsky(n_times=32)
     rng = np.random.default_rng(0)
@@ -659,7 +659,7 @@ def test_kuramoto_sivashinsky_terms_recovered_from_noisy_gappy_data():
 
 @pytest.mark.slow
 def test_smoothed_start_rescues_the_full_library_fit_at_100_percent_noise():
-    """003 Table 3's hardest protocol on 96 of its 128 levels (100 % noise, 40 % missing), the
+    """Meissner & Glasner 2024 Table 3's hardest protocol on 96 of its 128 levels (100 % noise, 40 % missing), the
     full 9-term library, 60 Gauss–Newton LM steps: from the gap-filled data the fit walks every
     coefficient towards 0 while unconstrained states grow (measured: loss 0.0236, |u| up to
     1.4e3); from the cross-validated smoother it converges to the PDE (measured: 49 steps, loss
@@ -670,7 +670,7 @@ def test_smoothed_start_rescues_the_full_library_fit_at_100_percent_noise():
     data[rng.uniform(size=u.shape) < 0.4] = np.nan
     terms = ("u", "u^2", "u^3", "u_x", "u_xx", "u_xxx", "u_xxxx", "u u_x", "u^2 u_x")
     problem = _problem.discovery_problem(_field(data, t[1] - t[0]), wj.FiniteDifferenceLibrary(terms, x[1] - x[0]))
-    theta0 = jnp.asarray(np.where(np.array(terms)[:, None] == "u_xxxx", -1.0, 1.0))  # 003's code's start
+    theta0 = jnp.asarray(np.where(np.array(terms)[:, None] == "u_xxxx", -1.0, 1.0))  # the paper's code's start
     solver = eqx.filter_jit(wj.discovery.LevenbergMarquardt(hessian="gauss_newton", max_steps=60))
     fits = {start: solver(problem, jnp.asarray(u0), theta0, jnp.ones((9, 1)), 1e-2, 0.0, EPS)
             for start, u0 in (("data", _start.fill_missing(problem)), ("smoothed", _start.smooth_missing(problem)[0]))}

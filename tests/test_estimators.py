@@ -84,7 +84,7 @@ def _rel_err(p, truth):
     return np.linalg.norm(np.asarray(p) - np.asarray(truth), axis=-1) / np.linalg.norm(truth)
 
 
-# --- recovery and coverage on the papers' systems (000 Table 2) --------------------------
+# --- recovery and coverage on the papers' systems (Rummel et al. 2025 Table 2) --------------------------
 
 
 @pytest.mark.parametrize("name, max_median_err", [
@@ -121,8 +121,8 @@ def test_hessian_standard_errors_match_monte_carlo_spread():
 
 
 def test_wls_biased_at_high_noise_and_irls_mle_reduce_error():
-    """Logistic at 10 % noise (000 Table 4, 001 Fig. 6): WLS is biased; IRLS and MLE cut
-    the mean coefficient error substantially (001 reports 60-90 %)."""
+    """Logistic at 10 % noise (Rummel et al. 2025 Table 4, Bortz et al. 2023 Fig. 6): WLS is biased; IRLS and MLE cut
+    the mean coefficient error substantially (Bortz et al. 2023 reports 60-90 %)."""
     study = _study("logistic")
     err = {name: _rel_err(_fit_all(study, est).params, study.bench.p_true).mean()
            for name, est in (("wls", wj.WLS()), ("irls", wj.IRLS()), ("mle", wj.MLE()))}

@@ -1,4 +1,4 @@
-"""Integral matching on LGR collocation (paper 004): collocation identities, denoising and
+"""Integral matching on LGR collocation (Anonymous 2025): collocation identities, denoising and
 node fits, exact recovery, loss gradients, sparse recovery, neural training, bad input."""
 
 import equinox as eqx
@@ -149,7 +149,7 @@ def test_loss_gradient_matches_finite_differences(central_difference):
 
 
 def test_fitzhugh_nagumo_nonlinear_parameters():
-    # 004 §4.1: under 2 % coefficient error on FitzHugh–Nagumo. At 5 % noise over 20 seeds
+    # Anonymous 2025 §4.1: under 2 % coefficient error on FitzHugh–Nagumo. At 5 % noise over 20 seeds
     # the mean relative error was 1.19 % with a seed-to-seed sd of 0.40 %: the mean of 4
     # seeds has a standard error of 0.2 %, so 2 % is four standard errors away.
     bench = zoo("fitzhugh_nagumo")
@@ -185,7 +185,7 @@ def test_sequential_thresholding_recovers_the_lorenz_support():
 
 
 def test_missing_values_are_filled_before_the_node_fits():
-    # Van der Pol on 003's grid, 40 % of the entries missing. Degree-15 node fits through the
+    # Van der Pol on Meissner & Glasner 2024's grid, 40 % of the entries missing. Degree-15 node fits through the
     # observed samples alone extrapolated across gaps near the LGR-dense subinterval ends
     # (at 30 % noise: node values off by ~4700 noise sd); with linear filling before the
     # smoother they stay within a few sd (2.5 sd the largest of ~16 000 over seeds 0-3)
@@ -333,7 +333,7 @@ def _lorenz_hidden_z(t1):
 
 
 def test_hidden_state_reconstruction_on_a_short_lorenz_window():
-    # 004 §5: z never observed; the model's parameters and z at the collocation nodes are
+    # Anonymous 2025 §5: z never observed; the model's parameters and z at the collocation nodes are
     # found jointly, from p0 20–30 % off and z(0) = 20 (truth 27)
     bench, clean, data = _lorenz_hidden_z(3.0)
     fit = wj.IntegralMatching(order=30, length=1.0, smoother=None).fit(
@@ -351,7 +351,7 @@ def test_hidden_state_reconstruction_on_a_short_lorenz_window():
 
 
 def test_hidden_states_by_algorithm_2_alternating_gradient_steps():
-    # 004 Algorithm 2: Adam steps alternate between the parameters and the hidden node
+    # Anonymous 2025 Algorithm 2: Adam steps alternate between the parameters and the hidden node
     # values. First order and stopped at a relative loss change of 1e-3, so it lands
     # within a few per cent, not at the Gauss-Newton solve's 1e-3 (measured: rho 1.9 %,
     # beta 2.3 % off, z within 2.1 % of its range, 3400 steps)

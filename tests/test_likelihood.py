@@ -22,7 +22,7 @@ def _lik(bench, data, **kw):
     return wj.weak_likelihood(bench.model, data, noise, **kw)
 
 
-# --- noiseless data: only integration error remains (000 Prop. 1) -----------------------
+# --- noiseless data: only integration error remains (Rummel et al. 2025 Prop. 1) -----------------------
 
 
 @pytest.mark.slow
@@ -77,7 +77,7 @@ def _dense_pieces(lik, p):
 
 
 def _analytic_grad_hess(lik, p):
-    r"""Paper 000 eqs. (7)–(8) with dense matrices.
+    r"""Rummel et al. 2025 eqs. (7)–(8) with dense matrices.
 
     Two misprints of the paper are corrected: ∂_j S needs both ∂_jL Σ Lᵀ and its
     transpose, and the Hessian has the cross term 2 ∂_j gᵀ (∂_i S⁻¹) r for (i, j) and for
@@ -135,7 +135,7 @@ def test_derivatives_match_finite_differences(name, central_difference):
     assert np.allclose(H, H.T, rtol=1e-10, atol=1e-12 * np.abs(H).max())
 
 
-# --- fast path for models linear in the parameters (000 App. B) -------------------------
+# --- fast path for models linear in the parameters (Rummel et al. 2025 App. B) -------------------------
 
 
 @pytest.mark.parametrize("name", ["logistic", "lorenz", "lotka_volterra", "hindmarsh_rose", "ptb",
@@ -314,7 +314,7 @@ def test_forcing_the_linear_path_on_a_nonlinear_model_raises():
         _lik(b, b.simulate(jax.random.key(0), subsample=8), linear=True)
 
 
-# --- statistics at the truth (000 Lemma 1, 001 Fig. 4) ----------------------------------
+# --- statistics at the truth (Rummel et al. 2025 Lemma 1, Bortz et al. 2023 Fig. 4) ----------------------------------
 
 
 def _monte_carlo_whitened(bench, noise, n_runs, subsample, key):

@@ -1,4 +1,4 @@
-"""Data2LD (paper 002): B-splines, penalty assembly, the estimator on noiseless data and on
+"""Data2LD (Carey & Ramsay 2021): B-splines, penalty assembly, the estimator on noiseless data and on
 the head-impact data of §4, its derivatives, and bad input."""
 
 import equinox as eqx
@@ -108,7 +108,7 @@ def test_companion_ode_matches_the_analytic_solution():
 
 
 def test_output_error_on_the_companion_system_with_a_hidden_derivative():
-    # NLS of 002 §2.1: x observed, Dx never observed (its start given by u0), the pulse
+    # NLS of Carey & Ramsay 2021 §2.1: x observed, Dx never observed (its start given by u0), the pulse
     # edges as jump_ts; noiseless data from the truth come back from a 10 % perturbed start
     t = np.linspace(0, 60, 31)
     x = ds.head_impact_solution(t)
@@ -177,7 +177,7 @@ def test_jacobian_matches_autodiff_and_dtheta_dy_matches_refits(head_impact_fit)
 
 
 def test_recovers_theta_from_noiseless_simulated_data():
-    # 002 eq. (14) sampled without noise; order 5 lets D²x jump at the pulse edges, so the
+    # Carey & Ramsay 2021 eq. (14) sampled without noise; order 5 lets D²x jump at the pulse edges, so the
     # only error left is the spline's: measured relative error ≤ 2e-4 at N = 51
     t = np.linspace(0, 60, 51)
     truth = np.array(ds.SIMULATION_THETA)
@@ -214,7 +214,7 @@ def test_recovers_a_time_varying_coefficient_and_a_partly_observed_system():
 def test_head_impact_reproduces_paper_section_4(head_impact_fit):
     fit = head_impact_fit
     assert fit.successful
-    # 002 §4: β̂₀ = −0.057 ± 0.005, β̂₁ = −0.15 ± 0.03, α̂ = 0.40 ± 0.06: equal to the printed digits
+    # Carey & Ramsay 2021 §4: β̂₀ = −0.057 ± 0.005, β̂₁ = −0.15 ± 0.03, α̂ = 0.40 ± 0.06: equal to the printed digits
     assert np.all(np.abs(fit.params - [-0.057, -0.15, 0.40]) <= [0.0005, 0.005, 0.005]), fit.params
     lo, hi = fit.ci(0.95)
     half = (hi - lo) / 2
@@ -237,7 +237,7 @@ def test_head_impact_reproduces_paper_section_4(head_impact_fit):
 
 
 def test_adaptive_continuation_order_5():
-    # 002 §3.2 steps 1–4 on the head-impact data with order-5 splines: γ climbs by 1 and the
+    # Carey & Ramsay 2021 §3.2 steps 1–4 on the head-impact data with order-5 splines: γ climbs by 1 and the
     # estimate stays at the §4 values (the digest's independent run: (−0.0569, −0.1557, 0.4032))
     fit = L.Data2LD(ds.head_impact_basis(order=5), L.Adaptive()).fit(ds.head_impact_model(),
                                                                                ds.head_impact())

@@ -24,7 +24,7 @@ def test_model_names_and_linearity_detection():
 
 
 def test_zoo_linearity_matches_paper_table3():
-    # paper 000 Table 3: Logistic, Hindmarsh–Rose, Lorenz linear; Goodwin 2-D/3-D not
+    # Rummel et al. 2025 Table 3: Logistic, Hindmarsh–Rose, Lorenz linear; Goodwin 2-D/3-D not
     assert wj.models.logistic().model.linear_in_params
     assert wj.models.hindmarsh_rose().model.linear_in_params
     assert wj.models.lorenz().model.linear_in_params

@@ -1,4 +1,4 @@
-"""Output error (000 eq. 11), its multistart, the WENDy → output-error hybrid, and their
+"""Output error (Rummel et al. 2025 eq. 11), its multistart, the WENDy → output-error hybrid, and their
 use in studies."""
 
 import diffrax

@@ -103,7 +103,7 @@ def test_estimates_on_the_box_are_counted_and_flagged():
 
 def test_failed_runs_take_their_starts_errors_and_survive_a_round_trip(tmp_path):
     # run 2's forward simulation failed and run 3's covariance is infinite: both failed, so
-    # their coefficient and forward errors are those of their starts p0 (000 §3.3), and
+    # their coefficient and forward errors are those of their starts p0 (Rummel et al. 2025 §3.3), and
     # bias, variance, MSE and coverage are over runs 0 and 1 only
     p_true = np.array([1.0, -1.0])
     params = np.array([[1.1, -1.0], [0.9, -1.0], [5.0, 5.0], [1.0, -1.2]])
@@ -409,7 +409,7 @@ def test_lotka_volterra_coverage_is_calibrated(lv_studies):
     # 40 runs at 5 % noise, M = 128. Binomial sd of a 95 % coverage estimate from 40 runs is
     # √(0.95·0.05/40) = 0.034. The inverse-Hessian intervals must cover within 3 sd of the
     # nominal 95 % (mean over the 4 parameters, which share the runs); the sandwich
-    # covariance of 000 eq. 9 is conservative, as 000 reports (coverage 100 % for most
+    # covariance of Rummel et al. 2025 eq. 9 is conservative, as Rummel et al. 2025 reports (coverage 100 % for most
     # systems): at least nominal - 3 sd for every parameter.
     sd = np.sqrt(0.95 * 0.05 / 40)
     hess = np.array([r["coverage_0.95"] for r in lv_studies["hessian"].rows()])

@@ -92,7 +92,7 @@ def test_radius_selection_curve_is_exposed(logistic_data):
 
 
 def test_minimum_radius_grows_as_noise_drops():
-    # 001 Fig. 2: for low noise the selected minimum radius increases
+    # Bortz et al. 2023 Fig. 2: for low noise the selected minimum radius increases
     b = zoo("logistic")
     radii = []
     for nr in (1e-1, 1e-6):
@@ -171,7 +171,7 @@ def test_matlab_rule_searches_every_radius_up_to_its_cap(logistic_data):
     assert np.allclose(sel.radii / dt, np.arange(2, (n - 1) // 2 - 4 + 1))
     assert 0 < sel.index < len(sel.radii) - 1
     assert sel.errors[0] > 10 * np.median(sel.errors)  # integration error at the smallest radius
-    b = zoo("logistic")  # and the minimum radius grows as the noise drops (001 Fig. 2)
+    b = zoo("logistic")  # and the minimum radius grows as the noise drops (Bortz et al. 2023 Fig. 2)
     radii = [select_radius(d.t, d.u, cfg).radius
              for d in (b.simulate(jax.random.key(1), noise_ratio=nr, subsample=4) for nr in (1e-1, 1e-6))]
     assert radii[1] > radii[0]

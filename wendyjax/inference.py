@@ -155,3 +155,15 @@ def forward_simulation_error(
     ok = (result == diffrax.RESULTS.successful) & jnp.all(jnp.isfinite(ys))
     err = jnp.linalg.norm(jnp.where(ok, ys, 0.0) - reference) / jnp.linalg.norm(reference)
     return jnp.where(ok, err, jnp.inf), ok
+
+__all__ = [
+    "COVARIANCES",
+    "undetermined",
+    "determined_pinv",
+    "sandwich_covariance",
+    "hessian_covariance",
+    "parameter_covariance",
+    "weak_directions",
+    "confidence_intervals",
+    "forward_simulation_error",
+]

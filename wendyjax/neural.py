@@ -93,3 +93,12 @@ def as_ode_model(field: eqx.Module, n_states: int, name: str = "neural field"
         return rebuild(q)(u, t)
 
     return ODEModel(rhs, n_states, int(p.size), linear_in_params=False, name=name, check_indexing=False), p, rebuild
+
+__all__ = [
+    "MLPField",
+    "ResNetField",
+    "solve_field",
+    "field_rhs",
+    "n_parameters",
+    "as_ode_model",
+]

@@ -117,6 +117,8 @@ def _run_fit(args) -> int:
 
         kwargs["test_functions"] = TestFunctionConfig(radius=args.radius)
     est = estimators.get_estimator(args.method)
+    if args.p0 is None and args.method not in ("output_error", "hybrid") and est.start_required(model) is None:
+        p0 = None  # the method's own start (WENDy's WLS estimate for a model linear in its parameters)
     ode_solver = bench.solver if bench is not None else diffrax.Tsit5()
     if args.method in ("output_error", "hybrid"):
         if p0 is None:
@@ -266,3 +268,5 @@ def main(argv: list[str] | None = None) -> int:
         return _run_bench(args, extra)
     except (ValueError, TypeError, FileNotFoundError) as e:
         parser.exit(2, f"{parser.prog} {args.command}: error: {e}\n")
+
+__all__ = ["main"]

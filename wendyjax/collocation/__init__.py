@@ -4,3 +4,10 @@ projection of data onto the nodes of subintervals."""
 
 from ._lgr import LGR as LGR, lgr_nodes as lgr_nodes
 from ._smoothing import SavitzkyGolay as SavitzkyGolay, node_values as node_values
+
+__all__ = [
+    "LGR",
+    "lgr_nodes",
+    "SavitzkyGolay",
+    "node_values",
+]

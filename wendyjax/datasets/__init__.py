@@ -60,7 +60,16 @@ def head_impact_basis(start: float = 2.4, stop: float = 57.6, order: int = 6, n_
     and at impact + 1 (15), none before the impact and `n_after` equally spaced breaks
     from 15 to `stop` (the code's `HI.m`: 17 breaks, K = 21 at order 6). Order 6 is the
     code's; with the code's ρ ladder it reproduces §4 (θ̂ and df ≈ 2.5), while the order 5
-    of the text lets $D^2x$ jump at the pulse edges (benchmarks/data2ld_head_impact.py and
-    benchmarks/data2ld_simulation.py compare both)."""
+    of the text lets $D^2x$ jump at the pulse edges (the docs' Carey & Ramsay 2021 page
+    compares both)."""
     a, b = IMPACT
     return BSplineBasis([start, a, a, a, b, b, *np.linspace(b, stop, n_after)], order=order)
+
+__all__ = [
+    "IMPACT",
+    "SIMULATION_THETA",
+    "head_impact",
+    "head_impact_model",
+    "head_impact_solution",
+    "head_impact_basis",
+]

@@ -24,3 +24,24 @@ from ._start import (
     leave_one_out_error as leave_one_out_error,
     smooth_missing as smooth_missing,
 )
+
+__all__ = [
+    "star_colouring",
+    "LevenbergMarquardt",
+    "LMSolution",
+    "HESSIAN_KINDS",
+    "DiscoveryProblem",
+    "discovery_problem",
+    "objective",
+    "residual",
+    "SearchProblem",
+    "StateParameterRegression",
+    "drop_terms",
+    "Candidate",
+    "Discovery",
+    "SearchHistory",
+    "fill_missing",
+    "interpolate_missing",
+    "leave_one_out_error",
+    "smooth_missing",
+]

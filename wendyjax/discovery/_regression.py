@@ -115,7 +115,7 @@ class StateParameterRegression(AbstractEstimator):
     `throw=False` is the status.
 
     `solve` runs the whole search in one `lax.while_loop` (jit- and vmap-able: a Monte Carlo
-    of discovery runs vmapped); its [`Solution`][wendyjax.Solution]: `params` the selected
+    of discovery runs vmapped); its [`Solution`][wendyjax.estimators.Solution]: `params` the selected
     coefficient matrix, `objective` its information criterion, `num_steps` the models tested,
     `extras` the selected `support` and `states` and the `history` ([`SearchHistory`][]).
     No covariance (`covariances = ()`)."""

@@ -70,7 +70,7 @@ def _candidates(history: SearchHistory, n: int) -> tuple[Candidate, ...]:
 
 @dataclasses.dataclass(frozen=True)
 class Discovery(AbstractFit):
-    """A discovery run ([`AbstractFit`][wendyjax.AbstractFit]; `model` is the library):
+    """A discovery run ([`AbstractFit`][wendyjax.estimators.AbstractFit]; `model` is the library):
     `params` the selected coefficient matrix (terms × states, zero off the `support`),
     `objective` its information criterion (`criterion`: "bic" or "aic"), `num_steps` the
     models tested; the selected `support`, the reconstructed `states` `(T, *space, D)`,

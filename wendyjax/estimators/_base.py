@@ -220,7 +220,7 @@ def _report(fit, throw: bool, data) -> None:
         else:
             text = f"{title} failed on {model} from p0 = {fit.start_text}: {fit.message}"
             if isinstance(fit.params, np.ndarray) and np.array_equal(fit.params, fit.p0):
-                text += " It fails at the start already (the estimate never left p0)."
+                text += " It fails at the start already (the estimate never left p0)." + fit.stuck_hint()
             big = largest_magnitude(data)
             if big > 1e20 or 0 < big < 1e-20:
                 text += (f" The data's largest magnitude is {big:.3g}: the model's terms may overflow or underflow "

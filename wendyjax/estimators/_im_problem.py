@@ -27,8 +27,8 @@ class IntegralMatchingProblem(eqx.Module):
 def _fill_gaps(t: np.ndarray, y: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """`y` with each partially observed state's missing samples linearly interpolated in
     time between its observed ones and held constant before the first and after the last
-    (a degree-K fit that extrapolates there instead amplifies noise: measured 26–44 node
-    error at 30–50 % noise); the samples of never-observed states are set to 0."""
+    (a degree-K fit that extrapolates there instead amplifies noise); the samples of
+    never-observed states are set to 0."""
     observed = mask > 0
     out = np.where(observed, y, 0.0)
     for k in np.flatnonzero(observed.any(axis=0) & ~observed.all(axis=0)):
@@ -56,9 +56,8 @@ def integral_matching_problem(
     observation, Anonymous 2025, §5).
 
     Why filling: degree-K fits through the observed samples alone extrapolate wildly
-    across gaps near a subinterval's ends, where LGR nodes cluster (measured on Van der
-    Pol, 40 % missing, K = 15, h = 1, three seeds: node values off by up to 0.02–3.6 on
-    noise-free data and 449–2070 at 30 % noise; filled: 0.08–0.10 and 0.78–0.87)."""
+    across gaps near a subinterval's ends, where LGR nodes cluster (measured: the docs'
+    Anonymous 2025 page)."""
     dataset = as_dataset(data)
     dataset.require_distinct_times("integral matching")
     if not length > 0:
@@ -107,8 +106,7 @@ def collocation_residuals(
 ) -> Float[Array, "b K D"]:
     r"""$X_{s,0} + hAF(X_s, \Theta) - X_{s,1:K}$ for the subintervals `index` (all by
     default): Anonymous 2025, eq. 5, the right-hand side vmapped over the nodes of all of them at once
-    (one batch of B·K points: about 8 % faster per gradient in a compiled loop than nested
-    vmaps over subintervals and nodes, on the spiral network of `benchmarks/spiral_neural.py`)."""
+    (one batch of B·K points, faster than nested vmaps over subintervals and nodes)."""
     X, a = (problem.X, problem.a) if index is None else (problem.X[index], problem.a[index])
     h, lgr = problem.length, problem.lgr
     b, k, d = X.shape[0], X.shape[1] - 1, X.shape[2]

@@ -80,6 +80,10 @@ class AbstractFit(StatusMixin, abc.ABC):
         """The start `p0` as text (for messages)."""
         return str(np.asarray(self.p0).tolist())
 
+    def stuck_hint(self) -> str:
+        """What else to check when a fit fails without leaving its start ("" if nothing)."""
+        return ""
+
     @property
     def stderr(self) -> np.ndarray:
         """Standard errors √diag(covariance); NaN for a method without a covariance."""
@@ -286,6 +290,11 @@ class OutputErrorFit(AbstractFit):
 
     def _extra_dict(self) -> dict:
         return {"u0": self.u0.tolist()}
+
+    def stuck_hint(self) -> str:
+        u0 = "; ".join(", ".join(f"{v:.6g}" for v in row) for row in self.u0)
+        return (f" Its initial state was u0 = ({u0}): the first observations unless u0= is given, and a noisy "
+                f"first sample can start the ODE where it blows up; pass a better u0=.")
 
     def _head(self) -> list[str]:
         u0 = "; ".join(", ".join(f"{v:.6g}" for v in row) for row in self.u0)

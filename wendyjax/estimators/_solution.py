@@ -14,7 +14,7 @@ class Solution(eqx.Module):
     - `objective`: the objective minimised, at the estimate (ℓ for WENDy, the
       least-squares loss for output error, …);
     - `num_steps`: the solver's (outer) steps;
-    - `result`: the status, a [`RESULTS`][wendyjax.RESULTS] item;
+    - `result`: the status, a [`RESULTS`][wendyjax.estimators.RESULTS] item;
     - `extras`: what only this estimator returns (output error's fitted initial states
       `u0`, integral matching's loss `history`, Data2LD's `rho`, …), a dict of arrays.
 

@@ -253,12 +253,8 @@ class MLE(AbstractWENDyEstimator):
     - `"both"`: a solve from each, keeping the successful one with the lower ℓ (the cost
       of both).
 
-    Measured (2-core CPU, 2026-11-25): on Lorenz (M = 1024, 5–10 % noise, starts uniform in
-    Rummel et al. 2025's box) `"wls"`/`"best"` reach the same optimum in 3–4 steps instead of 7–16; on
-    SIR-TDI (1 % noise, M = 256) 3 of 20 box starts end at a wrong local minimum that
-    `"best"` avoids; on Hindmarsh–Rose at 20 % noise the WLS estimate, shrunk towards 0,
-    leads 7 of 20 fits to a local minimum near p = 0 with ℓ higher by 90–450 than from the
-    box start. `"both"` keeps the better of the two in every case (`benchmarks/mle_starts.py`).
+    At high noise the WLS estimate is shrunk towards 0 and can lead to a worse local
+    minimum; `"both"` is the safe choice (measurements: the docs' Rummel et al. 2025 page).
     `solver`: the [`TrustRegion`][wendyjax.estimators.TrustRegion] and its tolerances; at
     most `max_steps` steps. Defaults as WENDy.jl: tolerances 1e-8, at most 500 steps.
     """

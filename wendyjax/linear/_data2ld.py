@@ -178,7 +178,7 @@ class AbstractContinuation(eqx.Module):
 
 class Ladder(AbstractContinuation):
     """The Data2LD code's continuation: warm-started stages at `gammas` (default
-    [`CODE_LADDER`][]), then $\\hat\\rho$ by `select`: "min_change" (the code: among stages
+    `wendyjax.linear.CODE_LADDER`), then $\\hat\\rho$ by `select`: "min_change" (the code: among stages
     with $\\rho > 0.99$, the one after the smallest $\\sum_j|\\Delta\\hat\\theta_j|$ between
     consecutive stages) or "last"."""
 
@@ -398,7 +398,7 @@ class Data2LD(AbstractEstimator):
         for every dataset `ys[r]` (the times of `problem`, NaN = missing) in one compiled
         call (e.g. the replicates of a simulation study): `lax.map` over batches of
         `batch_size` vmapped fits. Default 1 on a CPU (a vmapped iterative solve runs until
-        its slowest member stops; see benchmarks/README.md), all at once on an accelerator."""
+        its slowest member stops), all at once on an accelerator."""
         kind = COVARIANCES[0] if covariance is None else covariance
         if kind not in COVARIANCES:
             raise ValueError(f"covariance must be one of {COVARIANCES}, got {covariance!r}.")

@@ -19,3 +19,23 @@ from ._zoo import (
     spiral as spiral,
     van_der_pol as van_der_pol,
 )
+
+__all__ = [
+    "allen_cahn_2d",
+    "kuramoto_sivashinsky",
+    "Benchmark",
+    "duffing",
+    "fitzhugh_nagumo",
+    "goodwin_2d",
+    "goodwin_3d",
+    "hindmarsh_rose",
+    "logistic",
+    "lorenz",
+    "lorenz96",
+    "lotka_volterra",
+    "ptb",
+    "rossler",
+    "sir_tdi",
+    "spiral",
+    "van_der_pol",
+]

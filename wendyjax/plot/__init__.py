@@ -6,3 +6,15 @@ from ._linear import bands as bands, continuation as continuation
 from ._studies import study as study
 from ._training import loss_curves as loss_curves
 from ._weak import likelihood as likelihood, radius as radius, test_functions as test_functions
+
+__all__ = [
+    "fit",
+    "forest",
+    "bands",
+    "continuation",
+    "study",
+    "loss_curves",
+    "likelihood",
+    "radius",
+    "test_functions",
+]

@@ -12,3 +12,17 @@ from ._metrics import (
     relative_variance as relative_variance,
 )
 from ._study import Study as Study, monte_carlo as monte_carlo, sweep as sweep
+
+__all__ = [
+    "Cell",
+    "CellRuns",
+    "coverage",
+    "on_bound",
+    "relative_coefficient_error",
+    "relative_mse",
+    "relative_squared_bias",
+    "relative_variance",
+    "Study",
+    "monte_carlo",
+    "sweep",
+]

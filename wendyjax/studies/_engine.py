@@ -166,8 +166,8 @@ def check_processes(devices) -> None:
 
 def _single_threaded_blas():
     """The LAPACK calls of CPU fits (Cholesky, triangular solves) use the host's OpenBLAS;
-    its threads contend with XLA's own and made the factorisations of 150×150 to 600×600
-    covariances 1.3–3× slower on a 2-core machine (see benchmarks/study_throughput.py)."""
+    its threads contend with XLA's own and slow the factorisations of the covariances
+    down on a machine with few cores."""
     return threadpoolctl.threadpool_limits(limits=1, user_api="blas")
 
 
@@ -177,9 +177,8 @@ def _on_host():
 
     Simulating a cell, selecting its test functions (SVDs) and building likelihoods are
     many small eager operations and host syncs (structure checks, radius selection); on
-    an accelerator each is a kernel launch or a transfer, and these stages took 2/3 of a
-    GPU study (Goodwin-3D full grid at M = 256: simulate 90 s and build 80 s on an H100,
-    3 s and 14 s on 2 CPU cores). Only the stacked chunks go to the devices (`_sharded`): the
+    an accelerator each is a kernel launch or a transfer, and these stages can take most
+    of a GPU study's time. Only the stacked chunks go to the devices (`_sharded`): the
     compiled fit runs where its arrays are committed."""
     try:
         cpu = jax.local_devices(backend="cpu")[0]

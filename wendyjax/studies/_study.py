@@ -370,8 +370,8 @@ def monte_carlo(
     - `covariance`: "sandwich" (default) or "hessian" for WENDy, "gauss_newton" for output
       error and hybrids; `level`: nominal level of the second coverage.
     - `vectorize`: `True` vmaps the fits of a chunk, `False` runs them one after another
-      in the same compiled call; "auto" vmaps on GPU/TPU and not on CPU, where it was
-      measured 1.3–2× slower (benchmarks/study_throughput.py). `True` with several CPU
+      in the same compiled call; "auto" vmaps on GPU/TPU and not on CPU, where it is
+      slower (the docs' Troubleshooting page). `True` with several CPU
       devices is refused (it deadlocks jaxlib 0.10's batched LAPACK kernels).
     - `devices`: each chunk's runs are sharded over them (`jax.sharding`: a `Mesh` of the
       devices and one `shard_map` program), every device fitting its shard at the same time. Under

@@ -64,7 +64,7 @@ def covariance_blocks(
 ) -> Float[Array, "d d k k"]:
     r"""The blocks $S_{dd'}$ of $S = L\Sigma L^T$ (Rummel et al. 2025, Prop. 2) with
     $L_{de} = \Phi\,\mathrm{diag}(J_{\cdot de}) + \delta_{de}\dot\Phi$: the weighted Grams of
-    [`weighted_blocks`][] plus the constant $\delta_{dd'}\sigma_d^2\dot\Phi\dot\Phi^T$."""
+    `weighted_blocks` plus the constant $\delta_{dd'}\sigma_d^2\dot\Phi\dot\Phi^T$."""
     w1, w2 = covariance_weights(jac, var)
     constant = jnp.eye(var.shape[0])[:, :, None, None] * var[:, None, None, None] * dphi_gram
     return weighted_blocks(phi, dphi, w1, w2) + constant

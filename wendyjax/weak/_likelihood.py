@@ -215,8 +215,8 @@ def _linear_first_order(lik: WeakLikelihood, p):
     with $S = \sum_t c_t(p)\hat S_t$ (the Gram terms of [`LinearBlocks`][], $c_t$ quadratic
     in $p$), $w = S^{-1} r$ and $\tau_t = \langle S^{-1} - w w^T, \hat S_t\rangle$,
     $\partial_i\ell = \tfrac12\sum_t \partial_i c_t\,\tau_t + w^T\partial_i g$. One Cholesky
-    factorisation, $S^{-1}$ and one contraction with the Grams (reverse mode through the
-    assembly measured 15 % slower). Also returns what the Hessian reuses."""
+    factorisation, $S^{-1}$ and one contraction with the Grams (cheaper than reverse mode
+    through the assembly). Also returns what the Hessian reuses."""
     _check_shape(lik, p)
     lin = lik.linear
     scale = 1.0 - lik.diag_reg  # (1-α)S + αI: every derivative of S carries 1-α

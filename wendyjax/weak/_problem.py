@@ -109,7 +109,8 @@ def _check_samples(prepared, test_functions, sigma) -> None:
         if len(t) < need:
             which = f"trajectory {i} has" if len(prepared) > 1 else "the trajectory has"
             raise ValueError(f"the weak form (WENDy) needs at least {need} observed samples per trajectory, but "
-                             f"{which} {len(t)}: {why}. With fewer samples use output error (OutputError).")
+                             f"{which} {len(t)}: {why}. With fewer samples use output error (OutputError; below "
+                             f"{NOISE_WIDTH} samples it too needs sigma=... or weighted=False).")
 
 
 def build_problem(

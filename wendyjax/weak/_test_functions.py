@@ -54,9 +54,8 @@ class TestFunctionConfig:
     - `max_cond`, `min_info`, `k_max`: SVD truncation: condition number bound,
       cumulative singular-value information fraction, and maximal K. The cap of 200 is
       WENDy.jl's; Rummel et al. 2025, §4.3 used 200–500. Where it binds (`TestFunctionInfo.capped`, shown
-      in a fit's summary) the estimate can be biased: on the Logistic at M = 1024 and
-      20 % noise the criteria keep ~600 and p1's bias is 4.5 % with 200, 0.40 % with 500
-      (benchmarks/results/paper000_suite_logistic_full.md and `…_full_k500.md`).
+      in a fit's summary) the estimate can be biased at large M and noise: raise it (see the
+      docs' Rummel et al. 2025 page).
     - `k_min`: least K kept (MATLAB WENDy: twice the number of parameters).
     - `rule`: "wendy.jl" (above) or "matlab", the construction of Bortz et al. 2023's MATLAB code
       (`TestFunctionConfig.matlab`): the minimum radius searched over every integer
@@ -420,7 +419,7 @@ def _cached_basis(t_bytes: bytes, r_min: float, config: TestFunctionConfig) -> T
     phi_full = scipy.sparse.vstack([b[0] for b in blocks], format="csr")
     dphi_full = scipy.sparse.vstack([b[1] for b in blocks], format="csr")
     # Right singular vectors and singular values of Φ_full from its Gram matrix ΦᵀΦ
-    # ((M+1)², banded; ~6x faster than a dense SVD at M = 1024). Kept modes have
+    # ((M+1)², banded; faster than a dense SVD). Kept modes have
     # σ_k ≥ σ_1/max_cond, so squaring the condition number costs at most a relative
     # eps·max_cond² ≤ 1e-8 on their σ_k², and the kept subspace is exact to rounding.
     gram = (phi_full.T @ phi_full).toarray()

@@ -1,0 +1,50 @@
+"""MkDocs hook: the repository's notebooks become pages under notebooks/.
+
+With WENDYJAX_DOCS_EXECUTE=1 each notebook first runs top to bottom at toy sizes (SMALL =
+True after its `parameters` cell, as tests/test_notebooks.py runs them), so that its page
+shows outputs and figures; the executed copies are cached under docs/_build/ by a hash of
+the notebook and the package's sources. Without it the pages show the code only."""
+
+import hashlib
+import os
+from pathlib import Path
+
+import mkdocs.plugins
+from mkdocs.structure.files import File
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+CACHE = Path(__file__).resolve().parent / "_build" / "notebooks"
+
+
+def _fingerprint(path: Path) -> str:
+    h = hashlib.sha256(path.read_bytes())
+    for source in sorted((ROOT / "wendyjax").rglob("*.py")):
+        h.update(source.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _executed(path: Path) -> Path:
+    import nbformat
+    from nbclient import NotebookClient
+
+    out = CACHE / _fingerprint(path) / "notebooks" / path.name
+    if out.exists():
+        return out
+    nb = nbformat.read(path, as_version=4)
+    (i,) = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
+    nb.cells.insert(i + 1, nbformat.v4.new_code_cell("SMALL = True  # toy sizes for the docs"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(out.parent)}}).execute()
+    nbformat.write(nb, out)
+    return out
+
+
+@mkdocs.plugins.event_priority(100)  # before mkdocs-jupyter turns notebook files into pages
+def on_files(files, config):
+    execute = os.environ.get("WENDYJAX_DOCS_EXECUTE") == "1"
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        source = _executed(path) if execute else path  # .../notebooks/NAME.ipynb
+        files.append(File(f"notebooks/{path.name}", str(source.parents[1]), config["site_dir"],
+                          config["use_directory_urls"]))
+    return files
