@@ -25,6 +25,31 @@ def head_impact(raw: bool = False) -> Trajectory:
     return Trajectory(t, acc if raw else (acc[t < IMPACT[0]].mean() - acc) / 100)
 
 
+#: Published Lotka–Volterra estimates for the Hudson's Bay data (u' = (α − βv)u, v' = (−γ + δu)v,
+#: u hare, v lynx, t in years): the Stan case study's posterior means with 80 % intervals
+#: (Carpenter 2018) and Howard's least-squares values (Howard 2009).
+HUDSON_BAY_PUBLISHED = {
+    "stan_mean": (0.55, 0.028, 0.80, 0.024),
+    "stan_80": ((0.47, 0.63), (0.023, 0.033), (0.69, 0.91), (0.020, 0.029)),
+    "howard_least_squares": (0.55, 0.028, 0.84, 0.026),
+}
+
+
+def hudson_bay() -> Trajectory:
+    """Hudson's Bay Company pelt counts of snowshoe hare and lynx, 1900–1920, in thousands of
+    pelts, as a [`Trajectory`][wendyjax.Trajectory] with `t` in years since 1900 (21 yearly
+    samples) and columns (hare, lynx): prey first, as in `wj.models.lotka_volterra()`. Source:
+    P. Howard, "Modeling basics", lecture notes, Texas A&M University (2009), as tabulated in
+    B. Carpenter's Stan case study "Predator-prey population dynamics: the Lotka-Volterra model
+    in Stan" (2018); published estimates in `HUDSON_BAY_PUBLISHED`. Counts are positive, so
+    log-normal noise fits them; 21 samples are just above WENDy's floor (15 per trajectory,
+    for the noise estimate)."""
+    with resources.files(__package__).joinpath("hudson_bay_lynx_hare.csv").open() as f:
+        rows = [line.strip().split(",") for line in f if line.strip() and not line.startswith("#")]
+    columns = {name: np.array([float(r[i]) for r in rows[1:]]) for i, name in enumerate(rows[0])}
+    return Trajectory(columns["year"] - 1900.0, np.c_[columns["hare"], columns["lynx"]])
+
+
 def head_impact_model() -> LinearODE:
     r"""Carey & Ramsay 2021, eq. (2) in the Data2LD code's sign convention:
     $D^2x = \beta_0 x + \beta_1 Dx + \alpha u$, $u$ the unit pulse on [14, 15) ms."""
@@ -66,6 +91,8 @@ def head_impact_basis(start: float = 2.4, stop: float = 57.6, order: int = 6, n_
     return BSplineBasis([start, a, a, a, b, b, *np.linspace(b, stop, n_after)], order=order)
 
 __all__ = [
+    "HUDSON_BAY_PUBLISHED",
+    "hudson_bay",
     "IMPACT",
     "SIMULATION_THETA",
     "head_impact",

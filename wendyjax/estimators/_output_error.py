@@ -469,19 +469,22 @@ class Hybrid(AbstractEstimator):
         weighted: bool = True,
         test_functions=TestFunctionConfig(),
         k: int | None = None,
+        u0=None,
     ) -> HybridProblem:
         """The weak likelihood (`test_functions`, `k`) and the output-error data
-        (`weighted`) of `model` on `data`, with one `noise` model and `sigma`."""
+        (`weighted`; `u0` the start of the initial states, as for [`OutputError`][]) of
+        `model` on `data`, with one `noise` model and `sigma`."""
         noise = resolve_noise(model, noise)
         lik = self.wendy.problem(model, data, noise=noise, sigma=sigma, test_functions=test_functions, k=k)
-        return HybridProblem(lik, output_error_problem(model, data, noise, sigma=sigma, weighted=weighted))
+        return HybridProblem(lik, output_error_problem(model, data, noise, sigma=sigma, weighted=weighted, u0=u0))
 
-    def batch_problems(self, model, datasets: list, *, noise=None, sigma=None, weighted: bool = True, **options):
+    def batch_problems(self, model, datasets: list, *, noise=None, sigma=None, weighted: bool = True, u0=None,
+                       **options):
         """The WENDy stage's stacked likelihoods (padded to one K) with the stacked
         output-error problems."""
         noise = resolve_noise(model, noise)
         liks, notes = self.wendy.batch_problems(model, datasets, noise=noise, sigma=sigma, **options)
-        oe, _ = self.output_error.batch_problems(model, datasets, noise=noise, sigma=sigma, weighted=weighted)
+        oe, _ = self.output_error.batch_problems(model, datasets, noise=noise, sigma=sigma, weighted=weighted, u0=u0)
         return (lambda indices: HybridProblem(liks(indices), oe(indices))), notes
 
     def start_required(self, model) -> str | None:

@@ -1,7 +1,8 @@
 """Monte Carlo coverage studies and parameter sweeps as jit-compiled chunk computations
 (vmapped on GPU/TPU, sequential inside the compiled call on CPU; Rummel et al. 2025, §3.3–3.4), with
-the metrics of Rummel et al. 2025, Table 1."""
+the metrics of Rummel et al. 2025, Table 1; the parametric bootstrap of a fit on the same engine."""
 
+from ._bootstrap import Bootstrap as Bootstrap, bootstrap as bootstrap
 from ._engine import Cell as Cell, CellRuns as CellRuns
 from ._metrics import (
     coverage as coverage,
@@ -14,6 +15,8 @@ from ._metrics import (
 from ._study import Study as Study, monte_carlo as monte_carlo, sweep as sweep
 
 __all__ = [
+    "Bootstrap",
+    "bootstrap",
     "Cell",
     "CellRuns",
     "coverage",

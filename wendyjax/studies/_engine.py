@@ -204,6 +204,47 @@ def resolve_vectorize(vectorize, devices) -> bool:
 
 
 @_on_host()
+def chunking(n_runs: int, batch_size: int, n_devices: int) -> tuple[int, int]:
+    """(number of chunks, runs per chunk): as few chunks as `batch_size` allows, of equal
+    size (a multiple of the device count) so that padding the last one wastes as little
+    as possible."""
+    n_chunks = -(-n_runs // max(batch_size, n_devices))
+    per_chunk = -(-n_runs // n_chunks)
+    return n_chunks, -(-per_chunk // n_devices) * n_devices
+
+
+def fit_batches(estimator, model, make, p0s, shared, *, covariance, solver, batch_size, devices, vectorize, bar,
+                info):
+    """Fit the `len(p0s)` problems `make(indices)` builds, from the starts `p0s`, in compiled
+    chunks of `batch_size` runs sharded over `devices`; `shared` = (lower, upper, u0, t,
+    reference) for the forward-simulation errors. Returns the runs' (solutions, covariances,
+    forward errors, forward ok) as host arrays, adding the time spent to `info`."""
+    n_runs, n_dev = len(p0s), len(devices)
+    local = [g for g, d in enumerate(devices) if d.process_index == jax.process_index()]
+    mesh = Mesh(np.asarray(devices), ("runs",))
+    shared = _replicated(mesh, shared)
+    chunks = []
+    with _single_threaded_blas():
+        for i in range(-(-n_runs // batch_size)):
+            idx = np.arange(i * batch_size, (i + 1) * batch_size)
+            idx = np.minimum(idx, n_runs - 1)  # the last chunk repeats its last run: fixed shapes
+            # one shard of runs per device; with several processes (`jax.distributed`)
+            # each builds the shards of its own devices, and the fitted shards are
+            # exchanged so that every process returns them all
+            start = time.perf_counter()
+            parts = np.split(idx, n_dev)
+            liks = _sharded(mesh, {g: make(parts[g]) for g in local})
+            p0_chunk = _sharded(mesh, {g: p0s[parts[g]] for g in local})
+            chunk_start = time.perf_counter()
+            info["build_s"] += chunk_start - start
+            chunks.append(_gathered(_fit_chunk(mesh, estimator, liks, p0_chunk, shared, covariance, model, solver,
+                                               vectorize)))
+            info["fit_s"] += time.perf_counter() - chunk_start  # incl. compilation
+            if bar is not None:
+                bar.update()
+    return tuple(jax.tree_util.tree_map(lambda *x: np.concatenate(x)[:n_runs], *parts) for parts in zip(*chunks))
+
+
 def run_cells(
     bench: Benchmark,
     estimator: AbstractEstimator,
@@ -227,13 +268,7 @@ def run_cells(
     few samples left by its subsampling) fails before any fitting."""
     model = bench.model
     noise_kind = "lognormal" if bench.noise.log_space else "gaussian"
-    n_dev = len(devices)
-    local = [g for g, d in enumerate(devices) if d.process_index == jax.process_index()]
-    # as few chunks as batch_size allows, of equal size (a multiple of the device count)
-    # so that padding the last one wastes as little as possible
-    n_chunks = -(-n_runs // max(batch_size, n_dev))
-    per_chunk = -(-n_runs // n_chunks)
-    batch_size = -(-per_chunk // n_dev) * n_dev
+    n_chunks, batch_size = chunking(n_runs, batch_size, len(devices))
     info = {"simulate_s": 0.0, "build_s": 0.0, "fit_s": 0.0, "chunk_size": batch_size, "n_chunks": n_chunks}
     prepared = []
     for c, cell in enumerate(cells):
@@ -257,30 +292,11 @@ def run_cells(
     bar = tqdm(total=len(cells) * n_chunks, desc=f"{model.name} study", unit="chunk",
                disable=not progress or jax.process_index() != 0)
     out = []
-    lo, hi = np.asarray(lower), np.asarray(upper)
-    mesh = Mesh(np.asarray(devices), ("runs",))
     for cell, (t, clean, p0s, make, notes) in zip(cells, prepared):
-        chunks = []
-        shared = _replicated(mesh, (lo, hi, np.asarray(cell.u0, float), np.asarray(t), np.asarray(clean)))
-        with _single_threaded_blas():
-            for i in range(n_chunks):
-                idx = np.arange(i * batch_size, (i + 1) * batch_size)
-                idx = np.minimum(idx, n_runs - 1)  # the last chunk repeats its last run: fixed shapes
-                # one shard of runs per device; with several processes (`jax.distributed`)
-                # each builds the shards of its own devices, and the fitted shards are
-                # exchanged so that every process returns them all
-                start = time.perf_counter()
-                parts = np.split(idx, n_dev)
-                liks = _sharded(mesh, {g: make(parts[g]) for g in local})
-                p0_chunk = _sharded(mesh, {g: p0s[parts[g]] for g in local})
-                chunk_start = time.perf_counter()
-                info["build_s"] += chunk_start - start
-                chunks.append(_gathered(_fit_chunk(mesh, estimator, liks, p0_chunk, shared, covariance, model,
-                                                   bench.solver, vectorize)))
-                info["fit_s"] += time.perf_counter() - chunk_start  # incl. compilation
-                bar.update()
-        sols, covs, errs, oks = (jax.tree_util.tree_map(lambda *x: np.concatenate(x)[:n_runs], *parts)
-                                 for parts in zip(*chunks))
+        shared = (np.asarray(lower), np.asarray(upper), np.asarray(cell.u0, float), np.asarray(t), np.asarray(clean))
+        sols, covs, errs, oks = fit_batches(estimator, model, make, p0s, shared, covariance=covariance,
+                                            solver=bench.solver, batch_size=batch_size, devices=devices,
+                                            vectorize=vectorize, bar=bar, info=info)
         out.append(CellRuns(
             m=len(t) - 1, params=sols.params, p0=np.array(p0s), covariance=covs,
             status=status_names(sols.result), num_steps=sols.num_steps, objective=sols.objective,

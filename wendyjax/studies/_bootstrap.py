@@ -1,0 +1,250 @@
+"""Parametric bootstrap of a fit: datasets simulated from the fitted model with the fitted
+noise model, refitted as compiled, sharded batches by the study engine."""
+
+import dataclasses
+import time
+import warnings
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.stats
+from jaxtyping import PRNGKeyArray
+from tqdm.auto import tqdm
+
+from .._checks import as_count, as_key
+from .._results import status_names
+from ..data import Dataset, Trajectory, as_dataset
+from ..estimators import AbstractEstimator, AbstractFit, OutputError
+from ..model import ODEModel
+from ..simulate import solve
+from ._engine import check_processes, chunking, fit_batches, resolve_vectorize
+
+
+@dataclasses.dataclass(frozen=True)
+class Bootstrap:
+    """A parametric bootstrap of a fit ([`bootstrap`][wendyjax.studies.bootstrap]).
+
+    - `estimate`: the fit's estimate $\\hat p$; `draws`: the `(B, j)` refitted estimates
+      $p^*_b$, NaN where a refit did not succeed (`status`, one name per refit).
+    - `u0`, `sigma`: the initial states `(R, D)` and the noise standard deviations `(D,)`
+      (of the logarithm under log-normal noise) the datasets were simulated with.
+    """
+
+    names: tuple[str, ...]
+    estimate: np.ndarray
+    draws: np.ndarray
+    status: np.ndarray
+    u0: np.ndarray
+    sigma: np.ndarray
+    noise: str
+    seconds: float
+
+    @property
+    def n_failed(self) -> int:
+        """Refits that did not succeed (left out of every statistic)."""
+        return int(np.sum(self.status != "successful"))
+
+    @property
+    def bias(self) -> np.ndarray:
+        """The bootstrap bias estimate mean(p*) − p̂."""
+        return np.nanmean(self.draws, axis=0) - self.estimate
+
+    @property
+    def stderr(self) -> np.ndarray:
+        """The standard deviation of the refitted estimates."""
+        return np.nanstd(self.draws, axis=0, ddof=1)
+
+    def percentile(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """Percentile intervals: the (1 − level)/2 and (1 + level)/2 quantiles of p*."""
+        a = _alpha(level)
+        return tuple(np.nanquantile(self.draws, [a, 1 - a], axis=0))
+
+    def bias_corrected(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """Bias-corrected percentile intervals (Efron 1982): the quantiles
+        $\\Phi(2z_0 \\pm z_{(1+c)/2})$ of p*, $z_0 = \\Phi^{-1}(\\#\\{p^* < \\hat p\\}/B)$."""
+        a = _alpha(level)
+        ok = ~np.isnan(self.draws)
+        n = ok.sum(axis=0)
+        frac = np.clip(np.sum((self.draws < self.estimate) & ok, axis=0) / n, 0.5 / n, 1 - 0.5 / n)
+        z0, z = scipy.stats.norm.ppf(frac), scipy.stats.norm.ppf(1 - a)
+        lo_q, hi_q = scipy.stats.norm.cdf(2 * z0 - z), scipy.stats.norm.cdf(2 * z0 + z)
+        lo = np.array([np.nanquantile(self.draws[:, j], lo_q[j]) for j in range(self.draws.shape[1])])
+        hi = np.array([np.nanquantile(self.draws[:, j], hi_q[j]) for j in range(self.draws.shape[1])])
+        return lo, hi
+
+    def table(self, level: float = 0.95) -> str:
+        """Estimate, bootstrap bias and standard error, percentile and bias-corrected intervals."""
+        pct = f"{100 * level:g}%"
+        (plo, phi), (blo, bhi) = self.percentile(level), self.bias_corrected(level)
+        header = ["param", "estimate", "bias", "std err", f"{pct} pct lower", "upper", f"{pct} BC lower", "upper"]
+        rows = [[n, *(f"{v: .6g}" for v in vals)]
+                for n, *vals in zip(self.names, self.estimate, self.bias, self.stderr, plo, phi, blo, bhi)]
+        cells = [header] + rows
+        widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+        lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
+        lines.insert(1, "-" * len(lines[0]))
+        head = (f"parametric bootstrap: {len(self.draws)} refits, {self.n_failed} failed, {self.noise} noise, "
+                f"σ = ({', '.join(f'{s:.3g}' for s in self.sigma)}), {self.seconds:.1f} s")
+        return "\n".join([head, *lines])
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def _alpha(level: float) -> float:
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
+    return (1 - level) / 2
+
+
+def _initial_states(fit, data: Dataset, u0, ode_solver) -> np.ndarray:
+    """`u0` given (one row per trajectory, or one for all), the fit's own (output error),
+    or fitted by output error with the parameters held at the estimate (from each of
+    `_starts`, the best that succeeds)."""
+    d = fit.model.n_states
+    if u0 is not None:
+        u0 = np.asarray(u0, float)
+        if u0.shape not in ((d,), (len(data), d)) or not np.all(np.isfinite(u0)):
+            raise ValueError(f"u0 must have shape ({d},) or ({len(data)}, {d}) and be finite, got {u0.tolist()}.")
+        return np.broadcast_to(u0, (len(data), d))
+    if getattr(fit, "u0", None) is not None:
+        return np.asarray(fit.u0, float)
+    p = np.asarray(fit.params, float)
+    best = None
+    for start in _starts(fit, data, ode_solver):
+        with warnings.catch_warnings():  # every parameter "on the bound" of the one-point box
+            warnings.simplefilter("ignore")
+            oe = OutputError(ode_solver=ode_solver).fit(fit.model, data, p, bounds=(p, p), noise=fit.noise,
+                                                        weighted=False, u0=start, throw=False)
+        if oe.successful and (best is None or oe.objective < best.objective):
+            best = oe
+    if best is None:
+        raise ValueError("the initial states could not be fitted with the parameters held at the estimate (output "
+                         "error from the first observations and from states solved back from later ones failed); "
+                         "pass u0=...")
+    return np.asarray(best.u0, float)
+
+
+def _starts(fit, data: Dataset, ode_solver):
+    """Starts for the initial states: the first observation, the mean of the first three
+    (a noisy first sample may lie where the model blows up, e.g. below 0), and the fitted
+    model solved back to the first time from the observations an eighth and a quarter of
+    the way along each trajectory."""
+    model, p = fit.model, np.asarray(fit.params, float)
+    starts = []
+    for n in (1, 3):
+        start = np.stack([np.nanmean(np.where(_observed(tr), tr.u, np.nan)[:n], axis=0) for tr in data])
+        if np.all(np.isfinite(start)):  # else a state is unobserved among the first n samples
+            starts.append(start)
+    for frac in (0.125, 0.25):
+        rows = []
+        for tr in data:
+            t, full = np.asarray(tr.t), np.flatnonzero(_observed(tr).all(axis=1))
+            if full.size == 0:
+                break
+            k = full[int(frac * (full.size - 1))]
+            back = ODEModel(lambda x, q, s, tk=t[k]: -model.rhs(x, q, tk - s), model.state_names, model.param_names,
+                            linear_in_params=model.linear_in_params)
+            try:
+                rows.append(np.asarray(solve(back, p, np.asarray(tr.u)[k], [0.0, t[k] - t[0]], solver=ode_solver))[-1])
+            except RuntimeError:  # the backward solve blew up
+                break
+        if len(rows) == len(data) and np.all(np.isfinite(rows)):
+            starts.append(np.stack(rows))
+    return starts
+
+
+def _observed(tr: Trajectory) -> np.ndarray:
+    return np.ones(tr.u.shape, bool) if tr.mask is None else np.asarray(tr.mask)
+
+
+def bootstrap(
+    estimator: AbstractEstimator,
+    fit: AbstractFit,
+    data,
+    n_boot: int = 200,
+    *,
+    key: PRNGKeyArray | int,
+    u0=None,
+    ode_solver: diffrax.AbstractSolver = diffrax.Tsit5(),
+    batch_size: int = 64,
+    devices=None,
+    vectorize: bool | str = "auto",
+    progress: bool = True,
+    **options,
+) -> Bootstrap:
+    """Parametric bootstrap of `fit` (`estimator`'s fit of an `ODEModel` to `data`).
+
+    The fitted model is solved forward at $\\hat p$ from the initial states — `u0` if
+    given, else the fit's own (output error and the hybrid fit them), else those that
+    output error fits with the parameters held at $\\hat p$ (started from the first
+    observations and from states solved back from later ones) — on the data's time grid. The
+    noise standard deviation per state is the root mean square of the data's residuals
+    from that solution (of their logarithms under log-normal noise). `n_boot` datasets are
+    drawn from that noise model, with the data's missing entries left missing, and refitted
+    by `estimator` from $\\hat p$ (with `options`, e.g. `test_functions`; the fit's noise
+    model; output error's initial states from those the data were simulated from), in
+    compiled chunks of `batch_size` sharded over `devices` like a study
+    ([`monte_carlo`][wendyjax.studies.monte_carlo]). Failed refits are counted in the
+    result's `status` and left out of its statistics.
+    """
+    if not isinstance(estimator, AbstractEstimator):
+        raise TypeError(f"estimator must be a wendyjax estimator (e.g. wj.MLE()), got {estimator!r}.")
+    if not isinstance(fit, AbstractFit):
+        raise TypeError(f"fit must be the result of estimator.fit(...), got {type(fit).__name__}.")
+    if not isinstance(fit.model, ODEModel) or np.ndim(fit.params) != 1:
+        raise TypeError(f"the bootstrap simulates an ODEModel's data; the fit is of {type(fit.model).__name__}.")
+    if not fit.successful:
+        raise ValueError(f"the fit did not succeed ({fit.status_name}): there is no estimate to bootstrap.")
+    n_boot = as_count("n_boot", n_boot, 2)
+    key = as_key(key)
+    data = as_dataset(data)
+    model, p = fit.model, np.asarray(fit.params, float)
+    if data.n_states != model.n_states:
+        raise ValueError(f"data have {data.n_states} states but model '{model.name}' has {model.n_states}.")
+    devices = list(jax.devices() if devices is None else devices)
+    check_processes(devices)
+    vectorize = resolve_vectorize(vectorize, devices)
+    clock = time.perf_counter()
+    log = fit.noise == "lognormal"
+    u0s = _initial_states(fit, data, u0, ode_solver)
+    clean, masks = [], []
+    for r, (tr, x0) in enumerate(zip(data, u0s)):
+        c = np.asarray(solve(model, p, x0, tr.t, solver=ode_solver))
+        if not np.all(np.isfinite(c)) or (log and np.any(c <= 0)):
+            raise ValueError(f"the fitted model solved forward from u0 = {x0} is not finite{' and positive' * log} on "
+                             f"trajectory {r}'s grid: it cannot generate bootstrap data.")
+        clean.append(c)
+        masks.append(_observed(tr))
+    resid = [(np.log(np.asarray(tr.u)) - np.log(c)) if log else (np.asarray(tr.u) - c) for tr, c in zip(data, clean)]
+    sigma = np.sqrt(sum(np.sum(np.where(m, r, 0.0) ** 2, axis=0) for r, m in zip(resid, masks))
+                    / sum(m.sum(axis=0) for m in masks))
+    keys = jax.random.split(key, n_boot)
+    datasets = []
+    for b in range(n_boot):
+        trajs = []
+        for r, (tr, c, m) in enumerate(zip(data, clean, masks)):
+            z = np.asarray(jax.random.normal(jax.random.fold_in(keys[b], r), c.shape, dtype=jnp.float64))
+            u = c * np.exp(sigma * z) if log else c + sigma * z
+            trajs.append(Trajectory(tr.t, np.where(m, u, np.nan)))
+        datasets.append(trajs)
+    own = {"noise": fit.noise, "u0": u0s}  # the fit's noise model; output error starts from the true u0
+    options = {**{k: v for k, v in own.items() if k in estimator.options()}, **options}
+    make, _ = estimator.batch_problems(model, datasets, **options)
+    lower = np.full(p.shape, -np.inf) if fit.lower is None else np.asarray(fit.lower, float)
+    upper = np.full(p.shape, np.inf) if fit.upper is None else np.asarray(fit.upper, float)
+    n_chunks, size = chunking(n_boot, batch_size, len(devices))
+    bar = tqdm(total=n_chunks, desc=f"{model.name} bootstrap", unit="chunk",
+               disable=not progress or jax.process_index() != 0)
+    kind = estimator.covariances[0] if estimator.covariances else None
+    shared = (lower, upper, u0s[0], np.asarray(data[0].t), clean[0])
+    sols, _, _, _ = fit_batches(estimator, model, make, np.broadcast_to(p, (n_boot, p.size)), shared,
+                                covariance=kind, solver=ode_solver, batch_size=size, devices=devices,
+                                vectorize=vectorize, bar=bar, info={"build_s": 0.0, "fit_s": 0.0})
+    bar.close()
+    status = status_names(sols.result)
+    draws = np.where((status == "successful")[:, None], np.asarray(sols.params, float), np.nan)
+    return Bootstrap(names=tuple(model.param_names), estimate=p, draws=draws, status=np.asarray(status), u0=u0s,
+                     sigma=sigma, noise=fit.noise, seconds=time.perf_counter() - clock)
