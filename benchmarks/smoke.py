@@ -27,6 +27,7 @@ HERE = Path(__file__).resolve().parent
 
 #: script → its quickest arguments
 QUICK = {
+    "bootstrap_coverage": ["--runs", "2", "--boot", "4"],
     "collocation_nfe": ["--quick"],
     "data2ld_head_impact": [],
     "data2ld_landscape": [],

@@ -66,3 +66,27 @@ def test_output_error_refits_start_from_the_simulated_initial_state():
     boot = wj.studies.bootstrap(wj.OutputError(), oe, DATA, 24, key=2, progress=False)
     assert boot.n_failed == 0 and np.array_equal(boot.u0, oe.u0)
     assert np.all(np.abs(boot.stderr / oe.stderr - 1) < 0.45)  # 24 refits: ±45 % at > 0.99
+
+
+@pytest.mark.slow
+def test_basic_intervals_cover_where_the_weak_form_is_biased():
+    """40 logistic datasets (65 samples, 5 % noise), each fitted by WLS and bootstrapped
+    with 60 refits. WLS is biased here by about 0.6 of its spread (p1 −0.026, sd 0.043),
+    which the percentile intervals inherit (measured: 29/40 cover each parameter) and the
+    basic intervals subtract (37/40). Under a true 95 %, 34 or more of 40 cover with
+    probability 0.99; the mean bootstrap bias estimates the Monte Carlo bias within 3 of
+    its standard errors."""
+    cover, est, bias = [], [], []
+    for i in range(40):
+        data = BENCH.simulate(jax.random.key(1000 + i), 0.05, subsample=16)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit = wj.WLS().fit(BENCH.model, data)
+        boot = wj.studies.bootstrap(wj.WLS(), fit, data, 60, key=i, progress=False)
+        lo, hi = boot.basic()
+        cover.append((lo <= BENCH.p_true) & (BENCH.p_true <= hi))
+        est.append(fit.params)
+        bias.append(boot.bias)
+    assert np.all(np.sum(cover, axis=0) >= 34), np.sum(cover, axis=0)
+    mc_bias, mc_se = np.mean(est, axis=0) - BENCH.p_true, np.std(est, axis=0) / np.sqrt(40)
+    assert np.all(np.abs(np.mean(bias, axis=0) - mc_bias) < 3 * mc_se)

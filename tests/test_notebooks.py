@@ -17,6 +17,9 @@ EXPECT = {
     "05_test_functions_explained.ipynb": ["selected minimum radius", "test functions from"],
     "06_data2ld_linear_systems.ipynb": ["Data2LD fit of 'head_impact': converged", "degrees of freedom of the smooth",
                                         "16 of 16 fits successful", "coverage of the 95 % intervals"],
+    "07_hudson_bay_lynx_hare.ipynb": ["Output-error fit of 'lotka_volterra': converged", "correlation of the estimates",
+                                      "output error: every estimate inside the Stan 80 % intervals: True",
+                                      "parametric bootstrap: 20 refits"],
 }
 
 

@@ -25,7 +25,12 @@ from ._output_error import (
     stack_problems as stack_problems,
 )
 from ._registry import ESTIMATORS as ESTIMATORS, get_estimator as get_estimator
-from ._result import AbstractFit as AbstractFit, OutputErrorFit as OutputErrorFit, WENDyFit as WENDyFit
+from ._result import (
+    AbstractFit as AbstractFit,
+    Identifiability as Identifiability,
+    OutputErrorFit as OutputErrorFit,
+    WENDyFit as WENDyFit,
+)
 from ._solution import Solution as Solution
 from ._trust_region import TrustRegion as TrustRegion, TrustRegionSolution as TrustRegionSolution
 from ._wendy import IRLS as IRLS, MLE as MLE, WLS as WLS, AbstractWENDyEstimator as AbstractWENDyEstimator

@@ -33,6 +33,38 @@ class StatusMixin:
 
 
 @dataclasses.dataclass(frozen=True)
+class Identifiability:
+    """A fit's identifiability from its local curvature ([`AbstractFit.identifiability`][]):
+    `correlation` of the estimates (NaN rows for `undetermined` parameters), `undetermined`
+    the parameters without a standard error (structurally non-identifiable from these data:
+    the Jacobian or Hessian is singular along them), `weak` the combinations whose 95 %
+    interval contains 0 as `(relative standard error, {name: weight})` (practically
+    non-identifiable), `at_bound` the estimates on a bound of the box."""
+
+    names: tuple[str, ...]
+    correlation: np.ndarray
+    undetermined: tuple[str, ...]
+    weak: tuple[tuple[float, dict[str, float]], ...]
+    at_bound: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """Nothing undetermined, weak or on a bound."""
+        return not (self.undetermined or self.weak or self.at_bound)
+
+    def __str__(self) -> str:
+        width = max(len(n) for n in self.names)
+        lines = ["correlation of the estimates:", " " * width + "".join(f"{n:>9s}" for n in self.names)]
+        lines += [f"{n:<{width}s}" + "".join(f"{v:9.3f}" for v in row) for n, row in zip(self.names, self.correlation)]
+        lines.append(f"undetermined (no standard error): {', '.join(self.undetermined) or 'none'}")
+        lines.append("weakly determined (95 % interval contains 0): " + ("; ".join(
+            f"{' '.join(f'{w:+.2f}·{n}' for n, w in ws.items())} (relative standard error {rel:.3g})"
+            for rel, ws in self.weak) or "none"))
+        lines.append(f"on a bound of the box: {', '.join(self.at_bound) or 'none'}")
+        return "\n".join(lines)
+
+
+@dataclasses.dataclass(frozen=True)
 class AbstractFit(StatusMixin, abc.ABC):
     """What every fit result has (plain NumPy arrays): `params`, their `covariance`
     (`covariance_method`), the start `p0`, `num_steps`, `status` (a `RESULTS` item,
@@ -183,6 +215,18 @@ class AbstractFit(StatusMixin, abc.ABC):
         names = self.model.param_names
         return [(rel, {n: float(x) for n, x in zip(names, w) if abs(x) >= 0.1})
                 for rel, w in weak_directions(self.params, self.covariance)]
+
+    def identifiability(self) -> "Identifiability":
+        """What the local curvature says about which parameters the data determine: the
+        correlation matrix of the estimate, the parameters with no standard error (the data
+        do not determine them: the Jacobian or Hessian is singular along them), the
+        [`weak_directions`][] and the estimates on a bound of the box."""
+        names = tuple(self.model.param_names)
+        cov = np.full((len(names),) * 2, np.nan) if self.covariance is None else np.asarray(self.covariance)
+        se = np.sqrt(np.diagonal(cov))
+        return Identifiability(names=names, correlation=cov / np.outer(se, se),
+                               undetermined=tuple(n for n, v in zip(names, se) if not np.isfinite(v)),
+                               weak=tuple(self.weak_directions), at_bound=tuple(self.at_bound))
 
     def weak_text(self) -> str:
         """One sentence on the [`weak_directions`][], or "" when there are none."""

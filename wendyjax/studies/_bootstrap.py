@@ -24,7 +24,11 @@ from ._engine import check_processes, chunking, fit_batches, resolve_vectorize
 
 @dataclasses.dataclass(frozen=True)
 class Bootstrap:
-    """A parametric bootstrap of a fit ([`bootstrap`][wendyjax.studies.bootstrap]).
+    """A parametric bootstrap of a fit ([`bootstrap`][wendyjax.studies.bootstrap]): the
+    refitted estimates, the bias estimate and standard errors, and basic, percentile and
+    bias-corrected percentile intervals (Efron & Tibshirani 1993). Where the
+    estimator is biased against its spread (the weak form at high noise or few samples) only
+    the basic intervals, which subtract the bias, keep their level.
 
     - `estimate`: the fit's estimate $\\hat p$; `draws`: the `(B, j)` refitted estimates
       $p^*_b$, NaN where a refit did not succeed (`status`, one name per refit).
@@ -61,6 +65,13 @@ class Bootstrap:
         a = _alpha(level)
         return tuple(np.nanquantile(self.draws, [a, 1 - a], axis=0))
 
+    def basic(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        r"""Basic (reverse percentile) intervals $[2\hat p - q_{(1+c)/2},\ 2\hat p - q_{(1-c)/2}]$,
+        $q$ the quantiles of p*: they remove the estimator's bias to first order, which the
+        percentile intervals inherit (the weak form's bias at high noise or few samples)."""
+        lo, hi = self.percentile(level)
+        return 2 * self.estimate - hi, 2 * self.estimate - lo
+
     def bias_corrected(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         """Bias-corrected percentile intervals (Efron 1982): the quantiles
         $\\Phi(2z_0 \\pm z_{(1+c)/2})$ of p*, $z_0 = \\Phi^{-1}(\\#\\{p^* < \\hat p\\}/B)$."""
@@ -75,12 +86,12 @@ class Bootstrap:
         return lo, hi
 
     def table(self, level: float = 0.95) -> str:
-        """Estimate, bootstrap bias and standard error, percentile and bias-corrected intervals."""
+        """Estimate, bootstrap bias and standard error, basic and percentile intervals."""
         pct = f"{100 * level:g}%"
-        (plo, phi), (blo, bhi) = self.percentile(level), self.bias_corrected(level)
-        header = ["param", "estimate", "bias", "std err", f"{pct} pct lower", "upper", f"{pct} BC lower", "upper"]
+        (blo, bhi), (plo, phi) = self.basic(level), self.percentile(level)
+        header = ["param", "estimate", "bias", "std err", f"{pct} basic lower", "upper", f"{pct} pct lower", "upper"]
         rows = [[n, *(f"{v: .6g}" for v in vals)]
-                for n, *vals in zip(self.names, self.estimate, self.bias, self.stderr, plo, phi, blo, bhi)]
+                for n, *vals in zip(self.names, self.estimate, self.bias, self.stderr, blo, bhi, plo, phi)]
         cells = [header] + rows
         widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
         lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]

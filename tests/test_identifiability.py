@@ -1,0 +1,38 @@
+"""`fit.identifiability()`: what the local curvature says about which parameters the data
+determine."""
+
+import warnings
+
+import jax
+import numpy as np
+import pytest
+from _zoo import zoo
+
+import wendyjax as wj
+
+BENCH = zoo("logistic")
+DATA = BENCH.simulate(jax.random.key(0), 0.05, subsample=4)
+
+
+def test_parameters_entering_only_as_a_product_are_undetermined():
+    """u' = a·b·u + c·u²: only a·b is determined, so a and b get no standard error and are
+    reported as undetermined (structurally non-identifiable); c is fine."""
+    model = wj.ODEModel(lambda u, p, t: p[0] * p[1] * u + p[2] * u**2, ["u"], ["a", "b", "c"], name="product")
+    with pytest.warns(RuntimeWarning, match="standard errors of a, b are NaN"):
+        fit = wj.MLE().fit(model, DATA, [1.0, 1.0, -1.0], bounds=None)
+    report = fit.identifiability()
+    assert report.undetermined == ("a", "b") and not report.ok
+    assert np.isnan(report.correlation[0]).all() and report.correlation[2, 2] == pytest.approx(1.0)
+    assert "undetermined (no standard error): a, b" in str(report)
+
+
+def test_a_well_posed_fit_reports_nothing_and_a_bound_is_named():
+    fit = wj.MLE().fit(BENCH.model, DATA)
+    report = fit.identifiability()
+    assert report.ok and report.undetermined == () and report.weak == ()
+    assert abs(report.correlation[0, 1]) < 1 and np.allclose(np.diag(report.correlation), 1.0)
+    lo, hi = (np.asarray(b, float) for b in BENCH.model.bounds)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        held = wj.MLE().fit(BENCH.model, DATA, [0.9, -1.0], bounds=(lo, np.r_[0.9, hi[1]]))
+    assert held.identifiability().at_bound == ("p1",)
