@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a whole site build
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = ["wendyjax", "wendyjax.estimators", "wendyjax.weak", "wendyjax.inference", "wendyjax.studies",
            "wendyjax.models", "wendyjax.datasets", "wendyjax.collocation", "wendyjax.library", "wendyjax.neural",

@@ -18,6 +18,7 @@ def test_the_data_as_published():
     assert np.asarray(data.u)[0].tolist() == [30.0, 4.0] and np.asarray(data.u)[-1].tolist() == [24.7, 8.6]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", [wj.MLE(), wj.OutputError()], ids=["wendy_mle", "output_error"])
 def test_log_normal_lotka_volterra_lands_in_the_published_intervals(estimator):
     """WENDy-MLE and output error with log-normal noise, from one start: every estimate

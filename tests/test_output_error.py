@@ -260,8 +260,8 @@ def test_bad_data_is_refused(lv):
         OutputError().fit(lambda u, p, t: u, data, bench.p_true)
     with pytest.raises(TypeError, match="ODEModel"):
         output_error_problem("lorenz", data)
-    with pytest.raises(TypeError, match="unknown keyword.*u0"):
-        wj.Hybrid().fit(bench.model, data, bench.p_true, u0=[1.0, 1.0])
+    with pytest.raises(ValueError, match="u0 must be 2 finite initial states"):  # the hybrid takes u0= too
+        wj.Hybrid().fit(bench.model, data, bench.p_true, u0=[1.0, 1.0, 1.0])
 
 
 @pytest.mark.slow
