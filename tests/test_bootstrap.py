@@ -8,17 +8,16 @@ import warnings
 import jax
 import numpy as np
 import pytest
-from _zoo import zoo
+from _zoo import logistic_small
 
 import wendyjax as wj
 
-BENCH = zoo("logistic")
-DATA = BENCH.simulate(jax.random.key(0), 0.05, subsample=16)  # 65 samples
+BENCH, DATA, _ = logistic_small()  # 65 samples, 5 % noise
 
 
 @pytest.fixture(scope="module")
 def mle_fit():
-    return wj.MLE().fit(BENCH.model, DATA, covariance="hessian")
+    return logistic_small()[2]
 
 
 def test_bad_input_is_refused_before_any_work(mle_fit):

@@ -1,6 +1,6 @@
 """Monte Carlo coverage studies and parameter sweeps as jit-compiled chunk computations
 (vmapped on GPU/TPU, sequential inside the compiled call on CPU; Rummel et al. 2025, §3.3–3.4), with
-the metrics of Rummel et al. 2025, Table 1; the parametric bootstrap of a fit on the same engine."""
+the metrics of Rummel et al. 2025, Table 1; the parametric bootstrap and the profile likelihood of a fit."""
 
 from ._bootstrap import Bootstrap as Bootstrap, bootstrap as bootstrap
 from ._engine import Cell as Cell, CellRuns as CellRuns
@@ -12,11 +12,14 @@ from ._metrics import (
     relative_squared_bias as relative_squared_bias,
     relative_variance as relative_variance,
 )
+from ._profile import Profile as Profile, profile as profile
 from ._study import Study as Study, monte_carlo as monte_carlo, sweep as sweep
 
 __all__ = [
     "Bootstrap",
     "bootstrap",
+    "Profile",
+    "profile",
     "Cell",
     "CellRuns",
     "coverage",

@@ -1,0 +1,77 @@
+"""Profile likelihood (`wj.studies.profile`): intervals, verdicts and bad input."""
+
+import dataclasses
+import time
+import warnings
+
+import numpy as np
+import pytest
+from _zoo import logistic_small
+
+import wendyjax as wj
+
+BENCH, DATA, _ = logistic_small()  # 65 samples, 5 % noise
+
+
+@pytest.fixture(scope="module")
+def mle_fit():
+    return logistic_small()[2]
+
+
+def test_near_quadratic_profiles_give_the_wald_intervals(mle_fit):
+    """On a well-determined fit the weak likelihood is nearly quadratic: its profile
+    intervals lie within 10 % of a half-width of the inverse-Hessian ones, and output
+    error's within 10 % of its Gauss-Newton ones."""
+    lo, hi = mle_fit.ci()
+    for j, (name, prof) in enumerate(wj.studies.profile(wj.MLE(), mle_fit, DATA).items()):
+        assert prof.verdict == "identifiable" and prof.threshold == pytest.approx(3.841, abs=1e-3)
+        half = (hi[j] - lo[j]) / 2
+        assert abs(prof.interval[0] - lo[j]) < 0.1 * half and abs(prof.interval[1] - hi[j]) < 0.1 * half, name
+        assert np.all(np.isin(prof.status, ("successful", "max_steps_reached")))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        oe = wj.OutputError().fit(BENCH.model, DATA, p0=mle_fit.params, u0=[0.01])
+    lo, hi = oe.ci()
+    for j, prof in enumerate(wj.studies.profile(wj.OutputError(), oe, DATA).values()):
+        half = (hi[j] - lo[j]) / 2
+        assert abs(prof.interval[0] - lo[j]) < 0.1 * half and abs(prof.interval[1] - hi[j]) < 0.1 * half
+
+
+def test_a_product_of_parameters_is_structurally_non_identifiable():
+    """u' = a·b·u + c·u²: along a (b refitted) the likelihood does not change at all."""
+    model = wj.ODEModel(lambda u, p, t: p[0] * p[1] * u + p[2] * u**2, ["u"], ["a", "b", "c"], name="product")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = wj.MLE().fit(model, DATA, [1.0, 1.0, -1.0], bounds=([0.1, 0.1, -5.0], [10.0, 10.0, 0.0]))
+    profiles = wj.studies.profile(wj.MLE(), fit, DATA)
+    assert [p.verdict for p in profiles.values()] == ["structurally non-identifiable"] * 2 + ["identifiable"]
+    assert np.nanmax(profiles["a"].statistic) < 1e-6 and np.all(np.isnan(profiles["a"].interval))
+
+
+def test_a_profile_that_stays_low_within_the_box_is_practically_non_identifiable(mle_fit):
+    """The box ends half a standard error above p̂1: on that side the profile cannot reach
+    the threshold, so the upper end of the interval is unknown."""
+    lo, hi = (np.asarray(b, float) for b in BENCH.model.bounds)
+    top = float(mle_fit.params[0] + 0.5 * mle_fit.stderr[0])
+    held = dataclasses.replace(mle_fit, lower=lo, upper=np.r_[top, hi[1]])
+    prof = wj.studies.profile(wj.MLE(), held, DATA, "p1")["p1"]
+    assert prof.verdict == "practically non-identifiable"
+    assert np.isfinite(prof.interval[0]) and np.isnan(prof.interval[1]) and prof.grid.max() == pytest.approx(top)
+
+
+def test_bad_input_is_refused_before_any_work(mle_fit):
+    failed = dataclasses.replace(mle_fit, status=wj.RESULTS.nonlinear_divergence)
+    cases = [
+        (lambda: wj.studies.profile(wj.MLE(), failed, DATA), ValueError, "the fit did not succeed"),
+        (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, "k"), ValueError, r"unknown parameter\(s\) \['k'\]"),
+        (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, grid={"p1": [0.5, 20.0]}), ValueError,
+         "grid\\['p1'\\] leaves the box"),
+        (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, grid={"p1": [1.0]}), ValueError, "at least two"),
+        (lambda: wj.studies.profile(wj.IntegralMatching(), mle_fit, DATA), TypeError, "profiles are for"),
+        (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, level=1.5), ValueError, "level must lie"),
+    ]
+    for make, error, match in cases:
+        clock = time.perf_counter()
+        with pytest.raises(error, match=match):
+            make()
+        assert time.perf_counter() - clock < 2.0
