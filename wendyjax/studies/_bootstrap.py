@@ -249,11 +249,11 @@ def bootstrap(
     n_chunks, size = chunking(n_boot, batch_size, len(devices))
     bar = tqdm(total=n_chunks, desc=f"{model.name} bootstrap", unit="chunk",
                disable=not progress or jax.process_index() != 0)
-    kind = estimator.covariances[0] if estimator.covariances else None
     shared = (lower, upper, u0s[0], np.asarray(data[0].t), clean[0])
     sols, _, _, _ = fit_batches(estimator, model, make, np.broadcast_to(p, (n_boot, p.size)), shared,
-                                covariance=kind, solver=ode_solver, batch_size=size, devices=devices,
-                                vectorize=vectorize, bar=bar, info={"build_s": 0.0, "fit_s": 0.0})
+                                covariance=None, solver=ode_solver, batch_size=size, devices=devices,
+                                vectorize=vectorize, bar=bar, info={"build_s": 0.0, "fit_s": 0.0},
+                                diagnostics=False)  # the refits' covariances and forward errors go unused
     bar.close()
     status = status_names(sols.result)
     draws = np.where((status == "successful")[:, None], np.asarray(sols.params, float), np.nan)

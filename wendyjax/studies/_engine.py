@@ -75,9 +75,9 @@ def _problem_builder(estimator: AbstractEstimator, model, trajs, noise_kind, tes
     return estimator.batch_problems(model, trajs, key=key, **options)
 
 
-def _fit_runs(estimator, liks, p0s, shared, covariance, model, solver, vectorize):
-    """Fit stacked likelihoods, their covariances and forward-simulation errors;
-    `shared` = (lower, upper, u0, t, reference) is the same for every run.
+def _fit_runs(estimator, liks, p0s, shared, covariance, model, solver, vectorize, diagnostics):
+    """Fit stacked likelihoods and, with `diagnostics`, their covariances and forward-simulation
+    errors (`None` without); `shared` = (lower, upper, u0, t, reference) is the same for every run.
 
     `vectorize=True` vmaps the fits (every run steps until the slowest has converged);
     `False` runs them one after another inside the same compiled call (`lax.map`), which
@@ -87,6 +87,8 @@ def _fit_runs(estimator, liks, p0s, shared, covariance, model, solver, vectorize
 
     def one(lik, p0):
         sol = estimator.solve(lik, p0, lower, upper)
+        if not diagnostics:
+            return sol, None, None, None
         cov = estimator.covariance(lik, sol, covariance)
         err, ok = forward_simulation_error(model, sol.params, u0, t, reference, solver, max_steps=50_000)
         return sol, cov, err, ok
@@ -100,7 +102,7 @@ _RUNS = P("runs")  # a chunk's arrays are split over the devices along their lea
 
 
 @cpu_safe_jit
-def _fit_chunk(mesh, estimator, liks, p0s, shared, covariance, model, solver, vectorize):
+def _fit_chunk(mesh, estimator, liks, p0s, shared, covariance, model, solver, vectorize, diagnostics):
     """`_fit_runs` of a chunk whose runs are sharded over `mesh`'s axis "runs": one SPMD
     program in which every device fits its own shard; the runs are independent, so the
     devices never communicate."""
@@ -110,7 +112,7 @@ def _fit_chunk(mesh, estimator, liks, p0s, shared, covariance, model, solver, ve
     def shard(liks, p0s, shared, consts):
         estimator, model, solver = eqx.combine(consts, static)
         return _fit_runs(estimator, eqx.combine(liks, liks_static), p0s, shared, covariance, model, solver,
-                         vectorize)
+                         vectorize, diagnostics)
 
     # check_vma=False: the fits' while loops carry values that differ per device in
     # some leaves and not in others, which the check would reject as a type mismatch
@@ -214,11 +216,12 @@ def chunking(n_runs: int, batch_size: int, n_devices: int) -> tuple[int, int]:
 
 
 def fit_batches(estimator, model, make, p0s, shared, *, covariance, solver, batch_size, devices, vectorize, bar,
-                info):
+                info, diagnostics=True):
     """Fit the `len(p0s)` problems `make(indices)` builds, from the starts `p0s`, in compiled
     chunks of `batch_size` runs sharded over `devices`; `shared` = (lower, upper, u0, t,
     reference) for the forward-simulation errors. Returns the runs' (solutions, covariances,
-    forward errors, forward ok) as host arrays, adding the time spent to `info`."""
+    forward errors, forward ok) as host arrays (the last three `None` without
+    `diagnostics`), adding the time spent to `info`."""
     n_runs, n_dev = len(p0s), len(devices)
     local = [g for g, d in enumerate(devices) if d.process_index == jax.process_index()]
     mesh = Mesh(np.asarray(devices), ("runs",))
@@ -238,7 +241,7 @@ def fit_batches(estimator, model, make, p0s, shared, *, covariance, solver, batc
             chunk_start = time.perf_counter()
             info["build_s"] += chunk_start - start
             chunks.append(_gathered(_fit_chunk(mesh, estimator, liks, p0_chunk, shared, covariance, model, solver,
-                                               vectorize)))
+                                               vectorize, diagnostics)))
             info["fit_s"] += time.perf_counter() - chunk_start  # incl. compilation
             if bar is not None:
                 bar.update()
