@@ -52,6 +52,8 @@ def test_the_bootstrap_agrees_with_the_fits_own_uncertainty(mle_fit):
         assert np.all(lo < mle_fit.params) and np.all(mle_fit.params < hi)
     assert np.all(np.diff(boot.percentile(0.5), axis=0) < np.diff(boot.percentile(0.95), axis=0))
     assert "40 refits, 0 failed" in boot.table()
+    with pytest.raises(ValueError, match="level must lie strictly between 0 and 1, got 95"):
+        boot.basic(95)
     # WENDy fits no initial state: output error fitted it with the parameters held
     assert boot.u0.shape == (1, 1) and abs(boot.u0[0, 0] - float(BENCH.u0[0])) < 0.005
 
