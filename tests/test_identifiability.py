@@ -36,3 +36,16 @@ def test_a_well_posed_fit_reports_nothing_and_a_bound_is_named():
         warnings.simplefilter("ignore")
         held = wj.MLE().fit(BENCH.model, DATA, [0.9, -1.0], bounds=(lo, np.r_[0.9, hi[1]]))
     assert held.identifiability().at_bound == ("p1",)
+
+
+def test_the_summary_shows_the_report_only_when_something_is_wrong(capsys):
+    model = wj.ODEModel(lambda u, p, t: p[0] * p[1] * u + p[2] * u**2, ["u"], ["a", "b", "c"], name="product")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bad = wj.MLE().fit(model, DATA, [1.0, 1.0, -1.0], bounds=None)
+    bad.summary()
+    text = capsys.readouterr().out
+    assert "identifiability (fit.identifiability()):" in text and "undetermined (no standard error): a, b" in text
+    assert "correlation of the estimates:" in text
+    wj.MLE().fit(BENCH.model, DATA).summary()
+    assert "identifiability" not in capsys.readouterr().out

@@ -191,3 +191,35 @@ def test_plot_bad_input_is_named(logistic):
     for exc, match, call in cases:
         with pytest.raises(exc, match=match):
             call()
+
+
+def test_profile_and_bootstrap_plots_draw_every_parameter():
+    """Profiles: one panel per parameter with its threshold, estimate and two interval ends;
+    the bootstrap: a corner of histograms (with the estimate and two interval ends) and
+    one scatter per pair; bad input named."""
+    from _zoo import logistic_small
+
+    _, data, fit = logistic_small()
+    profiles = wj.studies.profile(wj.MLE(), fit, data, n_points=7)
+    fig, axes = wj.plot.profiles(profiles)
+    assert len(axes) == 2
+    for ax, prof in zip(axes, profiles.values()):
+        assert ax.get_title().startswith(f"{prof.name}: identifiable")
+        vertical = [ln for ln in ax.lines if np.ptp(ln.get_xdata()) == 0 and len(ln.get_xdata()) == 2]
+        assert sorted(ln.get_xdata()[0] for ln in vertical) == pytest.approx(sorted(prof.interval))
+        assert any(np.allclose(ln.get_ydata(), prof.threshold) for ln in ax.lines)
+    boot = wj.studies.bootstrap(wj.MLE(), fit, data, 12, key=0, progress=False)
+    fig, axes = wj.plot.bootstrap(boot, truth=[1.0, -1.0])
+    assert axes.shape == (2, 2) and not axes[0, 1].get_visible()
+    assert len(axes[0, 0].patches) > 0 and len(axes[1, 0].lines[0].get_xdata()) == 12
+    lo, hi = boot.basic()
+    ends = [ln.get_xdata()[0] for ln in axes[0, 0].lines[1:3]]
+    assert ends == pytest.approx([lo[0], hi[0]])
+    for exc, match, call in [
+        (TypeError, "dict that wj.studies.profile returns", lambda: wj.plot.profiles(boot)),
+        (TypeError, "wj.studies.Bootstrap", lambda: wj.plot.bootstrap(profiles)),
+        (ValueError, "one value per parameter", lambda: wj.plot.bootstrap(boot, truth=[1.0])),
+        (ValueError, r"\(2, 2\) array of axes", lambda: wj.plot.bootstrap(boot, axes=plt.subplots(1, 2)[1])),
+    ]:
+        with pytest.raises(exc, match=match):
+            call()

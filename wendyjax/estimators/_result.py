@@ -176,8 +176,10 @@ class AbstractFit(StatusMixin, abc.ABC):
         """The lines above the parameter table."""
 
     def table(self, level: float = 0.95, truth=None) -> str:
-        """The summary table as text; `truth` adds a column of true values. A note names
-        the parameters whose interval leaves the model's box."""
+        """The summary table as text; `truth` adds a column of true values. Notes name the
+        parameters on a bound, weakly determined or with an interval that leaves the model's
+        box; where something is undetermined, weak or on a bound the
+        [`identifiability`][] report follows."""
         lo, hi = self.ci(level)
         pct = f"{100 * level:g}%"
         header = ["param", "estimate", "std err", f"{pct} lower", f"{pct} upper"]
@@ -203,6 +205,10 @@ class AbstractFit(StatusMixin, abc.ABC):
         if outside:
             lines.append(f"note: the {pct} intervals of {', '.join(outside)} reach outside the model's parameter "
                          f"box; normal intervals ignore the box, so they are a poor guide there.")
+        if np.ndim(self.params) == 1 and getattr(self.model, "param_names", None) is not None:
+            report = self.identifiability()
+            if not report.ok:  # something is wrong: the whole report (fit.identifiability())
+                lines += ["identifiability (fit.identifiability()):", *("  " + ln for ln in str(report).splitlines())]
         return "\n".join(self._head() + lines)
 
     @property

@@ -5,6 +5,7 @@ from ._fits import fit as fit, forest as forest
 from ._linear import bands as bands, continuation as continuation
 from ._studies import study as study
 from ._training import loss_curves as loss_curves
+from ._uncertainty import bootstrap as bootstrap, profiles as profiles
 from ._weak import likelihood as likelihood, radius as radius, test_functions as test_functions
 
 __all__ = [
@@ -13,6 +14,8 @@ __all__ = [
     "bands",
     "continuation",
     "study",
+    "profiles",
+    "bootstrap",
     "loss_curves",
     "likelihood",
     "radius",

@@ -4,6 +4,12 @@ the metrics of Rummel et al. 2025, Table 1; the parametric bootstrap and the pro
 
 from ._bootstrap import Bootstrap as Bootstrap, bootstrap as bootstrap
 from ._engine import Cell as Cell, CellRuns as CellRuns
+from ._intervals import (
+    AbstractIntervals as AbstractIntervals,
+    BootstrapIntervals as BootstrapIntervals,
+    ProfileIntervals as ProfileIntervals,
+    Wald as Wald,
+)
 from ._metrics import (
     coverage as coverage,
     on_bound as on_bound,
@@ -16,6 +22,10 @@ from ._profile import Profile as Profile, profile as profile
 from ._study import Study as Study, monte_carlo as monte_carlo, sweep as sweep
 
 __all__ = [
+    "AbstractIntervals",
+    "Wald",
+    "BootstrapIntervals",
+    "ProfileIntervals",
     "Bootstrap",
     "bootstrap",
     "Profile",

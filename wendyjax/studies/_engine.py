@@ -51,6 +51,8 @@ class CellRuns:
     forward_ok: np.ndarray
     k: np.ndarray
     radius: np.ndarray
+    #: interval method name -> (runs, 2, j) lower and upper ends (NaN where not computed)
+    intervals: dict = dataclasses.field(default_factory=dict)
 
 
 def _cell_data(bench: Benchmark, cell: Cell, n_runs: int, key) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -75,9 +77,10 @@ def _problem_builder(estimator: AbstractEstimator, model, trajs, noise_kind, tes
     return estimator.batch_problems(model, trajs, key=key, **options)
 
 
-def _fit_runs(estimator, liks, p0s, shared, covariance, model, solver, vectorize, diagnostics):
-    """Fit stacked likelihoods and, with `diagnostics`, their covariances and forward-simulation
-    errors (`None` without); `shared` = (lower, upper, u0, t, reference) is the same for every run.
+def _fit_runs(estimator, liks, p0s, shared, covariances, model, solver, vectorize, diagnostics):
+    """Fit stacked likelihoods and, with `diagnostics`, their covariances (one per kind in
+    `covariances`, stacked: (runs, kinds, j, j)) and forward-simulation errors (`None`
+    without); `shared` = (lower, upper, u0, t, reference) is the same for every run.
 
     `vectorize=True` vmaps the fits (every run steps until the slowest has converged);
     `False` runs them one after another inside the same compiled call (`lax.map`), which
@@ -89,7 +92,7 @@ def _fit_runs(estimator, liks, p0s, shared, covariance, model, solver, vectorize
         sol = estimator.solve(lik, p0, lower, upper)
         if not diagnostics:
             return sol, None, None, None
-        cov = estimator.covariance(lik, sol, covariance)
+        cov = jnp.stack([estimator.covariance(lik, sol, kind) for kind in covariances])
         err, ok = forward_simulation_error(model, sol.params, u0, t, reference, solver, max_steps=50_000)
         return sol, cov, err, ok
 
@@ -102,7 +105,7 @@ _RUNS = P("runs")  # a chunk's arrays are split over the devices along their lea
 
 
 @cpu_safe_jit
-def _fit_chunk(mesh, estimator, liks, p0s, shared, covariance, model, solver, vectorize, diagnostics):
+def _fit_chunk(mesh, estimator, liks, p0s, shared, covariances, model, solver, vectorize, diagnostics):
     """`_fit_runs` of a chunk whose runs are sharded over `mesh`'s axis "runs": one SPMD
     program in which every device fits its own shard; the runs are independent, so the
     devices never communicate."""
@@ -111,7 +114,7 @@ def _fit_chunk(mesh, estimator, liks, p0s, shared, covariance, model, solver, ve
 
     def shard(liks, p0s, shared, consts):
         estimator, model, solver = eqx.combine(consts, static)
-        return _fit_runs(estimator, eqx.combine(liks, liks_static), p0s, shared, covariance, model, solver,
+        return _fit_runs(estimator, eqx.combine(liks, liks_static), p0s, shared, covariances, model, solver,
                          vectorize, diagnostics)
 
     # check_vma=False: the fits' while loops carry values that differ per device in
@@ -215,13 +218,13 @@ def chunking(n_runs: int, batch_size: int, n_devices: int) -> tuple[int, int]:
     return n_chunks, -(-per_chunk // n_devices) * n_devices
 
 
-def fit_batches(estimator, model, make, p0s, shared, *, covariance, solver, batch_size, devices, vectorize, bar,
+def fit_batches(estimator, model, make, p0s, shared, *, covariances=(), solver, batch_size, devices, vectorize, bar,
                 info, diagnostics=True):
     """Fit the `len(p0s)` problems `make(indices)` builds, from the starts `p0s`, in compiled
     chunks of `batch_size` runs sharded over `devices`; `shared` = (lower, upper, u0, t,
-    reference) for the forward-simulation errors. Returns the runs' (solutions, covariances,
-    forward errors, forward ok) as host arrays (the last three `None` without
-    `diagnostics`), adding the time spent to `info`."""
+    reference) for the forward-simulation errors. Returns the runs' (solutions, covariances
+    (runs, len(covariances), j, j), forward errors, forward ok) as host arrays (the last
+    three `None` without `diagnostics`), adding the time spent to `info`."""
     n_runs, n_dev = len(p0s), len(devices)
     local = [g for g, d in enumerate(devices) if d.process_index == jax.process_index()]
     mesh = Mesh(np.asarray(devices), ("runs",))
@@ -240,8 +243,8 @@ def fit_batches(estimator, model, make, p0s, shared, *, covariance, solver, batc
             p0_chunk = _sharded(mesh, {g: p0s[parts[g]] for g in local})
             chunk_start = time.perf_counter()
             info["build_s"] += chunk_start - start
-            chunks.append(_gathered(_fit_chunk(mesh, estimator, liks, p0_chunk, shared, covariance, model, solver,
-                                               vectorize, diagnostics)))
+            chunks.append(_gathered(_fit_chunk(mesh, estimator, liks, p0_chunk, shared, tuple(covariances), model,
+                                               solver, vectorize, diagnostics)))
             info["fit_s"] += time.perf_counter() - chunk_start  # incl. compilation
             if bar is not None:
                 bar.update()
@@ -258,15 +261,17 @@ def run_cells(
     p0,
     lower: np.ndarray,
     upper: np.ndarray,
-    covariance: str,
+    covariances: tuple,
     test_functions: TestFunctionConfig,
     batch_size: int,
     devices,
     progress: bool,
     vectorize: bool,
-) -> tuple[list[CellRuns], dict]:
-    """Run every cell; return their per-run outputs, and the timings and chunking
-    (`vectorize` as `resolve_vectorize` returns it). Every cell's data and problems are
+) -> tuple[list[CellRuns], dict, list[tuple[list[Trajectory], dict]]]:
+    """Run every cell; return their per-run outputs (`covariance` by the first of
+    `covariances`), the timings and chunking (`vectorize` as `resolve_vectorize` returns
+    it), and per cell its datasets and `{kind: (runs, j, j)}` of the other covariances.
+    Every cell's data and problems are
     prepared before the first fit, so that a setting they cannot be built for (e.g. too
     few samples left by its subsampling) fails before any fitting."""
     model = bench.model
@@ -291,24 +296,26 @@ def run_cells(
             raise ValueError(f"setting {c} (noise ratio {cell.noise_ratio:g}, subsample {cell.subsample}: {n} of the "
                              f"benchmark's {len(bench.t)} samples) cannot be set up: {e}") from e
         p0s = np.asarray(p0(k_p0, n_runs)) if callable(p0) else np.broadcast_to(p0, (n_runs, model.n_params))
-        prepared.append((t, clean, p0s, make, notes))
+        prepared.append((t, clean, p0s, make, notes, trajs))
     bar = tqdm(total=len(cells) * n_chunks, desc=f"{model.name} study", unit="chunk",
                disable=not progress or jax.process_index() != 0)
     out = []
-    for cell, (t, clean, p0s, make, notes) in zip(cells, prepared):
+    extras = []
+    for cell, (t, clean, p0s, make, notes, trajs) in zip(cells, prepared):
         shared = (np.asarray(lower), np.asarray(upper), np.asarray(cell.u0, float), np.asarray(t), np.asarray(clean))
-        sols, covs, errs, oks = fit_batches(estimator, model, make, p0s, shared, covariance=covariance,
+        sols, covs, errs, oks = fit_batches(estimator, model, make, p0s, shared, covariances=covariances,
                                             solver=bench.solver, batch_size=batch_size, devices=devices,
                                             vectorize=vectorize, bar=bar, info=info)
         out.append(CellRuns(
-            m=len(t) - 1, params=sols.params, p0=np.array(p0s), covariance=covs,
+            m=len(t) - 1, params=sols.params, p0=np.array(p0s), covariance=covs[:, 0],
             status=status_names(sols.result), num_steps=sols.num_steps, objective=sols.objective,
             forward_error=errs, forward_ok=oks,
             k=np.array([note.get("k", np.nan) for note in notes], float),
             radius=np.array([note.get("radius", np.nan) for note in notes], float),
         ))
+        extras.append((trajs, {kind: covs[:, i] for i, kind in enumerate(covariances[1:], 1)}))
     bar.close()
-    return out, info
+    return out, info, extras
 
 
 def forward_errors(bench: Benchmark, cell: Cell, params: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

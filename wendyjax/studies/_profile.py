@@ -145,8 +145,10 @@ def profile(
 
 
 def _crossings(g, stat, p, threshold) -> tuple[float, float]:
-    """Where the statistic first exceeds `threshold` below and above p (linear between grid
-    points); NaN on a side where it does not."""
+    """Where the statistic first exceeds `threshold` below and above p; NaN on a side where
+    it does not. Its square root (the signed root of the likelihood ratio, about linear in
+    the parameter near the optimum) is interpolated linearly between grid points, so that a
+    coarse grid does not pull the ends in."""
     ends = []
     for side in (g < p, g > p):
         idx = np.flatnonzero(side)
@@ -156,7 +158,8 @@ def _crossings(g, stat, p, threshold) -> tuple[float, float]:
             if np.isnan(stat[i]):
                 break
             if stat[i] >= threshold:
-                w = (threshold - prev_s) / (stat[i] - prev_s) if stat[i] > prev_s else 1.0
+                root, prev_root = np.sqrt(stat[i]), np.sqrt(prev_s)
+                w = (np.sqrt(threshold) - prev_root) / (root - prev_root) if root > prev_root else 1.0
                 end = prev_v + w * (g[i] - prev_v)
                 break
             prev_v, prev_s = g[i], stat[i]

@@ -6,6 +6,7 @@ import io
 import json
 import math
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.stats
 from jaxtyping import ArrayLike, PRNGKeyArray
+from tqdm.auto import tqdm
 
 from .._checks import as_count, as_key, as_ratio
 from .._version import __version__
@@ -23,6 +25,7 @@ from ..models import Benchmark
 from ..weak import TestFunctionConfig
 from . import _metrics as metrics
 from ._engine import Cell, CellRuns, check_processes, forward_errors, resolve_vectorize, run_cells
+from ._intervals import AbstractIntervals, Wald, as_interval_methods, run_intervals
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -51,6 +54,11 @@ class Study:
     p0_forward_error: tuple[np.ndarray, ...]
     state_names: tuple[str, ...] = ()
 
+    @property
+    def interval_methods(self) -> tuple[str, ...]:
+        """The names of the interval methods whose intervals the runs hold (`intervals=`)."""
+        return tuple(self.runs[0].intervals) if self.runs else ()
+
     def failed(self, i: int) -> np.ndarray:
         """Which runs of cell `i` failed."""
         return _failed(self.runs[i], self.settings.get("covariance", "") is not None)
@@ -75,6 +83,7 @@ class Study:
                             metrics.relative_coefficient_error(r.params, cell.p_true))
             fwd = np.where(failed, self.p0_forward_error[i], r.forward_error)
             p_ok = r.params[ok]
+            method_stats = _method_stats(r, ok, cell.p_true, z) if ok.any() else {}
             bound = metrics.on_bound(p_ok, lower, upper)
             se = np.sqrt(np.diagonal(r.covariance[ok], axis1=1, axis2=2))
             stats = {
@@ -85,6 +94,7 @@ class Study:
                 "coverage_2se": metrics.coverage(p_ok, cell.p_true, se, 2.0) if has_cov else nan,
                 f"coverage_{level:g}": metrics.coverage(p_ok, cell.p_true, se, z) if has_cov else nan,
                 "at_bound": bound.mean(axis=0),
+                **method_stats,
             } if ok.any() else {}
             common = {
                 "cell": i, **{f"u0_{name}": float(v) for name, v in zip(self._state_names, cell.u0)},
@@ -95,6 +105,8 @@ class Study:
                 "median_coef_error": float(np.median(coef)), "median_forward_error": float(np.median(fwd)),
                 "median_steps": float(np.median(r.num_steps)), "median_k": float(np.median(r.k)),
             }
+            if r.intervals:
+                common["binomial_se"] = math.sqrt(level * (1 - level) / max(int(ok.sum()), 1))
             for j, name in enumerate(self.param_names):
                 row = {**common, "param": name, "p_true": float(cell.p_true[j])}
                 row.update({key: float(v[j]) for key, v in stats.items()})
@@ -118,6 +130,8 @@ class Study:
                 (f"cov {level:g}", f"coverage_{level:g}", "{:.2f}"), ("coef err", "median_coef_error", "{:.3g}"),
                 ("fwd err", "median_forward_error", "{:.3g}"), ("fail", "failure_rate", "{:.2f}"),
                 ("on box", "at_bound", "{:.2f}")]
+        for name in self.interval_methods:
+            cols += [(f"cov {name}", f"coverage_{name}", "{:.2f}"), ("w/ideal", f"width_ratio_{name}", "{:.2f}")]
         pct = {"rel_sq_bias", "rel_variance", "rel_mse"}
         rows, lines = self.rows(), []
         for row in rows:
@@ -137,6 +151,11 @@ class Study:
         note = ([f"{on_box} run(s) that did not fail ended with an estimate on the parameter box's bounds "
                  f"(column 'on box'): minima on the box's edge, check them before trusting the metrics."]
                 if on_box else [])
+        if self.interval_methods:
+            se = max(row.get("binomial_se", 0.0) for row in rows)
+            note.append(f"cov <method>: coverage of each interval method's {level:g} intervals (binomial error "
+                        f"{se:.3f} at the nominal level); w/ideal: their median width over 2z × the estimates' "
+                        f"standard deviation (the width of an ideal interval).")
         return "\n".join([title, head, "-" * len(head), *body, *note])
 
     def __str__(self) -> str:
@@ -158,7 +177,8 @@ class Study:
         """Settings, metric rows and every run's outputs (with the forward-simulation
         errors of failed runs' starts, `p0_forward_error`) as plain Python lists;
         [`from_dict`][] rebuilds the study."""
-        runs = [{f.name: np.asarray(getattr(r, f.name)).tolist() for f in dataclasses.fields(r)}
+        runs = [{f.name: ({k: v.tolist() for k, v in r.intervals.items()} if f.name == "intervals"
+                          else np.asarray(getattr(r, f.name)).tolist()) for f in dataclasses.fields(r)}
                 for r in self.runs]
         cells = [{"p_true": c.p_true.tolist(), "u0": c.u0.tolist(), "noise_ratio": c.noise_ratio,
                   "subsample": c.subsample} for c in self.cells]
@@ -174,8 +194,12 @@ class Study:
 
         cells = tuple(Cell(array(c["p_true"]).astype(float), array(c["u0"]).astype(float), float(c["noise_ratio"]),
                            int(c["subsample"])) for c in data["cells"])
-        runs = tuple(CellRuns(**{f.name: int(r[f.name]) if f.name == "m" else array(r[f.name])
-                                 for f in dataclasses.fields(CellRuns)}) for r in data["runs"])
+        def run(r):  # files written before intervals were saved have none
+            fields = {f.name: int(r[f.name]) if f.name == "m" else array(r[f.name])
+                      for f in dataclasses.fields(CellRuns) if f.name != "intervals"}
+            return CellRuns(**fields, intervals={k: array(v).astype(float) for k, v in r.get("intervals", {}).items()})
+
+        runs = tuple(run(r) for r in data["runs"])
         # files written before p0_forward_error was saved: unknown (NaN)
         p0_errors = data.get("p0_forward_error") or [[None] * len(r.p0) for r in runs]
         return cls(data["model"], tuple(data["params"]), cells, runs, _from_json(data["settings"], nan=False),
@@ -234,6 +258,25 @@ def _from_json(x, nan: bool):
     return {"inf": np.inf, "-inf": -np.inf}.get(x, x) if isinstance(x, str) else x
 
 
+def _method_stats(r: CellRuns, ok: np.ndarray, p_true: np.ndarray, z: float) -> dict:
+    """Per interval method of the runs that did not fail: coverage, median width, that width
+    over the ideal one (2z × the estimates' standard deviation), and the runs whose interval
+    could not be computed (NaN; left out of the coverage)."""
+    if not r.intervals:
+        return {}
+    ideal = 2 * z * np.std(r.params[ok], axis=0, ddof=1) if ok.sum() > 1 else np.full(p_true.shape, np.nan)
+    out = {"ideal_width": ideal}
+    for name, ends in r.intervals.items():
+        lo, hi = ends[ok, 0], ends[ok, 1]
+        have = ~(np.isnan(lo) | np.isnan(hi))
+        n = have.sum(axis=0)
+        covered = np.sum(have & (lo <= p_true) & (p_true <= hi), axis=0)
+        width = np.array([np.median((hi - lo)[have[:, j], j]) if n[j] else np.nan for j in range(lo.shape[1])])
+        out |= {f"coverage_{name}": np.where(n > 0, covered / np.maximum(n, 1), np.nan),
+                f"width_{name}": width, f"width_ratio_{name}": width / ideal, f"missing_{name}": len(lo) - n}
+    return out
+
+
 def _failed(r: CellRuns, with_covariance: bool = True) -> np.ndarray:
     finite = np.all(np.isfinite(r.params), axis=1)
     if with_covariance:
@@ -278,7 +321,7 @@ def _study_estimator(estimator, bench: Benchmark) -> AbstractEstimator:
 
 
 def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, level, test_functions,
-               batch_size, devices, vectorize, progress, kind) -> Study:
+               batch_size, devices, vectorize, progress, kind, intervals) -> Study:
     estimator = _study_estimator(estimator, bench)
     if covariance is None:  # the estimator's default; None for one without a covariance
         covariance = estimator.covariances[0] if estimator.covariances else None
@@ -291,6 +334,9 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
                          f"got {covariance!r}.")
     if not 0 < level < 1:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
+    methods = as_interval_methods(intervals, estimator)
+    kinds = (covariance, *dict.fromkeys(m.kind(estimator) for m in methods
+                                        if isinstance(m, Wald) and m.kind(estimator) != covariance))
     model = bench.model
     lo, hi = model_box(model, bounds)
     sampler = _p0_sampler(p0, model, lo, hi)
@@ -298,9 +344,12 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
     check_processes(devices)
     vectorize = resolve_vectorize(vectorize, devices)
     start = time.perf_counter()
-    runs, info = run_cells(bench, estimator, cells, n_runs, key, p0=sampler, lower=lo, upper=hi,
-                           covariance=covariance, test_functions=test_functions, batch_size=batch_size,
-                           devices=devices, vectorize=vectorize, progress=progress)
+    runs, info, extras = run_cells(bench, estimator, cells, n_runs, key, p0=sampler, lower=lo, upper=hi,
+                                   covariances=kinds, test_functions=test_functions, batch_size=batch_size,
+                                   devices=devices, vectorize=vectorize, progress=progress)
+    if methods:
+        runs, info["interval_s"] = _study_intervals(bench, estimator, runs, extras, methods, key, lo, hi,
+                                                    covariance, level, test_functions, progress)
     p0_errors = []
     for cell, r in zip(cells, runs):
         err = np.full(n_runs, np.nan)
@@ -318,10 +367,53 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
         "devices": [str(d) for d in devices], "vectorize": vectorize, "noise": repr(bench.noise),
         "grid": {"t0": float(t[0]), "t1": float(t[-1]), "n": len(t)}, "benchmark_source": bench.source,
         "versions": {"wendyjax": __version__, "jax": jax.__version__},
-        "wall_time_s": time.perf_counter() - start, **info,
+        "intervals": [repr(m) for m in methods], "wall_time_s": time.perf_counter() - start, **info,
     }
     return Study(model.name, tuple(model.param_names), tuple(cells), tuple(runs), settings, tuple(p0_errors),
                  tuple(model.state_names))
+
+
+def _study_intervals(bench, estimator, runs, extras, methods, key, lo, hi, covariance, level,
+                     test_functions, progress) -> tuple[list[CellRuns], dict]:
+    """Every run's intervals by each of `methods` (NaN for failed runs): Wald ones from the
+    covariances the chunks computed; the others from a fit of the run's data started at its
+    estimate, so that the bootstrap and the profiles have a fit to work on. Also the seconds
+    per run each method took."""
+    z = float(scipy.stats.norm.ppf(0.5 + level / 2))
+    noise = "lognormal" if bench.noise.log_space else "gaussian"
+    options = {k: v for k, v in {"noise": noise, "test_functions": test_functions}.items()
+               if k in estimator.options()}
+    refitting = [m for m in methods if not isinstance(m, Wald)]
+    bar = tqdm(total=sum(len(r.params) for r in runs) * len(refitting), desc=f"{bench.model.name} intervals",
+               unit="interval", disable=not progress or not refitting)
+    seconds = dict.fromkeys((m.name for m in refitting), 0.0)
+    out = []
+    for c, (r, (trajs, covs)) in enumerate(zip(runs, extras)):
+        failed = _failed(r, covariance is not None)
+        ends = {}
+        for m in methods:
+            if isinstance(m, Wald):
+                kind = m.kind(estimator)
+                se = np.sqrt(np.diagonal(r.covariance if kind == covariance else covs[kind], axis1=1, axis2=2))
+                ends[m.name] = np.stack([r.params - z * se, r.params + z * se], axis=1)
+            else:
+                ends[m.name] = np.full((len(r.params), 2, r.params.shape[1]), np.nan)
+        for i in np.flatnonzero(~failed) if refitting else ():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fit = estimator.fit(bench.model, trajs[i], r.params[i], bounds=(lo, hi), throw=False,
+                                    covariance=covariance, **options)
+            run_key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, 2**31 - 2), c), int(i))
+            run_ends, run_seconds = run_intervals(refitting, estimator, fit, trajs[i], level, run_key)
+            for m in refitting:
+                ends[m.name][i] = run_ends[m.name]
+                seconds[m.name] += run_seconds[m.name]
+            bar.update(len(refitting))
+        bar.update(len(refitting) * int(failed.sum()))
+        out.append(dataclasses.replace(r, intervals=ends))
+    bar.close()
+    n_ok = max(sum(int((~_failed(r, covariance is not None)).sum()) for r in runs), 1)
+    return out, {name: t / n_ok for name, t in seconds.items()}
 
 
 def _as_list(values) -> list:
@@ -346,6 +438,7 @@ def monte_carlo(
     devices: Sequence | None = None,
     vectorize: "str | bool" = "auto",
     progress: bool = True,
+    intervals: Sequence[AbstractIntervals] = (),
 ) -> Study:
     """Monte Carlo study of an estimator on a benchmark (Rummel et al. 2025, §3.4 protocol).
 
@@ -379,6 +472,12 @@ def monte_carlo(
       with the same arguments in every process; each fits its own devices' shards and
       every process returns the whole study. The devices must be this process's own or
       the same number of every process's.
+    - `intervals`: interval methods whose coverage and width the study measures beside
+      the `covariance`'s ([`Wald`][wendyjax.studies.Wald],
+      [`BootstrapIntervals`][wendyjax.studies.BootstrapIntervals],
+      [`ProfileIntervals`][wendyjax.studies.ProfileIntervals]); the bootstrap and the
+      profiles refit each run's data (a bootstrap of B refits per run), after the study's
+      own fits.
     """
     _check_benchmark(benchmark)
     key = as_key(0 if key is None else key)
@@ -389,7 +488,7 @@ def monte_carlo(
     if not cells:
         raise ValueError("noise_levels and subsamples must be non-empty.")
     return _run_study(benchmark, estimator, cells, n_runs, key, p0, bounds, covariance, level, test_functions,
-                      batch_size, devices, vectorize, progress, "monte_carlo")
+                      batch_size, devices, vectorize, progress, "monte_carlo", intervals)
 
 
 def sweep(
@@ -411,6 +510,7 @@ def sweep(
     devices: Sequence | None = None,
     vectorize: "str | bool" = "auto",
     progress: bool = True,
+    intervals: Sequence[AbstractIntervals] = (),
 ) -> Study:
     """A study over a grid of true parameters `p_true` (G, J) and/or initial conditions
     `u0` (G, D) (one given, or both with the same G), at one noise level and subsampling;
@@ -438,4 +538,4 @@ def sweep(
     cells = [Cell(np.array(p), np.array(u), noise_level, subsample) for p, u in zip(ps, us)]
     key = as_key(0 if key is None else key)
     return _run_study(benchmark, estimator, cells, n_runs, key, p0, bounds, covariance, level, test_functions,
-                      batch_size, devices, vectorize, progress, "sweep")
+                      batch_size, devices, vectorize, progress, "sweep", intervals)

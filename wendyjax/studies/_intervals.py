@@ -1,0 +1,177 @@
+"""Interval methods: what a study computes per run, and what a user calls on one fit."""
+
+import abc
+import time
+import warnings
+
+import equinox as eqx
+import numpy as np
+from jaxtyping import PRNGKeyArray
+
+from .._checks import as_count
+from ..estimators import AbstractEstimator, AbstractFit
+from ._bootstrap import bootstrap
+from ._profile import profile
+
+
+class AbstractIntervals(eqx.Module):
+    """A way of turning a fit into confidence intervals: [`Wald`][], [`BootstrapIntervals`][]
+    or [`ProfileIntervals`][]. Pass several to a study
+    ([`monte_carlo`][wendyjax.studies.monte_carlo]`(..., intervals=...)`) to measure each
+    one's coverage and width, or call one on a fit:
+    `lower, upper = method(estimator, fit, data, level=0.95, key=0)`."""
+
+    @property
+    @abc.abstractmethod
+    def name(self) -> str:
+        """The method's name in a study's rows and table (e.g. "hessian", "bootstrap_basic")."""
+
+    def share(self) -> tuple:
+        """Methods with the same `share()` compute the same thing first (e.g. one bootstrap
+        of B refits gives basic and normal intervals): a study computes it once per run."""
+        return (self,)
+
+    @abc.abstractmethod
+    def compute(self, estimator: AbstractEstimator, fit: AbstractFit, data, level: float, key: PRNGKeyArray):
+        """What the intervals are read from (a bootstrap, the profiles)."""
+
+    @abc.abstractmethod
+    def ends(self, computed, level: float) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) per parameter from `compute`'s result; ±inf on a side left open."""
+
+    def __call__(
+        self, estimator: AbstractEstimator, fit: AbstractFit, data, *, level: float = 0.95,
+        key: PRNGKeyArray | int = 0,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) per parameter at `level`; ±inf on a side the method leaves open."""
+        return self.ends(self.compute(estimator, fit, data, level, key), level)
+
+
+class Wald(AbstractIntervals):
+    """Normal intervals $\\hat p \\pm z\\,\\mathrm{se}$ from one of the estimator's covariances:
+    "sandwich" or "hessian" (WENDy), "gauss_newton" (output error, hybrid); `None` is the
+    estimator's default."""
+
+    covariance: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.covariance or "wald"
+
+    def kind(self, estimator: AbstractEstimator) -> str:
+        """The covariance this method uses with `estimator` (checked)."""
+        if not estimator.covariances:
+            raise ValueError(f"{type(estimator).__name__} has no covariance: Wald intervals need one; use "
+                             f"BootstrapIntervals.")
+        kind = self.covariance or estimator.covariances[0]
+        if kind not in estimator.covariances:
+            raise ValueError(f"Wald(covariance={kind!r}) is not one of {type(estimator).__name__}'s covariances "
+                             f"{estimator.covariances}.")
+        return kind
+
+    def compute(self, estimator, fit, data, level, key):
+        kind = self.kind(estimator)
+        if fit.covariance_method != kind:
+            raise ValueError(f"the fit's covariance is {fit.covariance_method!r}; refit with covariance={kind!r} for "
+                             f"Wald({kind!r}) intervals.")
+        return fit
+
+    def ends(self, computed, level):
+        return computed.ci(level)
+
+
+_KINDS = ("basic", "normal", "percentile", "bias_corrected")
+
+
+class BootstrapIntervals(AbstractIntervals):
+    """Parametric-bootstrap intervals ([`bootstrap`][wendyjax.studies.bootstrap]) of `n_boot`
+    refits: `kind` "basic" (the default: it subtracts the bootstrap's bias estimate),
+    "normal" (bias-corrected, with the bootstrap's standard error), "percentile" or
+    "bias_corrected" (the methods of [`Bootstrap`][wendyjax.studies.Bootstrap])."""
+
+    n_boot: int = 200
+    kind: str = "basic"
+    batch_size: int = 64
+
+    def __check_init__(self):
+        as_count("n_boot", self.n_boot, 2)
+        as_count("batch_size", self.batch_size, 1)
+        if self.kind not in _KINDS:
+            raise ValueError(f"kind must be one of {', '.join(map(repr, _KINDS))}, got {self.kind!r}.")
+
+    @property
+    def name(self) -> str:
+        return f"bootstrap_{self.kind}"
+
+    def share(self):
+        return ("bootstrap", self.n_boot, self.batch_size)
+
+    def compute(self, estimator, fit, data, level, key):
+        return bootstrap(estimator, fit, data, self.n_boot, key=key, batch_size=self.batch_size, progress=False)
+
+    def ends(self, computed, level):
+        return getattr(computed, self.kind)(level)
+
+
+class ProfileIntervals(AbstractIntervals):
+    """Profile-likelihood intervals ([`profile`][wendyjax.studies.profile]) on `n_points`
+    values ± `width` standard errors around the estimate; a side where the profile stays
+    below the threshold within the grid is open (±inf)."""
+
+    n_points: int = 21
+    width: float = 4.0
+
+    def __check_init__(self):
+        as_count("n_points", self.n_points, 3)
+        if not (np.isfinite(self.width) and self.width > 0):
+            raise ValueError(f"width must be a positive number of standard errors, got {self.width}.")
+
+    @property
+    def name(self) -> str:
+        return "profile"
+
+    def compute(self, estimator, fit, data, level, key):
+        return profile(estimator, fit, data, n_points=self.n_points, width=self.width, level=level)
+
+    def ends(self, computed, level):
+        lo = np.array([p.interval[0] for p in computed.values()])
+        hi = np.array([p.interval[1] for p in computed.values()])
+        return np.where(np.isnan(lo), -np.inf, lo), np.where(np.isnan(hi), np.inf, hi)
+
+
+def as_interval_methods(intervals, estimator: AbstractEstimator) -> tuple[AbstractIntervals, ...]:
+    """`intervals` checked: interval methods with distinct names that `estimator` supports
+    (`Wald()` named by the estimator's default covariance)."""
+    methods = []
+    for m in intervals:
+        if not isinstance(m, AbstractIntervals):
+            raise TypeError(f"intervals must be interval methods (wj.studies.Wald('hessian'), "
+                            f"wj.studies.BootstrapIntervals(200), wj.studies.ProfileIntervals()), got {m!r}.")
+        methods.append(Wald(m.kind(estimator)) if isinstance(m, Wald) else m)
+    names = [m.name for m in methods]
+    if len(set(names)) < len(names):
+        raise ValueError(f"intervals has two methods of the same name: {names}.")
+    return tuple(methods)
+
+
+def run_intervals(methods, estimator, fit, data, level, key) -> tuple[dict, dict]:
+    """`methods` on one run of a study, each shared computation done once: `({name: (lower,
+    upper)}, {name: seconds})`, NaN intervals where they cannot be computed (a failed refit of
+    the run, a bootstrap whose data cannot be generated), so that the study goes on."""
+    j = np.size(fit.params)
+    ends, seconds, done = {}, {}, {}
+    for m in methods:
+        clock = time.perf_counter()
+        lo = hi = np.full(j, np.nan)
+        if fit.successful:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    if m.share() not in done:
+                        done[m.share()] = m.compute(estimator, fit, data, level, key)
+                    lo, hi = m.ends(done[m.share()], level)
+            except (ValueError, RuntimeError):
+                pass
+        ends[m.name] = np.stack([np.asarray(lo, float), np.asarray(hi, float)])
+        seconds[m.name] = time.perf_counter() - clock
+    return ends, seconds
