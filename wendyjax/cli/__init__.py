@@ -15,6 +15,8 @@ from ._io import load_data, load_model, zoo_names
 
 _METHODS = tuple(ESTIMATORS)  # for ODEModels; LinearODEs: data2ld
 _BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+#: `study --intervals` names: Wald intervals by covariance, the bootstrap's basic and normal ones, the profiles
+_INTERVALS = ("sandwich", "hessian", "gauss_newton", "bootstrap", "bootstrap_normal", "profile")
 
 
 def _floats(text: str) -> list[float]:
@@ -22,6 +24,10 @@ def _floats(text: str) -> list[float]:
         return [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def _names(text: str) -> list[str]:
+    return [v.strip() for v in text.split(",") if v.strip()]
 
 
 def _ints(text: str) -> list[int]:
@@ -74,6 +80,10 @@ def _parser() -> argparse.ArgumentParser:
     study.add_argument("--batch-size", type=int, default=64)
     study.add_argument("--covariance", help="sandwich or hessian (WENDy), gauss_newton (output error)")
     study.add_argument("--level", type=float, default=0.95)
+    study.add_argument("--intervals", type=_names, default=[],
+                       help="interval methods whose coverage and width to measure, comma-separated: "
+                            f"{', '.join(_INTERVALS)}")
+    study.add_argument("--boot", type=int, default=200, help="bootstrap refits per run (--intervals bootstrap)")
     study.add_argument("--csv", help="write the metric table here")
     study.add_argument("--json", help="write metrics, every run and the settings here")
 
@@ -207,15 +217,32 @@ def _check_before_work(args) -> None:
             raise ValueError(f"--{flag} {path}: cannot write there ({why}); nothing was run.")
 
 
+def _interval_methods(names: list[str], n_boot: int) -> list:
+    """`--intervals` as interval methods (checked before the study)."""
+    from .. import studies
+
+    unknown = [n for n in names if n not in _INTERVALS]
+    if unknown:
+        raise ValueError(f"--intervals: unknown method(s) {', '.join(unknown)}; choose from {', '.join(_INTERVALS)}.")
+    if any(n.startswith("bootstrap") for n in names) and n_boot < 2:
+        raise ValueError(f"--boot must be at least 2 bootstrap refits per run, got {n_boot}.")
+    make = {"bootstrap": lambda: studies.BootstrapIntervals(n_boot),
+            "bootstrap_normal": lambda: studies.BootstrapIntervals(n_boot, kind="normal"),
+            "profile": lambda: studies.ProfileIntervals()}
+    return [make[n]() if n in make else studies.Wald(n) for n in names]
+
+
 def _run_study(args) -> int:
     import jax
 
     from .. import models, studies
 
     _check_before_work(args)
+    intervals = _interval_methods(args.intervals, args.boot)
     study = studies.monte_carlo(getattr(models, args.model)(), args.estimator, noise_levels=args.noise,
                                 subsamples=args.subsample, n_runs=args.runs, key=jax.random.key(args.seed),
-                                covariance=args.covariance, level=args.level, batch_size=args.batch_size)
+                                covariance=args.covariance, level=args.level, batch_size=args.batch_size,
+                                intervals=intervals)
     print(study)
     if args.csv:
         study.to_csv(args.csv)

@@ -1,6 +1,7 @@
 """Monte Carlo coverage studies and parameter sweeps as jit-compiled chunk computations
 (vmapped on GPU/TPU, sequential inside the compiled call on CPU; Rummel et al. 2025, §3.3–3.4), with
-the metrics of Rummel et al. 2025, Table 1; the parametric bootstrap and the profile likelihood of a fit."""
+the metrics of Rummel et al. 2025, Table 1; the parametric bootstrap and the profile likelihood of a fit,
+and the interval methods a study measures side by side (`monte_carlo(..., intervals=...)`)."""
 
 from ._bootstrap import Bootstrap as Bootstrap, bootstrap as bootstrap
 from ._engine import Cell as Cell, CellRuns as CellRuns
