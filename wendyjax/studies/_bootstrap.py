@@ -18,7 +18,7 @@ from .._results import status_names
 from ..data import Dataset, Trajectory, as_dataset
 from ..estimators import AbstractEstimator, AbstractFit, OutputError
 from ..model import ODEModel
-from ..simulate import solve
+from ..simulate import _solve, solve
 from ._engine import check_processes, chunking, fit_batches, resolve_vectorize
 
 
@@ -164,12 +164,15 @@ def _starts(fit, data: Dataset, ode_solver):
             if full.size == 0:
                 break
             k = full[int(frac * (full.size - 1))]
-            back = ODEModel(lambda x, q, s, tk=t[k]: -model.rhs(x, q, tk - s), model.state_names, model.param_names,
-                            linear_in_params=model.linear_in_params)
-            try:
-                rows.append(np.asarray(solve(back, p, np.asarray(tr.u)[k], [0.0, t[k] - t[0]], solver=ode_solver))[-1])
-            except RuntimeError:  # the backward solve blew up
+            if k == 0:
                 break
+            # backwards in time (t1 < t0, which diffrax integrates): the model's own
+            # right-hand side, so the compiled solve is reused across calls
+            ys, result = _solve(model.rhs, jnp.asarray(p), jnp.asarray(tr.u[k], float), jnp.asarray([t[k], t[0]]),
+                                ode_solver, jnp.asarray(1e-10), jnp.asarray(1e-10), 1_000_000, model.jump_ts)
+            if result != diffrax.RESULTS.successful or not np.all(np.isfinite(ys)):  # the backward solve blew up
+                break
+            rows.append(np.asarray(ys)[-1])
         if len(rows) == len(data) and np.all(np.isfinite(rows)):
             starts.append(np.stack(rows))
     return starts
