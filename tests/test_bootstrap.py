@@ -31,6 +31,12 @@ def test_bad_input_is_refused_before_any_work(mle_fit):
          ValueError, "data have 2 states but model 'logistic' has 1"),
         (lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, DATA, 10, key=0, u0=[1.0, 2.0]), ValueError,
          r"u0 must have shape \(1,\) or \(1, 1\)"),
+        (lambda: wj.studies.bootstrap(wj.OutputError(), mle_fit, DATA, 10, key=0), ValueError,
+         "the fit was made by WENDy-MLE but the estimator is OutputError"),
+        (lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, DATA, 10, key=0, foo=1), TypeError,
+         "bootstrap got unknown keyword\\(s\\) foo; MLE's options are"),
+        (lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, DATA, 10, key=0, batch_size=0), ValueError,
+         "batch_size must be an integer >= 1"),
     ]
     for make, error, match in cases:
         clock = time.perf_counter()
@@ -51,6 +57,9 @@ def test_the_bootstrap_agrees_with_the_fits_own_uncertainty(mle_fit):
     for lo, hi in (boot.percentile(), boot.bias_corrected(), boot.percentile(0.5)):
         assert np.all(lo < mle_fit.params) and np.all(mle_fit.params < hi)
     assert np.all(np.diff(boot.percentile(0.5), axis=0) < np.diff(boot.percentile(0.95), axis=0))
+    # the normal intervals: centred on p̂ − bias, as wide as ±1.96 bootstrap standard errors
+    lo, hi = boot.normal()
+    assert np.allclose((lo + hi) / 2, mle_fit.params - boot.bias) and np.allclose(hi - lo, 2 * 1.959964 * boot.stderr)
     assert "40 refits, 0 failed" in boot.table()
     with pytest.raises(ValueError, match="level must lie strictly between 0 and 1, got 95"):
         boot.basic(95)
@@ -91,3 +100,25 @@ def test_basic_intervals_cover_where_the_weak_form_is_biased():
     assert np.all(np.sum(cover, axis=0) >= 34), np.sum(cover, axis=0)
     mc_bias, mc_se = np.mean(est, axis=0) - BENCH.p_true, np.std(est, axis=0) / np.sqrt(40)
     assert np.all(np.abs(np.mean(bias, axis=0) - mc_bias) < 3 * mc_se)
+
+
+def test_parameters_the_fit_does_not_determine_get_no_interval():
+    """u' = a·b·u + c·u²: the refits of a and b stay near p̂ along the flat ridge, which
+    would look like ±1 % precision; they get NaN, with a warning, and c keeps its interval."""
+    model = wj.ODEModel(lambda u, p, t: p[0] * p[1] * u + p[2] * u**2, ["u"], ["a", "b", "c"], name="product")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = wj.MLE().fit(model, DATA, [1.0, 1.0, -1.0], bounds=([0.1, 0.1, -5.0], [10.0, 10.0, 0.0]))
+    with pytest.warns(RuntimeWarning, match="does not determine a, b"):
+        boot = wj.studies.bootstrap(wj.MLE(), fit, DATA, 8, key=0, progress=False)
+    assert boot.undetermined == ("a", "b") and "get no interval" in boot.table()
+    for lo, hi in (boot.basic(), boot.normal(), boot.percentile(), boot.bias_corrected()):
+        assert np.all(np.isnan(lo[:2])) and np.all(np.isnan(hi[:2])) and lo[2] < fit.params[2] < hi[2]
+
+
+def test_too_few_successful_refits_give_nan_not_an_error(mle_fit):
+    boot = wj.studies.bootstrap(wj.MLE(), mle_fit, DATA, 4, key=0, progress=False)
+    none = dataclasses.replace(boot, draws=np.full_like(boot.draws, np.nan), status=np.full(4, "nonlinear_divergence"))
+    for lo, hi in (none.basic(), none.normal(), none.percentile(), none.bias_corrected()):
+        assert np.all(np.isnan(lo)) and np.all(np.isnan(hi))
+    assert none.n_failed == 4 and np.all(np.isnan(none.bias))

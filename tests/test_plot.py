@@ -220,6 +220,8 @@ def test_profile_and_bootstrap_plots_draw_every_parameter():
         (TypeError, "wj.studies.Bootstrap", lambda: wj.plot.bootstrap(profiles)),
         (ValueError, "one value per parameter", lambda: wj.plot.bootstrap(boot, truth=[1.0])),
         (ValueError, r"\(2, 2\) array of axes", lambda: wj.plot.bootstrap(boot, axes=plt.subplots(1, 2)[1])),
+        (ValueError, "ncols must be an integer >= 1", lambda: wj.plot.profiles(profiles, ncols=0)),
+        (ValueError, "max_params must be an integer >= 1", lambda: wj.plot.bootstrap(boot, max_params=0)),
     ]:
         with pytest.raises(exc, match=match):
             call()

@@ -45,7 +45,14 @@ def test_a_product_of_parameters_is_structurally_non_identifiable():
         fit = wj.MLE().fit(model, DATA, [1.0, 1.0, -1.0], bounds=([0.1, 0.1, -5.0], [10.0, 10.0, 0.0]))
     profiles = wj.studies.profile(wj.MLE(), fit, DATA)
     assert [p.verdict for p in profiles.values()] == ["structurally non-identifiable"] * 2 + ["identifiable"]
-    assert np.nanmax(profiles["a"].statistic) < 1e-6 and np.all(np.isnan(profiles["a"].interval))
+    assert np.nanmax(profiles["a"].statistic) < 1e-6 and profiles["a"].interval == (-np.inf, np.inf)
+    # a box whose low end of a needs b beyond its box: the profile rises at the edge only,
+    # and is still flat over most of the grid
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = wj.MLE().fit(model, DATA, [1.0, 1.0, -1.0], bounds=([0.01, 0.1, -5.0], [10.0, 10.0, 0.0]))
+    prof = wj.studies.profile(wj.MLE(), fit, DATA, "a", n_points=9)["a"]
+    assert prof.statistic[0] > prof.threshold and prof.verdict == "structurally non-identifiable"
 
 
 def test_a_profile_that_stays_low_within_the_box_is_practically_non_identifiable(mle_fit):
@@ -56,7 +63,25 @@ def test_a_profile_that_stays_low_within_the_box_is_practically_non_identifiable
     held = dataclasses.replace(mle_fit, lower=lo, upper=np.r_[top, hi[1]])
     prof = wj.studies.profile(wj.MLE(), held, DATA, "p1")["p1"]
     assert prof.verdict == "practically non-identifiable"
-    assert np.isfinite(prof.interval[0]) and np.isnan(prof.interval[1]) and prof.grid.max() == pytest.approx(top)
+    assert np.isfinite(prof.interval[0]) and prof.interval[1] == np.inf and prof.grid.max() == pytest.approx(top)
+
+
+def test_an_estimate_on_a_bound_is_reported_as_such(mle_fit):
+    lo, hi = (np.asarray(b, float) for b in BENCH.model.bounds)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        held = wj.MLE().fit(BENCH.model, DATA, [0.8, -1.0], bounds=(lo, np.r_[0.9, hi[1]]), covariance="hessian")
+    assert held.params[0] == 0.9
+    prof = wj.studies.profile(wj.MLE(), held, DATA, "p1", n_points=7)["p1"]
+    assert prof.verdict == "on a bound" and prof.grid.max() == 0.9 and prof.interval[1] == np.inf
+
+
+def test_a_failed_refit_leaves_its_side_unknown():
+    from wendyjax.studies._profile import _crossings, _verdict
+
+    g, stat = np.array([-2.0, -1.0, 0.0, 1.0, 2.0]), np.array([8.0, 2.0, 0.0, np.nan, 8.0])
+    ends = _crossings(g, stat, 0.0, 3.84)
+    assert np.isfinite(ends[0]) and np.isnan(ends[1]) and _verdict(g, stat, 0.0, 3.84, ends, False) == "refits failed"
 
 
 def test_bad_input_is_refused_before_any_work(mle_fit):
@@ -69,6 +94,15 @@ def test_bad_input_is_refused_before_any_work(mle_fit):
         (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, grid={"p1": [1.0]}), ValueError, "at least two"),
         (lambda: wj.studies.profile(wj.IntegralMatching(), mle_fit, DATA), TypeError, "profiles are for"),
         (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, level=1.5), ValueError, "level must lie"),
+        (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, level="0.9"), ValueError, "level must be a number"),
+        (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, width=-1.0), ValueError, "width must be"),
+        (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, 0), TypeError, "params must be a parameter name"),
+        (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, grid={"p9": [0.5, 1.5]}), ValueError,
+         "grid must be a dict from the profiled parameters"),
+        (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, grid={"p1": [0.5, 0.6, 0.7]}), ValueError,
+         "has no value above the estimate"),
+        (lambda: wj.studies.profile(wj.WLS(), mle_fit, DATA), ValueError, "the fit was made by WENDy-MLE but the "
+         "estimator is WLS"),
     ]
     for make, error, match in cases:
         clock = time.perf_counter()

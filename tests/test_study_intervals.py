@@ -1,5 +1,6 @@
 """Interval methods in studies (`monte_carlo(..., intervals=...)`) and on one fit."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 from _zoo import logistic_small, zoo
 
 import wendyjax as wj
+from wendyjax.studies._intervals import run_intervals
 
 S = wj.studies
 
@@ -55,14 +57,21 @@ def test_a_method_called_on_one_fit():
     assert np.allclose(S.Wald("hessian")(wj.MLE(), fit, data), fit.ci())
     lo, hi = S.ProfileIntervals(n_points=9)(wj.MLE(), fit, data)
     assert np.all(lo < fit.params) and np.all(fit.params < hi)
-    for method in (S.Wald("sandwich"), S.Wald()):  # MLE's default covariance is the sandwich
-        with pytest.raises(ValueError, match="refit with covariance='sandwich'"):
-            method(wj.MLE(), fit, data)
+    assert np.allclose(S.Wald()(wj.MLE(), fit, data), fit.ci())  # the fit's own covariance
+    with pytest.raises(ValueError, match="refit with covariance='sandwich'"):
+        S.Wald("sandwich")(wj.MLE(), fit, data)
+    failed = dataclasses.replace(fit, status=wj.RESULTS.nonlinear_divergence)
+    with pytest.raises(ValueError, match="the fit did not succeed"):
+        S.Wald()(wj.MLE(), failed, data)
+    # in a study a method that cannot be computed for a run leaves it out, saying why
+    ends, _, why = run_intervals([S.ProfileIntervals(n_points=5)], wj.MLE(), failed, data, 0.95, 0)
+    assert np.all(np.isnan(ends["profile"])) and "did not succeed" in why["profile"]
 
 
 @pytest.mark.parametrize("intervals, exc, match", [
     (("hessian",), TypeError, "intervals must be interval methods"),
     ((S.Wald("gauss_newton"),), ValueError, "not one of MLE's covariances"),
+    (S.Wald("hessian"), TypeError, "intervals must be a list or tuple of interval methods"),
     ((S.Wald("sandwich"), S.Wald()), ValueError, "two methods of the same name"),  # Wald(): the sandwich
 ])
 def test_bad_intervals_are_refused_before_any_work(intervals, exc, match):
@@ -74,11 +83,18 @@ def test_bad_method_options_are_refused_when_built():
     for call, match in [(lambda: S.BootstrapIntervals(1), "n_boot must be an integer >= 2"),
                         (lambda: S.BootstrapIntervals(10, kind="student"), "kind must be one of 'basic'"),
                         (lambda: S.ProfileIntervals(n_points=2), "n_points must be an integer >= 3"),
-                        (lambda: S.ProfileIntervals(width=0.0), "width must be a positive")]:
+                        (lambda: S.ProfileIntervals(width=0.0), "width must be")]:
         with pytest.raises(ValueError, match=match):
             call()
     with pytest.raises(ValueError, match="has no covariance"):
         S.Wald().kind(wj.IntegralMatching())
+    with pytest.raises(TypeError, match="covariance must be the name of a covariance"):
+        S.Wald(3)
+    with pytest.raises(ValueError, match="width must be a number"):
+        S.ProfileIntervals(width="a")
+    with pytest.raises(TypeError, match="ProfileIntervals are for the weak likelihood"):
+        S.monte_carlo(zoo("logistic"), "integral_matching", n_runs=2, progress=False,
+                      intervals=(S.ProfileIntervals(),))
 
 
 @pytest.mark.slow

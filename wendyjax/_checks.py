@@ -42,6 +42,19 @@ def as_ratio(name: str, value, *, zero_ok: bool = False) -> float:
     return ratio
 
 
+def as_level(value, name: str = "level") -> float:
+    """`value` as a float strictly between 0 and 1 (a confidence level)."""
+    try:
+        if np.ndim(value) != 0 or isinstance(value, (str, bytes, bool, np.bool_)):
+            raise TypeError
+        level = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number strictly between 0 and 1 (e.g. 0.95), got {value!r}.") from None
+    if not 0 < level < 1:
+        raise ValueError(f"{name} must lie strictly between 0 and 1, got {value!r}.")
+    return level
+
+
 def as_sigma(sigma, d: int, *, zero_ok: bool) -> np.ndarray:
     """A noise level per state, `(d,)`, from a number or a `(d,)` array of numbers: finite
     and > 0 (>= 0 with `zero_ok`)."""

@@ -5,6 +5,7 @@ from collections.abc import Mapping
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .._checks import as_count
 from ..studies import Bootstrap, Profile
 from ._axes import grid
 
@@ -16,6 +17,7 @@ def profiles(result: Mapping[str, Profile], *, ncols: int = 3, axes=None):
     the title. Returns `(figure, axes)`."""
     if not isinstance(result, Mapping) or not result or not all(isinstance(p, Profile) for p in result.values()):
         raise TypeError("result must be the {name: Profile} dict that wj.studies.profile returns.")
+    ncols = as_count("ncols", ncols, 1)
     items = list(result.values())
     fig, axes = grid(len(items), axes, ncols=min(ncols, len(items)), size=(3.6, 2.8), sharex=False)
     for ax, prof in zip(axes, items):
@@ -28,7 +30,9 @@ def profiles(result: Mapping[str, Profile], *, ncols: int = 3, axes=None):
                 ax.axvline(end, color="C3", lw=1)
         ax.set_title(f"{prof.name}: {prof.verdict}", fontsize="small")
         ax.set_xlabel(prof.name)
-        ax.set_ylim(bottom=0.0)
+        top = np.nanmax(prof.statistic, initial=0.0)
+        # keep the threshold in view when the profile shoots up at the grid's edge
+        ax.set_ylim(0.0, 1.05 * min(max(top, 1.2 * prof.threshold), 5 * prof.threshold))
     axes[0].set_ylabel("2 Δℓ")
     axes[0].legend(loc="upper center", fontsize="x-small")
     return fig, axes
@@ -38,10 +42,11 @@ def bootstrap(result: Bootstrap, *, level: float = 0.95, truth=None, max_params:
     """The bootstrap draws ([`bootstrap`][wendyjax.studies.bootstrap]) of up to `max_params`
     parameters as a corner plot: histograms on the diagonal with the estimate (black) and the
     basic `level` interval (red), scatter plots of the pairs below it; `truth` (known
-    parameters) as dashed lines. Returns `(figure, axes)` with `axes` of shape (j, j)."""
+    parameters) as dashed lines. Parameters without an interval (undetermined by the fit)
+    show their draws only. Returns `(figure, axes)` with `axes` of shape (j, j)."""
     if not isinstance(result, Bootstrap):
         raise TypeError(f"result must be a wj.studies.Bootstrap, got {type(result).__name__}.")
-    j = min(len(result.names), max_params)
+    j = min(len(result.names), as_count("max_params", max_params, 1))
     truth = None if truth is None else np.asarray(truth, float)
     if truth is not None and truth.shape != (len(result.names),):
         raise ValueError(f"truth must have one value per parameter ({len(result.names)}), got shape {truth.shape}.")
@@ -64,7 +69,8 @@ def bootstrap(result: Bootstrap, *, level: float = 0.95, truth=None, max_params:
                 ax.hist(draws[:, a], bins="auto", color="C0", alpha=0.7)
                 ax.axvline(result.estimate[a], color="k", lw=1.2)
                 for end in (lo[a], hi[a]):
-                    ax.axvline(end, color="C3", lw=1)
+                    if np.isfinite(end):
+                        ax.axvline(end, color="C3", lw=1)
                 ax.set_yticks([])
             else:
                 ax.plot(draws[:, b], draws[:, a], ".", ms=2, alpha=0.5)

@@ -13,13 +13,13 @@ import scipy.stats
 from jaxtyping import PRNGKeyArray
 from tqdm.auto import tqdm
 
-from .._checks import as_count, as_key
+from .._checks import as_count, as_key, as_level, user_stacklevel
 from .._results import status_names
 from ..data import Dataset, Trajectory, as_dataset
-from ..estimators import AbstractEstimator, AbstractFit, OutputError
-from ..model import ODEModel
+from ..estimators import AbstractEstimator, AbstractFit, Hybrid, OutputError
 from ..simulate import _solve, solve
 from ._engine import check_processes, chunking, fit_batches, resolve_vectorize
+from ._fitcheck import check_fit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +34,10 @@ class Bootstrap:
       $p^*_b$, NaN where a refit did not succeed (`status`, one name per refit).
     - `u0`, `sigma`: the initial states `(R, D)` and the noise standard deviations `(D,)`
       (of the logarithm under log-normal noise) the datasets were simulated with.
+    - `undetermined`: the parameters the fit's covariance does not determine (NaN standard
+      errors): their refits only wander along a flat ridge from $\\hat p$, so their
+      intervals are NaN rather than falsely tight. A parameter with fewer than two
+      successful refits also gets NaN.
     """
 
     names: tuple[str, ...]
@@ -44,6 +48,7 @@ class Bootstrap:
     sigma: np.ndarray
     noise: str
     seconds: float
+    undetermined: tuple[str, ...] = ()
 
     @property
     def n_failed(self) -> int:
@@ -51,19 +56,28 @@ class Bootstrap:
         return int(np.sum(self.status != "successful"))
 
     @property
+    def _usable(self) -> np.ndarray:
+        """Per parameter: at least two successful refits and determined by the fit."""
+        return (np.sum(~np.isnan(self.draws), axis=0) >= 2) & ~np.isin(self.names, self.undetermined)
+
+    def _masked(self, x: np.ndarray) -> np.ndarray:
+        return np.where(self._usable, x, np.nan)
+
+    @property
     def bias(self) -> np.ndarray:
         """The bootstrap bias estimate mean(p*) − p̂."""
-        return np.nanmean(self.draws, axis=0) - self.estimate
+        return self._masked(_nan_reduce(np.nanmean, self.draws) - self.estimate)
 
     @property
     def stderr(self) -> np.ndarray:
         """The standard deviation of the refitted estimates."""
-        return np.nanstd(self.draws, axis=0, ddof=1)
+        return self._masked(_nan_reduce(lambda x, axis: np.nanstd(x, axis=axis, ddof=1), self.draws))
 
     def percentile(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         """Percentile intervals: the (1 − level)/2 and (1 + level)/2 quantiles of p*."""
         a = _alpha(level)
-        return tuple(np.nanquantile(self.draws, [a, 1 - a], axis=0))
+        lo, hi = _nan_reduce(lambda x, axis: np.nanquantile(x, [a, 1 - a], axis=axis), self.draws)
+        return self._masked(lo), self._masked(hi)
 
     def basic(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         r"""Basic (reverse percentile) intervals $[2\hat p - q_{(1+c)/2},\ 2\hat p - q_{(1-c)/2}]$,
@@ -85,12 +99,13 @@ class Bootstrap:
         $\\Phi(2z_0 \\pm z_{(1+c)/2})$ of p*, $z_0 = \\Phi^{-1}(\\#\\{p^* < \\hat p\\}/B)$."""
         a = _alpha(level)
         ok = ~np.isnan(self.draws)
-        n = ok.sum(axis=0)
+        n = np.maximum(ok.sum(axis=0), 1)
         frac = np.clip(np.sum((self.draws < self.estimate) & ok, axis=0) / n, 0.5 / n, 1 - 0.5 / n)
         z0, z = scipy.stats.norm.ppf(frac), scipy.stats.norm.ppf(1 - a)
         lo_q, hi_q = scipy.stats.norm.cdf(2 * z0 - z), scipy.stats.norm.cdf(2 * z0 + z)
-        lo = np.array([np.nanquantile(self.draws[:, j], lo_q[j]) for j in range(self.draws.shape[1])])
-        hi = np.array([np.nanquantile(self.draws[:, j], hi_q[j]) for j in range(self.draws.shape[1])])
+        usable = self._usable
+        lo = np.array([np.nanquantile(self.draws[:, j], lo_q[j]) if usable[j] else np.nan for j in range(len(n))])
+        hi = np.array([np.nanquantile(self.draws[:, j], hi_q[j]) if usable[j] else np.nan for j in range(len(n))])
         return lo, hi
 
     def table(self, level: float = 0.95) -> str:
@@ -106,6 +121,9 @@ class Bootstrap:
         lines.insert(1, "-" * len(lines[0]))
         head = (f"parametric bootstrap: {len(self.draws)} refits, {self.n_failed} failed, {self.noise} noise, "
                 f"σ = ({', '.join(f'{s:.3g}' for s in self.sigma)}), {self.seconds:.1f} s")
+        if self.undetermined:
+            lines.append(f"note: the fit does not determine {', '.join(self.undetermined)} (no standard error): their "
+                         f"refits only move along a flat direction from the estimate, so they get no interval.")
         return "\n".join([head, *lines])
 
     def __str__(self) -> str:
@@ -113,9 +131,15 @@ class Bootstrap:
 
 
 def _alpha(level: float) -> float:
-    if not 0 < level < 1:
-        raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
-    return (1 - level) / 2
+    return (1 - as_level(level)) / 2
+
+
+def _nan_reduce(reduce, draws: np.ndarray):
+    """`reduce(draws, axis=0)` without numpy's warnings for columns with no successful refit
+    (their result is NaN, which the callers mask)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return reduce(draws, axis=0)
 
 
 def _initial_states(fit, data: Dataset, u0, ode_solver) -> np.ndarray:
@@ -212,15 +236,13 @@ def bootstrap(
     ([`monte_carlo`][wendyjax.studies.monte_carlo]). Failed refits are counted in the
     result's `status` and left out of its statistics.
     """
-    if not isinstance(estimator, AbstractEstimator):
-        raise TypeError(f"estimator must be a wendyjax estimator (e.g. wj.MLE()), got {estimator!r}.")
-    if not isinstance(fit, AbstractFit):
-        raise TypeError(f"fit must be the result of estimator.fit(...), got {type(fit).__name__}.")
-    if not isinstance(fit.model, ODEModel) or np.ndim(fit.params) != 1:
-        raise TypeError(f"the bootstrap simulates an ODEModel's data; the fit is of {type(fit.model).__name__}.")
-    if not fit.successful:
-        raise ValueError(f"the fit did not succeed ({fit.status_name}): there is no estimate to bootstrap.")
+    check_fit(estimator, fit, "the bootstrap")
     n_boot = as_count("n_boot", n_boot, 2)
+    batch_size = as_count("batch_size", batch_size, 1)
+    unknown = sorted(set(options) - set(estimator.options()))
+    if unknown:
+        raise TypeError(f"bootstrap got unknown keyword(s) {', '.join(unknown)}; {type(estimator).__name__}'s options "
+                        f"are {', '.join(estimator.options()) or 'none'}.")
     key = as_key(key)
     data = as_dataset(data)
     model, p = fit.model, np.asarray(fit.params, float)
@@ -252,7 +274,9 @@ def bootstrap(
             u = c * np.exp(sigma * z) if log else c + sigma * z
             trajs.append(Trajectory(tr.t, np.where(m, u, np.nan)))
         datasets.append(trajs)
-    own = {"noise": fit.noise, "u0": u0s}  # the fit's noise model; output error starts from the true u0
+    own = {"noise": fit.noise}  # the fit's noise model; output error starts from the true initial states
+    if isinstance(estimator, (OutputError, Hybrid)):
+        own["u0"] = u0s
     options = {**{k: v for k, v in own.items() if k in estimator.options()}, **options}
     make, _ = estimator.batch_problems(model, datasets, **options)
     lower = np.full(p.shape, -np.inf) if fit.lower is None else np.asarray(fit.lower, float)
@@ -268,5 +292,17 @@ def bootstrap(
     bar.close()
     status = status_names(sols.result)
     draws = np.where((status == "successful")[:, None], np.asarray(sols.params, float), np.nan)
-    return Bootstrap(names=tuple(model.param_names), estimate=p, draws=draws, status=np.asarray(status), u0=u0s,
-                     sigma=sigma, noise=fit.noise, seconds=time.perf_counter() - clock)
+    undetermined = tuple(fit.identifiability().undetermined) if fit.covariance is not None else ()
+    result = Bootstrap(names=tuple(model.param_names), estimate=p, draws=draws, status=np.asarray(status), u0=u0s,
+                       sigma=sigma, noise=fit.noise or "gaussian", seconds=time.perf_counter() - clock,
+                       undetermined=undetermined)
+    stack = user_stacklevel()
+    if undetermined:
+        warnings.warn(f"bootstrap of {fit.title}: the fit does not determine {', '.join(undetermined)} (no standard "
+                      f"error); their refits stay near the estimate along a flat direction, so they get NaN "
+                      f"intervals, not falsely tight ones.", RuntimeWarning, stacklevel=stack)
+    if result.n_failed > 0.1 * n_boot:
+        warnings.warn(f"bootstrap of {fit.title}: {result.n_failed} of {n_boot} refits failed; the intervals come from "
+                      f"the others only and may be too narrow (the failures are often the far draws).",
+                      RuntimeWarning, stacklevel=stack)
+    return result

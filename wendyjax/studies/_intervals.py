@@ -8,8 +8,8 @@ import equinox as eqx
 import numpy as np
 from jaxtyping import PRNGKeyArray
 
-from .._checks import as_count
-from ..estimators import AbstractEstimator, AbstractFit
+from .._checks import as_count, as_ratio
+from ..estimators import AbstractEstimator, AbstractFit, AbstractWENDyEstimator, Hybrid, OutputError
 from ._bootstrap import bootstrap
 from ._profile import profile
 
@@ -25,6 +25,9 @@ class AbstractIntervals(eqx.Module):
     @abc.abstractmethod
     def name(self) -> str:
         """The method's name in a study's rows and table (e.g. "hessian", "bootstrap_basic")."""
+
+    def check(self, estimator: AbstractEstimator) -> None:
+        """Raise a clear error (before a study's work) if the method cannot serve `estimator`."""
 
     def share(self) -> tuple:
         """Methods with the same `share()` compute the same thing first (e.g. one bootstrap
@@ -48,29 +51,40 @@ class AbstractIntervals(eqx.Module):
 
 
 class Wald(AbstractIntervals):
-    """Normal intervals $\\hat p \\pm z\\,\\mathrm{se}$ from one of the estimator's covariances:
+    r"""Normal intervals $\hat p \pm z\,\mathrm{se}$ from one of the estimator's covariances:
     "sandwich" or "hessian" (WENDy), "gauss_newton" (output error, hybrid); `None` is the
-    estimator's default."""
+    fit's own (in a study: the study's `covariance`)."""
 
     covariance: str | None = None
+
+    def __check_init__(self):
+        if not (self.covariance is None or isinstance(self.covariance, str)):
+            raise TypeError(f"covariance must be the name of a covariance (e.g. 'hessian') or None, got "
+                            f"{self.covariance!r}.")
 
     @property
     def name(self) -> str:
         return self.covariance or "wald"
 
-    def kind(self, estimator: AbstractEstimator) -> str:
-        """The covariance this method uses with `estimator` (checked)."""
+    def kind(self, estimator: AbstractEstimator, default: str | None = None) -> str:
+        """The covariance this method uses with `estimator` (checked); `default` for `None`
+        (else the estimator's default)."""
         if not estimator.covariances:
             raise ValueError(f"{type(estimator).__name__} has no covariance: Wald intervals need one; use "
                              f"BootstrapIntervals.")
-        kind = self.covariance or estimator.covariances[0]
+        kind = self.covariance or default or estimator.covariances[0]
         if kind not in estimator.covariances:
             raise ValueError(f"Wald(covariance={kind!r}) is not one of {type(estimator).__name__}'s covariances "
                              f"{estimator.covariances}.")
         return kind
 
+    def check(self, estimator):
+        self.kind(estimator)
+
     def compute(self, estimator, fit, data, level, key):
-        kind = self.kind(estimator)
+        kind = self.kind(estimator, fit.covariance_method)
+        if not fit.successful:
+            raise ValueError(f"the fit did not succeed ({fit.status_name}): its covariance gives no interval.")
         if fit.covariance_method != kind:
             raise ValueError(f"the fit's covariance is {fit.covariance_method!r}; refit with covariance={kind!r} for "
                              f"Wald({kind!r}) intervals.")
@@ -123,8 +137,12 @@ class ProfileIntervals(AbstractIntervals):
 
     def __check_init__(self):
         as_count("n_points", self.n_points, 3)
-        if not (np.isfinite(self.width) and self.width > 0):
-            raise ValueError(f"width must be a positive number of standard errors, got {self.width}.")
+        as_ratio("width", self.width)
+
+    def check(self, estimator):
+        if not isinstance(estimator, (AbstractWENDyEstimator, OutputError, Hybrid)):
+            raise TypeError(f"ProfileIntervals are for the weak likelihood (WLS, IRLS, MLE) and output error "
+                            f"(OutputError, Hybrid), not {type(estimator).__name__}.")
 
     @property
     def name(self) -> str:
@@ -139,39 +157,48 @@ class ProfileIntervals(AbstractIntervals):
         return np.where(np.isnan(lo), -np.inf, lo), np.where(np.isnan(hi), np.inf, hi)
 
 
-def as_interval_methods(intervals, estimator: AbstractEstimator) -> tuple[AbstractIntervals, ...]:
-    """`intervals` checked: interval methods with distinct names that `estimator` supports
-    (`Wald()` named by the estimator's default covariance)."""
+def as_interval_methods(intervals, estimator: AbstractEstimator, covariance: str | None
+                        ) -> tuple[AbstractIntervals, ...]:
+    """`intervals` checked: a sequence of interval methods with distinct names that
+    `estimator` supports (`Wald()` named by the study's `covariance`)."""
+    example = "wj.studies.Wald('hessian'), wj.studies.BootstrapIntervals(200), wj.studies.ProfileIntervals()"
+    if isinstance(intervals, AbstractIntervals) or not isinstance(intervals, (list, tuple)):
+        raise TypeError(f"intervals must be a list or tuple of interval methods (e.g. ({example})), got "
+                        f"{intervals!r}.")
     methods = []
     for m in intervals:
         if not isinstance(m, AbstractIntervals):
-            raise TypeError(f"intervals must be interval methods (wj.studies.Wald('hessian'), "
-                            f"wj.studies.BootstrapIntervals(200), wj.studies.ProfileIntervals()), got {m!r}.")
-        methods.append(Wald(m.kind(estimator)) if isinstance(m, Wald) else m)
+            raise TypeError(f"intervals must be interval methods ({example}), got {m!r}.")
+        m.check(estimator)
+        methods.append(Wald(m.kind(estimator, covariance)) if isinstance(m, Wald) else m)
     names = [m.name for m in methods]
     if len(set(names)) < len(names):
-        raise ValueError(f"intervals has two methods of the same name: {names}.")
+        raise ValueError(f"intervals has two methods of the same name: {names} (one study compares one bootstrap "
+                         f"size: run a study per size).")
     return tuple(methods)
 
 
-def run_intervals(methods, estimator, fit, data, level, key) -> tuple[dict, dict]:
+def run_intervals(methods, estimator, fit, data, level, key) -> tuple[dict, dict, dict]:
     """`methods` on one run of a study, each shared computation done once: `({name: (lower,
-    upper)}, {name: seconds})`, NaN intervals where they cannot be computed (a failed refit of
-    the run, a bootstrap whose data cannot be generated), so that the study goes on."""
+    upper)}, {name: seconds}, {name: why})`, NaN intervals where they cannot be computed (a
+    failed refit of the run, a bootstrap whose data cannot be generated: `why` says so), so
+    that the study goes on."""
     j = np.size(fit.params)
-    ends, seconds, done = {}, {}, {}
+    ends, seconds, done, errors = {}, {}, {}, {}
     for m in methods:
         clock = time.perf_counter()
         lo = hi = np.full(j, np.nan)
-        if fit.successful:
+        if not fit.successful:
+            errors[m.name] = f"the refit of the run's data from its estimate did not succeed ({fit.status_name})"
+        else:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     if m.share() not in done:
                         done[m.share()] = m.compute(estimator, fit, data, level, key)
                     lo, hi = m.ends(done[m.share()], level)
-            except (ValueError, RuntimeError):
-                pass
+            except (ValueError, RuntimeError) as e:
+                errors[m.name] = str(e)
         ends[m.name] = np.stack([np.asarray(lo, float), np.asarray(hi, float)])
         seconds[m.name] = time.perf_counter() - clock
-    return ends, seconds
+    return ends, seconds, errors

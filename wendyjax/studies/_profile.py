@@ -8,28 +8,31 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.stats
 
-from .._checks import as_count
+from .._checks import as_count, as_level, as_ratio
 from .._compile import cpu_safe_jit
-from .._results import status_names
+from .._results import RESULTS, status_names
 from ..data import as_dataset
 from ..estimators import AbstractEstimator, AbstractFit, AbstractWENDyEstimator, Hybrid, OutputError
-from ..model import ODEModel
+from ._fitcheck import check_fit
 
-#: the profile is "flat" where it never rises above this fraction of the threshold
+#: the profile is "flat" where it stays below this fraction of the threshold
 FLAT = 1e-3
 
 
 @dataclasses.dataclass(frozen=True)
 class Profile:
-    """The profile of one parameter ([`profile`][wendyjax.studies.profile]).
+    r"""The profile of one parameter ([`profile`][wendyjax.studies.profile]).
 
     - `grid`: the values of the parameter; `statistic`: the likelihood-ratio statistic
-      $2(\\ell_{prof}(v) - \\ell(\\hat p))$ at each (NaN where the constrained refit failed);
+      $2(\ell_{prof}(v) - \ell(\hat p))$ at each (NaN where the constrained refit failed);
       `params`: the refitted parameter vectors.
     - `threshold`: the χ²₁ quantile of `level`; `interval`: where the statistic crosses it on
-      either side (NaN on a side where it does not within the grid).
+      either side; ±inf on a side where it stays below to the end of the grid (open), NaN
+      where a refit failed before it crossed (unknown).
     - `verdict`: "identifiable" (crosses on both sides), "practically non-identifiable"
-      (stays below on one side within the grid), "structurally non-identifiable" (flat).
+      (stays below on one side within the grid), "structurally non-identifiable" (flat over
+      at least half the grid), "on a bound" (the estimate is on the box's bound, so one side
+      has no grid), or "refits failed" (a side is unknown).
     """
 
     name: str
@@ -46,19 +49,30 @@ class Profile:
 
 def _grid(fit: AbstractFit, j: int, n: int, width: float) -> np.ndarray:
     """`n` values around p̂_j: ± `width` standard errors (± 100 % of |p̂_j| without one), clipped
-    to the box."""
+    to the box, and p̂_j itself (grid values a rounding error from it dropped)."""
     p, se = float(fit.params[j]), float(fit.stderr[j])
     half = width * se if np.isfinite(se) and se > 0 else max(abs(p), 1e-3)
     lo, hi = p - half, p + half
     if fit.lower is not None:
         lo, hi = max(lo, float(fit.lower[j])), min(hi, float(fit.upper[j]))
-    return np.unique(np.r_[np.linspace(lo, hi, n), p])
+    g = np.linspace(lo, hi, n)
+    return np.unique(np.r_[g[np.abs(g - p) > 1e-9 * max(hi - lo, abs(p), 1e-300)], p])
 
 
 @cpu_safe_jit
-def _refits(estimator, problem, starts, lower, upper):
-    """Every row of `starts` refitted with its own box (one parameter held by lower = upper)."""
-    return jax.vmap(lambda p0, lo, hi: estimator.solve(problem, p0, lo, hi))(starts, lower, upper)
+def _path(estimator, problem, p_hat, j, values, restart, lower, upper):
+    """The constrained refits along one parameter's grid, outwards from the estimate: each
+    started from the previous value's solution (warm starts follow the ridge of the others'
+    optimum, so each refit takes a few steps), from `p_hat` where `restart` (the first value
+    on either side) or where the previous refit failed."""
+    def step(prev, args):
+        v, fresh = args
+        start = jnp.where(fresh, p_hat, prev).at[j].set(v)
+        sol = estimator.solve(problem, start, lower.at[j].set(v), upper.at[j].set(v))
+        ok = sol.successful | (sol.result == RESULTS.max_steps_reached)
+        return jnp.where(ok, sol.params, p_hat), sol
+
+    return jax.lax.scan(step, p_hat, (values, restart))[1]
 
 
 def profile(
@@ -76,45 +90,56 @@ def profile(
     """Profile likelihood of `fit` (`estimator`'s fit of an `ODEModel` to `data`): for each
     parameter in `params` (names; default all), the other parameters refitted with it held
     at each of `n_points` values (± `width` standard errors around the estimate, clipped to
-    the box; or `grid[name]`), all values of one parameter in one batched, compiled call
-    started from the estimate. The likelihood-ratio statistic is compared with the χ²₁
-    quantile of `level`. The weak negative log-likelihood (WENDy) is treated as a
-    log-likelihood of the weak residuals as it stands; output error's objective, half the
-    sum of squared whitened residuals, is divided by its residual variance per degree of
-    freedom. Returns `{name: Profile}`.
+    the box; or `grid[name]`, with values on both sides of the estimate), all values of one
+    parameter in one compiled call, outwards from the estimate, each refit warm-started from
+    its neighbour's solution. The likelihood-ratio
+    statistic is compared with the χ²₁ quantile of `level`. The weak negative log-likelihood
+    (WENDy) is treated as a log-likelihood of the weak residuals as it stands; output
+    error's objective, half the sum of squared whitened residuals, is divided by its
+    residual variance per degree of freedom. Returns `{name: Profile}`.
     """
     if not isinstance(estimator, (AbstractWENDyEstimator, OutputError, Hybrid)):
         raise TypeError(f"profiles are for the weak likelihood (WLS, IRLS, MLE) and output error (OutputError, "
                         f"Hybrid), got {estimator!r}.")
-    if not isinstance(fit, AbstractFit) or not isinstance(fit.model, ODEModel):
-        raise TypeError("fit must be the result of estimator.fit(...) for an ODEModel.")
-    if not fit.successful:
-        raise ValueError(f"the fit did not succeed ({fit.status_name}): there is no optimum to profile.")
-    if not 0 < level < 1:
-        raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
+    check_fit(estimator, fit, "a profile")
+    level = as_level(level)
     n_points = as_count("n_points", n_points, 3)
+    width = as_ratio("width", width)
     names = list(fit.model.param_names)
-    chosen = names if params is None else [params] if isinstance(params, str) else list(params)
+    if params is None:
+        chosen = names
+    elif isinstance(params, str):
+        chosen = [params]
+    elif isinstance(params, (list, tuple)) and all(isinstance(c, str) for c in params):
+        chosen = list(params)
+    else:
+        raise TypeError(f"params must be a parameter name or a list of names ({', '.join(names)}), got {params!r}.")
     unknown = [c for c in chosen if c not in names]
     if unknown:
         raise ValueError(f"unknown parameter(s) {unknown} of model '{fit.model.name}' ({', '.join(names)}).")
+    if grid is not None and (not isinstance(grid, dict) or set(grid) - set(chosen)):
+        raise ValueError(f"grid must be a dict from the profiled parameters ({', '.join(chosen)}) to their values, "
+                         f"got keys {list(grid) if isinstance(grid, dict) else type(grid).__name__}.")
+    p = np.asarray(fit.params, float)
+    lower = np.full(p.shape, -np.inf) if fit.lower is None else np.asarray(fit.lower, float)
+    upper = np.full(p.shape, np.inf) if fit.upper is None else np.asarray(fit.upper, float)
     grids = {}
     for c in chosen:
         j = names.index(c)
         g = np.asarray(grid[c], float) if grid is not None and c in grid else _grid(fit, j, n_points, width)
         if g.ndim != 1 or g.size < 2 or not np.all(np.isfinite(g)):
             raise ValueError(f"grid[{c!r}] must be at least two finite values, got {g}.")
-        if fit.lower is not None and (np.any(g < fit.lower[j]) or np.any(g > fit.upper[j])):
-            raise ValueError(f"grid[{c!r}] leaves the box the fit was held to, [{fit.lower[j]:g}, {fit.upper[j]:g}]: "
+        if np.any(g < lower[j]) or np.any(g > upper[j]):
+            raise ValueError(f"grid[{c!r}] leaves the box the fit was held to, [{lower[j]:g}, {upper[j]:g}]: "
                              f"widen bounds= in the fit, or choose a grid inside.")
+        for side, has, bound in (("below", np.any(g < p[j]), lower[j]), ("above", np.any(g > p[j]), upper[j])):
+            if not has and p[j] != bound:
+                raise ValueError(f"grid[{c!r}] has no value {side} the estimate {p[j]:.6g}: a profile needs both "
+                                 f"sides to give an interval.")
         grids[c] = g
-    options = {**({"noise": fit.noise} if "noise" in estimator.options() else {}), **options}
-    if "u0" in estimator.options() and "u0" not in options and getattr(fit, "u0", None) is not None:
-        options["u0"] = fit.u0
+    own = {"noise": fit.noise, "u0": getattr(fit, "u0", None) if isinstance(estimator, (OutputError, Hybrid)) else None}
+    options = {**{k: v for k, v in own.items() if v is not None and k in estimator.options()}, **options}
     problem = estimator.problem(fit.model, as_dataset(data), **options)
-    p = np.asarray(fit.params, float)
-    lower = np.full(p.shape, -np.inf) if fit.lower is None else np.asarray(fit.lower, float)
-    upper = np.full(p.shape, np.inf) if fit.upper is None else np.asarray(fit.upper, float)
     if isinstance(estimator, (OutputError, Hybrid)):
         oe = problem.output_error if isinstance(estimator, Hybrid) else problem
         fits_u0 = (estimator.output_error if isinstance(estimator, Hybrid) else estimator).fit_u0
@@ -128,34 +153,40 @@ def profile(
     out = {}
     for c, g in grids.items():
         j = names.index(c)
-        starts = np.repeat(p[None], g.size, axis=0)
-        starts[:, j] = g
-        lo, hi = np.repeat(lower[None], g.size, axis=0), np.repeat(upper[None], g.size, axis=0)
-        lo[:, j] = hi[:, j] = g
-        sols = jax.device_get(_refits(estimator, problem, jnp.asarray(starts), jnp.asarray(lo), jnp.asarray(hi)))
+        below, above = np.flatnonzero(g < p[j])[::-1], np.flatnonzero(g >= p[j])  # outwards from p̂
+        order = np.r_[below, above]
+        restart = np.zeros(order.size, bool)
+        restart[[0, below.size % order.size]] = True
+        path = jax.device_get(_path(estimator, problem, jnp.asarray(p), jnp.asarray(j), jnp.asarray(g[order]),
+                                    jnp.asarray(restart), jnp.asarray(lower), jnp.asarray(upper)))
+        back = np.argsort(order)
+        sols = jax.tree_util.tree_map(lambda x, back=back: np.asarray(x)[back], path)
         status = np.asarray(status_names(sols.result))
         ok = np.isin(status, ("successful", "max_steps_reached"))
         stat = np.where(ok, factor * (np.asarray(sols.objective) - fit.objective), np.nan)
         stat = np.maximum(stat, 0.0)  # a refit below the optimum: the fit stopped short of it
+        ends = _crossings(g, stat, float(p[j]), threshold)
+        on_bound = float(p[j]) in (lower[j], upper[j])
         out[c] = Profile(name=c, estimate=float(p[j]), grid=g, statistic=stat, params=np.asarray(sols.params),
-                         status=status, level=level, threshold=threshold,
-                         interval=_crossings(g, stat, float(p[j]), threshold), verdict=_verdict(g, stat, float(p[j]),
-                                                                                              threshold))
+                         status=status, level=level, threshold=threshold, interval=ends,
+                         verdict=_verdict(g, stat, float(p[j]), threshold, ends, on_bound))
     return out
 
 
 def _crossings(g, stat, p, threshold) -> tuple[float, float]:
-    """Where the statistic first exceeds `threshold` below and above p; NaN on a side where
-    it does not. Its square root (the signed root of the likelihood ratio, about linear in
-    the parameter near the optimum) is interpolated linearly between grid points, so that a
-    coarse grid does not pull the ends in."""
+    """Where the statistic first exceeds `threshold` below and above p; ±inf on a side where
+    it stays below to the end of the grid, NaN where a failed refit comes first. Its square
+    root (the signed root of the likelihood ratio, about linear in the parameter near the
+    optimum) is interpolated linearly between grid points, so that a coarse grid does not
+    pull the ends in."""
     ends = []
-    for side in (g < p, g > p):
+    for side, open_end in ((g < p, -np.inf), (g > p, np.inf)):
         idx = np.flatnonzero(side)
         order = idx[np.argsort(np.abs(g[idx] - p))]  # outwards from the estimate
-        prev_v, prev_s, end = p, 0.0, np.nan
+        prev_v, prev_s, end = p, 0.0, open_end
         for i in order:
             if np.isnan(stat[i]):
+                end = np.nan
                 break
             if stat[i] >= threshold:
                 root, prev_root = np.sqrt(stat[i]), np.sqrt(prev_s)
@@ -167,10 +198,12 @@ def _crossings(g, stat, p, threshold) -> tuple[float, float]:
     return ends[0], ends[1]
 
 
-def _verdict(g, stat, p, threshold) -> str:
-    lo, hi = _crossings(g, stat, p, threshold)
-    if np.nanmax(stat, initial=0.0) < FLAT * threshold:
+def _verdict(g, stat, p, threshold, ends, on_bound: bool) -> str:
+    others = (g != p) & ~np.isnan(stat)
+    if others.any() and np.mean(stat[others] < FLAT * threshold) >= 0.5:
         return "structurally non-identifiable"
-    if np.isnan(lo) or np.isnan(hi):
-        return "practically non-identifiable"
+    if np.isnan(ends).any():
+        return "refits failed"
+    if np.isinf(ends).any():
+        return "on a bound" if on_bound and not (np.any(g < p) and np.any(g > p)) else "practically non-identifiable"
     return "identifiable"

@@ -156,6 +156,9 @@ class Study:
             note.append(f"cov <method>: coverage of each interval method's {level:g} intervals (binomial error "
                         f"{se:.3f} at the nominal level); w/ideal: their median width over 2z × the estimates' "
                         f"standard deviation (the width of an ideal interval).")
+            for name, e in self.settings.get("interval_errors", {}).items():
+                note.append(f"{name}: no interval for {e['runs']} run(s) that did not fail, left out of its "
+                            f"coverage; the first because {e['first']}")
         return "\n".join([title, head, "-" * len(head), *body, *note])
 
     def __str__(self) -> str:
@@ -334,9 +337,9 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
                          f"got {covariance!r}.")
     if not 0 < level < 1:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
-    methods = as_interval_methods(intervals, estimator)
-    kinds = (covariance, *dict.fromkeys(m.kind(estimator) for m in methods
-                                        if isinstance(m, Wald) and m.kind(estimator) != covariance))
+    methods = as_interval_methods(intervals, estimator, covariance)
+    kinds = (covariance, *dict.fromkeys(m.covariance for m in methods
+                                        if isinstance(m, Wald) and m.covariance != covariance))
     model = bench.model
     lo, hi = model_box(model, bounds)
     sampler = _p0_sampler(p0, model, lo, hi)
@@ -348,8 +351,8 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
                                    covariances=kinds, test_functions=test_functions, batch_size=batch_size,
                                    devices=devices, vectorize=vectorize, progress=progress)
     if methods:
-        runs, info["interval_s"] = _study_intervals(bench, estimator, runs, extras, methods, key, lo, hi,
-                                                    covariance, level, test_functions, progress)
+        runs, info["interval_s"], info["interval_errors"] = _study_intervals(
+            bench, estimator, runs, extras, methods, key, lo, hi, covariance, level, test_functions, progress)
     p0_errors = []
     for cell, r in zip(cells, runs):
         err = np.full(n_runs, np.nan)
@@ -374,11 +377,12 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
 
 
 def _study_intervals(bench, estimator, runs, extras, methods, key, lo, hi, covariance, level,
-                     test_functions, progress) -> tuple[list[CellRuns], dict]:
+                     test_functions, progress) -> tuple[list[CellRuns], dict, dict]:
     """Every run's intervals by each of `methods` (NaN for failed runs): Wald ones from the
     covariances the chunks computed; the others from a fit of the run's data started at its
     estimate, so that the bootstrap and the profiles have a fit to work on. Also the seconds
-    per run each method took."""
+    per run each method took, and per method the number of runs without an interval and the
+    first reason."""
     z = float(scipy.stats.norm.ppf(0.5 + level / 2))
     noise = "lognormal" if bench.noise.log_space else "gaussian"
     options = {k: v for k, v in {"noise": noise, "test_functions": test_functions}.items()
@@ -387,6 +391,7 @@ def _study_intervals(bench, estimator, runs, extras, methods, key, lo, hi, covar
     bar = tqdm(total=sum(len(r.params) for r in runs) * len(refitting), desc=f"{bench.model.name} intervals",
                unit="interval", disable=not progress or not refitting)
     seconds = dict.fromkeys((m.name for m in refitting), 0.0)
+    errors = {}
     out = []
     for c, (r, (trajs, covs)) in enumerate(zip(runs, extras)):
         failed = _failed(r, covariance is not None)
@@ -404,16 +409,20 @@ def _study_intervals(bench, estimator, runs, extras, methods, key, lo, hi, covar
                 fit = estimator.fit(bench.model, trajs[i], r.params[i], bounds=(lo, hi), throw=False,
                                     covariance=covariance, **options)
             run_key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, 2**31 - 2), c), int(i))
-            run_ends, run_seconds = run_intervals(refitting, estimator, fit, trajs[i], level, run_key)
+            run_ends, run_seconds, run_errors = run_intervals(refitting, estimator, fit, trajs[i], level, run_key)
             for m in refitting:
                 ends[m.name][i] = run_ends[m.name]
                 seconds[m.name] += run_seconds[m.name]
+            for name, why in run_errors.items():
+                count, first = errors.get(name, (0, why))
+                errors[name] = (count + 1, first)
             bar.update(len(refitting))
         bar.update(len(refitting) * int(failed.sum()))
         out.append(dataclasses.replace(r, intervals=ends))
     bar.close()
     n_ok = max(sum(int((~_failed(r, covariance is not None)).sum()) for r in runs), 1)
-    return out, {name: t / n_ok for name, t in seconds.items()}
+    return out, {name: t / n_ok for name, t in seconds.items()}, {
+        name: {"runs": count, "first": first} for name, (count, first) in errors.items()}
 
 
 def _as_list(values) -> list:
