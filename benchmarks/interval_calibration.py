@@ -1,0 +1,173 @@
+"""Calibration of WENDy-MLE's 95 % intervals: sandwich, inverse Hessian, parametric
+bootstrap (basic) and profile likelihood, per system, noise level and sample count.
+
+Run from the repository root::
+
+    python benchmarks/interval_calibration.py                       # every cell (hours on 2 cores)
+    python benchmarks/interval_calibration.py --systems logistic --m 256 --runs 40 --boot 50
+    python benchmarks/interval_calibration.py --timing              # Lorenz, M = 1024, one bootstrap of B = 200
+
+Each cell is one `wj.studies.monte_carlo` of `--runs` datasets (starts uniform in the
+model's box, Rummel et al. 2025, §3.4; at the truth for a model without one) with
+`intervals=` the five methods (the bootstrap's basic and normal intervals come from the
+same B refits); per parameter it records each method's coverage and median width, the
+width of an ideal interval (2 × 1.96 × the standard deviation of the estimates), the
+estimator's bias in units of that standard deviation, and the time per interval. Cells accumulate in
+`benchmarks/results/interval_calibration.json` (a later run replaces the cells it repeats);
+the Markdown file is rebuilt from all of them.
+
+A method meets the target in a cell when every parameter's coverage lies within two
+binomial standard errors of 95 % (√(0.95·0.05/n), n the runs that did not fail) and its
+median width is at most 1.25 × the ideal one.
+"""
+
+import argparse
+import json
+import math
+import subprocess
+import time
+
+import numpy as np
+from _common import RESULTS, machine_info, machine_line, write_results
+
+import wendyjax as wj
+
+S = wj.studies
+SYSTEMS = ("logistic", "lotka_volterra", "lorenz", "fitzhugh_nagumo", "goodwin_3d", "sir_tdi")
+METHODS = ("sandwich", "hessian", "bootstrap_basic", "bootstrap_normal", "profile")
+STEM = "interval_calibration"
+
+
+def cell(system: str, noise: float, m: int, runs: int, boot: int, points: int, seed: int) -> dict:
+    bench = getattr(wj.models, system)()
+    subsample = (len(bench.t) - 1) // m
+    clock = time.perf_counter()
+    lo, hi = bench.model.bounds if bench.model.bounds is not None else (None, None)
+    box = lo is not None and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))
+    study = S.monte_carlo(bench, wj.MLE(), noise_levels=[noise], subsamples=[subsample], n_runs=runs, key=seed,
+                          covariance="hessian", progress=False, p0="box" if box else np.asarray(bench.p_true),
+                          intervals=(S.Wald("sandwich"), S.Wald("hessian"), S.BootstrapIntervals(boot),
+                                     S.BootstrapIntervals(boot, kind="normal"),
+                                     S.ProfileIntervals(n_points=points)))
+    seconds = time.perf_counter() - clock
+    r = study.runs[0]
+    ok = ~study.failed(0)
+    p = r.params[ok]
+    truth = np.asarray(bench.p_true, float)
+    sd = p.std(0, ddof=1)
+    rows = study.rows()
+    n_ok = int(ok.sum())
+    return {
+        "system": system, "noise": noise, "M": int(r.m), "runs": runs, "n_ok": n_ok, "boot": boot,
+        "profile_points": points, "seed": seed, "params": list(study.param_names),
+        "p0": "uniform in the box" if box else "the true parameters (the model has no box)",
+        "binomial_se": math.sqrt(0.95 * 0.05 / max(n_ok, 1)),
+        "coverage": {k: [row[f"coverage_{k}"] for row in rows] for k in METHODS},
+        "width_ratio": {k: [row[f"width_ratio_{k}"] for row in rows] for k in METHODS},
+        "missing": {k: [row[f"missing_{k}"] for row in rows] for k in METHODS},
+        "ideal_width": [row["ideal_width"] for row in rows],
+        "bias_over_sd": ((p.mean(0) - truth) / sd).tolist(),
+        "seconds_per_interval": {"bootstrap_basic": study.settings["interval_s"]["bootstrap_basic"],
+                                 "profile": study.settings["interval_s"]["profile"]},
+        "interval_errors": study.settings.get("interval_errors", {}),
+        "study_fit_s": study.settings["fit_s"], "seconds": seconds, "commit": _commit(),
+    }
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def meets(c: dict, method: str) -> bool:
+    cov, ratio = np.asarray(c["coverage"][method], float), np.asarray(c["width_ratio"][method], float)
+    return bool(np.all(np.abs(cov - 0.95) <= 2 * c["binomial_se"]) and np.all(ratio <= 1.25))
+
+
+def lorenz_timing(boot: int) -> dict:
+    bench = wj.models.lorenz()
+    data = bench.simulate(1, 0.10)
+    fit = wj.MLE().fit(bench.model, data)
+    clock = time.perf_counter()
+    result = S.bootstrap(wj.MLE(), fit, data, boot, key=0, progress=False)
+    first = time.perf_counter() - clock
+    clock = time.perf_counter()
+    S.bootstrap(wj.MLE(), fit, data, boot, key=1, progress=False)
+    return {"M": len(data.t) - 1, "boot": boot, "failed": result.n_failed, "first_call_s": first,
+            "second_call_s": time.perf_counter() - clock, "commit": _commit()}
+
+
+def markdown(data: dict) -> list[str]:
+    cells = sorted(data["cells"].values(), key=lambda c: (SYSTEMS.index(c["system"]), c["noise"], c["M"]))
+    lines = ["# Calibration of WENDy-MLE's 95 % intervals", "",
+             f"`python benchmarks/interval_calibration.py` (cells as listed; the command of each in the JSON); "
+             f"{machine_line(data['machine'])}.", "",
+             "Per cell and parameter: coverage of each method's 95 % intervals, and in brackets their median "
+             "width over the ideal width (2 × 1.96 × the Monte Carlo standard deviation of the estimates). "
+             "± is the binomial standard error of a 95 % coverage over the runs that did not fail; **bold**: the "
+             "method meets the target in the cell (every parameter within 2 binomial errors of 0.95, width ≤ "
+             "1.25 × ideal). bias/sd: the estimator's Monte Carlo bias over its spread.", "",
+             "| system | noise | M | runs ok | B | param | " + " | ".join(METHODS) + " | bias/sd |",
+             "|---|---|---|---|---|---|" + "---|" * len(METHODS) + "---|"]
+    for c in cells:
+        good = {k: meets(c, k) for k in METHODS}
+        for j, name in enumerate(c["params"]):
+            vals = []
+            for k in METHODS:
+                v = f"{c['coverage'][k][j]:.2f} ({c['width_ratio'][k][j]:.2f})"
+                vals.append(f"**{v}**" if good[k] else v)
+            head = (f"{c['system']} | {c['noise']:g} | {c['M']} | {c['n_ok']}/{c['runs']} ± {c['binomial_se']:.3f} | "
+                    f"{c['boot']}" if j == 0 else " | | | | ")
+            lines.append(f"| {head} | {name} | {' | '.join(vals)} | {c['bias_over_sd'][j]:+.2f} |")
+    lines += ["", "Cells where each method meets the target: " + ", ".join(
+        f"{k} {sum(meets(c, k) for c in cells)}/{len(cells)}" for k in METHODS) + ".", "",
+        "Seconds per interval (median over cells; a bootstrap of B refits, a profile of every parameter): "
+        + ", ".join(f"{k} {np.median([c['seconds_per_interval'][k] for c in cells]):.2f}"
+                    for k in ("bootstrap_basic", "profile")) + "."]
+    if "lorenz_timing" in data:
+        t = data["lorenz_timing"]
+        lines += ["", f"Lorenz, M = {t['M']}, 10 % noise: one `wj.studies.bootstrap` of B = {t['boot']} MLE refits "
+                  f"took {t['first_call_s']:.1f} s (compilation included) and {t['second_call_s']:.1f} s a second time "
+                  f"({t['failed']} failed refits)."]
+    return lines
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
+    parser.add_argument("--noise", nargs="+", type=float, default=[0.05, 0.10])
+    parser.add_argument("--m", nargs="+", type=int, default=[256, 1024])
+    parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--boot", type=int, default=100)
+    parser.add_argument("--points", type=int, default=15, help="profile grid points per parameter")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timing", action="store_true", help="only the Lorenz M = 1024 bootstrap timing")
+    parser.add_argument("--timing-boot", type=int, default=200)
+    args = parser.parse_args()
+    path = RESULTS / f"{STEM}.json"
+    data = json.loads(path.read_text()) if path.exists() else {"cells": {}}
+    data["machine"] = machine_info()
+    if args.timing:
+        data["lorenz_timing"] = lorenz_timing(args.timing_boot)
+        print(data["lorenz_timing"])
+    else:
+        for system in args.systems:
+            for noise in args.noise:
+                for m in args.m:
+                    c = cell(system, noise, m, args.runs, args.boot, args.points, args.seed)
+                    c["command"] = (f"python benchmarks/interval_calibration.py --systems {system} --noise {noise:g} "
+                                    f"--m {m} --runs {args.runs} --boot {args.boot} --points {args.points} "
+                                    f"--seed {args.seed}")
+                    data["cells"][f"{system}/{noise:g}/{m}"] = c
+                    print(json.dumps({k: c[k] for k in ("system", "noise", "M", "n_ok", "coverage", "width_ratio",
+                                                        "seconds")}), flush=True)
+                    write_results(STEM, data, markdown(data), indent=1)
+    write_results(STEM, data, markdown(data), indent=1)
+    print("\n".join(markdown(data)))
+
+
+if __name__ == "__main__":
+    main()
