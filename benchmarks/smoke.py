@@ -37,6 +37,8 @@ QUICK = {
     "discovery_competitors": ["--seeds", "1"],
     "hidden_lorenz": ["--quick"],
     "integral_matching_sindy": ["--quick"],
+    "interval_calibration": ["--systems", "logistic", "--noise", "0.05", "--m", "256", "--runs", "3", "--boot", "4",
+                             "--points", "5"],
     "interval_coverage": ["--quick"],
     "likelihood": ["--quick"],
     "lorenz96_sparse": ["--quick"],

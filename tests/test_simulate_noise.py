@@ -162,8 +162,13 @@ def test_integrate_any_rhs_with_nan_rows_after_a_failure():
     # u' = u² from u0 = 1 blows up at t = 1: rows from the failure on are NaN, no exception
     blow = wj.integrate(lambda u, p, t: u**2, None, [1.0], np.linspace(0.0, 2.0, 21), max_steps=200)
     assert np.all(np.isfinite(blow[:10])) and np.all(np.isnan(blow[-5:]))
+    # a decreasing grid integrates backwards: back from the end state to the initial one
+    back = wj.integrate(bench.model.rhs, bench.p_true, ys[-1], t[::-1])
+    np.testing.assert_allclose(back[::-1], ys, rtol=1e-5)
+    with pytest.raises(ValueError, match="strictly monotone"):
+        wj.integrate(bench.model.rhs, bench.p_true, bench.u0, np.r_[t[:3], t[1]])
     with pytest.raises(ValueError, match="strictly increasing"):
-        wj.integrate(bench.model.rhs, bench.p_true, bench.u0, t[::-1])
+        wj.solve(bench.model, bench.p_true, bench.u0, t[::-1])
 
 
 def test_setting_up_a_fit_in_float32_is_warned_about():

@@ -32,10 +32,12 @@ def _solve(rhs, p, u0, t, solver, rtol, atol, max_steps, jump_ts=None):
     return sol.ys, sol.result
 
 
-def _check_grid(t: ArrayLike) -> Float[Array, " n"]:
+def _check_grid(t: ArrayLike, backward_ok: bool = False) -> Float[Array, " n"]:
     t = jnp.asarray(t, dtype=float)
-    if t.ndim != 1 or t.shape[0] < 2 or not bool(jnp.all(jnp.diff(t) > 0)):
-        raise ValueError("t must be a strictly increasing 1-D array of at least 2 times.")
+    monotone = bool(jnp.all(jnp.diff(t) > 0)) or (backward_ok and bool(jnp.all(jnp.diff(t) < 0)))
+    if t.ndim != 1 or t.shape[0] < 2 or not monotone:
+        raise ValueError(f"t must be a strictly {'monotone' if backward_ok else 'increasing'} 1-D array of at least 2 "
+                         f"times.")
     return t
 
 
@@ -92,8 +94,9 @@ def integrate(
 ) -> np.ndarray:
     """Solve `u' = rhs(u, theta, t)` from `u0` on the grid `t` for any parameter pytree
     `theta` (a vector, a coefficient matrix, a neural network); the rows from the first
-    failed step on are NaN instead of an error (fitted models may blow up)."""
-    t = _check_grid(t)
+    failed step on are NaN instead of an error (fitted models may blow up). A strictly
+    decreasing `t` integrates backwards in time from `t[0]`."""
+    t = _check_grid(t, backward_ok=True)
     solver = diffrax.Tsit5() if solver is None else solver
     ys, _ = _solve(rhs, theta, jnp.asarray(u0, float), t, solver, jnp.asarray(rtol), jnp.asarray(atol), max_steps)
     ys = np.array(ys)

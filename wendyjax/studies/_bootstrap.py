@@ -17,7 +17,7 @@ from .._checks import as_count, as_key, as_level, user_stacklevel
 from .._results import status_names
 from ..data import Dataset, Trajectory, as_dataset
 from ..estimators import AbstractEstimator, AbstractFit, Hybrid, OutputError
-from ..simulate import _solve, solve
+from ..simulate import integrate, solve
 from ._engine import check_processes, chunking, fit_batches, resolve_vectorize
 from ._fitcheck import check_fit
 
@@ -190,13 +190,13 @@ def _starts(fit, data: Dataset, ode_solver):
             k = full[int(frac * (full.size - 1))]
             if k == 0:
                 break
-            # backwards in time (t1 < t0, which diffrax integrates): the model's own
-            # right-hand side, so the compiled solve is reused across calls
-            ys, result = _solve(model.rhs, jnp.asarray(p), jnp.asarray(tr.u[k], float), jnp.asarray([t[k], t[0]]),
-                                ode_solver, jnp.asarray(1e-10), jnp.asarray(1e-10), 1_000_000, model.jump_ts)
-            if result != diffrax.RESULTS.successful or not np.all(np.isfinite(ys)):  # the backward solve blew up
+            # backwards in time with the model's own right-hand side, so the compiled solve
+            # is reused across calls
+            ys = integrate(model.rhs, jnp.asarray(p), np.asarray(tr.u)[k], [t[k], t[0]], solver=ode_solver,
+                           rtol=1e-10, atol=1e-10, max_steps=1_000_000)
+            if not np.all(np.isfinite(ys)):  # the backward solve blew up
                 break
-            rows.append(np.asarray(ys)[-1])
+            rows.append(ys[-1])
         if len(rows) == len(data) and np.all(np.isfinite(rows)):
             starts.append(np.stack(rows))
     return starts
