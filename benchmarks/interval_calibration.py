@@ -104,7 +104,7 @@ def markdown(data: dict) -> list[str]:
     cells = sorted(data["cells"].values(), key=lambda c: (SYSTEMS.index(c["system"]), c["noise"], c["M"]))
     lines = ["# Calibration of WENDy-MLE's 95 % intervals", "",
              f"`python benchmarks/interval_calibration.py` (cells as listed; the command of each in the JSON); "
-             f"{machine_line(data['machine'])}.", "",
+             f"{machine_line(data['machine'])}; commits {', '.join(sorted({c['commit'] for c in cells}))}.", "",
              "Per cell and parameter: coverage of each method's 95 % intervals, and in brackets their median "
              "width over the ideal width (2 × 1.96 × the Monte Carlo standard deviation of the estimates). "
              "± is the binomial standard error of a 95 % coverage over the runs that did not fail; **bold**: the "
@@ -122,6 +122,23 @@ def markdown(data: dict) -> list[str]:
             head = (f"{c['system']} | {c['noise']:g} | {c['M']} | {c['n_ok']}/{c['runs']} ± {c['binomial_se']:.3f} | "
                     f"{c['boot']}" if j == 0 else " | | | | ")
             lines.append(f"| {head} | {name} | {' | '.join(vals)} | {c['bias_over_sd'][j]:+.2f} |")
+    lines += ["", "Where a method misses (automatic: which criterion, with the estimator's bias over its spread and "
+              "the failed runs beside it):", ""]
+    for c in cells:
+        for k in METHODS:
+            if meets(c, k):
+                continue
+            why = []
+            for j, name in enumerate(c["params"]):
+                cov, ratio = c["coverage"][k][j], c["width_ratio"][k][j]
+                if abs(cov - 0.95) > 2 * c["binomial_se"]:
+                    bias = c["bias_over_sd"][j]
+                    why.append(f"{name} covers {cov:.2f} (bias/sd {bias:+.2f}, width {ratio:.2f}× ideal)")
+                elif ratio > 1.25:
+                    why.append(f"{name} {ratio:.2f}× the ideal width")
+            failed = c["runs"] - c["n_ok"]
+            lines.append(f"- {c['system']}, {c['noise']:g}, M = {c['M']}, {k}: {'; '.join(why)}"
+                         + (f" ({failed} failed runs left out)" if failed else "") + ".")
     lines += ["", "Cells where each method meets the target: " + ", ".join(
         f"{k} {sum(meets(c, k) for c in cells)}/{len(cells)}" for k in METHODS) + ".", "",
         "Seconds per interval (median over cells; a bootstrap of B refits, a profile of every parameter): "
