@@ -157,6 +157,8 @@ def _initial_states(fit, data: Dataset, u0, ode_solver) -> np.ndarray:
     p = np.asarray(fit.params, float)
     best = None
     for start in _starts(fit, data, ode_solver):
+        if fit.noise == "lognormal" and not np.all(start > 0):  # no start for a fit on log states
+            continue
         with warnings.catch_warnings():  # every parameter "on the bound" of the one-point box
             warnings.simplefilter("ignore")
             oe = OutputError(ode_solver=ode_solver).fit(fit.model, data, p, bounds=(p, p), noise=fit.noise,

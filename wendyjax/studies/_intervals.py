@@ -4,6 +4,7 @@ import abc
 import time
 import warnings
 
+import diffrax
 import equinox as eqx
 import numpy as np
 from jaxtyping import PRNGKeyArray
@@ -101,11 +102,13 @@ class BootstrapIntervals(AbstractIntervals):
     """Parametric-bootstrap intervals ([`bootstrap`][wendyjax.studies.bootstrap]) of `n_boot`
     refits: `kind` "basic" (the default: it subtracts the bootstrap's bias estimate),
     "normal" (bias-corrected, with the bootstrap's standard error), "percentile" or
-    "bias_corrected" (the methods of [`Bootstrap`][wendyjax.studies.Bootstrap])."""
+    "bias_corrected" (the methods of [`Bootstrap`][wendyjax.studies.Bootstrap]). `ode_solver`
+    simulates the data (`None`: Tsit5; in a study the benchmark's solver)."""
 
     n_boot: int = 200
     kind: str = "basic"
     batch_size: int = 64
+    ode_solver: diffrax.AbstractSolver | None = None
 
     def __check_init__(self):
         as_count("n_boot", self.n_boot, 2)
@@ -118,10 +121,12 @@ class BootstrapIntervals(AbstractIntervals):
         return f"bootstrap_{self.kind}"
 
     def share(self):
-        return ("bootstrap", self.n_boot, self.batch_size)
+        return ("bootstrap", self.n_boot, self.batch_size, self.ode_solver)
 
     def compute(self, estimator, fit, data, level, key):
-        return bootstrap(estimator, fit, data, self.n_boot, key=key, batch_size=self.batch_size, progress=False)
+        solver = diffrax.Tsit5() if self.ode_solver is None else self.ode_solver
+        return bootstrap(estimator, fit, data, self.n_boot, key=key, batch_size=self.batch_size, progress=False,
+                         ode_solver=solver)
 
     def ends(self, computed, level):
         return getattr(computed, self.kind)(level)

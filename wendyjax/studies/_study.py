@@ -25,7 +25,7 @@ from ..models import Benchmark
 from ..weak import TestFunctionConfig
 from . import _metrics as metrics
 from ._engine import Cell, CellRuns, check_processes, forward_errors, resolve_vectorize, run_cells
-from ._intervals import AbstractIntervals, Wald, as_interval_methods, run_intervals
+from ._intervals import AbstractIntervals, BootstrapIntervals, Wald, as_interval_methods, run_intervals
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -337,7 +337,9 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
                          f"got {covariance!r}.")
     if not 0 < level < 1:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
-    methods = as_interval_methods(intervals, estimator, covariance)
+    methods = tuple(eqx.tree_at(lambda m: m.ode_solver, m, bench.solver, is_leaf=lambda x: x is None)
+                    if isinstance(m, BootstrapIntervals) and m.ode_solver is None else m
+                    for m in as_interval_methods(intervals, estimator, covariance))  # the benchmark's solver
     kinds = (covariance, *dict.fromkeys(m.covariance for m in methods
                                         if isinstance(m, Wald) and m.covariance != covariance))
     model = bench.model
