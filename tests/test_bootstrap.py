@@ -122,3 +122,20 @@ def test_too_few_successful_refits_give_nan_not_an_error(mle_fit):
     for lo, hi in (none.basic(), none.normal(), none.percentile(), none.bias_corrected()):
         assert np.all(np.isnan(lo)) and np.all(np.isnan(hi))
     assert none.n_failed == 4 and np.all(np.isnan(none.bias))
+
+
+def test_a_log_normal_fit_skips_initial_states_that_are_not_positive(monkeypatch):
+    """Starts for the initial states solved back from later data can leave the positive
+    orthant; under log-normal noise output error refuses them, and the bootstrap used to
+    fail with it (Goodwin-3D, SIR-TDI): such starts are skipped."""
+    from wendyjax.studies import _bootstrap
+
+    data = BENCH.simulate(jax.random.key(4), 0.05, subsample=16)
+    data = wj.Trajectory(data.t, np.abs(np.asarray(data.u)) + 1e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = wj.MLE().fit(BENCH.model, data, noise="lognormal", covariance="hessian")
+    good = np.asarray(data.u)[:1]
+    monkeypatch.setattr(_bootstrap, "_starts", lambda *a: [-good, good])
+    boot = wj.studies.bootstrap(wj.MLE(), fit, data, 4, key=0, progress=False)
+    assert boot.noise == "lognormal" and np.all(boot.u0 > 0) and boot.n_failed == 0
