@@ -18,7 +18,7 @@ import scipy.stats
 from jaxtyping import ArrayLike, PRNGKeyArray
 from tqdm.auto import tqdm
 
-from .._checks import as_count, as_key, as_ratio
+from .._checks import as_count, as_key, as_level, as_ratio
 from .._version import __version__
 from ..estimators import AbstractEstimator, check_start, get_estimator, model_box
 from ..models import Benchmark
@@ -335,8 +335,7 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
     if covariance not in (estimator.covariances or (None,)):
         raise ValueError(f"covariance must be one of {estimator.covariances} for {type(estimator).__name__}, "
                          f"got {covariance!r}.")
-    if not 0 < level < 1:
-        raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
+    level = as_level(level)
     methods = tuple(eqx.tree_at(lambda m: m.ode_solver, m, bench.solver, is_leaf=lambda x: x is None)
                     if isinstance(m, BootstrapIntervals) and m.ode_solver is None else m
                     for m in as_interval_methods(intervals, estimator, covariance))  # the benchmark's solver
