@@ -1,16 +1,18 @@
 """Calibration of WENDy-MLE's 95 % intervals: sandwich, inverse Hessian, parametric
-bootstrap (basic) and profile likelihood, per system, noise level and sample count.
+bootstrap (basic and normal), profile likelihood and the recommended bootstrap-or-profile,
+per system, noise level and sample count.
 
 Run from the repository root::
 
     python benchmarks/interval_calibration.py                       # every cell (hours on 2 cores)
     python benchmarks/interval_calibration.py --systems logistic --m 256 --runs 40 --boot 50
-    python benchmarks/interval_calibration.py --timing              # Lorenz, M = 1024, one bootstrap of B = 200
+    python benchmarks/interval_calibration.py --timing              # Lorenz, M = 1024: bootstrap B = 200, profiles
 
 Each cell is one `wj.studies.monte_carlo` of `--runs` datasets (starts uniform in the
 model's box, Rummel et al. 2025, §3.4; at the truth for a model without one) with
-`intervals=` the five methods (the bootstrap's basic and normal intervals come from the
-same B refits); per parameter it records each method's coverage and median width, the
+`intervals=` the six methods (the bootstrap's basic and normal intervals, and the
+bootstrap-or-profile ones, come from the same B refits and profiles); per parameter it
+records each method's coverage and median width, the
 width of an ideal interval (2 × 1.96 × the standard deviation of the estimates), the
 estimator's bias in units of that standard deviation, and the time per interval. Cells accumulate in
 `benchmarks/results/interval_calibration.json` (a later run replaces the cells it repeats);
@@ -34,7 +36,7 @@ import wendyjax as wj
 
 S = wj.studies
 SYSTEMS = ("logistic", "lotka_volterra", "lorenz", "fitzhugh_nagumo", "goodwin_3d", "sir_tdi")
-METHODS = ("sandwich", "hessian", "bootstrap_basic", "bootstrap_normal", "profile")
+METHODS = ("sandwich", "hessian", "bootstrap_basic", "bootstrap_normal", "profile", "bootstrap_or_profile")
 STEM = "interval_calibration"
 
 
@@ -48,7 +50,9 @@ def cell(system: str, noise: float, m: int, runs: int, boot: int, points: int, s
                           covariance="hessian", progress=False, p0="box" if box else np.asarray(bench.p_true),
                           intervals=(S.Wald("sandwich"), S.Wald("hessian"), S.BootstrapIntervals(boot),
                                      S.BootstrapIntervals(boot, kind="normal"),
-                                     S.ProfileIntervals(n_points=points)))
+                                     S.ProfileIntervals(n_points=points),
+                                     S.BootstrapOrProfile(S.BootstrapIntervals(boot, kind="normal"),
+                                                          S.ProfileIntervals(n_points=points))))
     seconds = time.perf_counter() - clock
     r = study.runs[0]
     ok = ~study.failed(0)
@@ -67,8 +71,8 @@ def cell(system: str, noise: float, m: int, runs: int, boot: int, points: int, s
         "missing": {k: [row[f"missing_{k}"] for row in rows] for k in METHODS},
         "ideal_width": [row["ideal_width"] for row in rows],
         "bias_over_sd": ((p.mean(0) - truth) / sd).tolist(),
-        "seconds_per_interval": {"bootstrap_basic": study.settings["interval_s"]["bootstrap_basic"],
-                                 "profile": study.settings["interval_s"]["profile"]},
+        "seconds_per_interval": {k: study.settings["interval_s"][k]
+                                 for k in ("bootstrap_basic", "profile", "bootstrap_or_profile")},
         "interval_errors": study.settings.get("interval_errors", {}),
         "study_fit_s": study.settings["fit_s"], "seconds": seconds, "commit": _commit(),
     }
@@ -83,6 +87,8 @@ def _commit() -> str:
 
 
 def meets(c: dict, method: str) -> bool:
+    if method not in c["coverage"]:  # a cell measured before the method existed
+        return False
     cov, ratio = np.asarray(c["coverage"][method], float), np.asarray(c["width_ratio"][method], float)
     return bool(np.all(np.abs(cov - 0.95) <= 2 * c["binomial_se"]) and np.all(ratio <= 1.25))
 
@@ -96,8 +102,15 @@ def lorenz_timing(boot: int) -> dict:
     first = time.perf_counter() - clock
     clock = time.perf_counter()
     S.bootstrap(wj.MLE(), fit, data, boot, key=1, progress=False)
+    second = time.perf_counter() - clock
+    profile_s = []
+    for _ in range(2):  # the first call compiles
+        clock = time.perf_counter()
+        S.profile(wj.MLE(), fit, data, n_points=21)
+        profile_s.append(time.perf_counter() - clock)
     return {"M": len(data.t) - 1, "boot": boot, "failed": result.n_failed, "first_call_s": first,
-            "second_call_s": time.perf_counter() - clock, "commit": _commit()}
+            "second_call_s": second, "profile_points": 21, "profile_first_s": profile_s[0],
+            "profile_second_s": profile_s[1], "commit": _commit()}
 
 
 def markdown(data: dict) -> list[str]:
@@ -117,6 +130,9 @@ def markdown(data: dict) -> list[str]:
         for j, name in enumerate(c["params"]):
             vals = []
             for k in METHODS:
+                if k not in c["coverage"]:
+                    vals.append("–")
+                    continue
                 v = f"{c['coverage'][k][j]:.2f} ({c['width_ratio'][k][j]:.2f})"
                 vals.append(f"**{v}**" if good[k] else v)
             head = (f"{c['system']} | {c['noise']:g} | {c['M']} | {c['n_ok']}/{c['runs']} ± {c['binomial_se']:.3f} | "
@@ -126,7 +142,7 @@ def markdown(data: dict) -> list[str]:
               "the failed runs beside it):", ""]
     for c in cells:
         for k in METHODS:
-            if meets(c, k):
+            if meets(c, k) or k not in c["coverage"]:
                 continue
             why = []
             for j, name in enumerate(c["params"]):
@@ -140,15 +156,19 @@ def markdown(data: dict) -> list[str]:
             lines.append(f"- {c['system']}, {c['noise']:g}, M = {c['M']}, {k}: {'; '.join(why)}"
                          + (f" ({failed} failed runs left out)" if failed else "") + ".")
     lines += ["", "Cells where each method meets the target: " + ", ".join(
-        f"{k} {sum(meets(c, k) for c in cells)}/{len(cells)}" for k in METHODS) + ".", "",
-        "Seconds per interval (median over cells; a bootstrap of B refits, a profile of every parameter): "
-        + ", ".join(f"{k} {np.median([c['seconds_per_interval'][k] for c in cells]):.2f}"
-                    for k in ("bootstrap_basic", "profile")) + "."]
+        f"{k} {sum(meets(c, k) for c in cells)}/{sum(k in c['coverage'] for c in cells)}" for k in METHODS) + ".", "",
+        "Seconds per interval (median over cells; a bootstrap of B refits, a profile of every parameter, "
+        "bootstrap-or-profile both): "
+        + ", ".join(f"{k} {np.median(v):.2f}" for k in ("bootstrap_basic", "profile", "bootstrap_or_profile")
+                    if (v := [c["seconds_per_interval"][k] for c in cells if k in c["seconds_per_interval"]])) + "."]
     if "lorenz_timing" in data:
         t = data["lorenz_timing"]
         lines += ["", f"Lorenz, M = {t['M']}, 10 % noise: one `wj.studies.bootstrap` of B = {t['boot']} MLE refits "
                   f"took {t['first_call_s']:.1f} s (compilation included) and {t['second_call_s']:.1f} s a second time "
-                  f"({t['failed']} failed refits)."]
+                  f"({t['failed']} failed refits)."
+                  + (f" Profiles of all three parameters on {t['profile_points']} points each: "
+                     f"{t['profile_first_s']:.1f} s (compilation included), {t['profile_second_s']:.1f} s a second "
+                     f"time." if "profile_first_s" in t else "")]
     return lines
 
 

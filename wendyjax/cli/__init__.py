@@ -16,7 +16,7 @@ from ._io import load_data, load_model, zoo_names
 _METHODS = tuple(ESTIMATORS)  # for ODEModels; LinearODEs: data2ld
 _BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 #: `study --intervals` names: Wald intervals by covariance, the bootstrap's basic and normal ones, the profiles
-_INTERVALS = ("sandwich", "hessian", "gauss_newton", "bootstrap", "bootstrap_normal", "profile")
+_INTERVALS = ("sandwich", "hessian", "gauss_newton", "bootstrap", "bootstrap_normal", "profile", "bootstrap_or_profile")
 
 
 def _floats(text: str) -> list[float]:
@@ -228,7 +228,9 @@ def _interval_methods(names: list[str], n_boot: int) -> list:
         raise ValueError(f"--boot must be at least 2 bootstrap refits per run, got {n_boot}.")
     make = {"bootstrap": lambda: studies.BootstrapIntervals(n_boot),
             "bootstrap_normal": lambda: studies.BootstrapIntervals(n_boot, kind="normal"),
-            "profile": lambda: studies.ProfileIntervals()}
+            "profile": lambda: studies.ProfileIntervals(),
+            "bootstrap_or_profile": lambda: studies.BootstrapOrProfile(
+                studies.BootstrapIntervals(n_boot, kind="normal"))}
     return [make[n]() if n in make else studies.Wald(n) for n in names]
 
 

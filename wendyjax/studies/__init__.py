@@ -8,6 +8,7 @@ from ._engine import Cell as Cell, CellRuns as CellRuns
 from ._intervals import (
     AbstractIntervals as AbstractIntervals,
     BootstrapIntervals as BootstrapIntervals,
+    BootstrapOrProfile as BootstrapOrProfile,
     ProfileIntervals as ProfileIntervals,
     Wald as Wald,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "Wald",
     "BootstrapIntervals",
     "ProfileIntervals",
+    "BootstrapOrProfile",
     "Bootstrap",
     "bootstrap",
     "Profile",

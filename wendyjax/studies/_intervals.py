@@ -16,8 +16,8 @@ from ._profile import profile
 
 
 class AbstractIntervals(eqx.Module):
-    """A way of turning a fit into confidence intervals: [`Wald`][], [`BootstrapIntervals`][]
-    or [`ProfileIntervals`][]. Pass several to a study
+    """A way of turning a fit into confidence intervals: [`Wald`][], [`BootstrapIntervals`][],
+    [`ProfileIntervals`][] or [`BootstrapOrProfile`][] (the recommended one). Pass several to a study
     ([`monte_carlo`][wendyjax.studies.monte_carlo]`(..., intervals=...)`) to measure each
     one's coverage and width, or call one on a fit:
     `lower, upper = method(estimator, fit, data, level=0.95, key=0)`."""
@@ -34,6 +34,16 @@ class AbstractIntervals(eqx.Module):
         """Methods with the same `share()` compute the same thing first (e.g. one bootstrap
         of B refits gives basic and normal intervals): a study computes it once per run."""
         return (self,)
+
+    def parts(self) -> tuple["AbstractIntervals", ...]:
+        """The methods whose computations `ends` reads (each shared with the study's other
+        methods); `()` where the method computes its own."""
+        return ()
+
+    def simulating_with(self, ode_solver: diffrax.AbstractSolver) -> "AbstractIntervals":
+        """The method with `ode_solver` for data it simulates where it was left to the caller
+        (a study passes its benchmark's solver)."""
+        return self
 
     @abc.abstractmethod
     def compute(self, estimator: AbstractEstimator, fit: AbstractFit, data, level: float, key: PRNGKeyArray):
@@ -123,6 +133,10 @@ class BootstrapIntervals(AbstractIntervals):
     def share(self):
         return ("bootstrap", self.n_boot, self.batch_size, self.ode_solver)
 
+    def simulating_with(self, ode_solver):
+        return self if self.ode_solver is not None else eqx.tree_at(lambda m: m.ode_solver, self, ode_solver,
+                                                                     is_leaf=lambda x: x is None)
+
     def compute(self, estimator, fit, data, level, key):
         solver = diffrax.Tsit5() if self.ode_solver is None else self.ode_solver
         return bootstrap(estimator, fit, data, self.n_boot, key=key, batch_size=self.batch_size, progress=False,
@@ -134,8 +148,9 @@ class BootstrapIntervals(AbstractIntervals):
 
 class ProfileIntervals(AbstractIntervals):
     """Profile-likelihood intervals ([`profile`][wendyjax.studies.profile]) on `n_points`
-    values ± `width` standard errors around the estimate; a side where the profile stays
-    below the threshold within the grid is open (±inf)."""
+    values ± `width` standard errors around the estimate. A side where the profile stays
+    below the threshold to the end of the grid is open: it ends at the box's bound (the
+    confidence set within the parameters the fit allows), ±inf without one."""
 
     n_points: int = 21
     width: float = 4.0
@@ -159,7 +174,60 @@ class ProfileIntervals(AbstractIntervals):
     def ends(self, computed, level):
         lo = np.array([p.interval[0] for p in computed.values()])
         hi = np.array([p.interval[1] for p in computed.values()])
-        return np.where(np.isnan(lo), -np.inf, lo), np.where(np.isnan(hi), np.inf, hi)
+        box_lo = np.array([p.bounds[0] for p in computed.values()])
+        box_hi = np.array([p.bounds[1] for p in computed.values()])
+        return (np.where(np.isnan(lo) | np.isinf(lo), box_lo, lo),
+                np.where(np.isnan(hi) | np.isinf(hi), box_hi, hi))
+
+
+#: the profile verdicts under which `BootstrapOrProfile` takes the profile's interval
+_NOT_LOCAL = ("practically non-identifiable", "structurally non-identifiable", "on a bound")
+
+
+class BootstrapOrProfile(AbstractIntervals):
+    """The recommended intervals: per parameter, the bias-corrected normal bootstrap
+    interval where the profile likelihood says the data determine the parameter, and the
+    profile's interval where they do not (its verdict "practically" or "structurally
+    non-identifiable", or the estimate "on a bound").
+
+    The bootstrap's interval removes the weak form's bias, which the profile's and the
+    Wald intervals keep; but it is local: where the likelihood stays flat to the box's
+    bound on one side, or the estimate sits on it, refits from near the estimate cannot
+    reach the truth's side, and the profile's interval, open to the bound, is the honest
+    one. Also the profile's where the bootstrap gives none (a parameter the fit's
+    covariance does not determine)."""
+
+    bootstrap: BootstrapIntervals = BootstrapIntervals(200, kind="normal")
+    profile: ProfileIntervals = ProfileIntervals()
+
+    def __check_init__(self):
+        if not isinstance(self.bootstrap, BootstrapIntervals) or not isinstance(self.profile, ProfileIntervals):
+            raise TypeError(f"BootstrapOrProfile(bootstrap=BootstrapIntervals(...), profile=ProfileIntervals(...)), "
+                            f"got {self.bootstrap!r}, {self.profile!r}.")
+
+    @property
+    def name(self) -> str:
+        return "bootstrap_or_profile"
+
+    def check(self, estimator):
+        self.bootstrap.check(estimator)
+        self.profile.check(estimator)
+
+    def parts(self):
+        return (self.bootstrap, self.profile)
+
+    def simulating_with(self, ode_solver):
+        return eqx.tree_at(lambda m: m.bootstrap, self, self.bootstrap.simulating_with(ode_solver))
+
+    def compute(self, estimator, fit, data, level, key):
+        return tuple(m.compute(estimator, fit, data, level, key) for m in self.parts())
+
+    def ends(self, computed, level):
+        boot, prof = computed
+        b_lo, b_hi = self.bootstrap.ends(boot, level)
+        p_lo, p_hi = self.profile.ends(prof, level)
+        use = np.array([p.verdict in _NOT_LOCAL for p in prof.values()]) | np.isnan(b_lo) | np.isnan(b_hi)
+        return np.where(use, p_lo, b_lo), np.where(use, p_hi, b_hi)
 
 
 def as_interval_methods(intervals, estimator: AbstractEstimator, covariance: str | None
@@ -187,23 +255,35 @@ def run_intervals(methods, estimator, fit, data, level, key) -> tuple[dict, dict
     """`methods` on one run of a study, each shared computation done once: `({name: (lower,
     upper)}, {name: seconds}, {name: why})`, NaN intervals where they cannot be computed (a
     failed refit of the run, a bootstrap whose data cannot be generated: `why` says so), so
-    that the study goes on."""
+    that the study goes on. A method's seconds are those of the computations it reads, as if
+    it ran alone."""
     j = np.size(fit.params)
     ends, seconds, done, errors = {}, {}, {}, {}
-    for m in methods:
-        clock = time.perf_counter()
-        lo = hi = np.full(j, np.nan)
-        if not fit.successful:
-            errors[m.name] = f"the refit of the run's data from its estimate did not succeed ({fit.status_name})"
-        else:
+
+    def computed(m):  # (result or the error it raised, seconds), once per share()
+        if m.share() not in done:
+            clock = time.perf_counter()
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    if m.share() not in done:
-                        done[m.share()] = m.compute(estimator, fit, data, level, key)
-                    lo, hi = m.ends(done[m.share()], level)
+                    out = m.compute(estimator, fit, data, level, key)
             except (ValueError, RuntimeError) as e:
-                errors[m.name] = str(e)
+                out = e
+            done[m.share()] = (out, time.perf_counter() - clock)
+        return done[m.share()]
+
+    for m in methods:
+        lo = hi = np.full(j, np.nan)
+        seconds[m.name] = 0.0
+        if not fit.successful:
+            errors[m.name] = f"the refit of the run's data from its estimate did not succeed ({fit.status_name})"
+        else:
+            results, spent = zip(*map(computed, m.parts() or (m,)))
+            seconds[m.name] = sum(spent)
+            failed = [r for r in results if isinstance(r, Exception)]
+            if failed:
+                errors[m.name] = str(failed[0])
+            else:
+                lo, hi = m.ends(results if m.parts() else results[0], level)
         ends[m.name] = np.stack([np.asarray(lo, float), np.asarray(hi, float)])
-        seconds[m.name] = time.perf_counter() - clock
     return ends, seconds, errors

@@ -33,6 +33,7 @@ class Profile:
       (stays below on one side within the grid), "structurally non-identifiable" (flat over
       at least half the grid), "on a bound" (the estimate is on the box's bound, so one side
       has no grid), or "refits failed" (a side is unknown).
+    - `bounds`: the parameter's box in the fit (±inf without one).
     """
 
     name: str
@@ -45,6 +46,7 @@ class Profile:
     threshold: float
     interval: tuple[float, float]
     verdict: str
+    bounds: tuple[float, float]
 
 
 def _grid(fit: AbstractFit, j: int, n: int, width: float) -> np.ndarray:
@@ -169,7 +171,8 @@ def profile(
         on_bound = float(p[j]) in (lower[j], upper[j])
         out[c] = Profile(name=c, estimate=float(p[j]), grid=g, statistic=stat, params=np.asarray(sols.params),
                          status=status, level=level, threshold=threshold, interval=ends,
-                         verdict=_verdict(g, stat, float(p[j]), threshold, ends, on_bound))
+                         verdict=_verdict(g, stat, float(p[j]), threshold, ends, on_bound),
+                         bounds=(float(lower[j]), float(upper[j])))
     return out
 
 

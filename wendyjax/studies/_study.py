@@ -25,7 +25,7 @@ from ..models import Benchmark
 from ..weak import TestFunctionConfig
 from . import _metrics as metrics
 from ._engine import Cell, CellRuns, check_processes, forward_errors, resolve_vectorize, run_cells
-from ._intervals import AbstractIntervals, BootstrapIntervals, Wald, as_interval_methods, run_intervals
+from ._intervals import AbstractIntervals, Wald, as_interval_methods, run_intervals
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -336,9 +336,8 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
         raise ValueError(f"covariance must be one of {estimator.covariances} for {type(estimator).__name__}, "
                          f"got {covariance!r}.")
     level = as_level(level)
-    methods = tuple(eqx.tree_at(lambda m: m.ode_solver, m, bench.solver, is_leaf=lambda x: x is None)
-                    if isinstance(m, BootstrapIntervals) and m.ode_solver is None else m
-                    for m in as_interval_methods(intervals, estimator, covariance))  # the benchmark's solver
+    methods = tuple(m.simulating_with(bench.solver)  # bootstraps simulate with the benchmark's solver
+                    for m in as_interval_methods(intervals, estimator, covariance))
     kinds = (covariance, *dict.fromkeys(m.covariance for m in methods
                                         if isinstance(m, Wald) and m.covariance != covariance))
     model = bench.model
@@ -485,7 +484,8 @@ def monte_carlo(
     - `intervals`: interval methods whose coverage and width the study measures beside
       the `covariance`'s ([`Wald`][wendyjax.studies.Wald],
       [`BootstrapIntervals`][wendyjax.studies.BootstrapIntervals],
-      [`ProfileIntervals`][wendyjax.studies.ProfileIntervals]); the bootstrap and the
+      [`ProfileIntervals`][wendyjax.studies.ProfileIntervals],
+      [`BootstrapOrProfile`][wendyjax.studies.BootstrapOrProfile]); the bootstrap and the
       profiles refit each run's data (a bootstrap of B refits per run), after the study's
       own fits.
     """
