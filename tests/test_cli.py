@@ -165,10 +165,11 @@ def test_study_writes_its_table(files, capsys):
 
 def test_study_measures_the_interval_methods_asked_for(capsys):
     argv = ["study", "logistic", "--noise", "0.05", "--subsample", "16", "--runs", "3", "--covariance", "hessian",
-            "--intervals", "sandwich,bootstrap,bootstrap_normal,profile", "--boot", "6"]
+            "--intervals", "sandwich,bootstrap,bootstrap_normal,profile,bootstrap_or_profile", "--boot", "6"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    for name in ("cov sandwich", "cov bootstrap_basic", "cov bootstrap_normal", "cov profile", "w/ideal"):
+    for name in ("cov sandwich", "cov bootstrap_basic", "cov bootstrap_normal", "cov profile",
+                 "cov bootstrap_or_profile", "w/ideal"):
         assert name in out
 
 

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -15,14 +16,15 @@ S = wj.studies
 
 @pytest.fixture(scope="module")
 def study():
-    methods = (S.Wald("sandwich"), S.Wald("hessian"), S.BootstrapIntervals(12), S.ProfileIntervals(n_points=9))
+    methods = (S.Wald("sandwich"), S.Wald("hessian"), S.BootstrapIntervals(12), S.ProfileIntervals(n_points=9),
+               S.BootstrapOrProfile(S.BootstrapIntervals(12, kind="normal"), S.ProfileIntervals(n_points=9)))
     return S.monte_carlo(zoo("logistic"), "mle", noise_levels=[0.05], subsamples=[16], n_runs=6, key=3,
                          covariance="hessian", progress=False, intervals=methods)
 
 
 def test_a_study_records_every_methods_intervals_coverage_and_width(study):
     r = study.runs[0]
-    assert study.interval_methods == ("sandwich", "hessian", "bootstrap_basic", "profile")
+    assert study.interval_methods == ("sandwich", "hessian", "bootstrap_basic", "profile", "bootstrap_or_profile")
     assert all(v.shape == (6, 2, 2) for v in r.intervals.values())
     # Wald("hessian") is the study's own covariance: the same coverage as its nominal column
     rows = study.rows()
@@ -37,7 +39,45 @@ def test_a_study_records_every_methods_intervals_coverage_and_width(study):
     assert np.all(np.abs(r.intervals["profile"] - r.intervals["hessian"]) < 0.1 * half[:, None, :])
     text = study.table()
     assert "cov bootstrap_basic" in text and "w/ideal" in text and "binomial error 0.089" in text
-    assert set(study.settings["interval_s"]) == {"bootstrap_basic", "profile"}
+    seconds = study.settings["interval_s"]
+    assert set(seconds) == {"bootstrap_basic", "profile", "bootstrap_or_profile"}
+    # the recommended method reads the same bootstrap and profiles (computed once), and is
+    # timed as if it ran alone
+    assert seconds["bootstrap_or_profile"] == pytest.approx(seconds["bootstrap_basic"] + seconds["profile"])
+
+
+def test_bootstrap_or_profile_takes_the_profile_where_the_data_do_not_determine_a_parameter():
+    """Logistic: both parameters identifiable, so the normal bootstrap intervals. With the
+    box ending half a standard error above p̂1, p1's profile stays low to the bound: its
+    interval, open to the bound, replaces the bootstrap's; p2 keeps the bootstrap's."""
+    _, data, fit = logistic_small()
+    boot, prof = S.BootstrapIntervals(12, kind="normal"), S.ProfileIntervals(n_points=9)
+    method = S.BootstrapOrProfile(boot, prof)
+    computed = method.compute(wj.MLE(), fit, data, 0.95, 0)
+    assert np.array_equal(method.ends(computed, 0.95), boot.ends(computed[0], 0.95))
+    lo, hi = (np.asarray(b, float) for b in zoo("logistic").model.bounds)
+    top = float(fit.params[0] + 0.5 * fit.stderr[0])
+    held = dataclasses.replace(fit, lower=lo, upper=np.r_[top, hi[1]])
+    computed = method.compute(wj.MLE(), held, data, 0.95, 0)
+    assert computed[1]["p1"].verdict == "practically non-identifiable"
+    (b_lo, b_hi), (p_lo, p_hi) = boot.ends(computed[0], 0.95), prof.ends(computed[1], 0.95)
+    assert p_hi[0] == top  # the open side ends at the bound, not at inf
+    m_lo, m_hi = method.ends(computed, 0.95)
+    assert (m_lo[0], m_hi[0]) == (p_lo[0], p_hi[0]) and (m_lo[1], m_hi[1]) == (b_lo[1], b_hi[1])
+
+
+def test_bootstrap_or_profile_of_a_product_gives_the_box_where_the_bootstrap_gives_none():
+    """u' = a·b·u + c·u²: the bootstrap gives a and b NaN intervals (undetermined), the
+    profile is flat, so the recommended intervals are the box; c keeps the bootstrap's."""
+    _, data, _ = logistic_small()
+    model = wj.ODEModel(lambda u, p, t: p[0] * p[1] * u + p[2] * u**2, ["u"], ["a", "b", "c"], name="product")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = wj.MLE().fit(model, data, [1.0, 1.0, -1.0], bounds=([0.1, 0.1, -5.0], [10.0, 10.0, 0.0]))
+        lo, hi = S.BootstrapOrProfile(S.BootstrapIntervals(12, kind="normal"), S.ProfileIntervals(n_points=9))(
+            wj.MLE(), fit, data)
+    assert np.array_equal(lo[:2], [0.1, 0.1]) and np.array_equal(hi[:2], [10.0, 10.0])
+    assert -5.0 < lo[2] < fit.params[2] < hi[2] < 0.0
 
 
 def test_intervals_survive_saving(study, tmp_path):
@@ -92,9 +132,11 @@ def test_bad_method_options_are_refused_when_built():
         S.Wald(3)
     with pytest.raises(ValueError, match="width must be a number"):
         S.ProfileIntervals(width="a")
-    with pytest.raises(TypeError, match="ProfileIntervals are for the weak likelihood"):
-        S.monte_carlo(zoo("logistic"), "integral_matching", n_runs=2, progress=False,
-                      intervals=(S.ProfileIntervals(),))
+    with pytest.raises(TypeError, match="BootstrapOrProfile\\(bootstrap=BootstrapIntervals"):
+        S.BootstrapOrProfile(S.ProfileIntervals())
+    for method in (S.ProfileIntervals(), S.BootstrapOrProfile()):
+        with pytest.raises(TypeError, match="ProfileIntervals are for the weak likelihood"):
+            S.monte_carlo(zoo("logistic"), "integral_matching", n_runs=2, progress=False, intervals=(method,))
 
 
 @pytest.mark.slow
