@@ -268,14 +268,12 @@ def bootstrap(
     sigma = np.sqrt(sum(np.sum(np.where(m, r, 0.0) ** 2, axis=0) for r, m in zip(resid, masks))
                     / sum(m.sum(axis=0) for m in masks))
     keys = jax.random.split(key, n_boot)
-    datasets = []
-    for b in range(n_boot):
-        trajs = []
-        for r, (tr, c, m) in enumerate(zip(data, clean, masks)):
-            z = np.asarray(jax.random.normal(jax.random.fold_in(keys[b], r), c.shape, dtype=jnp.float64))
-            u = c * np.exp(sigma * z) if log else c + sigma * z
-            trajs.append(Trajectory(tr.t, np.where(m, u, np.nan)))
-        datasets.append(trajs)
+    noisy = []  # per trajectory, the (B, n, D) bootstrap observations, drawn in one call
+    for r, (c, m) in enumerate(zip(clean, masks)):
+        z = np.asarray(jax.vmap(lambda k, r=r, shape=c.shape: jax.random.normal(
+            jax.random.fold_in(k, r), shape, dtype=jnp.float64))(keys))
+        noisy.append(np.where(m, c * np.exp(sigma * z) if log else c + sigma * z, np.nan))
+    datasets = [[Trajectory(tr.t, u[b]) for tr, u in zip(data, noisy)] for b in range(n_boot)]
     own = {"noise": fit.noise}  # the fit's noise model; output error starts from the true initial states
     if isinstance(estimator, (OutputError, Hybrid)):
         own["u0"] = u0s
