@@ -165,7 +165,8 @@ def test_study_writes_its_table(files, capsys):
 
 def test_study_measures_the_interval_methods_asked_for(capsys):
     argv = ["study", "logistic", "--noise", "0.05", "--subsample", "16", "--runs", "3", "--covariance", "hessian",
-            "--intervals", "sandwich,bootstrap,bootstrap_normal,profile,bootstrap_or_profile", "--boot", "6"]
+            "--intervals", "sandwich,bootstrap,bootstrap_normal,profile,bootstrap_or_profile", "--boot", "6",
+            "--profile-points", "7"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     for name in ("cov sandwich", "cov bootstrap_basic", "cov bootstrap_normal", "cov profile",
@@ -189,6 +190,8 @@ def test_outputs_and_level_are_checked_before_any_work(files, capsys, monkeypatc
     _fails([*base, "--level", "2"], capsys, "--level must lie strictly between 0 and 1")
     _fails([*base, "--intervals", "hessian,jackknife"], capsys, "--intervals: unknown method(s) jackknife; choose")
     _fails([*base, "--intervals", "bootstrap", "--boot", "1"], capsys, "--boot must be at least 2")
+    _fails([*base, "--intervals", "bootstrap_or_profile", "--profile-points", "2"], capsys,
+           "--profile-points must be at least 3")
     _fails(["fit", "lotka_volterra", str(tmp / "lv.npz"), "--level", "95"], capsys,
            "--level must lie strictly between 0 and 1 (e.g. 0.95), got 95")
 

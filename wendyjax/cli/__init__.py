@@ -84,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="interval methods whose coverage and width to measure, comma-separated: "
                             f"{', '.join(_INTERVALS)}")
     study.add_argument("--boot", type=int, default=200, help="bootstrap refits per run (--intervals bootstrap)")
+    study.add_argument("--profile-points", type=int, default=21,
+                       help="grid points per parameter of a profile (--intervals profile)")
     study.add_argument("--csv", help="write the metric table here")
     study.add_argument("--json", help="write metrics, every run and the settings here")
 
@@ -217,7 +219,7 @@ def _check_before_work(args) -> None:
             raise ValueError(f"--{flag} {path}: cannot write there ({why}); nothing was run.")
 
 
-def _interval_methods(names: list[str], n_boot: int) -> list:
+def _interval_methods(names: list[str], n_boot: int, n_points: int) -> list:
     """`--intervals` as interval methods (checked before the study)."""
     from .. import studies
 
@@ -226,11 +228,13 @@ def _interval_methods(names: list[str], n_boot: int) -> list:
         raise ValueError(f"--intervals: unknown method(s) {', '.join(unknown)}; choose from {', '.join(_INTERVALS)}.")
     if any(n.startswith("bootstrap") for n in names) and n_boot < 2:
         raise ValueError(f"--boot must be at least 2 bootstrap refits per run, got {n_boot}.")
+    if any("profile" in n for n in names) and n_points < 3:
+        raise ValueError(f"--profile-points must be at least 3 grid points per parameter, got {n_points}.")
     make = {"bootstrap": lambda: studies.BootstrapIntervals(n_boot),
             "bootstrap_normal": lambda: studies.BootstrapIntervals(n_boot, kind="normal"),
-            "profile": lambda: studies.ProfileIntervals(),
+            "profile": lambda: studies.ProfileIntervals(n_points),
             "bootstrap_or_profile": lambda: studies.BootstrapOrProfile(
-                studies.BootstrapIntervals(n_boot, kind="normal"))}
+                studies.BootstrapIntervals(n_boot, kind="normal"), studies.ProfileIntervals(n_points))}
     return [make[n]() if n in make else studies.Wald(n) for n in names]
 
 
@@ -240,7 +244,7 @@ def _run_study(args) -> int:
     from .. import models, studies
 
     _check_before_work(args)
-    intervals = _interval_methods(args.intervals, args.boot)
+    intervals = _interval_methods(args.intervals, args.boot, args.profile_points)
     study = studies.monte_carlo(getattr(models, args.model)(), args.estimator, noise_levels=args.noise,
                                 subsamples=args.subsample, n_runs=args.runs, key=jax.random.key(args.seed),
                                 covariance=args.covariance, level=args.level, batch_size=args.batch_size,
