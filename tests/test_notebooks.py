@@ -19,7 +19,8 @@ EXPECT = {
                                         "16 of 16 fits successful", "coverage of the 95 % intervals"],
     "07_hudson_bay_lynx_hare.ipynb": ["Output-error fit of 'lotka_volterra': converged", "correlation of the estimates",
                                       "output error: every estimate inside the Stan 80 % intervals: True",
-                                      "parametric bootstrap: 20 refits", "OE profile", "verdicts: identifiable"],
+                                      "parametric bootstrap: 20 refits", "OE profile", "verdicts: identifiable",
+                                      "OE recommended"],
 }
 
 
