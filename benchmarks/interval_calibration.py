@@ -30,6 +30,7 @@ import subprocess
 import time
 
 import numpy as np
+import scipy.stats
 from _common import RESULTS, machine_info, machine_line, write_results
 
 import wendyjax as wj
@@ -61,6 +62,12 @@ def cell(system: str, noise: float, m: int, runs: int, boot: int, points: int, s
     sd = p.std(0, ddof=1)
     rows = study.rows()
     n_ok = int(ok.sum())
+    # runs whose profile interval reaches the box (or is open without one): the likelihood
+    # stays below the threshold to the bound, the data do not determine the parameter
+    prof = r.intervals["profile"][ok]
+    edge_lo, edge_hi = ((np.full(truth.shape, -np.inf), np.full(truth.shape, np.inf)) if lo is None
+                        else (np.asarray(lo, float), np.asarray(hi, float)))
+    open_profile = np.sum((prof[:, 0] <= edge_lo) | (prof[:, 1] >= edge_hi), axis=0)
     return {
         "system": system, "noise": noise, "M": int(r.m), "runs": runs, "n_ok": n_ok, "boot": boot,
         "profile_points": points, "seed": seed, "params": list(study.param_names),
@@ -71,6 +78,8 @@ def cell(system: str, noise: float, m: int, runs: int, boot: int, points: int, s
         "missing": {k: [row[f"missing_{k}"] for row in rows] for k in METHODS},
         "ideal_width": [row["ideal_width"] for row in rows],
         "bias_over_sd": ((p.mean(0) - truth) / sd).tolist(),
+        "skewness": scipy.stats.skew(p, axis=0).tolist(),
+        "at_bound": [row["at_bound"] for row in rows], "open_profile": open_profile.tolist(),
         "seconds_per_interval": {k: study.settings["interval_s"][k]
                                  for k in ("bootstrap_basic", "profile", "bootstrap_or_profile")},
         "interval_errors": study.settings.get("interval_errors", {}),
@@ -149,7 +158,9 @@ def markdown(data: dict) -> list[str]:
                 cov, ratio = c["coverage"][k][j], c["width_ratio"][k][j]
                 if abs(cov - 0.95) > 2 * c["binomial_se"]:
                     bias = c["bias_over_sd"][j]
-                    why.append(f"{name} covers {cov:.2f} (bias/sd {bias:+.2f}, width {ratio:.2f}× ideal)")
+                    extra = (f", skewness {c['skewness'][j]:+.1f}, profile open to the box in {c['open_profile'][j]}"
+                             f"/{c['n_ok']} runs" if "skewness" in c else "")
+                    why.append(f"{name} covers {cov:.2f} (bias/sd {bias:+.2f}{extra}, width {ratio:.2f}× ideal)")
                 elif ratio > 1.25:
                     why.append(f"{name} {ratio:.2f}× the ideal width")
             failed = c["runs"] - c["n_ok"]
