@@ -185,10 +185,10 @@ _NOT_LOCAL = ("practically non-identifiable", "structurally non-identifiable", "
 
 
 class BootstrapOrProfile(AbstractIntervals):
-    """The recommended intervals: per parameter, the bias-corrected normal bootstrap
-    interval where the profile likelihood says the data determine the parameter, and the
-    profile's interval where they do not (its verdict "practically" or "structurally
-    non-identifiable", or the estimate "on a bound").
+    """The recommended intervals: per parameter, `bootstrap`'s interval (by default the
+    bias-corrected normal one of 200 refits) where the profile likelihood says the data
+    determine the parameter, and `profile`'s where they do not (its verdict "practically"
+    or "structurally non-identifiable", or the estimate "on a bound").
 
     The bootstrap's interval removes the weak form's bias, which the profile's and the
     Wald intervals keep; but it is local: where the likelihood stays flat to the box's
