@@ -1,12 +1,14 @@
-"""Calibration of WENDy-MLE's 95 % intervals: sandwich, inverse Hessian, parametric
-bootstrap (basic and normal), profile likelihood and the recommended bootstrap-or-profile,
-per system, noise level and sample count.
+"""Calibration of the 95 % intervals of WENDy-MLE (or of the hybrid: WENDy start, output-error
+refinement): Wald (sandwich and inverse Hessian for MLE, Gauss–Newton for the hybrid), parametric
+bootstrap (basic and normal), profile likelihood and the recommended bootstrap-or-profile, per
+system, noise level and sample count.
 
 Run from the repository root::
 
     python benchmarks/interval_calibration.py                       # every cell (hours on 2 cores)
     python benchmarks/interval_calibration.py --systems logistic --m 256 --runs 40 --boot 50
     python benchmarks/interval_calibration.py --timing              # Lorenz, M = 1024: bootstrap B = 200, profiles
+    python benchmarks/interval_calibration.py --systems goodwin_3d --noise 0.1 --m 256 --estimator hybrid
 
 Each cell is one `wj.studies.monte_carlo` of `--runs` datasets (starts uniform in the
 model's box, Rummel et al. 2025, §3.4; at the truth for a model without one) with
@@ -37,19 +39,25 @@ import wendyjax as wj
 
 S = wj.studies
 SYSTEMS = ("logistic", "lotka_volterra", "lorenz", "fitzhugh_nagumo", "goodwin_3d", "sir_tdi")
-METHODS = ("sandwich", "hessian", "bootstrap_basic", "bootstrap_normal", "profile", "bootstrap_or_profile")
+METHODS = ("sandwich", "hessian", "gauss_newton", "bootstrap_basic", "bootstrap_normal", "profile",
+           "bootstrap_or_profile")
+# the estimators a cell may use, with their Wald intervals (the covariances each one has)
+ESTIMATORS = {"mle": (wj.MLE, ("sandwich", "hessian")), "hybrid": (wj.Hybrid, ("gauss_newton",))}
+WALDS = {w for _, walds in ESTIMATORS.values() for w in walds}
 STEM = "interval_calibration"
 
 
-def cell(system: str, noise: float, m: int, runs: int, boot: int, points: int, seed: int) -> dict:
+def cell(system: str, noise: float, m: int, runs: int, boot: int, points: int, seed: int,
+         estimator: str = "mle") -> dict:
     bench = getattr(wj.models, system)()
     subsample = (len(bench.t) - 1) // m
     clock = time.perf_counter()
     lo, hi = bench.model.bounds if bench.model.bounds is not None else (None, None)
     box = lo is not None and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))
-    study = S.monte_carlo(bench, wj.MLE(), noise_levels=[noise], subsamples=[subsample], n_runs=runs, key=seed,
-                          covariance="hessian", progress=False, p0="box" if box else np.asarray(bench.p_true),
-                          intervals=(S.Wald("sandwich"), S.Wald("hessian"), S.BootstrapIntervals(boot),
+    make, walds = ESTIMATORS[estimator]
+    study = S.monte_carlo(bench, make(), noise_levels=[noise], subsamples=[subsample], n_runs=runs, key=seed,
+                          covariance=walds[-1], progress=False, p0="box" if box else np.asarray(bench.p_true),
+                          intervals=(*(S.Wald(w) for w in walds), S.BootstrapIntervals(boot),
                                      S.BootstrapIntervals(boot, kind="normal"),
                                      S.ProfileIntervals(n_points=points),
                                      S.BootstrapOrProfile(S.BootstrapIntervals(boot, kind="normal"),
@@ -61,6 +69,7 @@ def cell(system: str, noise: float, m: int, runs: int, boot: int, points: int, s
     truth = np.asarray(bench.p_true, float)
     sd = p.std(0, ddof=1)
     rows = study.rows()
+    names = [k for k in METHODS if k in walds or k not in WALDS]
     n_ok = int(ok.sum())
     # runs whose profile interval reaches the box (or is open without one): the likelihood
     # stays below the threshold to the bound, the data do not determine the parameter
@@ -69,13 +78,13 @@ def cell(system: str, noise: float, m: int, runs: int, boot: int, points: int, s
                         else (np.asarray(lo, float), np.asarray(hi, float)))
     open_profile = np.sum((prof[:, 0] <= edge_lo) | (prof[:, 1] >= edge_hi), axis=0)
     return {
-        "system": system, "noise": noise, "M": int(r.m), "runs": runs, "n_ok": n_ok, "boot": boot,
+        "system": system, "estimator": estimator, "noise": noise, "M": int(r.m), "runs": runs, "n_ok": n_ok, "boot": boot,
         "profile_points": points, "seed": seed, "params": list(study.param_names),
         "p0": "uniform in the box" if box else "the true parameters (the model has no box)",
         "binomial_se": math.sqrt(0.95 * 0.05 / max(n_ok, 1)),
-        "coverage": {k: [row[f"coverage_{k}"] for row in rows] for k in METHODS},
-        "width_ratio": {k: [row[f"width_ratio_{k}"] for row in rows] for k in METHODS},
-        "missing": {k: [row[f"missing_{k}"] for row in rows] for k in METHODS},
+        "coverage": {k: [row[f"coverage_{k}"] for row in rows] for k in names},
+        "width_ratio": {k: [row[f"width_ratio_{k}"] for row in rows] for k in names},
+        "missing": {k: [row[f"missing_{k}"] for row in rows] for k in names},
         "ideal_width": [row["ideal_width"] for row in rows],
         "bias_over_sd": ((p.mean(0) - truth) / sd).tolist(),
         "skewness": scipy.stats.skew(p, axis=0).tolist(),
@@ -85,6 +94,10 @@ def cell(system: str, noise: float, m: int, runs: int, boot: int, points: int, s
         "interval_errors": study.settings.get("interval_errors", {}),
         "study_fit_s": study.settings["fit_s"], "seconds": seconds, "commit": _commit(),
     }
+
+
+def _estimator(c: dict) -> str:
+    return c.get("estimator", "mle")  # cells measured before the hybrid was added are MLE's
 
 
 def _commit() -> str:
@@ -123,8 +136,9 @@ def lorenz_timing(boot: int) -> dict:
 
 
 def markdown(data: dict) -> list[str]:
-    cells = sorted(data["cells"].values(), key=lambda c: (SYSTEMS.index(c["system"]), c["noise"], c["M"]))
-    lines = ["# Calibration of WENDy-MLE's 95 % intervals", "",
+    cells = sorted(data["cells"].values(), key=lambda c: (SYSTEMS.index(c["system"]), c["noise"], c["M"],
+                                                          list(ESTIMATORS).index(_estimator(c))))
+    lines = ["# Calibration of the 95 % intervals of WENDy-MLE (and of the hybrid where a cell names it)", "",
              f"`python benchmarks/interval_calibration.py` (cells as listed; the command of each in the JSON); "
              f"{machine_line(data['machine'])}; commits {', '.join(sorted({c['commit'] for c in cells}))}.", "",
              "Per cell and parameter: coverage of each method's 95 % intervals, and in brackets their median "
@@ -132,8 +146,8 @@ def markdown(data: dict) -> list[str]:
              "± is the binomial standard error of a 95 % coverage over the runs that did not fail; **bold**: the "
              "method meets the target in the cell (every parameter within 2 binomial errors of 0.95, width ≤ "
              "1.25 × ideal). bias/sd: the estimator's Monte Carlo bias over its spread.", "",
-             "| system | noise | M | runs ok | B | param | " + " | ".join(METHODS) + " | bias/sd |",
-             "|---|---|---|---|---|---|" + "---|" * len(METHODS) + "---|"]
+             "| system | estimator | noise | M | runs ok | B | param | " + " | ".join(METHODS) + " | bias/sd |",
+             "|---|---|---|---|---|---|---|" + "---|" * len(METHODS) + "---|"]
     for c in cells:
         good = {k: meets(c, k) for k in METHODS}
         for j, name in enumerate(c["params"]):
@@ -144,8 +158,8 @@ def markdown(data: dict) -> list[str]:
                     continue
                 v = f"{c['coverage'][k][j]:.2f} ({c['width_ratio'][k][j]:.2f})"
                 vals.append(f"**{v}**" if good[k] else v)
-            head = (f"{c['system']} | {c['noise']:g} | {c['M']} | {c['n_ok']}/{c['runs']} ± {c['binomial_se']:.3f} | "
-                    f"{c['boot']}" if j == 0 else " | | | | ")
+            head = (f"{c['system']} | {_estimator(c)} | {c['noise']:g} | {c['M']} | {c['n_ok']}/{c['runs']} ± "
+                    f"{c['binomial_se']:.3f} | {c['boot']}" if j == 0 else " | | | | | ")
             lines.append(f"| {head} | {name} | {' | '.join(vals)} | {c['bias_over_sd'][j]:+.2f} |")
     lines += ["", "Where a method misses (automatic: which criterion, with the estimator's bias over its spread and "
               "the failed runs beside it):", ""]
@@ -164,14 +178,17 @@ def markdown(data: dict) -> list[str]:
                 elif ratio > 1.25:
                     why.append(f"{name} {ratio:.2f}× the ideal width")
             failed = c["runs"] - c["n_ok"]
-            lines.append(f"- {c['system']}, {c['noise']:g}, M = {c['M']}, {k}: {'; '.join(why)}"
+            lines.append(f"- {c['system']}, {_estimator(c)}, {c['noise']:g}, M = {c['M']}, {k}: {'; '.join(why)}"
                          + (f" ({failed} failed runs left out)" if failed else "") + ".")
-    lines += ["", "Cells where each method meets the target: " + ", ".join(
-        f"{k} {sum(meets(c, k) for c in cells)}/{sum(k in c['coverage'] for c in cells)}" for k in METHODS) + ".", "",
-        "Seconds per interval (median over cells; a bootstrap of B refits, a profile of every parameter, "
-        "bootstrap-or-profile both): "
-        + ", ".join(f"{k} {np.median(v):.2f}" for k in ("bootstrap_basic", "profile", "bootstrap_or_profile")
-                    if (v := [c["seconds_per_interval"][k] for c in cells if k in c["seconds_per_interval"]])) + "."]
+    for name in ESTIMATORS:
+        if mine := [c for c in cells if _estimator(c) == name]:
+            lines += ["", f"Cells where each method meets the target ({name}): " + ", ".join(
+                f"{k} {sum(meets(c, k) for c in mine)}/{n}" for k in METHODS
+                if (n := sum(k in c['coverage'] for c in mine))) + "."]
+            lines += ["", f"Seconds per interval of {name} (median over its cells; a bootstrap of B refits, a profile "
+                      "of every parameter, bootstrap-or-profile both): "
+                      + ", ".join(f"{k} {np.median([c['seconds_per_interval'][k] for c in mine]):.2f}"
+                                  for k in ("bootstrap_basic", "profile", "bootstrap_or_profile")) + "."]
     if "lorenz_timing" in data:
         t = data["lorenz_timing"]
         lines += ["", f"Lorenz, M = {t['M']}, 10 % noise: one `wj.studies.bootstrap` of B = {t['boot']} MLE refits "
@@ -192,6 +209,7 @@ def main():
     parser.add_argument("--boot", type=int, default=100)
     parser.add_argument("--points", type=int, default=15, help="profile grid points per parameter")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--estimator", choices=list(ESTIMATORS), default="mle")
     parser.add_argument("--timing", action="store_true", help="only the Lorenz M = 1024 bootstrap timing")
     parser.add_argument("--timing-boot", type=int, default=200)
     args = parser.parse_args()
@@ -205,11 +223,13 @@ def main():
         for system in args.systems:
             for noise in args.noise:
                 for m in args.m:
-                    c = cell(system, noise, m, args.runs, args.boot, args.points, args.seed)
+                    c = cell(system, noise, m, args.runs, args.boot, args.points, args.seed, args.estimator)
                     c["command"] = (f"python benchmarks/interval_calibration.py --systems {system} --noise {noise:g} "
                                     f"--m {m} --runs {args.runs} --boot {args.boot} --points {args.points} "
-                                    f"--seed {args.seed}")
-                    data["cells"][f"{system}/{noise:g}/{m}"] = c
+                                    f"--seed {args.seed}" + ("" if args.estimator == "mle"
+                                                             else f" --estimator {args.estimator}"))
+                    suffix = "" if args.estimator == "mle" else f"/{args.estimator}"
+                    data["cells"][f"{system}/{noise:g}/{m}{suffix}"] = c
                     print(json.dumps({k: c[k] for k in ("system", "noise", "M", "n_ok", "coverage", "width_ratio",
                                                         "seconds")}), flush=True)
                     write_results(STEM, data, markdown(data), indent=1)
