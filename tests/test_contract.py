@@ -40,6 +40,11 @@ def test_common_call_and_result_fields(lv, name):
     lo, hi = fit.ci(0.9)
     d = fit.to_dict()
     assert set(d["params"]) == {"p1", "p2", "p3", "p4"} and d["method"] == name
+    # a notebook shows one line for repr (not every test function's arrays) and the table for display
+    assert len(repr(fit)) < 300 and repr(fit).startswith(f"{type(fit).__name__}({fit.title} of 'lotka_volterra'")
+    shown = []
+    fit._repr_pretty_(type("Printer", (), {"text": lambda self, s: shown.append(s)})(), cycle=False)  # IPython's hook
+    assert shown == [fit.table()]
     if est.covariances:  # a likelihood method: noise model, covariance, intervals
         assert fit.noise == d["noise"] == "gaussian" and "noise: gaussian" in fit.table()
         assert fit.covariance.shape == (4, 4) and fit.covariance_method == est.covariances[0]

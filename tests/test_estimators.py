@@ -175,6 +175,9 @@ def test_fit_result_object(lorenz_data, capsys):
     out = capsys.readouterr().out
     assert "WENDy-MLE fit of 'lorenz': converged" in out and "rho" in out
     assert "note:" not in out  # 1 % intervals well inside the box
+    # the summary says what its Wald intervals assume and where calibrated ones are
+    assert "intervals: Wald, from the sandwich covariance" in out and "wj.studies.BootstrapOrProfile()" in out
+    assert "from the inverse Hessian: local" in dataclasses.replace(fit, covariance_method="hessian").table()
     wide = dataclasses.replace(fit, covariance=fit.covariance * np.array([1.0, 1e8, 1.0]))  # rho's only
     assert "note: the 95% intervals of rho reach outside the model's parameter box" in wide.table()
     assert fit.objective == pytest.approx(float(wj.weak.nll(fit.likelihood, fit.params)))

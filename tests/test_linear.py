@@ -262,6 +262,7 @@ def test_fit_result_and_plots(head_impact_fit):
     fit = head_impact_fit
     text = fit.table()
     assert "Data2LD fit of 'head_impact': converged" in text and "df = 2.712" in text
+    assert "BootstrapOrProfile" not in text  # no bootstrap or profile of Data2LD to point at
     d = fit.to_dict()
     assert d["method"] == "data2ld" and d["df"] == pytest.approx(fit.df)
     fig, axes = wj.plot.bands(fit)

@@ -52,6 +52,7 @@ def test_output_error_recovers_lotka_volterra_and_initial_state(lv):
     n = data.u.size
     assert abs(2 * fit.objective - n) < 5 * np.sqrt(2 * n)
     assert "Output-error fit of 'lotka_volterra': converged" in fit.table()
+    assert "intervals: Wald, from the Gauss–Newton covariance" in fit.table()
 
 
 @pytest.mark.slow

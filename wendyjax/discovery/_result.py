@@ -68,7 +68,7 @@ def _candidates(history: SearchHistory, n: int) -> tuple[Candidate, ...]:
                  for i in range(n))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class Discovery(AbstractFit):
     """A discovery run ([`AbstractFit`][wendyjax.estimators.AbstractFit]; `model` is the library):
     `params` the selected coefficient matrix (terms × states, zero off the `support`),

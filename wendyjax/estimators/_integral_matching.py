@@ -64,7 +64,7 @@ def _batch_loss(params: tuple, args: PyTree, index: Int[Array, " b"] | None) -> 
     return integral_matching_loss(rhs, eqx.combine(params[0], static), problem, index)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class IntegralMatchingFit(AbstractFit):
     """An integral-matching fit: [`AbstractFit`][] (`params`: the parameter vector,
     coefficient matrix or trained module; `objective`: the final loss ℓ(Θ̂); no

@@ -2,6 +2,7 @@
 
 import abc
 import dataclasses
+from typing import ClassVar
 
 import diffrax
 import numpy as np
@@ -30,6 +31,15 @@ class StatusMixin:
     def status_name(self) -> str:
         """The status's name ("successful", "max_steps_reached", …)."""
         return str(status_names(self.status))
+
+
+#: what a fit's Wald intervals assume, by covariance (for the summary of fits that have
+#: profiles and a bootstrap: WENDy, output error, hybrid)
+_WALD_CAVEAT = {
+    "sandwich": "the sandwich covariance (Rummel et al. 2025, eq. 9): conservative, wider than the estimates' spread",
+    "hessian": "the inverse Hessian: local, they keep the weak form's bias at high noise",
+    "gauss_newton": "the Gauss–Newton covariance: local, linearised at the estimate",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +74,7 @@ class Identifiability:
         return "\n".join(lines)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class AbstractFit(StatusMixin, abc.ABC):
     """What every fit result has (plain NumPy arrays): `params`, their `covariance`
     (`covariance_method`), the start `p0`, `num_steps`, `status` (a `RESULTS` item,
@@ -85,6 +95,8 @@ class AbstractFit(StatusMixin, abc.ABC):
     seconds: float
     lower: np.ndarray | None = dataclasses.field(default=None, kw_only=True)
     upper: np.ndarray | None = dataclasses.field(default=None, kw_only=True)
+    #: the summary points at `wj.studies.BootstrapOrProfile` (fits that have profiles and a bootstrap)
+    _calibrated_elsewhere: ClassVar[bool] = False
 
     @classmethod
     @abc.abstractmethod
@@ -205,6 +217,9 @@ class AbstractFit(StatusMixin, abc.ABC):
         if outside:
             lines.append(f"note: the {pct} intervals of {', '.join(outside)} reach outside the model's parameter "
                          f"box; normal intervals ignore the box, so they are a poor guide there.")
+        if self._calibrated_elsewhere and self.covariance_method in _WALD_CAVEAT:
+            lines += [f"intervals: Wald, from {_WALD_CAVEAT[self.covariance_method]};",
+                      "  calibrated ones: wj.studies.BootstrapOrProfile()(estimator, fit, data) (docs: Uncertainty)."]
         if np.ndim(self.params) == 1 and getattr(self.model, "param_names", None) is not None:
             report = self.identifiability()
             if not report.ok:  # something is wrong: the whole report (fit.identifiability())
@@ -278,14 +293,25 @@ class AbstractFit(StatusMixin, abc.ABC):
     def __str__(self) -> str:
         return self.table()
 
+    def __repr__(self) -> str:  # one line: the fields hold arrays of every test function and trajectory
+        params = (np.array2string(self.params, precision=4, threshold=8) if isinstance(self.params, np.ndarray)
+                  else type(self.params).__name__)
+        return (f"{type(self).__name__}({self.title} of {self.model_name!r}: {self.status_name}, params={params}, "
+                f"covariance={self.covariance_method!r})")
 
-@dataclasses.dataclass(frozen=True)
+    def _repr_pretty_(self, printer, cycle) -> None:  # IPython and Jupyter show the summary table
+        printer.text(self.table())
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
 class WENDyFit(AbstractFit):
     """A WENDy fit: [`AbstractFit`][] (`objective` = ℓ at the estimate) plus the
     `test_functions` chosen for every trajectory and the
     [`WeakLikelihood`][wendyjax.WeakLikelihood] it was fitted on. `num_steps`: trust-region
     steps (WLS, MLE) or reweighting iterations (IRLS); `method`: "wls", "irls" or "mle"
     (the one that ran: noiseless data switch to WLS)."""
+
+    _calibrated_elsewhere: ClassVar[bool] = True
 
     test_functions: tuple[TestFunctionInfo | None, ...]
     likelihood: WeakLikelihood
@@ -312,12 +338,14 @@ class WENDyFit(AbstractFit):
         ]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class OutputErrorFit(AbstractFit):
     """An output-error (or hybrid) fit: [`AbstractFit`][] (`objective` = the loss
     ½Σ(whitened residual)²) plus the fitted initial states `u0` `(R, D)` and the residual
     `scale` per state. For a hybrid, `wendy_params` and `wendy_status` are the estimate
     and status of the WENDy stage it started from (`None` for plain output error)."""
+
+    _calibrated_elsewhere: ClassVar[bool] = True
 
     u0: np.ndarray
     scale: np.ndarray

@@ -15,7 +15,7 @@ from ._model import LinearODE
 from ._problem import Data2LDProblem, fitted, smooth
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class Data2LDFit(AbstractFit):
     r"""A Data2LD fit (Carey & Ramsay 2021): [`AbstractFit`][] plus the selected `rho` (`gamma` its
     logit), the spline coefficients `coef` `(D, K)` of $\hat x$, the diagnostics `df`,
