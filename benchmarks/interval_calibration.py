@@ -213,11 +213,8 @@ def main():
     parser.add_argument("--timing", action="store_true", help="only the Lorenz M = 1024 bootstrap timing")
     parser.add_argument("--timing-boot", type=int, default=200)
     args = parser.parse_args()
-    path = RESULTS / f"{STEM}.json"
-    data = json.loads(path.read_text()) if path.exists() else {"cells": {}}
-    data["machine"] = machine_info()
     if args.timing:
-        data["lorenz_timing"] = lorenz_timing(args.timing_boot)
+        data = _update(timing=lorenz_timing(args.timing_boot))
         print(data["lorenz_timing"])
     else:
         for system in args.systems:
@@ -229,12 +226,24 @@ def main():
                                     f"--seed {args.seed}" + ("" if args.estimator == "mle"
                                                              else f" --estimator {args.estimator}"))
                     suffix = "" if args.estimator == "mle" else f"/{args.estimator}"
-                    data["cells"][f"{system}/{noise:g}/{m}{suffix}"] = c
+                    data = _update(f"{system}/{noise:g}/{m}{suffix}", c)
                     print(json.dumps({k: c[k] for k in ("system", "noise", "M", "n_ok", "coverage", "width_ratio",
                                                         "seconds")}), flush=True)
-                    write_results(STEM, data, markdown(data), indent=1)
-    write_results(STEM, data, markdown(data), indent=1)
     print("\n".join(markdown(data)))
+
+
+def _update(key: str | None = None, c: dict | None = None, timing: dict | None = None) -> dict:
+    """Add a cell (or the Lorenz timing) to the results file as it is now, so that runs in
+    parallel keep each other's cells, and rewrite both files."""
+    path = RESULTS / f"{STEM}.json"
+    data = json.loads(path.read_text()) if path.exists() else {"cells": {}}
+    data["machine"] = machine_info()
+    if key is not None:
+        data["cells"][key] = c
+    if timing is not None:
+        data["lorenz_timing"] = timing
+    write_results(STEM, data, markdown(data), indent=1)
+    return data
 
 
 if __name__ == "__main__":
