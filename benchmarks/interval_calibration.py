@@ -108,6 +108,15 @@ def _commit() -> str:
         return "unknown"
 
 
+def exact_pass(c: dict) -> float:
+    """The chance that intervals covering exactly 95 % meet the coverage criterion in cell `c`
+    (every parameter within two binomial errors; the parameters taken as independent)."""
+    n = c["n_ok"]
+    hits = np.arange(n + 1)
+    inside = np.abs(hits / n - 0.95) <= 2 * c["binomial_se"]
+    return float(scipy.stats.binom.pmf(hits[inside], n, 0.95).sum() ** len(c["params"]))
+
+
 def meets(c: dict, method: str) -> bool:
     if method not in c["coverage"]:  # a cell measured before the method existed
         return False
@@ -185,6 +194,19 @@ def markdown(data: dict) -> list[str]:
             lines += ["", f"Cells where each method meets the target ({name}): " + ", ".join(
                 f"{k} {sum(meets(c, k) for c in mine)}/{n}" for k in METHODS
                 if (n := sum(k in c['coverage'] for c in mine))) + "."]
+            pooled = {k: (sum(np.sum(np.asarray(c["coverage"][k]) * c["n_ok"]) for c in mine if k in c["coverage"]),
+                          sum(c["n_ok"] * len(c["params"]) for c in mine if k in c["coverage"])) for k in METHODS}
+            chance = [exact_pass(c) for c in mine]
+            one = [1 - p ** (1 / len(c["params"])) for p, c in zip(chance, mine)]
+            k = [len(c["params"]) for c in mine]
+            lines += ["", f"Exact 95 % intervals would meet the coverage criterion in {sum(chance):.1f} of these "
+                      f"{len(mine)} cells on average (per cell {min(chance):.2f}–{max(chance):.2f}: with these runs a "
+                      f"parameter misses two binomial errors by chance {min(one):.1%}–{max(one):.1%} of the time, and "
+                      f"a cell has {min(k)}–{max(k)} of them, taken as independent), so a cell missed by one run says "
+                      "little about a method. Coverage pooled over every parameter of every cell "
+                      "(the parameters of a run share its data, so this is no binomial count): " + ", ".join(
+                          f"{k} {hit / total:.3f} ({hit:.0f}/{total})" for k, (hit, total) in pooled.items() if total)
+                      + "."]
             lines += ["", f"Seconds per interval of {name} (median over its cells; a bootstrap of B refits, a profile "
                       "of every parameter, bootstrap-or-profile both): "
                       + ", ".join(f"{k} {np.median([c['seconds_per_interval'][k] for c in mine]):.2f}"
