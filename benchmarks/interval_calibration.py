@@ -189,6 +189,9 @@ def markdown(data: dict) -> list[str]:
             failed = c["runs"] - c["n_ok"]
             lines.append(f"- {c['system']}, {_estimator(c)}, {c['noise']:g}, M = {c['M']}, {k}: {'; '.join(why)}"
                          + (f" ({failed} failed runs left out)" if failed else "") + ".")
+    if notes := [c for c in cells if "note" in c]:  # what the run of a cell had to say (added by hand)
+        lines += ["", "Notes on cells:", ""] + [f"- {c['system']}, {_estimator(c)}, {c['noise']:g}, M = {c['M']}: "
+                                                 f"{c['note']}" for c in notes]
     for name in ESTIMATORS:
         if mine := [c for c in cells if _estimator(c) == name]:
             lines += ["", f"Cells where each method meets the target ({name}): " + ", ".join(
