@@ -3,7 +3,9 @@
 With WENDYJAX_DOCS_EXECUTE=1 each notebook first runs top to bottom at toy sizes (SMALL =
 True after its `parameters` cell, as tests/test_notebooks.py runs them), so that its page
 shows outputs and figures; the executed copies are cached under docs/_build/ by a hash of
-the notebook and the package's sources. Without it the pages show the code only."""
+the notebook and the package's sources (tests/test_notebooks.py executes them through
+`executed` too, so a docs build after the tests reuses their runs). Without it the pages
+show the code only."""
 
 import hashlib
 import os
@@ -24,7 +26,8 @@ def _fingerprint(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def _executed(path: Path) -> Path:
+def executed(path: Path) -> Path:
+    """The notebook at `path` run top to bottom at toy sizes, as a cached copy."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -33,7 +36,7 @@ def _executed(path: Path) -> Path:
         return out
     nb = nbformat.read(path, as_version=4)
     (i,) = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
-    nb.cells.insert(i + 1, nbformat.v4.new_code_cell("SMALL = True  # toy sizes for the docs"))
+    nb.cells.insert(i + 1, nbformat.v4.new_code_cell("SMALL = True  # toy sizes"))
     out.parent.mkdir(parents=True, exist_ok=True)
     NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(out.parent)}}).execute()
     nbformat.write(nb, out)
@@ -44,7 +47,7 @@ def _executed(path: Path) -> Path:
 def on_files(files, config):
     execute = os.environ.get("WENDYJAX_DOCS_EXECUTE") == "1"
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
-        source = _executed(path) if execute else path  # .../notebooks/NAME.ipynb
+        source = executed(path) if execute else path  # .../notebooks/NAME.ipynb
         files.append(File(f"notebooks/{path.name}", str(source.parents[1]), config["site_dir"],
                           config["use_directory_urls"]))
     return files
