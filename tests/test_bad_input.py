@@ -233,6 +233,7 @@ def test_the_pseudo_inverse_keeps_weak_directions():
     assert np.isnan(wj.inference.determined_pinv(np.c_[a, 2 * a])).all()          # exactly collinear
 
 
+@pytest.mark.slow
 def test_an_output_error_fit_that_fails_at_its_start_says_so():
     """Robertson with Tsit5 said "the forward simulation at the estimate failed": it was the
     start. Here u' = p u² from u(0) = 1 blows up before t = 1 for p ≥ 1."""

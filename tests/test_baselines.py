@@ -68,6 +68,7 @@ def test_evaluation_counts(neural_ode):
     assert bs.vjp > 0 and bs.primal > n_f and bs.total > bp.total
 
 
+@pytest.mark.slow
 def test_batch_of_windows_is_the_mean_of_single_windows(neural_ode):
     f, theta, _, t, y = neural_ode
     starts = [0, 5, 11]

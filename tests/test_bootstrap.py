@@ -45,6 +45,7 @@ def test_bad_input_is_refused_before_any_work(mle_fit):
         assert time.perf_counter() - clock < 2.0
 
 
+@pytest.mark.slow
 def test_the_bootstrap_agrees_with_the_fits_own_uncertainty(mle_fit):
     """On the logistic at 5 % noise the inverse Hessian's width matches the Monte Carlo
     spread (benchmarks/results/interval_coverage.md); the bootstrap's standard errors
@@ -67,6 +68,7 @@ def test_the_bootstrap_agrees_with_the_fits_own_uncertainty(mle_fit):
     assert boot.u0.shape == (1, 1) and abs(boot.u0[0, 0] - float(BENCH.u0[0])) < 0.005
 
 
+@pytest.mark.slow
 def test_output_error_refits_start_from_the_simulated_initial_state():
     """The logistic's first observations lie near 0: refits whose initial state started
     from a noisy first sample below 0 blew up (21 of 50 failed)."""
@@ -102,6 +104,7 @@ def test_basic_intervals_cover_where_the_weak_form_is_biased():
     assert np.all(np.abs(np.mean(bias, axis=0) - mc_bias) < 3 * mc_se)
 
 
+@pytest.mark.slow
 def test_parameters_the_fit_does_not_determine_get_no_interval():
     """u' = a·b·u + c·u²: the refits of a and b stay near p̂ along the flat ridge, which
     would look like ±1 % precision; they get NaN, with a warning, and c keeps its interval."""
@@ -116,6 +119,7 @@ def test_parameters_the_fit_does_not_determine_get_no_interval():
         assert np.all(np.isnan(lo[:2])) and np.all(np.isnan(hi[:2])) and lo[2] < fit.params[2] < hi[2]
 
 
+@pytest.mark.slow
 def test_too_few_successful_refits_give_nan_not_an_error(mle_fit):
     boot = wj.studies.bootstrap(wj.MLE(), mle_fit, DATA, 4, key=0, progress=False)
     none = dataclasses.replace(boot, draws=np.full_like(boot.draws, np.nan), status=np.full(4, "nonlinear_divergence"))
@@ -124,6 +128,7 @@ def test_too_few_successful_refits_give_nan_not_an_error(mle_fit):
     assert none.n_failed == 4 and np.all(np.isnan(none.bias))
 
 
+@pytest.mark.slow
 def test_a_log_normal_fit_skips_initial_states_that_are_not_positive(monkeypatch):
     """Starts for the initial states solved back from later data can leave the positive
     orthant; under log-normal noise output error refuses them, and the bootstrap used to

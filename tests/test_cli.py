@@ -75,6 +75,7 @@ def test_fit_csv_with_a_missing_value_prints_the_table(files, capsys):
     assert np.allclose(est, bench.p_true, rtol=0.1)
 
 
+@pytest.mark.slow
 def test_fit_json_from_npz_and_from_a_model_file(files, capsys):
     tmp, _, lv = files
     assert main(["fit", "lotka_volterra", str(tmp / "lv.npz"), "--method", "wls", "--json", "--level", "0.9"]) == 0
@@ -148,6 +149,7 @@ def test_fit_a_linear_ode_by_data2ld(files, capsys):
     _fails(["fit", str(tmp / "head_model.py"), str(tmp / "head2.csv")], capsys, "Data2LD fits one trajectory")
 
 
+@pytest.mark.slow
 def test_study_writes_its_table(files, capsys):
     tmp, _, _ = files
     argv = ["study", "logistic", "--estimator", "wls", "--noise", "0.05", "--subsample", "8", "--runs", "3",
@@ -163,6 +165,7 @@ def test_study_writes_its_table(files, capsys):
     assert "positive integers" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_study_measures_the_interval_methods_asked_for(capsys):
     argv = ["study", "logistic", "--noise", "0.05", "--subsample", "16", "--runs", "3", "--covariance", "hessian",
             "--intervals", "sandwich,bootstrap,bootstrap_normal,profile,bootstrap_or_profile", "--boot", "6",
@@ -204,6 +207,7 @@ def test_demo_refuses_what_it_cannot_run(capsys):
     _fails(["demo", "--noise", "-0.1"], capsys, "noise_ratio must be a finite number >= 0, got -0.1")
 
 
+@pytest.mark.slow
 def test_bench_lists_runs_and_rejects_unknown(capsys, monkeypatch):
     assert main(["bench", "--list"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]

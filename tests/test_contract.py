@@ -13,6 +13,9 @@ from _zoo import zoo
 import wendyjax as wj
 
 NAMES = sorted(wj.estimators.ESTIMATORS)
+# The hybrid is WENDy-MLE followed by output error, both checked here on their own: its
+# cases (the slowest to compile) run with the slow tests.
+CASES = [pytest.param(n, marks=pytest.mark.slow) if n == "hybrid" else n for n in NAMES]
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +30,7 @@ def _p0(bench):
     return np.asarray(bench.p_true) * 0.9
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", CASES)
 def test_common_call_and_result_fields(lv, name):
     bench, (data, _) = lv
     est = wj.estimators.get_estimator(name)
@@ -63,7 +66,7 @@ def _nan_model():
     return wj.ODEModel(rhs, ["x", "y"], ["p1", "p2", "p3", "p4"], name="sqrt_model")
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", CASES)
 def test_failure_is_a_status_with_throw_false(lv, name):
     _, (data, _) = lv
     model, est = _nan_model(), wj.estimators.get_estimator(name)
@@ -75,7 +78,7 @@ def test_failure_is_a_status_with_throw_false(lv, name):
     assert not fit.successful and fit.status != wj.RESULTS.successful and fit.message
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", CASES)
 def test_solve_is_jit_and_vmap_able(lv, name):
     bench, datasets = lv
     est = wj.estimators.get_estimator(name)
@@ -146,6 +149,7 @@ def test_zoo_models_reuse_their_compiled_programs():
     assert _compile_log(lambda: wj.MLE().fit(twin, data, [0.5, -0.5]))
 
 
+@pytest.mark.slow
 def test_the_model_noise_is_the_default_and_is_reported():
     bench = zoo("goodwin_3d")
     assert bench.model.noise == "lognormal" and zoo("lorenz").model.noise == "gaussian"
@@ -175,6 +179,7 @@ def test_import_leaves_the_process_alone():
     np.testing.assert_array_equal(jax.jit(lambda x: f(x) + 0.0)(eye), eye)
 
 
+@pytest.mark.slow
 def test_integral_matching_runs_in_a_study():
     """Any estimator of the contract runs in `monte_carlo`; one without a covariance has no
     coverage (NaN, not 0) and its runs do not fail for the missing covariance."""

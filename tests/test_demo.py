@@ -2,10 +2,12 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from wendyjax.cli._demo import demo
 
 
+@pytest.mark.slow
 def test_demo_fits_and_prints_table(capsys):
     fit = demo("logistic", noise_ratio=0.05, seed=1)
     out = capsys.readouterr().out

@@ -124,6 +124,7 @@ def _compare_blocks(problem, u, grad, h, dense, want_grad):
     assert problem.structure.n_colours <= 3 * S and problem.structure.n_colours < n_u / 2
 
 
+@pytest.mark.slow
 def test_coloured_hessian_equals_jax_hessian_ode():
     clean, library, _ = _lorenz()
     rng = np.random.default_rng(0)
@@ -340,6 +341,7 @@ def test_interpolated_start_keeps_the_data_and_the_time_difference_at_gaps():
     assert rel < 0.1, rel
 
 
+@pytest.mark.slow
 def test_levenberg_marquardt_decreases_the_objective_monotonically():
     clean, library, _ = _lorenz(1.0)
     rng = np.random.default_rng(3)
@@ -356,6 +358,7 @@ def test_levenberg_marquardt_decreases_the_objective_monotonically():
     assert all(b <= a for a, b in zip(losses, losses[1:])) and losses[-1] < 1e-2 * start, losses
 
 
+@pytest.mark.slow
 def test_gauss_newton_and_conjugate_gradients_reach_the_same_minimum():
     """Gauss–Newton LM with the block Cholesky and with matrix-free CG, and exact-Hessian LM,
     end at the same minimiser (the true support's terms)."""
@@ -621,6 +624,7 @@ def test_kuramoto_sivashinsky_reference_solves_the_pde():
     assert np.allclose(t[[0, 100]], [0.0, 1.0]) and u.shape == (101, 64)
 
 
+@pytest.mark.slow
 def test_allen_cahn_reference_converges_and_stays_bounded():
     _, _, coarse = wj.models.allen_cahn_2d(n=32, spacing=0.5, dt=0.1, times=(2.0, 3.0))
     times, x, fine = wj.models.allen_cahn_2d(n=32, spacing=0.5, dt=0.025, times=(2.0, 3.0))
@@ -631,6 +635,7 @@ def test_allen_cahn_reference_converges_and_stays_bounded():
         wj.models.allen_cahn_2d(n=8, times=(1.0, 2.0, 4.0))
 
 
+@pytest.mark.slow
 def test_kuramoto_sivashinsky_terms_recovered_from_noisy_gappy_data():
     """Meissner & Glasner 2024 Table 3's protocol on the first 32 of its 128 time levels: 30 % noise, 40 % missing,
     the true terms' fit from the gap-filled data. From α₀ = 100 (Meissner & Glasner 2024's code) the same fit

@@ -106,6 +106,7 @@ def test_mle_recovers_truth_with_covering_intervals(name, max_median_err):
     assert covered.mean() >= 0.95 - 3 * math.sqrt(0.95 * 0.05 / n), covered.mean(0)
 
 
+@pytest.mark.slow
 def test_hessian_standard_errors_match_monte_carlo_spread():
     """Lorenz, 10 % noise: the inverse-Hessian standard error matches the spread of the
     estimates across seeds (ratio of SDs within ±3 × its sampling error √(1/(2(n-1))))."""
@@ -120,6 +121,7 @@ def test_hessian_standard_errors_match_monte_carlo_spread():
     assert np.all(np.abs(ratio - 1) < tol), ratio
 
 
+@pytest.mark.slow
 def test_wls_biased_at_high_noise_and_irls_mle_reduce_error():
     """Logistic at 10 % noise (Rummel et al. 2025 Table 4, Bortz et al. 2023 Fig. 6): WLS is biased; IRLS and MLE cut
     the mean coefficient error substantially (Bortz et al. 2023 reports 60-90 %)."""
@@ -129,6 +131,7 @@ def test_wls_biased_at_high_noise_and_irls_mle_reduce_error():
     assert err["irls"] < 0.6 * err["wls"] and err["mle"] < 0.6 * err["wls"], err
 
 
+@pytest.mark.slow
 def test_irls_and_mle_agree_on_a_linear_model():
     study = _study("lorenz")
     irls, mle = _fit_all(study, wj.IRLS()), _fit_all(study, wj.MLE())
@@ -219,6 +222,7 @@ def test_mle_start_both_keeps_the_lower_local_minimum():
     assert int(both.num_steps) == int(given.num_steps) + int(best.num_steps)
 
 
+@pytest.mark.slow
 def test_several_trajectories_in_one_fit():
     b = zoo("lotka_volterra")
     one = b.simulate(jax.random.key(0), 0.05, subsample=2)
@@ -241,6 +245,7 @@ def test_noiseless_data_switch_to_wls_with_warning():
     assert _rel_err(fit.params, b.p_true) < 1e-3
 
 
+@pytest.mark.slow
 def test_irls_shapiro_wilk_option(lorenz_data):
     b, data = lorenz_data
     plain = wj.IRLS().fit(b.model, data)

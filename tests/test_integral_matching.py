@@ -116,6 +116,7 @@ def _linear_model():
     return wj.ODEModel(rhs, ["x", "y"], ["a", "b", "c", "d"], name="linear")
 
 
+@pytest.mark.slow
 def test_exact_recovery_of_a_linear_ode_from_noiseless_data():
     model, p = _linear_model(), np.array([-0.1, 2.0, -2.0, -0.1])
     data = wj.simulate(model, p, [2.0, 0.0], np.linspace(0, 10, 501), None)
@@ -132,6 +133,7 @@ def test_exact_recovery_of_a_linear_ode_from_noiseless_data():
     assert fit.forward_error([2.0, 0.0], t, np.asarray(data.u)) < 1e-6
 
 
+@pytest.mark.slow
 def test_loss_gradient_matches_finite_differences(central_difference):
     bench = zoo("fitzhugh_nagumo")
     problem = integral_matching_problem(bench.simulate(jax.random.key(0), 0.05), order=10, length=1.0)
@@ -162,6 +164,7 @@ def test_fitzhugh_nagumo_nonlinear_parameters():
     assert np.mean(errs) < 0.02, np.mean(errs, axis=0)
 
 
+@pytest.mark.slow
 def test_sequential_thresholding_recovers_the_lorenz_support():
     bench = zoo("lorenz")
     lib = wj.PolynomialLibrary(["x", "y", "z"], 3)
@@ -210,6 +213,7 @@ def test_missing_values_are_filled_before_the_node_fits():
     np.testing.assert_allclose(theta, truth, atol=0.2)
 
 
+@pytest.mark.slow
 def test_neural_field_training_decreases_loss_and_beats_baselines():
     bench = zoo("spiral")
     data = bench.simulate(jax.random.key(0), 0.01)
@@ -231,6 +235,7 @@ def test_neural_field_training_decreases_loss_and_beats_baselines():
 
 
 @pytest.mark.filterwarnings("ignore:Output-error stopped at its step limit")
+@pytest.mark.slow
 def test_neural_field_as_ode_model_refined_by_output_error():
     # data from a small tanh network; the same architecture with perturbed weights as the
     # start: as an ODEModel of its flattened weights, OutputError refits it
@@ -332,6 +337,7 @@ def _lorenz_hidden_z(t1):
     return bench, np.asarray(clean.u), wj.Trajectory(t, np.where(mask, clean.u, np.nan), mask)
 
 
+@pytest.mark.slow
 def test_hidden_state_reconstruction_on_a_short_lorenz_window():
     # Anonymous 2025 §5: z never observed; the model's parameters and z at the collocation nodes are
     # found jointly, from p0 20–30 % off and z(0) = 20 (truth 27)

@@ -210,6 +210,7 @@ def test_constant_weight_grams_are_scaled_shared_products():
         np.testing.assert_allclose(fast.grams, slow.grams, rtol=0, atol=1e-13 * float(jnp.max(jnp.abs(slow.grams))))
 
 
+@pytest.mark.slow
 def test_linear_path_refuses_a_structure_the_random_probes_missed():
     # the rate p1 is switched on at t = 5: at the probe times t in [0.5, 1.5] its Jacobian
     # entry is zero, so the Gram it weights would be dropped from S; the data reveal it
@@ -270,6 +271,7 @@ def _autodiff_hessian(lik, p):
     return np.asarray(jax.jacfwd(jax.grad(wj.weak.nll, argnums=1), argnums=1)(lik, p))
 
 
+@pytest.mark.slow
 def test_general_hessian_forms_only_the_nonzero_sensitivities_and_equals_autodiff():
     # Goodwin-3D in log space: the degradation rates p2, p6, p8 leave ∂f̃/∂x (up to the
     # rounding of f(eˣ)/eˣ), so their ∂S vanish; two trajectories of different lengths,
@@ -287,6 +289,7 @@ def test_general_hessian_forms_only_the_nonzero_sensitivities_and_equals_autodif
                                atol=1e-12 * np.abs(np.asarray(grad)).max())
 
 
+@pytest.mark.slow
 def test_general_hessian_falls_back_to_every_gram_when_the_data_reveal_a_missed_sensitivity():
     # b² switches a rate on at t = 5: at the probe times t in [0.5, 1.5] it never enters J,
     # so the probes alone would drop its ∂S; the data reveal it and every Gram is formed
@@ -331,6 +334,7 @@ def _monte_carlo_whitened(bench, noise, n_runs, subsample, key):
     return np.asarray(wj.weak.whitened_residual(lik, bench.p_true))
 
 
+@pytest.mark.slow
 def test_whitened_residual_is_standard_normal_lotka_volterra():
     b = zoo("lotka_volterra")
     w = _monte_carlo_whitened(b, wj.AdditiveGaussian(0.05), 100, 4, jax.random.key(11))
@@ -359,6 +363,7 @@ def test_whitened_residual_lognormal_goodwin_3d():
 # --- batching: padding, several trajectories, vmap --------------------------------------
 
 
+@pytest.mark.slow
 def test_padding_and_several_trajectories_of_different_lengths():
     b = zoo("lorenz")
     d1 = b.simulate(jax.random.key(5), subsample=4)

@@ -138,6 +138,7 @@ def test_parameter_cascading_reports_the_least_gcv(head_impact_fit):
     assert float(sol.extras["gcv"]) == pytest.approx(min(gcv), rel=1e-10)
 
 
+@pytest.mark.slow
 def test_solve_many_equals_single_fits_and_handles_missing_values(head_impact_fit):
     fit = head_impact_fit
     est = L.Data2LD(fit.basis, L.Ladder(gammas=(6.0, 8.0, 9.0)))
@@ -188,6 +189,7 @@ def test_recovers_theta_from_noiseless_simulated_data():
     assert fit.rho > 0.99
 
 
+@pytest.mark.slow
 def test_recovers_a_time_varying_coefficient_and_a_partly_observed_system():
     # x' = β(t) x, β(t) = θ₁(1 − t/2) + θ₂ t/2 on [0, 2]: x = exp(θ₁(t − t²/4) + θ₂ t²/4)
     t = np.linspace(0, 2, 41)

@@ -39,6 +39,7 @@ def test_box_transform_round_trip_and_feasibility():
     assert np.all(np.isfinite(box.to_free(jnp.array([0.0, 3.0, 1.0, 0.0]))))
 
 
+@pytest.mark.slow
 def test_output_error_recovers_lotka_volterra_and_initial_state(lv):
     bench, data = lv
     fit = OutputError().fit(bench.model, data, np.asarray(bench.p_true) * 1.3)
@@ -144,6 +145,7 @@ def test_bounds_are_honoured(lv):
     assert np.all(fit.params >= lower) and np.all(fit.params <= upper) and fit.params[2] > 4.99
 
 
+@pytest.mark.slow
 def test_sensitivities_equal_forward_mode_and_optimizers_agree(lv):
     bench, data = lv
     problem = output_error_problem(bench.model, data)
@@ -170,6 +172,7 @@ def test_sensitivities_equal_forward_mode_and_optimizers_agree(lv):
         OutputError(jacobian="fd")
 
 
+@pytest.mark.slow
 def test_failed_forward_solves_are_reported(lv):
     bench, data = lv
     est = OutputError(ode_max_steps=3)  # too few steps to reach the last sample
@@ -198,6 +201,7 @@ def test_multistart_keeps_the_best_successful_fit(lv):
     assert np.allclose(every.params[1], single.params, rtol=1e-7)
 
 
+@pytest.mark.slow
 def test_hybrid_refines_the_wendy_estimate(lv):
     bench, data = lv
     p0 = np.asarray(bench.p_true) * 1.3

@@ -58,6 +58,7 @@ def test_incompatible_pieces_are_refused(results, second, message):
     assert run.returncode == 1 and message in run.stderr and not (results / "merged.json").exists()
 
 
+@pytest.mark.slow
 def test_missing_or_repeated_pieces_are_refused(results):
     _piece(results, "a", [(0.01, 256)])
     for studies, message in ((("a", "c"), "no saved study"), (("a", "a"), "named twice")):

@@ -193,6 +193,7 @@ def test_plot_bad_input_is_named(logistic):
             call()
 
 
+@pytest.mark.slow
 def test_profile_and_bootstrap_plots_draw_every_parameter():
     """Profiles: one panel per parameter with its threshold, estimate and two interval ends;
     the bootstrap: a corner of histograms (with the estimate and two interval ends) and

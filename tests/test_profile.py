@@ -37,6 +37,7 @@ def test_near_quadratic_profiles_give_the_wald_intervals(mle_fit):
         assert abs(prof.interval[0] - lo[j]) < 0.1 * half and abs(prof.interval[1] - hi[j]) < 0.1 * half
 
 
+@pytest.mark.slow
 def test_a_product_of_parameters_is_structurally_non_identifiable():
     """u' = a·b·u + c·u²: along a (b refitted) the likelihood does not change at all."""
     model = wj.ODEModel(lambda u, p, t: p[0] * p[1] * u + p[2] * u**2, ["u"], ["a", "b", "c"], name="product")

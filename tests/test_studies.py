@@ -338,6 +338,7 @@ _SHARDED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_sharded_study_equals_unsharded():
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     out = subprocess.run([sys.executable, "-c", _SHARDED], capture_output=True, text=True, env=env, timeout=600)

@@ -66,6 +66,7 @@ def test_bootstrap_or_profile_takes_the_profile_where_the_data_do_not_determine_
     assert (m_lo[0], m_hi[0]) == (p_lo[0], p_hi[0]) and (m_lo[1], m_hi[1]) == (b_lo[1], b_hi[1])
 
 
+@pytest.mark.slow
 def test_bootstrap_or_profile_of_a_product_gives_the_box_where_the_bootstrap_gives_none():
     """u' = a·b·u + c·u²: the bootstrap gives a and b NaN intervals (undetermined), the
     profile is flat, so the recommended intervals are the box; c keeps the bootstrap's."""
