@@ -10,10 +10,8 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # XLA's classic CPU emitters instead of its MLIR fusion emitters, and otherwise its defaults
-# (no persistent compilation cache). On a 2-core AMD EPYC without AVX-512 (jax 0.10.2), three
-# compile-heavy tests (test_studies' distributed study, test_discovery's vmapped solve,
-# test_estimators' MLE start='both') took 103 s with XLA's defaults and 65 s with
-# --xla_cpu_use_fusion_emitters=false, run one after another. Flags tried before broke the
+# (no persistent compilation cache): three compile-heavy tests take 55 s instead of 76 s on a
+# 2-core AMD EPYC without AVX-512 (benchmarks/test_xla_flags.sh). Flags tried before broke the
 # suite: with --xla_backend_optimization_level=0, StateParameterRegression's fits of
 # test_discovery's oscillator diverged at their first step, and with the persistent cache,
 # xdist workers segfaulted while serialising executables. Workers still die now and then
