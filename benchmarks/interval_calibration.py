@@ -78,7 +78,8 @@ def cell(system: str, noise: float, m: int, runs: int, boot: int, points: int, s
                         else (np.asarray(lo, float), np.asarray(hi, float)))
     open_profile = np.sum((prof[:, 0] <= edge_lo) | (prof[:, 1] >= edge_hi), axis=0)
     return {
-        "system": system, "estimator": estimator, "noise": noise, "M": int(r.m), "runs": runs, "n_ok": n_ok, "boot": boot,
+        "system": system, "estimator": estimator, "noise": noise, "M": int(r.m), "runs": runs, "n_ok": n_ok,
+        "boot": boot,
         "profile_points": points, "seed": seed, "params": list(study.param_names),
         "p0": "uniform in the box" if box else "the true parameters (the model has no box)",
         "binomial_se": math.sqrt(0.95 * 0.05 / max(n_ok, 1)),

@@ -62,6 +62,7 @@ def test_the_bootstrap_agrees_with_the_fits_own_uncertainty(mle_fit):
     lo, hi = boot.normal()
     assert np.allclose((lo + hi) / 2, mle_fit.params - boot.bias) and np.allclose(hi - lo, 2 * 1.959964 * boot.stderr)
     assert "40 refits, 0 failed" in boot.table()
+    assert np.array_equal(boot.lower, mle_fit.lower) and np.array_equal(boot.upper, mle_fit.upper)
     with pytest.raises(ValueError, match="level must lie strictly between 0 and 1, got 95"):
         boot.basic(95)
     # WENDy fits no initial state: output error fitted it with the parameters held
@@ -144,3 +145,22 @@ def test_a_log_normal_fit_skips_initial_states_that_are_not_positive(monkeypatch
     monkeypatch.setattr(_bootstrap, "_starts", lambda *a: [-good, good])
     boot = wj.studies.bootstrap(wj.MLE(), fit, data, 4, key=0, progress=False)
     assert boot.noise == "lognormal" and np.all(boot.u0 > 0) and boot.n_failed == 0
+
+
+def test_basic_and_normal_intervals_end_at_the_box():
+    """The basic intervals reflect the draws through p̂ and the normal ones shift them by the
+    bias: either can pass a bound the refits were held to, and they end there, as the
+    profile's do. A parameter without usable draws stays NaN."""
+    rng = np.random.default_rng(0)
+    draws = np.c_[0.02 + 0.5 * rng.random(200), rng.normal(5.0, 1.0, 200), np.full(200, np.nan)]
+    box = dict(lower=np.array([0.0, -np.inf, 0.0]), upper=np.array([1.0, 5.5, 1.0]))
+    free = wj.studies.Bootstrap(names=("a", "b", "c"), estimate=np.array([0.05, 5.0, 0.5]), draws=draws,
+                                status=np.full(200, "successful"), u0=np.zeros((1, 1)), sigma=np.ones(1),
+                                noise="gaussian", seconds=0.0)
+    held = dataclasses.replace(free, **box)
+    for method in ("basic", "normal"):
+        (flo, fhi), (lo, hi) = getattr(free, method)(), getattr(held, method)()
+        assert flo[0] < 0.0 and lo[0] == 0.0 and hi[0] == fhi[0]  # a: reflected below its lower bound, cut there
+        assert fhi[1] > 5.5 and hi[1] == 5.5 and lo[1] == flo[1]  # b: past its upper bound, cut there
+        assert np.isnan(lo[2]) and np.isnan(hi[2])
+    assert np.array_equal(free.percentile(), held.percentile(), equal_nan=True)

@@ -38,7 +38,14 @@ def test_a_study_records_every_methods_intervals_coverage_and_width(study):
     half = se * 1.959964
     assert np.all(np.abs(r.intervals["profile"] - r.intervals["hessian"]) < 0.1 * half[:, None, :])
     text = study.table()
-    assert "cov bootstrap_basic" in text and "w/ideal" in text and "binomial error 0.089" in text
+    # the metrics table stays narrow; a second block gives each method's coverage (width / ideal)
+    title = "0.95 intervals: coverage (median width / ideal width), binomial error 0.089"
+    assert "bootstrap_basic" not in text.split(title)[0]
+    block = text.split(title)[1].splitlines()
+    assert block[1].split() == ["noise", "M", "param", *study.interval_methods]
+    for row, line in zip(rows, block[3:]):
+        assert line.split()[2] == row["param"] and line.split("  ")[-1].strip() == (
+            f"{row['coverage_bootstrap_or_profile']:.2f} ({row['width_ratio_bootstrap_or_profile']:.2f})")
     seconds = study.settings["interval_s"]
     assert set(seconds) == {"bootstrap_basic", "profile", "bootstrap_or_profile"}
     # the recommended method reads the same bootstrap and profiles (computed once), and is

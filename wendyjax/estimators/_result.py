@@ -8,6 +8,7 @@ import diffrax
 import numpy as np
 
 from .._results import RESULTS, status_names
+from .._table import fixed_width
 from ..inference import confidence_intervals, forward_simulation_error, weak_directions
 from ..model import ODEModel
 from ..simulate import solve
@@ -201,11 +202,7 @@ class AbstractFit(StatusMixin, abc.ABC):
             header.append("truth")
             for row, v in zip(rows, np.asarray(truth, float)):
                 row.append(v)
-        cells = [header] + [[r[0]] + [f"{v: .6g}" for v in r[1:]] for r in rows]
-        widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-        lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
-                 for row in cells]
-        lines.insert(1, "-" * len(lines[0]))
+        lines = fixed_width(header, [[r[0]] + [f"{v: .6g}" for v in r[1:]] for r in rows])
         on_bound = self.at_bound
         if on_bound:
             lines.append(f"note: the estimate of {', '.join(on_bound)} lies on the box's bound: the optimum may lie "

@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 
 from .._checks import as_count, as_key, as_level, user_stacklevel
 from .._results import status_names
+from .._table import fixed_width
 from ..data import Dataset, Trajectory, as_dataset
 from ..estimators import AbstractEstimator, AbstractFit, Hybrid, OutputError
 from ..simulate import integrate, solve
@@ -38,6 +39,9 @@ class Bootstrap:
       errors): their refits only wander along a flat ridge from $\\hat p$, so their
       intervals are NaN rather than falsely tight. A parameter with fewer than two
       successful refits also gets NaN.
+    - `lower`, `upper`: the box the fit and the refits were held to (None: unbounded). The
+      basic and normal intervals, which reflect or shift the draws, end at its bounds, as
+      the profile's do; the percentile ones lie inside it already.
     """
 
     names: tuple[str, ...]
@@ -49,6 +53,8 @@ class Bootstrap:
     noise: str
     seconds: float
     undetermined: tuple[str, ...] = ()
+    lower: np.ndarray | None = None
+    upper: np.ndarray | None = None
 
     @property
     def n_failed(self) -> int:
@@ -62,6 +68,11 @@ class Bootstrap:
 
     def _masked(self, x: np.ndarray) -> np.ndarray:
         return np.where(self._usable, x, np.nan)
+
+    def _in_box(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Intervals cut to the box (NaN stays NaN)."""
+        box = (-np.inf if self.lower is None else self.lower, np.inf if self.upper is None else self.upper)
+        return np.clip(lo, *box), np.clip(hi, *box)
 
     @property
     def bias(self) -> np.ndarray:
@@ -84,7 +95,7 @@ class Bootstrap:
         $q$ the quantiles of p*: they remove the estimator's bias to first order, which the
         percentile intervals inherit (the weak form's bias at high noise or few samples)."""
         lo, hi = self.percentile(level)
-        return 2 * self.estimate - hi, 2 * self.estimate - lo
+        return self._in_box(2 * self.estimate - hi, 2 * self.estimate - lo)
 
     def normal(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         r"""Bias-corrected normal intervals $\hat p - b \pm z_{(1+c)/2}\, s$, $b$ the bias
@@ -92,7 +103,7 @@ class Bootstrap:
         B is small (the extreme quantiles of few draws lie inside the distribution's)."""
         z = scipy.stats.norm.ppf(1 - _alpha(level))
         centre = self.estimate - self.bias
-        return centre - z * self.stderr, centre + z * self.stderr
+        return self._in_box(centre - z * self.stderr, centre + z * self.stderr)
 
     def bias_corrected(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         """Bias-corrected percentile intervals (Efron 1982): the quantiles
@@ -115,10 +126,7 @@ class Bootstrap:
         header = ["param", "estimate", "bias", "std err", f"{pct} basic lower", "upper", f"{pct} pct lower", "upper"]
         rows = [[n, *(f"{v: .6g}" for v in vals)]
                 for n, *vals in zip(self.names, self.estimate, self.bias, self.stderr, blo, bhi, plo, phi)]
-        cells = [header] + rows
-        widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-        lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
-        lines.insert(1, "-" * len(lines[0]))
+        lines = fixed_width(header, rows)
         head = (f"parametric bootstrap: {len(self.draws)} refits, {self.n_failed} failed, {self.noise} noise, "
                 f"σ = ({', '.join(f'{s:.3g}' for s in self.sigma)}), {self.seconds:.1f} s")
         if self.undetermined:
@@ -295,7 +303,7 @@ def bootstrap(
     undetermined = tuple(fit.identifiability().undetermined) if fit.covariance is not None else ()
     result = Bootstrap(names=tuple(model.param_names), estimate=p, draws=draws, status=np.asarray(status), u0=u0s,
                        sigma=sigma, noise=fit.noise or "gaussian", seconds=time.perf_counter() - clock,
-                       undetermined=undetermined)
+                       undetermined=undetermined, lower=lower, upper=upper)
     stack = user_stacklevel()
     if undetermined:
         warnings.warn(f"bootstrap of {fit.title}: the fit does not determine {', '.join(undetermined)} (no standard "

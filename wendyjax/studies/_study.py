@@ -19,6 +19,7 @@ from jaxtyping import ArrayLike, PRNGKeyArray
 from tqdm.auto import tqdm
 
 from .._checks import as_count, as_key, as_level, as_ratio
+from .._table import fixed_width
 from .._version import __version__
 from ..estimators import AbstractEstimator, check_start, get_estimator, model_box
 from ..models import Benchmark
@@ -120,46 +121,49 @@ class Study:
 
     def table(self) -> str:
         """The metrics as a readable fixed-width table (relative quantities in %); a sweep's
-        rows also show their setting (`cell`, as in [`rows`][]) and true value."""
+        rows also show their setting (`cell`, as in [`rows`][]) and true value. A study with
+        interval methods adds a second block: per method, coverage and median width over the
+        ideal width."""
         level = self.settings["level"]
         sweep = [("cell", "cell", "{:d}"), ("p*", "p_true", "{:.4g}")] if self.settings.get("kind") == "sweep" else []
-        cols = [*sweep[:1], ("noise", "noise_ratio", "{:.3g}"), ("M", "M", "{:d}"), ("param", "param", "{}"),
-                *sweep[1:],
+        keys = [*sweep[:1], ("noise", "noise_ratio", "{:.3g}"), ("M", "M", "{:d}"), ("param", "param", "{}"),
+                *sweep[1:]]
+        cols = [*keys,
                 ("bias² %", "rel_sq_bias", "{:.3g}"), ("var %", "rel_variance", "{:.3g}"),
                 ("MSE %", "rel_mse", "{:.3g}"), ("cov 2se", "coverage_2se", "{:.2f}"),
                 (f"cov {level:g}", f"coverage_{level:g}", "{:.2f}"), ("coef err", "median_coef_error", "{:.3g}"),
                 ("fwd err", "median_forward_error", "{:.3g}"), ("fail", "failure_rate", "{:.2f}"),
                 ("on box", "at_bound", "{:.2f}")]
-        for name in self.interval_methods:
-            cols += [(f"cov {name}", f"coverage_{name}", "{:.2f}"), ("w/ideal", f"width_ratio_{name}", "{:.2f}")]
         pct = {"rel_sq_bias", "rel_variance", "rel_mse"}
-        rows, lines = self.rows(), []
-        for row in rows:
-            cells = []
-            for _, key, fmt in cols:
-                v = row.get(key, float("nan"))
-                v = int(v) if fmt == "{:d}" else v
-                cells.append(fmt.format(100 * v if key in pct else v))
-            lines.append(cells)
-        widths = [max(len(h), *(len(line[c]) for line in lines)) for c, (h, _, _) in enumerate(cols)]
-        head = "  ".join(h.rjust(w) for (h, _, _), w in zip(cols, widths))
-        body = ["  ".join(v.rjust(w) for v, w in zip(line, widths)) for line in lines]
+        rows = self.rows()
+
+        def cell(row: dict, key: str, fmt: str) -> str:
+            v = row.get(key, float("nan"))
+            return fmt.format(int(v) if fmt == "{:d}" else 100 * v if key in pct else v)
+
+        heads = [h for h, _, _ in cols]
+        lines = [[cell(row, key, fmt) for _, key, fmt in cols] for row in rows]
         s = self.settings
-        title = (f"Monte Carlo study of '{self.model_name}': {s['estimator']}, {s['n_runs']} runs per setting, "
-                 f"seed {s['seed']}, covariance {s['covariance']}")
+        out = [f"Monte Carlo study of '{self.model_name}': {s['estimator']}, {s['n_runs']} runs per setting, "
+               f"seed {s['seed']}, covariance {s['covariance']}", *fixed_width(heads, lines, label=False)]
         on_box = sum(row["n_at_bound"] for row in rows if row["param"] == self.param_names[0])
-        note = ([f"{on_box} run(s) that did not fail ended with an estimate on the parameter box's bounds "
-                 f"(column 'on box'): minima on the box's edge, check them before trusting the metrics."]
-                if on_box else [])
+        if on_box:
+            out.append(f"{on_box} run(s) that did not fail ended with an estimate on the parameter box's bounds "
+                       f"(column 'on box'): minima on the box's edge, check them before trusting the metrics.")
         if self.interval_methods:
             se = max(row.get("binomial_se", 0.0) for row in rows)
-            note.append(f"cov <method>: coverage of each interval method's {level:g} intervals (binomial error "
-                        f"{se:.3f} at the nominal level); w/ideal: their median width over 2z × the estimates' "
-                        f"standard deviation (the width of an ideal interval).")
-            for name, e in self.settings.get("interval_errors", {}).items():
-                note.append(f"{name}: no interval for {e['runs']} run(s) that did not fail, left out of its "
-                            f"coverage; the first because {e['first']}")
-        return "\n".join([title, head, "-" * len(head), *body, *note])
+            heads = [h for h, _, _ in keys] + list(self.interval_methods)
+            nan = float("nan")
+            lines = [[cell(row, key, fmt) for _, key, fmt in keys]
+                     + [f"{row.get(f'coverage_{m}', nan):.2f} ({row.get(f'width_ratio_{m}', nan):.2f})"
+                        for m in self.interval_methods] for row in rows]
+            out += ["", f"{level:g} intervals: coverage (median width / ideal width), binomial error {se:.3f} at the "
+                        f"nominal level; the ideal width is 2z × the estimates' standard deviation.",
+                    *fixed_width(heads, lines, label=False)]
+            for name, e in s.get("interval_errors", {}).items():
+                out.append(f"{name}: no interval for {e['runs']} run(s) that did not fail, left out of its "
+                           f"coverage; the first because {e['first']}")
+        return "\n".join(out)
 
     def __str__(self) -> str:
         return self.table()
