@@ -141,6 +141,7 @@ def test_irls_and_mle_agree_on_a_linear_model():
     assert np.all(diff < 0.5) and np.all(diff.mean(0) < 0.15), diff
 
 
+@pytest.mark.slow
 def test_vmapped_fits_equal_single_fits():
     study = _study("logistic")
     lo, hi = (jnp.asarray(x) for x in study.bench.model.bounds)

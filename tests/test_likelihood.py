@@ -121,7 +121,7 @@ def test_likelihood_matches_analytic_formulas(name):
     np.testing.assert_allclose(np.asarray(lik.hessian(p)), hess_a, rtol=1e-7, atol=1e-9 * np.abs(hess_a).max())
 
 
-@pytest.mark.parametrize("name", ["lorenz", "goodwin_2d", "goodwin_3d"])
+@pytest.mark.parametrize("name", ["lorenz", "goodwin_2d", pytest.param("goodwin_3d", marks=pytest.mark.slow)])
 def test_derivatives_match_finite_differences(name, central_difference):
     b, lik, p = _small_case(name)
     p = np.asarray(p)

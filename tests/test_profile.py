@@ -18,6 +18,7 @@ def mle_fit():
     return logistic_small()[2]
 
 
+@pytest.mark.slow
 def test_near_quadratic_profiles_give_the_wald_intervals(mle_fit):
     """On a well-determined fit the weak likelihood is nearly quadratic: its profile
     intervals lie within 10 % of a half-width of the inverse-Hessian ones, and output

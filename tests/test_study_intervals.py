@@ -22,6 +22,7 @@ def study():
                          covariance="hessian", progress=False, intervals=methods)
 
 
+@pytest.mark.slow
 def test_a_study_records_every_methods_intervals_coverage_and_width(study):
     r = study.runs[0]
     assert study.interval_methods == ("sandwich", "hessian", "bootstrap_basic", "profile", "bootstrap_or_profile")
@@ -88,6 +89,7 @@ def test_bootstrap_or_profile_of_a_product_gives_the_box_where_the_bootstrap_giv
     assert -5.0 < lo[2] < fit.params[2] < hi[2] < 0.0
 
 
+@pytest.mark.slow
 def test_intervals_survive_saving(study, tmp_path):
     study.to_json(tmp_path / "s.json")
     back = S.Study.load(tmp_path / "s.json")
