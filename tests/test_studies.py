@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 import subprocess
@@ -97,6 +98,12 @@ def test_estimates_on_the_box_are_counted_and_flagged():
     assert [r["at_bound"] for r in rows] == [1 / 3, 2 / 3]
     assert all(r["n_at_bound"] == 2 and r["n_ok"] == 3 for r in rows)
     assert "2 run(s) that did not fail ended with an estimate on the parameter box's bounds" in study.table()
+    assert "solver status other than successful" not in study.table()
+    # a run that stopped at its step limit but simulates counts in the metrics: the table says so
+    stopped = dataclasses.replace(runs, status=np.array(["successful", "max_steps_reached", "successful",
+                                                         "max_steps_reached"]))
+    table = dataclasses.replace(study, runs=(stopped,)).table()
+    assert "1 run(s) that did not fail stopped with a solver status other than successful (max_steps_reached)" in table
     del settings["bounds"]  # a study built without a recorded box has nothing on it
     assert all(r["at_bound"] == 0 and r["n_at_bound"] == 0 for r in study.rows())
 

@@ -150,6 +150,12 @@ class Study:
         if on_box:
             out.append(f"{on_box} run(s) that did not fail ended with an estimate on the parameter box's bounds "
                        f"(column 'on box'): minima on the box's edge, check them before trusting the metrics.")
+        unfinished = [r.status[~self.failed(i) & (r.status != "successful")] for i, r in enumerate(self.runs)]
+        if n := sum(len(u) for u in unfinished):
+            out.append(f"{n} run(s) that did not fail stopped with a solver status other than successful "
+                       f"({', '.join(sorted(set(np.concatenate(unfinished))))}): they count in the metrics (a run "
+                       f"fails only where its forward simulation does or its estimate or covariance is not finite); "
+                       f"check them before trusting the metrics, e.g. with a larger max_steps or another start.")
         if self.interval_methods:
             se = max(row.get("binomial_se", 0.0) for row in rows)
             heads = [h for h, _, _ in keys] + list(self.interval_methods)
