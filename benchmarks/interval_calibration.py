@@ -18,7 +18,9 @@ records each method's coverage and median width, the
 width of an ideal interval (2 × 1.96 × the standard deviation of the estimates), the
 estimator's bias in units of that standard deviation, and the time per interval. Cells accumulate in
 `benchmarks/results/interval_calibration.json` (a later run replaces the cells it repeats);
-the Markdown file is rebuilt from all of them.
+the Markdown file is rebuilt from all of them. `--save-studies DIR` also writes each cell's
+whole study (`Study.to_json`: every run's estimate and intervals of every method), so that
+another interval rule can be scored without rerunning the fits.
 
 A method meets the target in a cell when every parameter's coverage lies within two
 binomial standard errors of 95 % (√(0.95·0.05/n), n the runs that did not fail) and its
@@ -30,6 +32,7 @@ import json
 import math
 import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 import scipy.stats
@@ -48,7 +51,7 @@ STEM = "interval_calibration"
 
 
 def cell(system: str, noise: float, m: int, runs: int, boot: int, points: int, seed: int,
-         estimator: str = "mle") -> dict:
+         estimator: str = "mle", save: Path | None = None) -> dict:
     bench = getattr(wj.models, system)()
     subsample = (len(bench.t) - 1) // m
     clock = time.perf_counter()
@@ -63,6 +66,9 @@ def cell(system: str, noise: float, m: int, runs: int, boot: int, points: int, s
                                      S.BootstrapOrProfile(S.BootstrapIntervals(boot, kind="normal"),
                                                           S.ProfileIntervals(n_points=points))))
     seconds = time.perf_counter() - clock
+    if save is not None:  # every run's estimate and intervals, to try other interval rules without rerunning
+        save.mkdir(parents=True, exist_ok=True)
+        study.to_json(save / f"{system}_{noise:g}_{m}_{estimator}.json")
     r = study.runs[0]
     ok = ~study.failed(0)
     p = r.params[ok]
@@ -236,6 +242,8 @@ def main():
     parser.add_argument("--points", type=int, default=15, help="profile grid points per parameter")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--estimator", choices=list(ESTIMATORS), default="mle")
+    parser.add_argument("--save-studies", type=Path, metavar="DIR",
+                        help="also write each cell's whole study (every run's estimates and intervals) as JSON here")
     parser.add_argument("--timing", action="store_true", help="only the Lorenz M = 1024 bootstrap timing")
     parser.add_argument("--timing-boot", type=int, default=200)
     args = parser.parse_args()
@@ -246,7 +254,8 @@ def main():
         for system in args.systems:
             for noise in args.noise:
                 for m in args.m:
-                    c = cell(system, noise, m, args.runs, args.boot, args.points, args.seed, args.estimator)
+                    c = cell(system, noise, m, args.runs, args.boot, args.points, args.seed, args.estimator,
+                             args.save_studies)
                     c["command"] = (f"python benchmarks/interval_calibration.py --systems {system} --noise {noise:g} "
                                     f"--m {m} --runs {args.runs} --boot {args.boot} --points {args.points} "
                                     f"--seed {args.seed}" + ("" if args.estimator == "mle"
