@@ -85,8 +85,7 @@ def cell(system: str, noise: float, m: int, runs: int, boot: int, points: int, s
     open_profile = np.sum((prof[:, 0] <= edge_lo) | (prof[:, 1] >= edge_hi), axis=0)
     return {
         "system": system, "estimator": estimator, "noise": noise, "M": int(r.m), "runs": runs, "n_ok": n_ok,
-        "boot": boot,
-        "profile_points": points, "seed": seed, "params": list(study.param_names),
+        "boot": boot, "profile_points": points, "seed": seed, "params": list(study.param_names),
         "p0": "uniform in the box" if box else "the true parameters (the model has no box)",
         "binomial_se": math.sqrt(0.95 * 0.05 / max(n_ok, 1)),
         "coverage": {k: [row[f"coverage_{k}"] for row in rows] for k in names},

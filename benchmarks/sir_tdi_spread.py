@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import scipy.stats
 from _common import machine_info, machine_line, markdown_table, write_results
 
 import wendyjax as wj
@@ -44,7 +45,7 @@ def score(study: wj.studies.Study) -> list[dict]:
             for method, ends in r.intervals.items():
                 lo, hi = ends[ok, 0], ends[ok, 1]
                 cover = np.mean((lo <= cell.p_true) & (cell.p_true <= hi), axis=0)
-                ratio = np.median(hi - lo, axis=0) / (2 * 1.959964 * sd)
+                ratio = np.median(hi - lo, axis=0) / (2 * scipy.stats.norm.ppf(0.975) * sd)
                 for j, name in enumerate(study.param_names):
                     out.append({"noise": cell.noise_ratio, "runs": which, "n": int(ok.sum()), "method": method,
                                 "param": name, "coverage": float(cover[j]), "width_ratio": float(ratio[j]),
