@@ -28,6 +28,7 @@ median width is at most 1.25 × the ideal one.
 """
 
 import argparse
+import collections
 import json
 import math
 import subprocess
@@ -154,8 +155,8 @@ def markdown(data: dict) -> list[str]:
     cells = sorted(data["cells"].values(), key=lambda c: (SYSTEMS.index(c["system"]), c["noise"], c["M"],
                                                           list(ESTIMATORS).index(_estimator(c))))
     lines = ["# Calibration of the 95 % intervals of WENDy-MLE (and of the hybrid where a cell names it)", "",
-             f"`python benchmarks/interval_calibration.py` (cells as listed; the command of each in the JSON); "
-             f"{machine_line(data['machine'])}; commits {', '.join(sorted({c['commit'] for c in cells}))}.", "",
+             f"`python benchmarks/interval_calibration.py` (cells as listed; the command and the machine of each in "
+             f"the JSON); {_machines(cells)}; commits {', '.join(sorted({c['commit'] for c in cells}))}.", "",
              "Per cell and parameter: coverage of each method's 95 % intervals, and in brackets their median "
              "width over the ideal width (2 × 1.96 × the Monte Carlo standard deviation of the estimates). "
              "± is the binomial standard error of a 95 % coverage over the runs that did not fail; **bold**: the "
@@ -222,7 +223,8 @@ def markdown(data: dict) -> list[str]:
                                   for k in ("bootstrap_basic", "profile", "bootstrap_or_profile")) + "."]
     if "lorenz_timing" in data:
         t = data["lorenz_timing"]
-        lines += ["", f"Lorenz, M = {t['M']}, 10 % noise: one `wj.studies.bootstrap` of B = {t['boot']} MLE refits "
+        lines += ["", f"Lorenz, M = {t['M']}, 10 % noise, on {machine_line(t['machine'])}: one `wj.studies.bootstrap` "
+                  f"of B = {t['boot']} MLE refits "
                   f"took {t['first_call_s']:.1f} s (compilation included) and {t['second_call_s']:.1f} s a second time "
                   f"({t['failed']} failed refits)."
                   + (f" Profiles of all three parameters on {t['profile_points']} points each: "
@@ -266,12 +268,20 @@ def main():
     print("\n".join(markdown(data)))
 
 
+def _machines(cells: list[dict]) -> str:
+    """The machines the cells ran on, each with how many cells."""
+    count = collections.Counter(machine_line(c["machine"]) for c in cells)
+    return "; ".join(f"{n} cell{'s' * (n > 1)} on {line}" for line, n in count.most_common())
+
+
 def _update(key: str | None = None, c: dict | None = None, timing: dict | None = None) -> dict:
-    """Add a cell (or the Lorenz timing) to the results file as it is now, so that runs in
-    parallel keep each other's cells, and rewrite both files."""
+    """Add a cell (or the Lorenz timing), with the machine it ran on, to the results file as
+    it is now, so that runs in parallel keep each other's cells, and rewrite both files."""
     path = RESULTS / f"{STEM}.json"
     data = json.loads(path.read_text()) if path.exists() else {"cells": {}}
-    data["machine"] = machine_info()
+    for entry in (c, timing):
+        if entry is not None:
+            entry["machine"] = machine_info()
     if key is not None:
         data["cells"][key] = c
     if timing is not None:
