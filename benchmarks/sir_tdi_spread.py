@@ -1,11 +1,12 @@
 """SIR-TDI at M = 1024: is the 1.4x width of v in the 20-run calibration cells real, and does
-the normal bootstrap cover there? Two studies of the command line, then their intervals
+the normal bootstrap cover there? Three studies of the command line, then their intervals
 scored with all runs and without those whose solver did not stop successfully.
 
 Run from the repository root::
 
-    python benchmarks/sir_tdi_spread.py                  # both studies (35 min on 2 cores)
-    python benchmarks/sir_tdi_spread.py --studies DIR    # score study JSONs already written to DIR
+    python benchmarks/sir_tdi_spread.py                  # all three studies (about 50 min on 2 cores)
+    python benchmarks/sir_tdi_spread.py --studies DIR    # reuse the study JSONs in DIR, run the others
+    python benchmarks/sir_tdi_spread.py --quick          # 3 runs per study, B = 4: checks that it runs
 
 The studies (`python -m wendyjax study ...`, commands below) are written to `--studies`
 (default: a temporary folder; a few hundred KB, keep them out of git); the scores go to
@@ -21,22 +22,28 @@ from pathlib import Path
 import numpy as np
 import scipy.stats
 from _common import machine_info, machine_line, markdown_table, write_results
+from interval_rules import hull
 
 import wendyjax as wj
 
 STUDIES = {  # name: the arguments of `python -m wendyjax study`
     "hessian_100": "sir_tdi --noise 0.05,0.1 --subsample 1 --runs 100 --seed 1 --covariance hessian "
                    "--intervals hessian",
-    "bootstrap_40": "sir_tdi --noise 0.1 --subsample 1 --runs 40 --seed 1 --covariance hessian "
-                    "--intervals hessian,bootstrap_normal --boot 30",
+    "bootstrap_40_noise10": "sir_tdi --noise 0.1 --subsample 1 --runs 40 --seed 1 --covariance hessian "
+                            "--intervals hessian,bootstrap_normal --boot 30",
+    "bootstrap_40_noise05": "sir_tdi --noise 0.05 --subsample 1 --runs 40 --seed 1 --covariance hessian "
+                            "--intervals hessian,bootstrap_normal --boot 30",
 }
 
 
 def score(study: wj.studies.Study) -> list[dict]:
     """Per cell, method and parameter: coverage and median width over the ideal one, with all
-    runs that did not fail and with only those whose solver stopped successfully."""
+    runs that did not fail and with only those whose solver stopped successfully; where a
+    study has both the normal bootstrap and the Hessian, also their hull (union)."""
     out = []
     for i, (cell, r) in enumerate(zip(study.cells, study.runs)):
+        if {"bootstrap_normal", "hessian"} <= set(r.intervals):
+            r.intervals["hull"] = hull(r.intervals["bootstrap_normal"], r.intervals["hessian"])
         kept = {"all": ~study.failed(i)}
         kept["successful"] = kept["all"] & (r.status == "successful")
         for which, ok in kept.items():
@@ -55,12 +62,15 @@ def score(study: wj.studies.Study) -> list[dict]:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--studies", type=Path, help="read the study JSONs from here instead of running them")
+    parser.add_argument("--studies", type=Path,
+                        help="folder of the study JSONs: those there are read, the others run and written there")
+    parser.add_argument("--quick", action="store_true", help="3 runs per study and B = 4 (measures nothing)")
     args = parser.parse_args()
     folder = args.studies or Path(tempfile.mkdtemp())
-    if args.studies is None:
-        for name, argv in STUDIES.items():
-            subprocess.run([sys.executable, "-m", "wendyjax", "study", *argv.split(), "--json",
+    quick = ["--runs", "3", "--boot", "4"] if args.quick else []  # the last of a repeated option counts
+    for name, argv in STUDIES.items():
+        if not (folder / f"{name}.json").exists():
+            subprocess.run([sys.executable, "-m", "wendyjax", "study", *argv.split(), *quick, "--json",
                             str(folder / f"{name}.json")], check=True)
     rows = {name: score(wj.studies.Study.load(folder / f"{name}.json")) for name in STUDIES}
     data = {"machine": machine_info(), "commands": {k: f"python -m wendyjax study {v} --json {k}.json"
@@ -69,7 +79,8 @@ def main():
              f"`python benchmarks/sir_tdi_spread.py`; {machine_line(data['machine'])}. Coverage of the 95 % "
              "intervals and their median width over the ideal one (2 × 1.96 × the estimates' standard deviation), "
              "with every run that did not fail (`all`) and with only the runs whose solver stopped successfully "
-             "(`successful`: a run that stops at its step limit does not fail, Rummel et al. 2025, eq. 14).", ""]
+             "(`successful`: a run that stops at its step limit does not fail, Rummel et al. 2025, eq. 14). "
+             "hull: the union of the normal bootstrap's and the Hessian's interval.", ""]
     for name, command in data["commands"].items():
         lines += [f"`{command}`", ""]
         table = [[r["noise"], r["runs"], r["n"], r["method"], r["param"], f"{r['coverage']:.2f}",

@@ -9,7 +9,8 @@ Run from the repository root::
 Each script runs in its own process with a time limit, writing into a scratch copy of
 `benchmarks/results` (`WENDYJAX_BENCHMARK_RESULTS`), so the committed results stay as
 they are. Prints one line per script (status and seconds) and exits non-zero if any
-failed. Left out: `cpu_scheduler.py` (it needs an idle machine for minutes) and
+failed. `interval_rules` scores the studies that `interval_calibration`'s run saved: name
+both, in that order, to run it alone. Left out: `cpu_scheduler.py` (it needs an idle machine for minutes) and
 `gpu_check.sh` (a GPU).
 """
 
@@ -25,7 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-#: script → its quickest arguments
+#: script → its quickest arguments ("{scratch}": the scratch folder of this run)
 QUICK = {
     "bootstrap_coverage": ["--runs", "2", "--boot", "4"],
     "collocation_nfe": ["--quick"],
@@ -38,7 +39,8 @@ QUICK = {
     "hidden_lorenz": ["--quick"],
     "integral_matching_sindy": ["--quick"],
     "interval_calibration": ["--systems", "logistic", "--noise", "0.05", "--m", "256", "--runs", "3", "--boot", "4",
-                             "--points", "5"],
+                             "--points", "5", "--save-studies", "{scratch}/studies"],
+    "interval_rules": ["--studies", "{scratch}/studies"],  # the studies interval_calibration's run saved
     "interval_coverage": ["--quick"],
     "likelihood": ["--quick"],
     "lorenz96_sparse": ["--quick"],
@@ -47,6 +49,7 @@ QUICK = {
     "output_error_vs_scipy": ["--quick"],
     "paper000_suite": ["--models", "logistic", "--runs", "2"],
     "paper001_suite": ["--models", "logistic", "--runs", "2"],
+    "sir_tdi_spread": ["--quick"],
     "spiral_neural": ["--quick"],
     "study_devices": ["--runs", "4", "--repeats", "1"],
     "study_throughput": ["--runs", "4", "--repeats", "1"],
@@ -78,7 +81,8 @@ def main() -> int:
                 continue
             clock = time.perf_counter()
             try:
-                run = subprocess.run([sys.executable, str(HERE / f"{name}.py"), *QUICK[name]], env=env,
+                argv = [a.format(scratch=scratch) for a in QUICK[name]]
+                run = subprocess.run([sys.executable, str(HERE / f"{name}.py"), *argv], env=env,
                                      capture_output=True, text=True, timeout=args.timeout)
                 ok, tail = run.returncode == 0, run.stderr.strip().splitlines()[-1:] or [""]
             except subprocess.TimeoutExpired:
