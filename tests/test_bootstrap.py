@@ -58,9 +58,10 @@ def test_the_bootstrap_agrees_with_the_fits_own_uncertainty(mle_fit):
     for lo, hi in (boot.percentile(), boot.bias_corrected(), boot.percentile(0.5)):
         assert np.all(lo < mle_fit.params) and np.all(mle_fit.params < hi)
     assert np.all(np.diff(boot.percentile(0.5), axis=0) < np.diff(boot.percentile(0.95), axis=0))
-    # the normal intervals: centred on p̂ − bias, as wide as ±1.96 bootstrap standard errors
+    # the normal intervals: centred on p̂ − bias, ±t₃₉(0.975)·√(1 + 1/40) bootstrap standard errors
     lo, hi = boot.normal()
-    assert np.allclose((lo + hi) / 2, mle_fit.params - boot.bias) and np.allclose(hi - lo, 2 * 1.959964 * boot.stderr)
+    assert np.allclose((lo + hi) / 2, mle_fit.params - boot.bias)
+    assert np.allclose(hi - lo, 2 * 2.022691 * np.sqrt(1 + 1 / 40) * boot.stderr)
     assert "40 refits, 0 failed" in boot.table()
     assert np.array_equal(boot.lower, mle_fit.lower) and np.array_equal(boot.upper, mle_fit.upper)
     with pytest.raises(ValueError, match="level must lie strictly between 0 and 1, got 95"):
@@ -145,6 +146,24 @@ def test_a_log_normal_fit_skips_initial_states_that_are_not_positive(monkeypatch
     monkeypatch.setattr(_bootstrap, "_starts", lambda *a: [-good, good])
     boot = wj.studies.bootstrap(wj.MLE(), fit, data, 4, key=0, progress=False)
     assert boot.noise == "lognormal" and np.all(boot.u0 > 0) and boot.n_failed == 0
+
+
+@pytest.mark.parametrize("n_boot", [5, 30])
+def test_normal_intervals_are_exact_for_a_normal_estimator_and_few_refits(n_boot):
+    """An estimator p̂ ~ N(p + β, 1) whose refits are N(p̂ + β, 1): the bias-corrected normal
+    interval covers p at its level for any B (with z in place of t_{B−1}·√(1 + 1/B) it would
+    cover 0.85 at B = 5 and 0.936 at B = 30). 40 000 independent replicates, one per column:
+    the binomial standard error of a 0.95 coverage is 0.0011, the tolerance four of them."""
+    rng = np.random.default_rng(n_boot)
+    n, truth, bias = 40_000, 1.0, 0.7
+    estimate = truth + bias + rng.normal(size=n)
+    draws = estimate + bias + rng.normal(size=(n_boot, n))
+    boot = wj.studies.Bootstrap(names=tuple(f"p{i}" for i in range(n)), estimate=estimate, draws=draws,
+                                status=np.full(n_boot, "successful"), u0=np.zeros((1, 1)), sigma=np.ones(1),
+                                noise="gaussian", seconds=0.0)
+    for level in (0.95, 0.8):
+        lo, hi = boot.normal(level)
+        assert abs(np.mean((lo <= truth) & (truth <= hi)) - level) < 4 * np.sqrt(level * (1 - level) / n)
 
 
 def test_basic_and_normal_intervals_end_at_the_box():

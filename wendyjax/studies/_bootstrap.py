@@ -98,12 +98,17 @@ class Bootstrap:
         return self._in_box(2 * self.estimate - hi, 2 * self.estimate - lo)
 
     def normal(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-        r"""Bias-corrected normal intervals $\hat p - b \pm z_{(1+c)/2}\, s$, $b$ the bias
-        estimate and $s$ the standard error of p*: steadier than the quantile-based ones when
-        B is small (the extreme quantiles of few draws lie inside the distribution's)."""
-        z = scipy.stats.norm.ppf(1 - _alpha(level))
+        r"""Bias-corrected normal intervals $\hat p - b \pm t_{B-1,(1+c)/2}\sqrt{1 + 1/B}\, s$,
+        $b$ the bias estimate and $s$ the standard error of the $B$ successful refits p*:
+        steadier than the quantile-based ones when B is small (the extreme quantiles of few
+        draws lie inside the distribution's). Exact when the estimator is normal with a
+        constant bias: the centre carries the Monte Carlo error of $b$ (variance $s^2/B$)
+        and $s$ comes from $B$ draws, hence Student's $t$ and $\sqrt{1 + 1/B}$ rather
+        than $z_{(1+c)/2}$, which would cover 0.936 at B = 30 and 0.948 at B = 200."""
+        n = np.maximum(np.sum(~np.isnan(self.draws), axis=0), 2)
+        half = scipy.stats.t.ppf(1 - _alpha(level), n - 1) * np.sqrt(1 + 1 / n) * self.stderr
         centre = self.estimate - self.bias
-        return self._in_box(centre - z * self.stderr, centre + z * self.stderr)
+        return self._in_box(centre - half, centre + half)
 
     def bias_corrected(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         """Bias-corrected percentile intervals (Efron 1982): the quantiles
