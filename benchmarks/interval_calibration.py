@@ -49,6 +49,9 @@ METHODS = ("sandwich", "hessian", "gauss_newton", "bootstrap_basic", "bootstrap_
 ESTIMATORS = {"mle": (wj.MLE, ("sandwich", "hessian")), "hybrid": (wj.Hybrid, ("gauss_newton",))}
 WALDS = {w for _, walds in ESTIMATORS.values() for w in walds}
 STEM = "interval_calibration"
+# the form of the bias-corrected normal bootstrap interval (`Bootstrap.normal`); cells
+# without the field were measured with z in place of t_{B-1} sqrt(1 + 1/B)
+NORMAL_INTERVAL = "t"
 
 
 def cell(system: str, noise: float, m: int, runs: int, boot: int, points: int, seed: int,
@@ -69,6 +72,7 @@ def cell(system: str, noise: float, m: int, runs: int, boot: int, points: int, s
     seconds = time.perf_counter() - clock
     if save is not None:  # every run's estimate and intervals, to try other interval rules without rerunning
         save.mkdir(parents=True, exist_ok=True)
+        study.settings["normal_interval"] = NORMAL_INTERVAL  # for interval_rules.py
         study.to_json(save / f"{system}_{noise:g}_{m}_{estimator}.json")
     r = study.runs[0]
     ok = ~study.failed(0)
@@ -98,7 +102,7 @@ def cell(system: str, noise: float, m: int, runs: int, boot: int, points: int, s
         "at_bound": [row["at_bound"] for row in rows], "open_profile": open_profile.tolist(),
         "seconds_per_interval": {k: study.settings["interval_s"][k]
                                  for k in ("bootstrap_basic", "profile", "bootstrap_or_profile")},
-        "interval_errors": study.settings.get("interval_errors", {}),
+        "interval_errors": study.settings.get("interval_errors", {}), "normal_interval": NORMAL_INTERVAL,
         "study_fit_s": study.settings["fit_s"], "seconds": seconds, "commit": _commit(),
     }
 
@@ -122,6 +126,12 @@ def exact_pass(c: dict) -> float:
     hits = np.arange(n + 1)
     inside = np.abs(hits / n - 0.95) <= 2 * c["binomial_se"]
     return float(scipy.stats.binom.pmf(hits[inside], n, 0.95).sum() ** len(c["params"]))
+
+
+def pooled_coverage(cells: list[dict], methods) -> dict:
+    """Per method: (intervals covering, intervals) over every parameter of the cells that have it."""
+    return {k: (sum(np.sum(np.asarray(c["coverage"][k]) * c["n_ok"]) for c in cells if k in c["coverage"]),
+                sum(c["n_ok"] * len(c["params"]) for c in cells if k in c["coverage"])) for k in methods}
 
 
 def meets(c: dict, method: str) -> bool:
@@ -162,6 +172,7 @@ def markdown(data: dict) -> list[str]:
              "± is the binomial standard error of a 95 % coverage over the runs that did not fail; **bold**: the "
              "method meets the target in the cell (every parameter within 2 binomial errors of 0.95, width ≤ "
              "1.25 × ideal). bias/sd: the estimator's Monte Carlo bias over its spread.", "",
+             *_normal_form_note(cells),
              "| system | estimator | noise | M | runs ok | B | param | " + " | ".join(METHODS) + " | bias/sd |",
              "|---|---|---|---|---|---|---|" + "---|" * len(METHODS) + "---|"]
     for c in cells:
@@ -204,8 +215,7 @@ def markdown(data: dict) -> list[str]:
             lines += ["", f"Cells where each method meets the target ({name}): " + ", ".join(
                 f"{k} {sum(meets(c, k) for c in mine)}/{n}" for k in METHODS
                 if (n := sum(k in c['coverage'] for c in mine))) + "."]
-            pooled = {k: (sum(np.sum(np.asarray(c["coverage"][k]) * c["n_ok"]) for c in mine if k in c["coverage"]),
-                          sum(c["n_ok"] * len(c["params"]) for c in mine if k in c["coverage"])) for k in METHODS}
+            pooled = pooled_coverage(mine, METHODS)
             chance = [exact_pass(c) for c in mine]
             one = [1 - p ** (1 / len(c["params"])) for p, c in zip(chance, mine)]
             k = [len(c["params"]) for c in mine]
@@ -266,6 +276,14 @@ def main():
                     print(json.dumps({k: c[k] for k in ("system", "noise", "M", "n_ok", "coverage", "width_ratio",
                                                         "seconds")}), flush=True)
     print("\n".join(markdown(data)))
+
+
+def _normal_form_note(cells: list[dict]) -> list[str]:
+    """Which cells measured the normal bootstrap's z form (`Bootstrap.normal` before its t form)."""
+    z = sum(c.get("normal_interval", "z") == "z" for c in cells)
+    return [f"{z} of the {len(cells)} cells measured bootstrap_normal and bootstrap_or_profile with the normal "
+            "bootstrap's earlier form, z_{(1+c)/2} in place of t_{B−1} √(1 + 1/B) (field `normal_interval`); "
+            "`interval_rules.md` rescores those whose runs were saved.", ""] if z else []
 
 
 def _machines(cells: list[dict]) -> str:

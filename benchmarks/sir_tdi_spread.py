@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import scipy.stats
 from _common import machine_info, machine_line, markdown_table, write_results
-from interval_rules import hull
+from interval_rules import hull, study_boot, t_factor, widened
 
 import wendyjax as wj
 
@@ -39,10 +39,14 @@ STUDIES = {  # name: the arguments of `python -m wendyjax study`
 def score(study: wj.studies.Study) -> list[dict]:
     """Per cell, method and parameter: coverage and median width over the ideal one, with all
     runs that did not fail and with only those whose solver stopped successfully; where a
-    study has both the normal bootstrap and the Hessian, also their hull (union)."""
+    study has the normal bootstrap, also its interval exact for B refits (`interval_rules.py`)
+    and its hull (union) with the Hessian's."""
     out = []
     for i, (cell, r) in enumerate(zip(study.cells, study.runs)):
         if {"bootstrap_normal", "hessian"} <= set(r.intervals):
+            lower, upper = (np.asarray(b, float) for b in study.settings["bounds"])
+            factor = t_factor(study_boot(study), study.settings["level"])
+            r.intervals["bootstrap_normal_t"] = widened(r.intervals["bootstrap_normal"], factor, lower, upper)[0]
             r.intervals["hull"] = hull(r.intervals["bootstrap_normal"], r.intervals["hessian"])
         kept = {"all": ~study.failed(i)}
         kept["successful"] = kept["all"] & (r.status == "successful")
@@ -80,7 +84,8 @@ def main():
              "intervals and their median width over the ideal one (2 × 1.96 × the estimates' standard deviation), "
              "with every run that did not fail (`all`) and with only the runs whose solver stopped successfully "
              "(`successful`: a run that stops at its step limit does not fail, Rummel et al. 2025, eq. 14). "
-             "hull: the union of the normal bootstrap's and the Hessian's interval.", ""]
+             "bootstrap_normal_t: the normal bootstrap's interval with z replaced by t_{B−1} √(1 + 1/B) "
+             "(`interval_rules.py`); hull: the union of the normal bootstrap's and the Hessian's interval.", ""]
     for name, command in data["commands"].items():
         lines += [f"`{command}`", ""]
         table = [[r["noise"], r["runs"], r["n"], r["method"], r["param"], f"{r['coverage']:.2f}",
