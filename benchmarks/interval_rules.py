@@ -84,7 +84,9 @@ def score(path: Path) -> dict:
     factor = t_factor(n_boot, level) if form == "z" else 1.0
     ends["bootstrap_normal_t"], cut = widened(ends["bootstrap_normal"], factor, lower, upper)
     # where BootstrapOrProfile took the bootstrap's interval, the widened one; the profile's elsewhere
-    same = (ends["bootstrap_or_profile"] == ends["bootstrap_normal"]) | np.isnan(ends["bootstrap_normal"])
+    # (also where the bootstrap's is NaN: an interval equal to it there is NaN too)
+    both, boot = ends["bootstrap_or_profile"], ends["bootstrap_normal"]
+    same = (both == boot) | (np.isnan(both) & np.isnan(boot))
     took = np.all(same, axis=1, keepdims=True)
     ends["bootstrap_or_profile_t"] = np.where(took, ends["bootstrap_normal_t"], ends["bootstrap_or_profile"])
     rows = study.rows()
