@@ -115,9 +115,12 @@ def machine_info() -> dict:
 
 
 def machine_line(info: dict) -> str:
-    """One line for a report: "CPU model, N CPUs, jax X"."""
+    """One line for a report: "CPU model, N CPUs, jax X", and the accelerators where jax had any
+    ("cuda:0 (NVIDIA H200)")."""
     cpu = info.get("cpu_model") or info.get("processor") or info["uname"]["machine"]
-    return f"{cpu}, {info.get('cpu_count', '?')} CPUs, jax {info.get('jax', '?')}"
+    accelerators = [d for d in info.get("devices", []) if not d.startswith(("cpu", "TFRT_CPU"))]
+    return f"{cpu}, {info.get('cpu_count', '?')} CPUs, jax {info.get('jax', '?')}" + "".join(
+        f", {d}" for d in accelerators)
 
 
 def idle_check(info: dict, seconds: float = 1.0) -> float | None:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The checks of wendyjax that need an accelerator, in one run of at most ~8 minutes on one GPU.
+# The checks of wendyjax that need an accelerator, in one run of at most ~9 minutes on one GPU.
 #
 #   bash benchmarks/gpu_check.sh            # from anywhere; runs in the repository root
 #   GPU_CHECK_BUDGET=300 bash benchmarks/gpu_check.sh   # a shorter total budget (seconds)
@@ -15,7 +15,10 @@
 #                 shard_map row appears only with more than one device)
 #   4 fsnls       benchmarks/wendy_vs_fsnls.py, 2 seeds at 5 % noise (WENDy on the GPU, scipy
 #                 RK45 + LM on the host)
-#   5 spiral      benchmarks/spiral_neural.py --quick --no-training (the per-gradient timings:
+#   5 bootstrap   benchmarks/interval_calibration.py --timing (one bootstrap of B = 200 WENDy-MLE
+#                 refits of a Lorenz fit at M = 1024 in one call, and its three profiles, each
+#                 timed twice), into results/gpu/ beside the others
+#   6 spiral      benchmarks/spiral_neural.py --quick --no-training (the per-gradient timings:
 #                 integral matching vs backprop / adjoint through diffrax)
 # Results: benchmarks/results/gpu/ (logs, the benchmarks' .md/.json, summary.md with every
 # step's exit code and wall time). Where $OUT is set (the device tool's output folder), the
@@ -34,7 +37,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 RES=benchmarks/results/gpu
 mkdir -p "$RES"
-BUDGET=${GPU_CHECK_BUDGET:-460}  # seconds for all steps; the pack-up after them takes a few
+BUDGET=${GPU_CHECK_BUDGET:-540}  # seconds for all steps; the pack-up after them takes a few
 START=$(date +%s)
 SUMMARY=$RES/summary.md
 TSV=$RES/summary.tsv
@@ -161,7 +164,11 @@ step throughput 100 "$RES/study_throughput.log" "$PY" benchmarks/study_throughpu
 step fsnls 90 "$RES/wendy_vs_fsnls.log" "$PY" benchmarks/wendy_vs_fsnls.py --seeds 2 --noise 0.05 \
     --name gpu/wendy_vs_fsnls
 
-# --- 5: spiral neural ODE, per-gradient speed-ups only (no budgeted backprop/adjoint training)
+# --- 5: the parametric bootstrap of B = 200 refits (Lorenz, M = 1024) in one call, and the profiles
+step bootstrap 100 "$RES/interval_timing.log" env WENDYJAX_BENCHMARK_RESULTS="$RES" \
+    "$PY" benchmarks/interval_calibration.py --timing
+
+# --- 6: spiral neural ODE, per-gradient speed-ups only (no budgeted backprop/adjoint training)
 step spiral 200 "$RES/spiral_neural.log" "$PY" benchmarks/spiral_neural.py --quick --no-training \
     --name gpu/spiral_neural
 

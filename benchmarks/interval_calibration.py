@@ -186,6 +186,8 @@ def lorenz_timing(boot: int) -> dict:
 def markdown(data: dict) -> list[str]:
     cells = sorted(data["cells"].values(), key=lambda c: (SYSTEMS.index(c["system"]), c["noise"], c["M"],
                                                           list(ESTIMATORS).index(_estimator(c))))
+    if not cells:  # only the timing (e.g. `gpu_check.sh`'s run into its own results folder)
+        return ["# Lorenz bootstrap and profile timing", "", *_timing_lines(data)]
     lines = ["# Calibration of the 95 % intervals of WENDy-MLE (and of the hybrid where a cell names it)", "",
              f"`python benchmarks/interval_calibration.py` (cells as listed; the command and the machine of each in "
              f"the JSON); {_machines(cells)}; commits {', '.join(sorted({c['commit'] for c in cells}))}.", "",
@@ -262,16 +264,22 @@ def markdown(data: dict) -> list[str]:
                       "of every parameter, bootstrap-or-profile both): "
                       + ", ".join(f"{k} {np.median([c['seconds_per_interval'][k] for c in mine]):.2f}"
                                   for k in ("bootstrap_basic", "profile", "bootstrap_or_profile")) + "."]
-    if "lorenz_timing" in data:
-        t = data["lorenz_timing"]
-        lines += ["", f"Lorenz, M = {t['M']}, 10 % noise, on {machine_line(t['machine'])}: one `wj.studies.bootstrap` "
-                  f"of B = {t['boot']} MLE refits "
-                  f"took {t['first_call_s']:.1f} s (compilation included) and {t['second_call_s']:.1f} s a second time "
-                  f"({t['failed']} failed refits)."
-                  + (f" Profiles of all three parameters on {t['profile_points']} points each: "
-                     f"{t['profile_first_s']:.1f} s (compilation included), {t['profile_second_s']:.1f} s a second "
-                     f"time." if "profile_first_s" in t else "")]
-    return lines
+    timing = _timing_lines(data)
+    return lines + ["", *timing] if timing else lines
+
+
+def _timing_lines(data: dict) -> list[str]:
+    """The Lorenz bootstrap and profile timing (`--timing`), if the results hold one."""
+    if "lorenz_timing" not in data:
+        return []
+    t = data["lorenz_timing"]
+    return [f"Lorenz, M = {t['M']}, 10 % noise, on {machine_line(t['machine'])}: one `wj.studies.bootstrap` "
+            f"of B = {t['boot']} MLE refits "
+            f"took {t['first_call_s']:.1f} s (compilation included) and {t['second_call_s']:.1f} s a second time "
+            f"({t['failed']} failed refits)."
+            + (f" Profiles of all three parameters on {t['profile_points']} points each: "
+               f"{t['profile_first_s']:.1f} s (compilation included), {t['profile_second_s']:.1f} s a second "
+               f"time." if "profile_first_s" in t else "")]
 
 
 def main():
