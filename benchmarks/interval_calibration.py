@@ -24,7 +24,9 @@ another interval rule can be scored without rerunning the fits.
 
 A method meets the target in a cell when every parameter's coverage lies within two
 binomial standard errors of 95 % (√(0.95·0.05/n), n the runs that did not fail) and its
-median width is at most 1.25 × the ideal one.
+median width is at most 1.25 × the ideal one; it is consistent with the target when no
+parameter's coverage or width rejects it given the Monte Carlo error (`consistent`: exact
+binomial and χ² tests, Šidák-adjusted over the cell's parameters). The results file reports both.
 """
 
 import argparse
