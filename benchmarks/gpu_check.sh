@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
-# The checks of wendyjax that need an accelerator, in one run of at most ~9 minutes on one GPU.
+# The checks of wendyjax that need an accelerator, in one run of at most 8 minutes on one GPU.
 #
 #   bash benchmarks/gpu_check.sh            # from anywhere; runs in the repository root
 #   GPU_CHECK_BUDGET=300 bash benchmarks/gpu_check.sh   # a shorter total budget (seconds)
+#   GPU_CHECK_ALLOW_CPU=1 GPU_CHECK_BUDGET=120 bash benchmarks/gpu_check.sh   # a dry run on a CPU (.venv)
 #
 # Steps (each under its own `timeout`, all within one total budget; a failed or timed-out
 # step is recorded and the next one runs):
 #   0 setup       pick a Python whose jax sees a GPU; make `import wendyjax` work
 #   1 env         nvidia-smi, jax / jaxlib versions and devices, lscpu, package versions
-#   2 tests       the tests that vmap fits or likelihoods on the default (GPU) device and the
-#                 sharded-study test (tests/test_studies.py, test_estimators.py,
-#                 test_likelihood.py, test_integral_matching.py), pytest -q -x
-#   3 throughput  benchmarks/study_throughput.py --runs 64 (vmap / lax.map / loop of fits; the
-#                 shard_map row appears only with more than one device)
+#   2 tests       the tests that vmap fits or likelihoods on the default (GPU) device, the batched
+#                 build and the sharded-study test (tests/test_studies.py, test_estimators.py,
+#                 test_likelihood.py, test_batch_build.py, test_integral_matching.py), pytest
+#                 -q -x with the project's addopts replaced (they need pytest-rerunfailures,
+#                 which the GPU image lacks)
+#   3 pipeline    benchmarks/study_pipeline.py --gpu --runs 256 1024 --boot 200 --repeats 1:
+#                 whole Lorenz M = 1024 WENDy-MLE studies and a bootstrap of B = 200 refits,
+#                 end to end, by stage (the targets: 1,024 runs in at most 5 s warm, B = 200
+#                 in at most 2 s warm)
 #   4 fsnls       benchmarks/wendy_vs_fsnls.py, 2 seeds at 5 % noise (WENDy on the GPU, scipy
 #                 RK45 + LM on the host)
 #   5 bootstrap   benchmarks/interval_calibration.py --timing (one bootstrap of B = 200 WENDy-MLE
 #                 refits of a Lorenz fit at M = 1024 in one call, and its three profiles, each
 #                 timed twice), into results/gpu/ beside the others
-#   6 spiral      benchmarks/spiral_neural.py --quick --no-training (the per-gradient timings:
+#   6 throughput  benchmarks/study_throughput.py --runs 64 --models logistic (vmap / lax.map /
+#                 loop of fits; the shard_map row appears only with more than one device)
+#   7 spiral      benchmarks/spiral_neural.py --quick --no-training (the per-gradient timings:
 #                 integral matching vs backprop / adjoint through diffrax)
 # Results: benchmarks/results/gpu/ (logs, the benchmarks' .md/.json, summary.md with every
 # step's exit code and wall time). Where $OUT is set (the device tool's output folder), the
@@ -37,7 +44,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 RES=benchmarks/results/gpu
 mkdir -p "$RES"
-BUDGET=${GPU_CHECK_BUDGET:-540}  # seconds for all steps; the pack-up after them takes a few
+BUDGET=${GPU_CHECK_BUDGET:-480}  # seconds for all steps; the pack-up after them takes a few
 START=$(date +%s)
 SUMMARY=$RES/summary.md
 TSV=$RES/summary.tsv
@@ -74,7 +81,10 @@ gpu_python() {  # does this python's jax see a GPU?
 }
 
 setup() {
-    if [[ -x .venv/bin/python ]] && gpu_python .venv/bin/python; then
+    if [[ -n "${GPU_CHECK_ALLOW_CPU:-}" && -x .venv/bin/python ]]; then
+        PY=$PWD/.venv/bin/python
+        echo "GPU_CHECK_ALLOW_CPU: using .venv/bin/python whatever its jax sees (a dry run)"
+    elif [[ -x .venv/bin/python ]] && gpu_python .venv/bin/python; then
         PY=$PWD/.venv/bin/python
         echo "using .venv/bin/python (its jax sees a GPU)"
     elif gpu_python python3; then
@@ -147,29 +157,34 @@ EOF
 export -f env_info
 step env 45 "$RES/env.txt" bash -c env_info
 
-# --- 2: tests that vmap on the accelerator or shard
+# --- 2: tests that vmap on the accelerator or shard (addopts replaced: no pytest-rerunfailures there)
 TESTS_K="small_study or equal_single_fits or sequential_study or sweep_over or sharded_study"
 TESTS_K="$TESTS_K or vmapped_fits_equal or vmap_over_parameters or solve_equals_fit_with_progress_and_vmaps"
+TESTS_K="$TESTS_K or share_chunks or batched_likelihood or radius_search_equals or bases_are_kept"
 # test_studies.py last: its sharded-study test (two CPU devices in a subprocess) is the slowest
-step tests 150 "$RES/tests.log" "$PY" -m pytest -q -x -rA -p no:cacheprovider --durations=10 \
+step tests 110 "$RES/tests.log" "$PY" -m pytest -o addopts="" -q -x -rA -p no:cacheprovider --durations=10 \
     --junitxml="$RES/tests.xml" \
-    tests/test_likelihood.py tests/test_estimators.py tests/test_integral_matching.py tests/test_studies.py \
-    -k "$TESTS_K"
+    tests/test_likelihood.py tests/test_batch_build.py tests/test_estimators.py tests/test_integral_matching.py \
+    tests/test_studies.py -k "$TESTS_K"
 
-# --- 3: study throughput (vmapped chunk vs lax.map vs a loop of jitted fits; sharded when several devices)
-step throughput 100 "$RES/study_throughput.log" "$PY" benchmarks/study_throughput.py --runs 64 \
-    --name gpu/study_throughput
+# --- 3: whole studies and a bootstrap, end to end, by stage
+step pipeline 170 "$RES/study_pipeline.log" "$PY" benchmarks/study_pipeline.py --gpu --runs 256 1024 --boot 200 \
+    --repeats 1
 
 # --- 4: WENDy-MLE (GPU) vs scipy solve_ivp + least_squares (host), small setting
-step fsnls 90 "$RES/wendy_vs_fsnls.log" "$PY" benchmarks/wendy_vs_fsnls.py --seeds 2 --noise 0.05 \
+step fsnls 50 "$RES/wendy_vs_fsnls.log" "$PY" benchmarks/wendy_vs_fsnls.py --seeds 2 --noise 0.05 \
     --name gpu/wendy_vs_fsnls
 
 # --- 5: the parametric bootstrap of B = 200 refits (Lorenz, M = 1024) in one call, and the profiles
-step bootstrap 100 "$RES/interval_timing.log" env WENDYJAX_BENCHMARK_RESULTS="$RES" \
+step bootstrap 60 "$RES/interval_timing.log" env WENDYJAX_BENCHMARK_RESULTS="$RES" \
     "$PY" benchmarks/interval_calibration.py --timing
 
-# --- 6: spiral neural ODE, per-gradient speed-ups only (no budgeted backprop/adjoint training)
-step spiral 200 "$RES/spiral_neural.log" "$PY" benchmarks/spiral_neural.py --quick --no-training \
+# --- 6: study throughput (vmapped chunk vs lax.map vs a loop of jitted fits; sharded when several devices)
+step throughput 30 "$RES/study_throughput.log" "$PY" benchmarks/study_throughput.py --runs 64 --models logistic \
+    --name gpu/study_throughput
+
+# --- 7: spiral neural ODE, per-gradient speed-ups only (no budgeted backprop/adjoint training)
+step spiral 50 "$RES/spiral_neural.log" "$PY" benchmarks/spiral_neural.py --quick --no-training \
     --name gpu/spiral_neural
 
 # --- summary

@@ -105,7 +105,7 @@ def cell(system: str, noise: float, m: int, runs: int, boot: int, points: int, s
         "seconds_per_interval": {k: study.settings["interval_s"][k]
                                  for k in ("bootstrap_basic", "profile", "bootstrap_or_profile")},
         "interval_errors": study.settings.get("interval_errors", {}), "normal_interval": NORMAL_INTERVAL,
-        "study_fit_s": study.settings["fit_s"], "seconds": seconds, "commit": _commit(),
+        "study_fit_s": study.timings["fit_s"], "seconds": seconds, "commit": _commit(),
     }
 
 

@@ -51,7 +51,7 @@ def run_errors(bench, method, noise, subsample, n_runs, key):
     fwd = np.where(failed, study.p0_forward_error[0], r.forward_error)
     return {
         "coef": coef.tolist(), "forward": fwd.tolist(), "p0_coef": p0_err.tolist(), "failed": failed.tolist(),
-        "status": r.status.tolist(), "fit_s_per_run": study.settings["fit_s"] / n_runs, "wall_s": wall,
+        "status": r.status.tolist(), "fit_s_per_run": study.timings["fit_s"] / n_runs, "wall_s": wall,
     }
 
 

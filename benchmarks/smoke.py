@@ -52,6 +52,7 @@ QUICK = {
     "sir_tdi_spread": ["--quick"],
     "spiral_neural": ["--quick"],
     "study_devices": ["--runs", "4", "--repeats", "1"],
+    "study_pipeline": ["--runs", "4", "--boot", "4", "--repeats", "1", "--name", "study_pipeline_smoke"],
     "study_throughput": ["--runs", "4", "--repeats", "1"],
     "weak_cost_scaling": ["--quick"],
     "wendy_vs_fsnls": ["--quick"],

@@ -36,7 +36,7 @@ def run(wj, name, n_runs, repeats):
             start = time.perf_counter()
             study = wj.studies.monte_carlo(bench, wj.MLE(), devices=devices, **kw)
             walls.append(time.perf_counter() - start)
-            fits.append(study.settings["fit_s"])
+            fits.append(study.timings["fit_s"])
         row[f"{label}_wall_s"], row[f"{label}_fit_s"] = statistics.median(walls), statistics.median(fits)
         params[label] = study.runs[0].params
     row["fit_ratio"] = row["single_fit_s"] / row["sharded_fit_s"]

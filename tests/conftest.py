@@ -17,7 +17,28 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # xdist workers segfaulted while serialising executables. Workers still die now and then
 # inside XLA compilation with XLA's defaults too, locally and on CI; pyproject.toml reruns
 # a test whose worker died. A value set by the user wins.
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+#
+# Newer XLA (jax 0.11) removed the classic emitters and aborts the process on a flag it does
+# not know, before pytest prints anything. So the flag is set only where the running XLA
+# accepts it: one short probe in a subprocess, in the process that starts the suite (xdist's
+# workers and the tests' subprocesses inherit the result through the environment).
+_CLASSIC_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
+
+
+def _xla_accepts(flags: str) -> bool:
+    import subprocess
+    import sys
+
+    probe = "import jax; jax.devices()"
+    env = {**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"}
+    try:
+        return subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, timeout=120).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+if "XLA_FLAGS" not in os.environ:
+    os.environ["XLA_FLAGS"] = _CLASSIC_EMITTERS if _xla_accepts(_CLASSIC_EMITTERS) else ""
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402

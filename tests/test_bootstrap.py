@@ -70,6 +70,23 @@ def test_the_bootstrap_agrees_with_the_fits_own_uncertainty(mle_fit):
     assert boot.u0.shape == (1, 1) and abs(boot.u0[0, 0] - float(BENCH.u0[0])) < 0.005
 
 
+@pytest.mark.slow  # 9 s on 2 cores
+def test_the_bootstrap_of_several_trajectories_keeps_their_grids_and_gaps():
+    # two trajectories on different grids, one with a missing row: every refit's data keep
+    # both grids and the gap (one batched build of all refits), and every stage is timed
+    t1, t2 = np.asarray(DATA.t), np.asarray(DATA.t)[::2]
+    u2 = np.asarray(DATA.u)[::2].copy()
+    u2[5] = np.nan
+    data = [wj.Trajectory(t1, DATA.u), wj.Trajectory(t2, u2)]
+    fit = wj.MLE().fit(BENCH.model, data, p0=[0.9, -0.9], test_functions=wj.TestFunctionConfig(radius=0.5))
+    boot = wj.studies.bootstrap(wj.MLE(), fit, data, 6, key=0, progress=False,
+                                test_functions=wj.TestFunctionConfig(radius=0.5))
+    assert boot.draws.shape == (6, 2) and boot.n_failed == 0 and boot.u0.shape == (2, 1)
+    assert set(boot.timings) == {"initial_states_s", "simulate_s", "build_s", "fit_s", "total_s"}
+    assert boot.seconds == boot.timings["total_s"] >= boot.timings["fit_s"]
+    assert "time: initial states" in boot.table()
+
+
 @pytest.mark.slow
 def test_output_error_refits_start_from_the_simulated_initial_state():
     """The logistic's first observations lie near 0: refits whose initial state started

@@ -275,6 +275,27 @@ def test_pure_gradient_solve_equals_the_progress_loop_and_vmaps():
     np.testing.assert_allclose(sols.params, np.broadcast_to(p, (3, 4)), atol=0.1)
 
 
+def test_batched_problems_equal_the_per_dataset_ones():
+    # datasets on one grid (here with the same missing entries) get their subintervals in one
+    # compiled call: the same node values as one problem per dataset, and their own keys
+    model, p = _linear_model(), jnp.array([-0.1, 2.0, -2.0, -0.1])
+    t = np.linspace(0, 10, 301)
+    datasets = [wj.simulate(model, p, [2.0, 0.0], t, wj.AdditiveGaussian(0.02), jax.random.key(s)) for s in range(3)]
+    gap = [wj.Trajectory(d.t, np.where(np.arange(301)[:, None] % 17 == 5, np.nan, np.asarray(d.u))) for d in datasets]
+    est = wj.IntegralMatching(order=8, length=0.5, solver=wj.Gradient(optax.adam(1e-2), chunk=50), max_steps=100)
+    keys = jax.random.split(jax.random.key(1), 3)
+    for sets in (datasets, gap):
+        make, notes = est.batch_problems(model, wj.Batch.from_datasets(sets), key=keys)
+        stacked = make([2, 0])
+        assert len(notes) == 3 and stacked.subintervals.X.shape[0] == 2
+        for j, i in enumerate((2, 0)):
+            one = est.problem(model, wj.data.as_dataset(sets[i]), key=keys[i])
+            np.testing.assert_allclose(stacked.subintervals.X[j], one.subintervals.X, rtol=1e-12, atol=1e-12)
+            np.testing.assert_array_equal(jax.random.key_data(stacked.key[j]), jax.random.key_data(one.key))
+        sols = eqx.filter_jit(eqx.filter_vmap(lambda prob: est.solve(prob, jnp.zeros(4), None, None)))(stacked)
+        assert sols.params.shape == (2, 4) and bool(jnp.all(jnp.isfinite(sols.objective)))
+
+
 def test_bad_input_is_refused():
     model = _linear_model()
     data = wj.simulate(model, [-0.1, 2.0, -2.0, -0.1], [2.0, 0.0], np.linspace(0, 2, 101), None)

@@ -163,7 +163,7 @@ def test_linear_path_forms_only_structurally_nonzero_grams():
     # Lorenz: f = (p1 (y - x), x (p2 - z) - y, x y - p3 z); at p = 0 the state Jacobian
     # has rows (0, 0, 0), (-z, -1, -x), (y, x, 0); ∂²f/∂u∂p_j are (-1, 1, 0) in row 1,
     # 1 at (2, 1) and -1 at (3, 3)
-    from wendyjax.weak._linear import jacobian_pattern, term_structure
+    from wendyjax.weak._linear import jacobian_pattern, model_structure, term_structure
 
     b = zoo("lorenz")
     pattern = jacobian_pattern(b.model.rhs, 3, 3)
@@ -174,12 +174,22 @@ def test_linear_path_forms_only_structurally_nonzero_grams():
     expected[2, 1, 0] = True
     expected[3, 2, 2] = True
     np.testing.assert_array_equal(pattern, expected)
-    jj, entries, terms = term_structure(pattern)
-    assert len(entries) == 9
+    every = term_structure(pattern)  # every entry its own weight function
+    assert len(every.entries) == 9 and len(every.singles) == 9
     # pairs of entries sharing a column: column 0 holds 4 entries, column 1 holds 3, column 2 holds 2
-    assert len(jj) == 4 * 5 // 2 + 3 * 4 // 2 + 2 * 3 // 2
+    assert len(every.pairs) == 4 * 5 // 2 + 3 * 4 // 2 + 2 * 3 // 2
+    # the weights are products of 1, z, y and x (the entries -z, y, ±x and constants): 8 distinct
+    # products for the Φ-Φ Grams (1, z, x, y, z², zx, x², y²), 4 for the Φ̇-Φ ones
+    s = model_structure(b.model.rhs, False, 3, 3)
+    assert [s.entries[n] for n in range(9) if s.entry_class[n] < 0] == [(0, 1, 1), (1, 0, 0), (1, 0, 1), (2, 1, 0),
+                                                                          (3, 2, 2)]
+    assert [s.entry_scale[n] for n in range(9) if s.entry_class[n] < 0] == [-1.0, -1.0, 1.0, 1.0, -1.0]
+    x_entries = [n for n, e in enumerate(s.entries) if e in ((0, 1, 2), (0, 2, 1))]  # -x and x: one class
+    assert s.entry_class[x_entries[0]] == s.entry_class[x_entries[1]] >= 0
+    assert sorted((s.entry_scale[n] for n in x_entries)) == [-1.0, 1.0]
+    assert len(s.classes) == 3 and len(s.pairs) == 8 and len(s.singles) == 4
     lik = _lik(b, b.simulate(jax.random.key(4), subsample=4))
-    assert lik.linear.grams.shape[1] == len(jj) + 2 * len(entries) + 1
+    assert lik.linear.grams.shape[1] == len(s.pairs) + 2 * len(s.singles) + 1 == 17
     # ∂S/∂p_i lives in block row and column of the equations p_i enters (with their
     # Jacobian columns): σ and ρ touch 5 of the 9 blocks, β 3 (the Hessian multiplies only these)
     blocks = {i: {(e, f) for j, e, f in lik.linear.derivative_pattern() if j == i} for i in range(3)}
@@ -188,26 +198,33 @@ def test_linear_path_forms_only_structurally_nonzero_grams():
     assert blocks[2] == {(2, 2), (1, 2), (2, 1)}
 
 
-def test_constant_weight_grams_are_scaled_shared_products():
-    # Lorenz's constant Jacobian entries: -1 at (2, 2) of J^0 and every entry of J^1..J^3;
-    # pairs of constants in a column: 3 in column 0 (J^1, J^2), 3 in column 1, 1 in column 2
-    from wendyjax.weak._linear import linear_blocks, model_structure
+def test_shared_grams_assemble_the_same_covariance():
+    # Grams shared by entries that are constant multiples of one function of the state (and
+    # the test functions' own Grams for constant weights) give the same S(p) as one Gram per
+    # pair of entries, every one formed from the data
+    from wendyjax.weak._linear import basis_grams, jacobian_pattern, linear_blocks, model_structure, term_structure
 
-    b = zoo("lorenz")
-    structure = model_structure(b.model.rhs, False, 3, 3)
-    _, entries, _, constant_jj, constant_entries = structure
-    assert sum(constant_jj) == 7 and sum(constant_entries) == 5
-    assert [entries[m] for m in np.flatnonzero(constant_entries)] == [(0, 1, 1), (1, 0, 0), (1, 0, 1), (2, 1, 0),
-                                                                      (3, 2, 2)]
-    # the same Grams as forming every one as its own weighted product
-    for name, noise in (("lorenz", "gaussian"), ("logistic", "gaussian")):
+    for name, noise in (("lorenz", "gaussian"), ("logistic", "gaussian"), ("lotka_volterra", "lognormal")):
         bench = zoo(name)
-        lik = wj.weak_likelihood(bench.model, bench.simulate(jax.random.key(5), subsample=4), noise)
-        s = model_structure(bench.model.rhs, lik.problem.log_space, bench.model.n_states, bench.model.n_params)
-        assert any(s[3]) or any(s[4])
-        every = (*s[:3], (False,) * len(s[3]), (False,) * len(s[4]))
-        fast, slow = linear_blocks(bench.model, s, lik.problem), linear_blocks(bench.model, every, lik.problem)
-        np.testing.assert_allclose(fast.grams, slow.grams, rtol=0, atol=1e-13 * float(jnp.max(jnp.abs(slow.grams))))
+        data = wj.simulate(bench.model, bench.p_true, bench.u0, bench.t[::4],
+                           wj.LogNormal(0.05) if noise == "lognormal" else bench.noise, jax.random.key(5))
+        lik = wj.weak_likelihood(bench.model, data, noise)
+        prob, model = lik.problem, bench.model
+        log_space = prob.log_space
+        rhs = wj.weak.log_space_rhs(model.rhs) if log_space else model.rhs
+        s = model_structure(model.rhs, log_space, model.n_states, model.n_params)
+        every = term_structure(jacobian_pattern(rhs, model.n_states, model.n_params))
+        formed = lambda x: sum(c != (-1, -1) for c in x.pairs) + sum(c != -1 for c in x.singles)  # noqa: E731
+        if noise == "gaussian":
+            assert formed(s) < formed(every)  # Grams formed from the data
+        else:  # x' = p1 - p2 e^y, y' = -p3 + p4 e^x: two entries, no rounding-level ones of f(e^x)/e^x
+            assert len(s.entries) == 2 and formed(s) == formed(every)
+        bases = (prob.phi, prob.dphi, jax.vmap(basis_grams)(prob.phi, prob.dphi))
+        one = jnp.arange(prob.phi.shape[0])
+        shared, plain = (linear_blocks(model, x, log_space, bases, one, prob.u, prob.t, prob.sigma) for x in (s, every))
+        for p in np.random.default_rng(0).normal(size=(3, model.n_params)):
+            a, c = (np.asarray(x.assemble(x.term_coefficients(jnp.asarray(p)))) for x in (shared, plain))
+            np.testing.assert_allclose(a, c, rtol=0, atol=1e-12 * np.max(np.abs(c)))
 
 
 @pytest.mark.slow

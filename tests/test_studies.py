@@ -223,7 +223,7 @@ def test_sweep_over_true_parameters():
         assert np.array_equal(cell.p_true, p)
         assert np.all(np.abs(runs.params - p) < 0.05 * np.abs(p))
     # the rows say which grid point they belong to
-    body = study.table().splitlines()[3:]
+    body = study.table().splitlines()[3:-1]  # the last line: the stage timings
     assert [line.split()[:2] for line in body] == [["0", "0.02"], ["0", "0.02"], ["1", "0.02"], ["1", "0.02"]]
     assert [float(line.split()[4]) for line in body] == [1.0, -1.0, 0.8, -0.8]
     assert [r["cell"] for r in study.rows()] == [0, 0, 1, 1]
@@ -236,6 +236,27 @@ def test_sweep_over_true_parameters():
     for a, b in zip(again.runs, study.runs):
         np.testing.assert_array_equal(a.params, b.params)
     np.testing.assert_array_equal(by_seed.runs[0].params, study.runs[0].params)  # key 0, setting 0, same truth
+
+
+@pytest.mark.slow  # 9 s on 2 cores
+def test_sweep_settings_share_chunks_and_every_stage_is_timed():
+    # three settings of three runs on one grid: one chunk of nine (settings pooled), the same
+    # estimates as chunks of three (one setting each), and the seconds of every stage recorded
+    bench = zoo("logistic")
+    grid = np.array([[1.0, -1.0], [0.9, -0.9], [1.1, -1.1]])
+    kw = dict(p_true=grid, noise_level=0.05, subsample=4, n_runs=3, key=2, progress=False)
+    pooled = wj.studies.sweep(bench, "mle", batch_size=9, **kw)
+    apart = wj.studies.sweep(bench, "mle", batch_size=3, **kw)
+    assert pooled.settings["n_chunks"] == 1 and apart.settings["n_chunks"] == 3
+    for a, b in zip(pooled.runs, apart.runs):
+        np.testing.assert_allclose(a.params, b.params, rtol=1e-10)
+        np.testing.assert_allclose(a.forward_error, b.forward_error, rtol=1e-8)
+    timings = pooled.timings
+    assert set(timings) == {"simulate_s", "build_s", "fit_s", "diagnostics_s", "total_s"}
+    assert all(v >= 0 for v in timings.values()) and timings["total_s"] >= timings["fit_s"] + timings["build_s"]
+    assert "time: simulate" in pooled.table() and "total" in pooled.table().splitlines()[-1]
+    back = wj.studies.Study.from_dict(json.loads(pooled.to_json()))
+    assert back.timings == pytest.approx(timings)
 
 
 def test_study_bad_input(monkeypatch):
@@ -293,7 +314,8 @@ def test_study_bad_input(monkeypatch):
     fits = []
     monkeypatch.setattr(_engine, "_fit_chunk", lambda *a, **k: fits.append(a))
     with pytest.raises(ValueError, match=r"setting 1 \(noise ratio 0.05, subsample 600: 2 of the benchmark's "
-                                         r"1025 samples\) cannot be set up: too few samples"):
+                                         r"1025 samples\) cannot be set up: the weak form \(WENDy\) needs at least 15 "
+                                         r"observed samples per trajectory, but the trajectory has 2"):
         mc(bench, subsamples=[4, 600], n_runs=2, progress=False)
     assert fits == []
 
@@ -330,10 +352,7 @@ _SHARDED = textwrap.dedent("""
     assert np.allclose(a.params, b.params, rtol=1e-10, atol=0), (a.params, b.params)
     assert np.allclose(a.covariance, b.covariance, rtol=1e-8, atol=0)
     assert np.array_equal(a.status, b.status)
-    # the preparation (simulation, test functions, likelihoods) runs on the host CPU
-    # whatever the default device; only the fits go to `devices`
-    with jax.default_device(jax.devices()[1]), _engine._on_host():
-        assert jax.numpy.zeros(1).devices() == {jax.devices("cpu")[0]}
+    assert sharded.settings["n_chunks"] == 1 and single.settings["n_chunks"] == 2
     # a vmapped chunk on several CPU devices would deadlock jaxlib's batched LAPACK: refused
     try:
         wj.studies.monte_carlo(bench, wj.MLE(), vectorize=True, **kw)

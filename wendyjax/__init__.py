@@ -16,7 +16,13 @@ from . import (
 )
 from ._compile import CPU_COMPILER_OPTIONS as CPU_COMPILER_OPTIONS
 from ._version import __version__ as __version__
-from .data import Dataset as Dataset, Field as Field, Trajectory as Trajectory, trapezoid_weights as trapezoid_weights
+from .data import (
+    Batch as Batch,
+    Dataset as Dataset,
+    Field as Field,
+    Trajectory as Trajectory,
+    trapezoid_weights as trapezoid_weights,
+)
 from .discovery import Discovery as Discovery, StateParameterRegression as StateParameterRegression
 from .estimators import (
     IRLS as IRLS,

@@ -85,6 +85,16 @@ def as_key(key, name: str = "key") -> PRNGKeyArray:
                     f"got {type(key).__name__} {key!r}.")
 
 
+def dataset_keys(key, n: int) -> list:
+    """One PRNG key per dataset of `n`: `n` keys given (typed keys of shape `(n,)`, or raw key
+    data `(n, 2)` / `(n, 4)`) as they are; one key (or seed) split `n` ways."""
+    if _is_typed_key(key) and key.shape == (n,):
+        return list(key)
+    if isinstance(key, (jax.Array, np.ndarray)) and key.dtype == np.uint32 and key.ndim == 2 and len(key) == n:
+        return list(jnp.asarray(key))
+    return list(jax.random.split(as_key(key), n))
+
+
 def _is_typed_key(x) -> bool:
     return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
 

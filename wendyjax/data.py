@@ -20,10 +20,11 @@ def _real(name: str, x) -> np.ndarray:
     return x.astype(float)
 
 
-def _observed_mask(u: np.ndarray, mask) -> Bool[Array, "..."] | None:
+def _observed_mask(u: np.ndarray, mask, axes: tuple[str, ...] = ("row", "column")) -> Bool[Array, "..."] | None:
     """The observed entries of `u` as a boolean array (`None` when everything is observed):
     `mask` checked against `u`'s shape, or without one, every entry but the NaN ones (NaN
-    marks a missing value). An observed entry must be finite; inf is never a missing value."""
+    marks a missing value). An observed entry must be finite; inf is never a missing value.
+    `axes` names `u`'s axes in the error (an index tuple where their number differs)."""
     if mask is None:
         mask = ~np.isnan(u)
     else:
@@ -37,7 +38,8 @@ def _observed_mask(u: np.ndarray, mask) -> Bool[Array, "..."] | None:
     bad = ~np.isfinite(u) & mask
     if bad.any():
         first = tuple(int(i) for i in np.argwhere(bad)[0])
-        where = f"row {first[0]}, column {first[1]}" if u.ndim == 2 else f"index {first}"
+        where = (", ".join(f"{a} {i}" for a, i in zip(axes, first)) if len(axes) == u.ndim
+                 else f"index {first}")
         raise ValueError(f"u contains {'inf' if np.isinf(u[first]) else 'NaN'} at {int(bad.sum())} observed "
                          f"entries (first at {where}); a missing value is NaN, or False in mask=... (True where "
                          f"observed), and inf is never one.")
@@ -220,6 +222,120 @@ def as_dataset(data: "Trajectory | Dataset | Sequence[Trajectory]") -> Dataset:
     raise TypeError(
         f"data must be a Trajectory, a Dataset or a list of Trajectory, got {type(data).__name__}."
     )
+
+
+def _trajectory_tuple(x) -> tuple:
+    """A tuple (one entry per trajectory) as it is; anything else as the only entry."""
+    return tuple(x) if isinstance(x, tuple) else (x,)
+
+
+class Batch:
+    """Many datasets of one system on shared grids, as stacked arrays: what studies, sweeps
+    and bootstraps fit in one batched computation (an estimator's `batch_problems`).
+
+    **Arguments:**
+
+    - `t`: the sample times of each trajectory, shared by every dataset: one array `(n,)`,
+      or a tuple of them for datasets of several trajectories.
+    - `u`: the observations, `(R, n, D)` for `R` datasets (a tuple, one per trajectory).
+    - `mask`: optional, `True` where observed, `(R, n, D)` or `(n, D)` for all datasets
+      (a tuple, one per trajectory); without one, NaN entries are the missing ones.
+
+    The checks of [`Trajectory`][wendyjax.Trajectory] apply to every dataset at once.
+    `batch[i]` is dataset `i` as a [`Dataset`][wendyjax.Dataset]; [`from_datasets`][]
+    stacks datasets whose trajectories share their grids.
+    """
+
+    __slots__ = ("t", "u", "mask")
+
+    def __init__(self, t, u, mask=None):
+        ts, us = _trajectory_tuple(t), _trajectory_tuple(u)
+        masks = (None,) * len(ts) if mask is None else _trajectory_tuple(mask)
+        if not (len(ts) == len(us) == len(masks)) or not ts:
+            raise ValueError(f"t, u and mask must give the same number of trajectories (a tuple each for several), got "
+                             f"{len(ts)}, {len(us)} and {len(masks)}.")
+        checked_t, checked_u, checked_m = [], [], []
+        for i, (ti, ui, mi) in enumerate(zip(ts, us, masks)):
+            which = f" of trajectory {i}" if len(ts) > 1 else ""
+            ti = Trajectory(ti, np.zeros((np.size(ti), 1))).t  # the checks of a trajectory's times
+            ui = _real("u", ui)
+            if ui.ndim != 3 or ui.shape[1] != ti.shape[0]:
+                raise ValueError(f"u{which} must have shape (R, len(t), D) = (R, {ti.shape[0]}, D) for R datasets, got "
+                                 f"{ui.shape}.")
+            if mi is not None and np.shape(mi) == ui.shape[1:]:
+                mi = np.broadcast_to(np.asarray(mi), ui.shape)
+            observed = _observed_mask(ui, mi, ("dataset", "row", "column"))
+            checked_t.append(np.asarray(ti))
+            checked_u.append(ui)
+            checked_m.append(None if observed is None else np.asarray(observed).reshape(ui.shape))
+        if len({u.shape[0] for u in checked_u}) > 1 or len({u.shape[2] for u in checked_u}) > 1:
+            raise ValueError(f"every trajectory needs the same number of datasets R and states D, got (R, D) = "
+                             f"{[(u.shape[0], u.shape[2]) for u in checked_u]}.")
+        self.t, self.u, self.mask = tuple(checked_t), tuple(checked_u), tuple(checked_m)
+
+    @classmethod
+    def from_datasets(cls, datasets: "Sequence[Trajectory | Dataset | Sequence[Trajectory]]") -> "Batch":
+        """Stack datasets (each a trajectory, a list of trajectories or a `Dataset`) whose
+        trajectory `i` has the same times in every dataset."""
+        sets = [as_dataset(d) for d in datasets]
+        if not sets:
+            raise ValueError("a Batch needs at least one dataset.")
+        first = sets[0]
+        for r, ds in enumerate(sets[1:], 1):
+            if len(ds) != len(first):
+                raise ValueError(f"datasets on different grids: dataset {r} has {len(ds)} trajectories, dataset 0 has "
+                                 f"{len(first)}; a batch stacks datasets of the same design.")
+            for i, (a, b) in enumerate(zip(first, ds)):
+                if a.n_samples != b.n_samples or not np.array_equal(np.asarray(a.t), np.asarray(b.t)):
+                    which = f"trajectory {i} of dataset" if len(first) > 1 else "dataset"
+                    raise ValueError(f"datasets on different grids: {which} {r} has {b.n_samples} samples from "
+                                     f"t = {float(b.t[0]):.6g} to {float(b.t[-1]):.6g}, dataset 0 has {a.n_samples} "
+                                     f"from {float(a.t[0]):.6g} to {float(a.t[-1]):.6g}; a batch stacks datasets "
+                                     f"sampled at the same times (fit the others separately, or mark their missing "
+                                     f"samples NaN on a common grid).")
+            if ds.n_states != first.n_states:
+                raise ValueError(f"dataset {r} has {ds.n_states} states, dataset 0 has {first.n_states}.")
+        ts = tuple(np.asarray(tr.t) for tr in first)
+        us = tuple(np.stack([np.asarray(ds[i].u) for ds in sets]) for i in range(len(first)))
+        masks = tuple(None if all(ds[i].mask is None for ds in sets)
+                      else np.stack([np.ones(ds[i].u.shape, bool) if ds[i].mask is None else np.asarray(ds[i].mask)
+                                     for ds in sets]) for i in range(len(first)))
+        out = cls.__new__(cls)
+        out.t, out.u, out.mask = ts, us, masks  # checked as trajectories already
+        return out
+
+    def __len__(self) -> int:
+        return self.u[0].shape[0]
+
+    @property
+    def n_states(self) -> int:
+        """Number of states D."""
+        return self.u[0].shape[2]
+
+    @property
+    def n_trajectories(self) -> int:
+        """Number of trajectories per dataset."""
+        return len(self.t)
+
+    def __getitem__(self, r: int) -> Dataset:
+        return Dataset([Trajectory(t, u[r], None if m is None else m[r]) for t, u, m in zip(self.t, self.u, self.mask)])
+
+    def __iter__(self):
+        return (self[r] for r in range(len(self)))
+
+    def take(self, indices) -> "Batch":
+        """The datasets `indices` (in that order) as a batch."""
+        indices = np.asarray(indices, int)
+        out = Batch.__new__(Batch)
+        out.t = self.t
+        out.u = tuple(u[indices] for u in self.u)
+        out.mask = tuple(None if m is None else m[indices] for m in self.mask)
+        return out
+
+
+def as_batch(datasets: "Batch | Sequence") -> Batch:
+    """A [`Batch`][], or a list of datasets stacked by [`Batch.from_datasets`][]."""
+    return datasets if isinstance(datasets, Batch) else Batch.from_datasets(datasets)
 
 
 class Field(eqx.Module):

@@ -17,7 +17,7 @@ from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from .._checks import as_key, param_vector, user_stacklevel
 from .._compile import cpu_safe_jit
-from ..data import Dataset, as_data, largest_magnitude
+from ..data import Batch, Dataset, as_data, largest_magnitude
 from ._solution import Solution
 
 # statuses after which the estimate is still usable: the fit only warns
@@ -121,14 +121,15 @@ class AbstractEstimator(eqx.Module):
         """Covariance of `solution.params` by `kind` (default: the first of `covariances`)."""
 
     @abc.abstractmethod
-    def batch_problems(self, model, datasets: list, **options) -> tuple[Callable, list[dict]]:
-        """For batched fits (studies, bootstraps): `(make, notes)`, where `make(indices)`
-        builds the problems of `datasets[indices]` (with `problem`'s options, `key`
-        included: an estimator that draws random numbers splits it over the datasets)
-        stacked along a leading axis, every
-        call with the same shapes (so one compiled program serves all), and `notes[i]`
-        says how dataset `i`'s problem was set up (e.g. its number of test functions `k`
-        and `radius`; empty where there is nothing to say)."""
+    def batch_problems(self, model, datasets: "Batch | list", **options) -> tuple[Callable, list[dict]]:
+        """For batched fits (studies, bootstraps): from a [`Batch`][wendyjax.Batch] of
+        datasets on shared grids (or a list of datasets), `(make, notes)`, where
+        `make(indices)` builds the problems of datasets `indices` (with `problem`'s options;
+        `key`, one key or one per dataset, for an estimator that draws random numbers)
+        stacked along a leading axis, every call with the same shapes (so one compiled
+        program serves all), and `notes[i]` says how dataset `i`'s problem was set up (e.g.
+        its number of test functions `k` and `radius`; empty where there is nothing to
+        say). What every dataset shares is prepared once, here; `make` assembles a chunk."""
 
     def start_required(self, model) -> str | None:
         """Why `fit` needs a `p0` for `model` (checked before any work), or `None` where

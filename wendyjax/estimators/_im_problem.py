@@ -9,8 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
+from .._compile import cpu_safe_jit
 from ..collocation import LGR, SavitzkyGolay, node_values
-from ..data import as_dataset
+from ..data import Batch, as_dataset
 
 
 class IntegralMatchingProblem(eqx.Module):
@@ -36,6 +37,76 @@ def _fill_gaps(t: np.ndarray, y: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return out
 
 
+def _plan(t: np.ndarray, mask: np.ndarray, order: int, length: float, stride, hidden: bool, r: int) -> dict:
+    """What the subintervals of one trajectory depend on besides its values: from its times
+    `t` and observation `mask` `(n, D)`, checked."""
+    seen = mask.sum(axis=0) > 0
+    if not (hidden and seen.any()) and not seen.all():
+        k = int(np.argmin(seen))
+        raise ValueError(f"trajectory {r}: state {k} is never observed; integral matching needs every state "
+                         "observed, or hidden-state reconstruction (Anonymous 2025, §5: IntegralMatching.fit "
+                         "with u0).")
+    last = np.searchsorted(t, t[-1] - length * (1 - 1e-9), side="right")  # t_i + h ≤ t_end, to rounding
+    if last == 0:
+        raise ValueError(f"trajectory {r} spans {t[-1] - t[0]:.6g}, shorter than the subinterval length "
+                         f"h = {length}; lower `length`.")
+    ends = np.searchsorted(t, t[:last] + length * (1 + 1e-9), side="right")
+    cum = np.concatenate([np.zeros((1, mask.shape[1])), np.cumsum(mask, axis=0)])
+    observed = (cum[ends] - cum[:last])[:, seen].min()
+    if observed < order + 1:
+        raise ValueError(f"trajectory {r}: a subinterval of length h = {length} holds only {int(observed)} "
+                         f"observed samples of some state, but LGR order K = {order} needs at least K + 1 = "
+                         f"{order + 1}; lengthen `length` or lower `order`.")
+    window = int((ends - np.arange(last)).max())  # samples in the fullest subinterval
+    step = max(1, window // 10) if stride is None else int(stride)
+    if step < 1:
+        raise ValueError(f"stride must be a positive integer, got {stride}.")
+    starts = np.arange(0, last, step)
+    weights = np.broadcast_to(seen.astype(float), mask.shape)  # after filling: every sample of a seen state
+    grid = bool(weights.all() and np.allclose(np.diff(t), t[1] - t[0], rtol=1e-9, atol=0.0))
+    counts = ends - np.arange(last)
+    uniform = grid and bool(np.all(counts == window) and starts[-1] + window <= t.size)
+    return {"weights": weights, "starts": starts, "window": window, "grid": grid, "uniform": uniform}
+
+
+@cpu_safe_jit
+def _node_values(lgr, smoother, t, y, weights, starts, length, window, grid, uniform):
+    """The node values `(S, K+1, D)` of the subintervals of every dataset `y` `(R, n, D)` on
+    the times `t` (smoothed first, unless `smoother` is None): `(R, S, K+1, D)`."""
+    def one(y):
+        if smoother is not None:
+            y = smoother(t, y, weights, grid)
+        return node_values(lgr, t, y, weights, starts, length, window, uniform)
+
+    return jax.vmap(one)(y)
+
+
+def _subintervals(batch: Batch, order, length, smoother, stride, hidden) -> tuple[LGR, np.ndarray, np.ndarray]:
+    """The node values `(R, S, K+1, D)` of every dataset of `batch` (all trajectories
+    together) and the start times `(S,)`, for datasets that share their missing entries."""
+    if not length > 0:
+        raise ValueError(f"length (the subinterval length h) must be positive, got {length}.")
+    if any(np.any(np.diff(t) == 0) for t in batch.t):
+        batch[0].require_distinct_times("integral matching")
+    lgr = LGR(order)
+    X, a = [], []
+    for r, (t, u, m) in enumerate(zip(batch.t, batch.u, batch.mask)):
+        mask = np.ones(u.shape[1:]) if m is None else m[0].astype(float)
+        plan = _plan(t, mask, order, length, stride, hidden, r)
+        y = np.stack([_fill_gaps(t, y, mask) for y in u]) if m is not None else u
+        X.append(np.asarray(_node_values(lgr, smoother, jnp.asarray(t), jnp.asarray(y), jnp.asarray(plan["weights"]),
+                                         jnp.asarray(plan["starts"]), float(length), plan["window"], plan["grid"],
+                                         plan["uniform"])))
+        a.append(t[plan["starts"]])
+    return lgr, np.concatenate(X, axis=1), np.concatenate(a)
+
+
+def shares_missing_entries(batch: Batch) -> bool:
+    """Whether every dataset of `batch` misses the same entries (its subintervals then are
+    one batched computation)."""
+    return all(m is None or bool(np.all(m == m[:1])) for m in batch.mask)
+
+
 def integral_matching_problem(
     data,
     *,
@@ -58,47 +129,23 @@ def integral_matching_problem(
     Why filling: degree-K fits through the observed samples alone extrapolate wildly
     across gaps near a subinterval's ends, where LGR nodes cluster (measured: the docs'
     Anonymous 2025 page)."""
-    dataset = as_dataset(data)
-    dataset.require_distinct_times("integral matching")
-    if not length > 0:
-        raise ValueError(f"length (the subinterval length h) must be positive, got {length}.")
-    lgr = LGR(order)
-    X, a = [], []
-    for r, traj in enumerate(dataset):
-        t, y = np.asarray(traj.t, float), np.asarray(traj.u, float)
-        mask = np.ones_like(y) if traj.mask is None else np.asarray(traj.mask, float)
-        seen = mask.sum(axis=0) > 0
-        if not (hidden and seen.any()) and not seen.all():
-            k = int(np.argmin(seen))
-            raise ValueError(f"trajectory {r}: state {k} is never observed; integral matching needs every state "
-                             "observed, or hidden-state reconstruction (Anonymous 2025, §5: IntegralMatching.fit "
-                             "with u0).")
-        last = np.searchsorted(t, t[-1] - length * (1 - 1e-9), side="right")  # t_i + h ≤ t_end, to rounding
-        if last == 0:
-            raise ValueError(f"trajectory {r} spans {t[-1] - t[0]:.6g}, shorter than the subinterval length "
-                             f"h = {length}; lower `length`.")
-        ends = np.searchsorted(t, t[:last] + length * (1 + 1e-9), side="right")
-        cum = np.concatenate([np.zeros((1, y.shape[1])), np.cumsum(mask, axis=0)])
-        observed = (cum[ends] - cum[:last])[:, seen].min()
-        if observed < order + 1:
-            raise ValueError(f"trajectory {r}: a subinterval of length h = {length} holds only {int(observed)} "
-                             f"observed samples of some state, but LGR order K = {order} needs at least K + 1 = "
-                             f"{order + 1}; lengthen `length` or lower `order`.")
-        window = int((ends - np.arange(last)).max())  # samples in the fullest subinterval
-        step = max(1, window // 10) if stride is None else int(stride)
-        if step < 1:
-            raise ValueError(f"stride must be a positive integer, got {stride}.")
-        starts = np.arange(0, last, step)
-        weights = np.broadcast_to(seen.astype(float), y.shape)  # after filling: every sample of a seen state
-        tj, yj, mj = jnp.asarray(t), jnp.asarray(_fill_gaps(t, y, mask)), jnp.asarray(weights)
-        grid = bool(weights.all() and np.allclose(np.diff(t), t[1] - t[0], rtol=1e-9, atol=0.0))
-        if smoother is not None:
-            yj = smoother(tj, yj, mj, grid)
-        counts = ends - np.arange(last)
-        uniform = grid and bool(np.all(counts == window) and starts[-1] + window <= t.size)
-        X.append(node_values(lgr, tj, yj, mj, jnp.asarray(starts), float(length), window, uniform))
-        a.append(t[starts])
-    return IntegralMatchingProblem(lgr, jnp.concatenate(X), jnp.asarray(np.concatenate(a)), jnp.asarray(length, float))
+    lgr, X, a = _subintervals(Batch.from_datasets([as_dataset(data)]), order, length, smoother, stride, hidden)
+    return IntegralMatchingProblem(lgr, jnp.asarray(X[0]), jnp.asarray(a), jnp.asarray(length, float))
+
+
+def integral_matching_problems(
+    batch: Batch,
+    *,
+    order: int = 30,
+    length: float = 1.0,
+    smoother: SavitzkyGolay | None = SavitzkyGolay(),
+    stride: int | None = None,
+    hidden: bool = False,
+) -> IntegralMatchingProblem:
+    """[`integral_matching_problem`][] of every dataset of `batch` (sharing their missing
+    entries) in one compiled call: `X` `(R, S, K+1, D)`, the rest shared."""
+    lgr, X, a = _subintervals(batch, order, length, smoother, stride, hidden)
+    return IntegralMatchingProblem(lgr, jnp.asarray(X), jnp.asarray(a), jnp.asarray(length, float))
 
 
 def collocation_residuals(

@@ -34,9 +34,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray, PyTree
 
-from .._checks import as_count, as_ratio
+from .._checks import as_count, as_ratio, dataset_keys
 from ..collocation import SavitzkyGolay
-from ..data import Dataset, as_dataset
+from ..data import Batch, Dataset, as_batch
 from ..library import PolynomialLibrary
 from ..model import ODEModel
 from ..neural import field_rhs
@@ -48,6 +48,8 @@ from ._im_problem import (
     collocation_residuals,
     integral_matching_loss,
     integral_matching_problem,
+    integral_matching_problems,
+    shares_missing_entries,
 )
 from ._im_solvers import Gradient, LeastSquares
 from ._result import AbstractFit
@@ -357,17 +359,37 @@ class IntegralMatching(AbstractEstimator):
         n = jnp.size(solution.params) if problem.kind == "ode" else 0
         return jnp.full((n, n), jnp.nan)
 
-    def batch_problems(self, model, datasets: list, *, key: PRNGKeyArray | None = None, **options):
-        """One problem per dataset, each with its own key (split from `key`) for the
-        `Gradient` solver; all datasets must give the same number of subintervals."""
-        keys = [None] * len(datasets) if key is None else list(jax.random.split(key, len(datasets)))
-        problems = [self.problem(model, as_dataset(d), key=k, **options) for d, k in zip(datasets, keys)]
+    def batch_problems(self, model, datasets: "Batch | list", *, key: PRNGKeyArray | None = None, **options):
+        """The problems of a [`Batch`][wendyjax.Batch] of datasets on shared grids (or a
+        list of them), each with its own key (split from `key`, or one key per dataset) for
+        the `Gradient` solver. Datasets that miss the same entries (and have no hidden
+        states) get their subintervals in one compiled call; others one by one, which must
+        give the same number of subintervals."""
+        batch = as_batch(datasets)
+        keys = [None] * len(batch) if key is None else dataset_keys(key, len(batch))
+        first = self.problem(model, batch[0], key=keys[0], **options)
+        if first.hidden or not shares_missing_entries(batch):
+            problems = [first] + [self.problem(model, batch[i], key=keys[i], **options) for i in range(1, len(batch))]
+
+            def make(indices):
+                arrays, static = eqx.partition([problems[i] for i in indices], eqx.is_array)
+                return eqx.combine(jax.tree.map(lambda *x: jnp.stack(x), *arrays), static[0])
+
+            return make, [{} for _ in range(len(batch))]
+        X = integral_matching_problems(batch, order=self.order, length=self.length, smoother=self.smoother,
+                                       stride=self.stride).X
+        keys = None if key is None else jnp.stack(keys)
 
         def make(indices):
-            arrays, static = eqx.partition([problems[i] for i in indices], eqx.is_array)
-            return eqx.combine(jax.tree.map(lambda *x: jnp.stack(x), *arrays), static[0])
+            indices = np.asarray(indices)
+            arrays, static = eqx.partition(first, eqx.is_array)
+            stacked = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(indices), *x.shape)), arrays)
+            stacked = eqx.tree_at(lambda p: p.subintervals.X, stacked, X[indices])
+            if keys is not None:
+                stacked = eqx.tree_at(lambda p: p.key, stacked, keys[indices])
+            return eqx.combine(stacked, static)
 
-        return make, [{} for _ in datasets]
+        return make, [{} for _ in range(len(batch))]
 
 
 class IntegralMatchingData(eqx.Module):

@@ -3,7 +3,8 @@ r"""WENDy estimators: weak least squares (WLS), IRLS and the weak MLE.
 Each estimator is a thin `eqx.Module` of options implementing the estimator contract
 ([`AbstractEstimator`][wendyjax.estimators.AbstractEstimator]): its problem is the
 [`WeakLikelihood`][wendyjax.WeakLikelihood] of the data, its `solve(lik, p0, lower,
-upper)` a pure function of arrays (jit/vmap it over likelihoods stacked with
+upper)` a pure function of arrays (jit/vmap it over likelihoods built together with
+[`build_batch`][wendyjax.weak.build_batch], or stacked with
 [`stack_likelihoods`][wendyjax.weak.stack_likelihoods]).
 """
 
@@ -20,21 +21,19 @@ from jaxtyping import Array, Bool, Float, PRNGKeyArray
 from .._checks import check_solver_options, user_stacklevel
 from .._compile import cpu_safe_jit
 from .._results import RESULTS
-from ..data import Dataset, as_dataset
+from ..data import Batch, Dataset, as_batch
 from ..inference import COVARIANCES, parameter_covariance
-from ..noise import is_log_space, resolve_noise
+from ..noise import resolve_noise
 from ..weak import (
     NOISELESS_RATIO,
     TestFunctionConfig,
     WeakLikelihood,
-    build_likelihood,
-    build_test_functions,
+    build_batch,
     covariance,
     nll,
     nll_derivatives,
-    prepare_data,
     residual,
-    stack_likelihoods,
+    weak_likelihood,
 )
 from ._base import AbstractEstimator, check_start
 from ._least_squares import weighted_least_squares
@@ -76,14 +75,17 @@ class AbstractWENDyEstimator(AbstractEstimator):
         """The weak likelihood of `model` on `data` (as [`weak_likelihood`][wendyjax.weak_likelihood];
         `noise=None` takes the model's own, `model.noise`). Noiseless data
         (σ̂/max|U| < 1e-8) make S singular: WLS is then solved instead, with a warning."""
-        lik, _ = build_likelihood(model, data, resolve_noise(model, noise), sigma=sigma,
-                                  test_functions=test_functions, k=k, linear=None, diag_reg=diag_reg)
-        if lik.noiseless and not isinstance(self, WLS):
+        lik = weak_likelihood(model, data, resolve_noise(model, noise), sigma=sigma, test_functions=test_functions,
+                              k=k, diag_reg=diag_reg)
+        self._warn_noiseless(lik.noiseless)
+        return lik
+
+    def _warn_noiseless(self, noiseless: bool) -> None:
+        if noiseless and not isinstance(self, WLS):
             warnings.warn(
                 f"the data look noiseless (estimated noise / max|U| < {NOISELESS_RATIO:g}): the "
                 f"residual covariance is singular, so WENDy-{self.method.upper()} is replaced by "
                 f"WLS (weak least squares).", stacklevel=user_stacklevel())
-        return lik
 
     def start_required(self, model) -> str | None:
         """Models nonlinear in their parameters need `p0` (no closed-form start)."""
@@ -108,19 +110,17 @@ class AbstractWENDyEstimator(AbstractEstimator):
         """Covariance of the estimate: "sandwich" (default) or "hessian" (inverse Hessian of ℓ)."""
         return parameter_covariance(problem, solution.params, kind or "sandwich")
 
-    def batch_problems(self, model, datasets: list, *, noise=None, test_functions=TestFunctionConfig(), **options):
-        """Test functions are chosen first for every dataset (cached per selected radius) and
-        every likelihood is padded to the largest K among them."""
-        noise = resolve_noise(model, noise)
-        tfs = [build_test_functions(*prepare_data(as_dataset(d)[0], is_log_space(noise)), test_functions)
-               for d in datasets]
-        k = max(tf.k for tf in tfs)
-
-        def make(indices):
-            return stack_likelihoods([self.problem(model, as_dataset(datasets[i]), noise=noise,
-                                                   test_functions=tfs[i], k=k, **options) for i in indices])
-
-        return make, [{"k": tf.k, "radius": tf.info.radius} for tf in tfs]
+    def batch_problems(self, model, datasets: "Batch | list", *, key: PRNGKeyArray | None = None, noise=None,
+                       sigma=None, test_functions=TestFunctionConfig(), k: int | None = None, diag_reg: float = 1e-10):
+        """The likelihoods of a [`Batch`][wendyjax.Batch] of datasets on shared grids (or a list
+        of such datasets), built together ([`build_batch`][wendyjax.weak.build_batch]): the
+        radius search of all of them in one compiled call, the test functions once per
+        selected radius, every likelihood padded to the largest K among them; `make(indices)`
+        assembles a chunk's stacked likelihoods in one compiled call on the default device."""
+        batch = build_batch(model, as_batch(datasets), resolve_noise(model, noise), sigma=sigma,
+                            test_functions=test_functions, k=k, diag_reg=diag_reg)
+        self._warn_noiseless(batch.noiseless)
+        return batch.likelihoods, batch.notes()
 
 
 def _check_solver(est) -> None:

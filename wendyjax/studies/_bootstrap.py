@@ -14,13 +14,15 @@ from jaxtyping import PRNGKeyArray
 from tqdm.auto import tqdm
 
 from .._checks import as_count, as_key, as_level, user_stacklevel
+from .._compile import cpu_safe_jit
 from .._results import status_names
 from .._table import fixed_width
-from ..data import Dataset, Trajectory, as_dataset
-from ..estimators import AbstractEstimator, AbstractFit, Hybrid, OutputError
+from ..data import Batch, Dataset, Trajectory, as_dataset
+from ..estimators import AbstractEstimator, AbstractFit, Hybrid, OutputError, stack_problems
 from ..simulate import integrate, solve
-from ._engine import check_processes, chunking, fit_batches, resolve_vectorize
+from ._engine import check_processes, chunk_size, chunking, fit_batches, resolve_vectorize
 from ._fitcheck import check_fit
+from ._timings import timings_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +44,10 @@ class Bootstrap:
     - `lower`, `upper`: the box the fit and the refits were held to (None: unbounded). The
       basic and normal intervals, which reflect or shift the draws, end at its bounds, as
       the profile's do; the percentile ones lie inside it already.
+    - `seconds`, `timings`: the seconds in all and by stage: `initial_states_s` (the
+      initial states the data are simulated from), `simulate_s` (the noiseless solutions
+      and the noise draws), `build_s` (the refits' problems), `fit_s` (the refits),
+      compilation included.
     """
 
     names: tuple[str, ...]
@@ -55,6 +61,7 @@ class Bootstrap:
     undetermined: tuple[str, ...] = ()
     lower: np.ndarray | None = None
     upper: np.ndarray | None = None
+    timings: dict = dataclasses.field(default_factory=dict)
 
     @property
     def n_failed(self) -> int:
@@ -134,6 +141,8 @@ class Bootstrap:
         lines = fixed_width(header, rows)
         head = (f"parametric bootstrap: {len(self.draws)} refits, {self.n_failed} failed, {self.noise} noise, "
                 f"σ = ({', '.join(f'{s:.3g}' for s in self.sigma)}), {self.seconds:.1f} s")
+        if self.timings:
+            head += "\n" + timings_text(self.timings)
         if self.undetermined:
             lines.append(f"note: the fit does not determine {', '.join(self.undetermined)} (no standard error): their "
                          f"refits only move along a flat direction from the estimate, so they get no interval.")
@@ -155,6 +164,20 @@ def _nan_reduce(reduce, draws: np.ndarray):
         return reduce(draws, axis=0)
 
 
+@cpu_safe_jit
+def _draws(key, clean: tuple, sigma, n_boot: int, log: bool) -> tuple:
+    """`n_boot` noisy copies `(B, n, D)` of every trajectory's noiseless solution `clean`,
+    drawn in one call: Gaussian noise of standard deviation `sigma`, multiplicative
+    log-normal with `log`. Draw b of trajectory r uses `fold_in(split(key, B)[b], r)`."""
+    keys = jax.random.split(key, n_boot)
+
+    def one(c, r):
+        z = jax.vmap(lambda k: jax.random.normal(jax.random.fold_in(k, r), c.shape, dtype=c.dtype))(keys)
+        return c * jnp.exp(sigma * z) if log else c + sigma * z
+
+    return tuple(one(c, r) for r, c in enumerate(clean))
+
+
 def _initial_states(fit, data: Dataset, u0, ode_solver) -> np.ndarray:
     """`u0` given (one row per trajectory, or one for all), the fit's own (output error),
     or fitted by output error with the parameters held at the estimate (from each of
@@ -168,21 +191,28 @@ def _initial_states(fit, data: Dataset, u0, ode_solver) -> np.ndarray:
     if getattr(fit, "u0", None) is not None:
         return np.asarray(fit.u0, float)
     p = np.asarray(fit.params, float)
-    best = None
-    for start in _starts(fit, data, ode_solver):
-        if fit.noise == "lognormal" and not np.all(start > 0):  # no start for a fit on log states
-            continue
-        with warnings.catch_warnings():  # every parameter "on the bound" of the one-point box
-            warnings.simplefilter("ignore")
-            oe = OutputError(ode_solver=ode_solver).fit(fit.model, data, p, bounds=(p, p), noise=fit.noise,
-                                                        weighted=False, u0=start, throw=False)
-        if oe.successful and (best is None or oe.objective < best.objective):
-            best = oe
-    if best is None:
-        raise ValueError("the initial states could not be fitted with the parameters held at the estimate (output "
-                         "error from the first observations and from states solved back from later ones failed); "
-                         "pass u0=...")
-    return np.asarray(best.u0, float)
+    starts = [s for s in _starts(fit, data, ode_solver)
+              if fit.noise != "lognormal" or np.all(s > 0)]  # no start for a fit on log states otherwise
+    if starts:
+        oe = OutputError(ode_solver=ode_solver)
+        problems = stack_problems([oe.problem(fit.model, data, noise=fit.noise, weighted=False, u0=s) for s in starts])
+        sols = jax.device_get(_held_fits(oe, problems, jnp.asarray(p)))
+        objective = np.where(np.asarray(sols.successful), np.asarray(sols.objective), np.inf)
+        if np.isfinite(objective).any():
+            return np.asarray(sols.extras["u0"][int(np.argmin(objective))], float)
+    raise ValueError("the initial states could not be fitted with the parameters held at the estimate (output "
+                     "error from the first observations and from states solved back from later ones failed); "
+                     "pass u0=...")
+
+
+@cpu_safe_jit
+def _held_fits(estimator, problems, p):
+    """Output-error fits of the initial states alone (the parameters held at `p`, a box of one
+    point), one per stacked problem (each its own start), in one compiled call."""
+    def one(problem):
+        return estimator.solve(problem, p, p, p)
+
+    return jax.vmap(one)(problems) if jax.default_backend() != "cpu" else jax.lax.map(one, problems)
 
 
 def _starts(fit, data: Dataset, ode_solver):
@@ -208,7 +238,7 @@ def _starts(fit, data: Dataset, ode_solver):
             # backwards in time with the model's own right-hand side, so the compiled solve
             # is reused across calls
             ys = integrate(model.rhs, jnp.asarray(p), np.asarray(tr.u)[k], [t[k], t[0]], solver=ode_solver,
-                           rtol=1e-10, atol=1e-10, max_steps=1_000_000)
+                           rtol=1e-8, atol=1e-8, max_steps=10_000)
             if not np.all(np.isfinite(ys)):  # the backward solve blew up
                 break
             rows.append(ys[-1])
@@ -230,7 +260,7 @@ def bootstrap(
     key: PRNGKeyArray | int,
     u0=None,
     ode_solver: diffrax.AbstractSolver = diffrax.Tsit5(),
-    batch_size: int = 64,
+    batch_size: "int | str" = "auto",
     devices=None,
     vectorize: bool | str = "auto",
     progress: bool = True,
@@ -253,7 +283,8 @@ def bootstrap(
     """
     check_fit(estimator, fit, "the bootstrap")
     n_boot = as_count("n_boot", n_boot, 2)
-    batch_size = as_count("batch_size", batch_size, 1)
+    if not (isinstance(batch_size, str) and batch_size == "auto"):
+        batch_size = as_count("batch_size", batch_size, 1)
     unknown = sorted(set(options) - set(estimator.options()))
     if unknown:
         raise TypeError(f"bootstrap got unknown keyword(s) {', '.join(unknown)}; {type(estimator).__name__}'s options "
@@ -266,9 +297,12 @@ def bootstrap(
     devices = list(jax.devices() if devices is None else devices)
     check_processes(devices)
     vectorize = resolve_vectorize(vectorize, devices)
+    timings = {"initial_states_s": 0.0, "simulate_s": 0.0, "build_s": 0.0, "fit_s": 0.0}
     clock = time.perf_counter()
     log = fit.noise == "lognormal"
     u0s = _initial_states(fit, data, u0, ode_solver)
+    timings["initial_states_s"] = time.perf_counter() - clock
+    start = time.perf_counter()
     clean, masks = [], []
     for r, (tr, x0) in enumerate(zip(data, u0s)):
         c = np.asarray(solve(model, p, x0, tr.t, solver=ode_solver))
@@ -280,35 +314,34 @@ def bootstrap(
     resid = [(np.log(np.asarray(tr.u)) - np.log(c)) if log else (np.asarray(tr.u) - c) for tr, c in zip(data, clean)]
     sigma = np.sqrt(sum(np.sum(np.where(m, r, 0.0) ** 2, axis=0) for r, m in zip(resid, masks))
                     / sum(m.sum(axis=0) for m in masks))
-    keys = jax.random.split(key, n_boot)
-    noisy = []  # per trajectory, the (B, n, D) bootstrap observations, drawn in one call
-    for r, (c, m) in enumerate(zip(clean, masks)):
-        z = np.asarray(jax.vmap(lambda k, r=r, shape=c.shape: jax.random.normal(
-            jax.random.fold_in(k, r), shape, dtype=jnp.float64))(keys))
-        noisy.append(np.where(m, c * np.exp(sigma * z) if log else c + sigma * z, np.nan))
-    datasets = [[Trajectory(tr.t, u[b]) for tr, u in zip(data, noisy)] for b in range(n_boot)]
+    noisy = jax.device_get(_draws(key, tuple(jnp.asarray(c) for c in clean), jnp.asarray(sigma), n_boot, log))
+    # every refit's data: the draws (B, n, D) per trajectory, the data's missing entries left missing
+    batch = Batch(tuple(np.asarray(tr.t) for tr in data), tuple(np.where(m, x, np.nan) for x, m in zip(noisy, masks)),
+                  tuple(None if tr.mask is None else m for tr, m in zip(data, masks)))
+    timings["simulate_s"] = time.perf_counter() - start
     own = {"noise": fit.noise}  # the fit's noise model; output error starts from the true initial states
     if isinstance(estimator, (OutputError, Hybrid)):
         own["u0"] = u0s
     options = {**{k: v for k, v in own.items() if k in estimator.options()}, **options}
-    make, _ = estimator.batch_problems(model, datasets, **options)
+    start = time.perf_counter()
+    make, _ = estimator.batch_problems(model, batch, **options)
+    timings["build_s"] = time.perf_counter() - start
     lower = np.full(p.shape, -np.inf) if fit.lower is None else np.asarray(fit.lower, float)
     upper = np.full(p.shape, np.inf) if fit.upper is None else np.asarray(fit.upper, float)
-    n_chunks, size = chunking(n_boot, batch_size, len(devices))
+    size = chunk_size(batch_size, make, n_boot, devices)
+    n_chunks, size = chunking(n_boot, size, len(devices))
     bar = tqdm(total=n_chunks, desc=f"{model.name} bootstrap", unit="chunk",
                disable=not progress or jax.process_index() != 0)
-    shared = (lower, upper, u0s[0], np.asarray(data[0].t), clean[0])
-    sols, _, _, _ = fit_batches(estimator, model, make, np.broadcast_to(p, (n_boot, p.size)), shared,
-                                solver=ode_solver, batch_size=size, devices=devices,
-                                vectorize=vectorize, bar=bar, info={"build_s": 0.0, "fit_s": 0.0},
-                                diagnostics=False)  # the refits' covariances and forward errors go unused
+    sols, _, _, _ = fit_batches(estimator, model, make, np.broadcast_to(p, (n_boot, p.size)), (lower, upper),
+                                batch_size=size, devices=devices, vectorize=vectorize, bar=bar, timings=timings)
     bar.close()
     status = status_names(sols.result)
     draws = np.where((status == "successful")[:, None], np.asarray(sols.params, float), np.nan)
     undetermined = tuple(fit.identifiability().undetermined) if fit.covariance is not None else ()
+    timings["total_s"] = time.perf_counter() - clock
     result = Bootstrap(names=tuple(model.param_names), estimate=p, draws=draws, status=np.asarray(status), u0=u0s,
-                       sigma=sigma, noise=fit.noise or "gaussian", seconds=time.perf_counter() - clock,
-                       undetermined=undetermined, lower=lower, upper=upper)
+                       sigma=sigma, noise=fit.noise or "gaussian", seconds=timings["total_s"],
+                       undetermined=undetermined, lower=lower, upper=upper, timings=timings)
     stack = user_stacklevel()
     if undetermined:
         warnings.warn(f"bootstrap of {fit.title}: the fit does not determine {', '.join(undetermined)} (no standard "

@@ -1,9 +1,10 @@
-"""The engine of a study: simulate every cell's datasets, build their likelihoods (test
-functions cached, padded to a common K) on the host CPU, fit them in jit-compiled chunks
-(vmapped on GPU/TPU, `lax.map` on CPU) sharded over the devices, forward-simulate the fits."""
+"""The engine of a study: simulate every cell's datasets (vmapped), build their problems
+together (one batched build per grid: `estimator.batch_problems`), then per chunk of runs
+assemble the chunk's problems on the devices, fit them and compute their diagnostics
+(covariances, forward-simulation errors) in jit-compiled calls (vmapped on GPU/TPU,
+`lax.map` on CPU) sharded over the devices, timing every stage."""
 
 import collections
-import contextlib
 import dataclasses
 import time
 
@@ -16,9 +17,10 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from tqdm.auto import tqdm
 
+from .._checks import as_count
 from .._compile import cpu_safe_jit
 from .._results import status_names
-from ..data import Trajectory
+from ..data import Batch
 from ..estimators import AbstractEstimator
 from ..inference import forward_simulation_error
 from ..models import Benchmark
@@ -68,61 +70,69 @@ def _cell_data(bench: Benchmark, cell: Cell, n_runs: int, key) -> tuple[np.ndarr
     return t, clean, keep, np.asarray(noisy)
 
 
-def _problem_builder(estimator: AbstractEstimator, model, trajs, noise_kind, test_functions, key):
-    """`estimator.batch_problems` of a cell's runs, with the study's options that the
-    estimator takes (its noise model; test functions where it has them) and `key` for an
-    estimator that draws random numbers (split over the runs by the estimator)."""
-    options = {"noise": noise_kind, "test_functions": test_functions}
-    options = {k: v for k, v in options.items() if k in estimator.options()}
-    return estimator.batch_problems(model, trajs, key=key, **options)
+def _per_run(vectorize: bool, fn, *args):
+    """`fn` over the leading axis of `args`: vmapped, or one run after another inside the
+    compiled call (`lax.map`), which is faster on CPU, where batched small matrix products
+    and factorisations are slower per run than unbatched ones."""
+    if vectorize:
+        return jax.vmap(fn)(*args)
+    return jax.lax.map(lambda a: fn(*a), args)
 
 
-def _fit_runs(estimator, liks, p0s, shared, covariances, model, solver, vectorize, diagnostics):
-    """Fit stacked likelihoods and, with `diagnostics`, their covariances (one per kind in
-    `covariances`, stacked: (runs, kinds, j, j)) and forward-simulation errors (`None`
-    without); `shared` = (lower, upper, u0, t, reference) is the same for every run.
+def _fit_runs(estimator, liks, p0s, lower, upper, vectorize):
+    """The solutions of a chunk's stacked problems from their starts (per run)."""
+    return _per_run(vectorize, lambda lik, p0: estimator.solve(lik, p0, lower, upper), liks, p0s)
 
-    `vectorize=True` vmaps the fits (every run steps until the slowest has converged);
-    `False` runs them one after another inside the same compiled call (`lax.map`), which
-    is faster on CPU, where batched small matrix products and factorisations are slower
-    per run than unbatched ones."""
-    lower, upper, u0, t, reference = shared
 
-    def one(lik, p0):
-        sol = estimator.solve(lik, p0, lower, upper)
-        if not diagnostics:
-            return sol, None, None, None
+def _diagnose_runs(estimator, liks, sols, u0s, references, covariances, model, solver, t, vectorize):
+    """The covariances (one per kind in `covariances`, stacked: (runs, kinds, j, j)) and the
+    forward-simulation errors of a chunk's solutions, each run from its own initial state
+    and against its own noiseless trajectory on the grid `t`."""
+    def one(lik, sol, u0, reference):
         cov = jnp.stack([estimator.covariance(lik, sol, kind) for kind in covariances])
         err, ok = forward_simulation_error(model, sol.params, u0, t, reference, solver, max_steps=50_000)
-        return sol, cov, err, ok
+        return cov, err, ok
 
-    if vectorize:
-        return jax.vmap(one)(liks, p0s)
-    return jax.lax.map(lambda args: one(*args), (liks, p0s))
+    return _per_run(vectorize, one, liks, sols, u0s, references)
 
 
 _RUNS = P("runs")  # a chunk's arrays are split over the devices along their leading (runs) axis
 
 
-@cpu_safe_jit
-def _fit_chunk(mesh, estimator, liks, p0s, shared, covariances, model, solver, vectorize, diagnostics):
-    """`_fit_runs` of a chunk whose runs are sharded over `mesh`'s axis "runs": one SPMD
-    program in which every device fits its own shard; the runs are independent, so the
-    devices never communicate."""
-    consts, static = eqx.partition((estimator, model, solver), eqx.is_array)
-    liks, liks_static = eqx.partition(liks, eqx.is_array)
+def _on_mesh(mesh, fn, sharded, replicated):
+    """`fn(*sharded, *replicated)` as one SPMD program in which every device of `mesh` works
+    on its own shard of `sharded` (split along the runs); `replicated` is the same on every
+    device. The runs are independent, so the devices never communicate."""
+    sharded, sharded_static = eqx.partition(sharded, eqx.is_array)
+    replicated, replicated_static = eqx.partition(replicated, eqx.is_array)
 
-    def shard(liks, p0s, shared, consts):
-        estimator, model, solver = eqx.combine(consts, static)
-        return _fit_runs(estimator, eqx.combine(liks, liks_static), p0s, shared, covariances, model, solver,
-                         vectorize, diagnostics)
+    def body(sharded, replicated):
+        return fn(*eqx.combine(sharded, sharded_static), *eqx.combine(replicated, replicated_static))
 
+    if mesh.devices.size == 1:  # nothing to shard; and shard_map (jax 0.10) fails to trace the implicit
+        return body(sharded, replicated)  # solvers' root finds (Kvaerno5: "pytree does not match")
     # check_vma=False: the fits' while loops carry values that differ per device in
     # some leaves and not in others, which the check would reject as a type mismatch
-    if mesh.devices.size == 1:  # nothing to shard; and shard_map (jax 0.10) fails to trace the implicit
-        return shard(liks, p0s, shared, consts)  # solvers' root finds (Kvaerno5: "pytree does not match")
-    return jax.shard_map(shard, mesh=mesh, in_specs=(_RUNS, _RUNS, P(), P()), out_specs=_RUNS,
-                         check_vma=False)(liks, p0s, shared, consts)
+    return jax.shard_map(body, mesh=mesh, in_specs=(_RUNS, P()), out_specs=_RUNS, check_vma=False)(sharded,
+                                                                                                     replicated)
+
+
+@cpu_safe_jit
+def _fit_chunk(mesh, estimator, liks, p0s, box, vectorize):
+    """[`_fit_runs`][] of a chunk whose runs are sharded over `mesh`'s axis "runs"."""
+    def fit(liks, p0s, estimator, lower, upper):
+        return _fit_runs(estimator, liks, p0s, lower, upper, vectorize)
+
+    return _on_mesh(mesh, fit, (liks, p0s), (estimator, *box))
+
+
+@cpu_safe_jit
+def _diagnose_chunk(mesh, estimator, liks, sols, starts, kinds, model, solver, t, vectorize):
+    """[`_diagnose_runs`][] of a chunk whose runs are sharded over `mesh`'s axis "runs"."""
+    def diagnose(liks, sols, u0s, references, estimator, model, solver, t):
+        return _diagnose_runs(estimator, liks, sols, u0s, references, kinds, model, solver, t, vectorize)
+
+    return _on_mesh(mesh, diagnose, (liks, sols, *starts), (estimator, model, solver, t))
 
 
 def _sharded(mesh, local_shards: dict):
@@ -176,24 +186,6 @@ def _single_threaded_blas():
     return threadpoolctl.threadpool_limits(limits=1, user_api="blas")
 
 
-@contextlib.contextmanager
-def _on_host():
-    """Run a study's preparation on the host CPU.
-
-    Simulating a cell, selecting its test functions (SVDs) and building likelihoods are
-    many small eager operations and host syncs (structure checks, radius selection); on
-    an accelerator each is a kernel launch or a transfer, and these stages can take most
-    of a GPU study's time. Only the stacked chunks go to the devices (`_sharded`): the
-    compiled fit runs where its arrays are committed."""
-    try:
-        cpu = jax.local_devices(backend="cpu")[0]
-    except RuntimeError:  # JAX_PLATFORMS excludes the CPU
-        yield
-        return
-    with jax.default_device(cpu):
-        yield
-
-
 def resolve_vectorize(vectorize, devices) -> bool:
     if vectorize == "auto":
         return any(d.platform != "cpu" for d in devices)
@@ -208,7 +200,29 @@ def resolve_vectorize(vectorize, devices) -> bool:
     return vectorize
 
 
-@_on_host()
+#: runs per chunk on CPU, where the fits of a chunk run one after another (its size only
+#: bounds memory), and the least on an accelerator
+CPU_CHUNK = 64
+#: the share of an accelerator's memory a chunk's problems may take, counted at WORKING
+#: times their own size (the fits' factorisations and derivatives of S come on top)
+MEMORY_SHARE, WORKING = 0.5, 8
+
+
+def chunk_size(batch_size, make, n_runs: int, devices) -> int:
+    """Runs per chunk: `batch_size`, or for "auto" `CPU_CHUNK` on CPU and on an accelerator
+    as many as keep `WORKING` times their problems' bytes (from the shapes `make` builds,
+    not built) within `MEMORY_SHARE` of the smallest device's memory, per device."""
+    if batch_size != "auto":
+        return as_count("batch_size", batch_size, 1)
+    limits = [(d.memory_stats() or {}).get("bytes_limit") if d.platform != "cpu" else None for d in devices]
+    if any(limit is None for limit in limits):
+        return CPU_CHUNK
+    one = jax.eval_shape(lambda: eqx.filter(make(np.zeros(1, int)), eqx.is_array))
+    per_run = WORKING * sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(one))
+    per_device = max(int(MEMORY_SHARE * min(limits) // max(per_run, 1)), 1)
+    return max(min(per_device * len(devices), n_runs), 1)
+
+
 def chunking(n_runs: int, batch_size: int, n_devices: int) -> tuple[int, int]:
     """(number of chunks, runs per chunk): as few chunks as `batch_size` allows, of equal
     size (a multiple of the device count) so that padding the last one wastes as little
@@ -218,18 +232,23 @@ def chunking(n_runs: int, batch_size: int, n_devices: int) -> tuple[int, int]:
     return n_chunks, -(-per_chunk // n_devices) * n_devices
 
 
-def fit_batches(estimator, model, make, p0s, shared, *, covariances=(), solver, batch_size, devices, vectorize, bar,
-                info, diagnostics=True):
-    """Fit the `len(p0s)` problems `make(indices)` builds, from the starts `p0s`, in compiled
-    chunks of `batch_size` runs sharded over `devices`; `shared` = (lower, upper, u0, t,
-    reference) for the forward-simulation errors. Returns the runs' (solutions, covariances
-    (runs, len(covariances), j, j), forward errors, forward ok) as host arrays (the last
-    three `None` without `diagnostics`), adding the time spent to `info`."""
+def fit_batches(estimator, model, make, p0s, box, *, diagnostics=None, solver=None, batch_size, devices, vectorize,
+                bar, timings):
+    """Fit the `len(p0s)` problems `make(indices)` builds, from the starts `p0s`, within
+    `box` = (lower, upper), in compiled chunks of `batch_size` runs sharded over `devices`.
+    With `diagnostics` = (covariance kinds, t, u0s (runs, D), references (runs, n, D)) also
+    each run's covariances and forward-simulation error (solved with `solver` on the grid
+    `t`). Returns the runs' solutions and (with `diagnostics`) covariances (runs, kinds, j,
+    j), forward errors and forward ok as host arrays; adds the seconds of each stage to
+    `timings` (`build_s`, `fit_s`, `diagnostics_s`, compilation included)."""
     n_runs, n_dev = len(p0s), len(devices)
     local = [g for g, d in enumerate(devices) if d.process_index == jax.process_index()]
     mesh = Mesh(np.asarray(devices), ("runs",))
-    shared = _replicated(mesh, shared)
-    chunks = []
+    box = _replicated(mesh, box)
+    if diagnostics is not None:
+        kinds, t, u0s, references = diagnostics
+        t = _replicated(mesh, t)
+    sols, diags = [], []
     with _single_threaded_blas():
         for i in range(-(-n_runs // batch_size)):
             idx = np.arange(i * batch_size, (i + 1) * batch_size)
@@ -241,14 +260,41 @@ def fit_batches(estimator, model, make, p0s, shared, *, covariances=(), solver, 
             parts = np.split(idx, n_dev)
             liks = _sharded(mesh, {g: make(parts[g]) for g in local})
             p0_chunk = _sharded(mesh, {g: p0s[parts[g]] for g in local})
-            chunk_start = time.perf_counter()
-            info["build_s"] += chunk_start - start
-            chunks.append(_gathered(_fit_chunk(mesh, estimator, liks, p0_chunk, shared, tuple(covariances), model,
-                                               solver, vectorize, diagnostics)))
-            info["fit_s"] += time.perf_counter() - chunk_start  # incl. compilation
+            jax.block_until_ready(liks)
+            fitted = time.perf_counter()
+            timings["build_s"] += fitted - start
+            sol = jax.block_until_ready(_fit_chunk(mesh, estimator, liks, p0_chunk, box, vectorize))
+            diagnosed = time.perf_counter()
+            timings["fit_s"] += diagnosed - fitted
+            sols.append(_gathered(sol))
+            if diagnostics is not None:
+                starts = _sharded(mesh, {g: (u0s[parts[g]], references[parts[g]]) for g in local})
+                diags.append(_gathered(_diagnose_chunk(mesh, estimator, liks, sol, starts, kinds, model, solver, t,
+                                                       vectorize)))
+                timings["diagnostics_s"] += time.perf_counter() - diagnosed
             if bar is not None:
                 bar.update()
-    return tuple(jax.tree_util.tree_map(lambda *x: np.concatenate(x)[:n_runs], *parts) for parts in zip(*chunks))
+    stacked = tuple(jax.tree_util.tree_map(lambda *x: np.concatenate(x)[:n_runs], *parts) for parts in zip(*diags))
+    return jax.tree_util.tree_map(lambda *x: np.concatenate(x)[:n_runs], *sols), *(stacked or (None, None, None))
+
+
+def _groups(cells: list[Cell], prepared: list) -> dict:
+    """The cells whose runs can share chunks: same grid (subsampling, and under log-normal
+    noise the same rows kept) and noisy or noiseless alike (their fits differ)."""
+    groups = {}
+    for c, cell in enumerate(cells):
+        groups.setdefault((cell.subsample, prepared[c][2].tobytes(), cell.noise_ratio == 0), []).append(c)
+    return groups
+
+
+def _setting_text(bench, cells, which) -> str:
+    def one(c):
+        n = len(np.asarray(bench.t)[:: cells[c].subsample])
+        return (f"{c} (noise ratio {cells[c].noise_ratio:g}, subsample {cells[c].subsample}: {n} of the benchmark's "
+                f"{len(bench.t)} samples)")
+
+    return ("setting " + one(which[0]) if len(which) == 1
+            else "settings " + ", ".join(one(c) for c in which))
 
 
 def run_cells(
@@ -263,58 +309,78 @@ def run_cells(
     upper: np.ndarray,
     covariances: tuple,
     test_functions: TestFunctionConfig,
-    batch_size: int,
+    batch_size,
     devices,
     progress: bool,
     vectorize: bool,
-) -> tuple[list[CellRuns], dict, list[tuple[list[Trajectory], dict]]]:
+) -> tuple[list[CellRuns], dict, list[tuple[Batch, dict]]]:
     """Run every cell; return their per-run outputs (`covariance` by the first of
-    `covariances`), the timings and chunking (`vectorize` as `resolve_vectorize` returns
-    it), and per cell its datasets and `{kind: (runs, j, j)}` of the other covariances.
-    Every cell's data and problems are
-    prepared before the first fit, so that a setting they cannot be built for (e.g. too
-    few samples left by its subsampling) fails before any fitting."""
+    `covariances`), the chunking and the seconds of each stage (`vectorize` as
+    `resolve_vectorize` returns it), and per cell its datasets and `{kind: (runs, j, j)}`
+    of the other covariances.
+
+    Cells on one grid share chunks: their runs are pooled, built together (one batched
+    build) and fitted in chunks that may hold runs of several cells, so a sweep over many
+    settings of few runs each fills its chunks. Every cell's data and problems are prepared
+    before the first fit, so that a setting they cannot be built for (e.g. too few samples
+    left by its subsampling) fails before any fitting."""
     model = bench.model
     noise_kind = "lognormal" if bench.noise.log_space else "gaussian"
-    n_chunks, batch_size = chunking(n_runs, batch_size, len(devices))
-    info = {"simulate_s": 0.0, "build_s": 0.0, "fit_s": 0.0, "chunk_size": batch_size, "n_chunks": n_chunks}
+    timings = {"simulate_s": 0.0, "build_s": 0.0, "fit_s": 0.0, "diagnostics_s": 0.0}
     prepared = []
+    start = time.perf_counter()
     for c, cell in enumerate(cells):
         k_data, k_p0 = jax.random.split(jax.random.fold_in(key, c))
-        try:
-            start = time.perf_counter()
-            t, clean, keep, noisy = _cell_data(bench, cell, n_runs, k_data)
-            trajs = [Trajectory(t[keep], u) for u in noisy]
-            info["simulate_s"] += time.perf_counter() - start
-            start = time.perf_counter()
-            # the estimator's own key: folded from the setting's, so the data and starts keep their streams
-            k_estimator = jax.random.fold_in(jax.random.fold_in(key, c), 2**31 - 1)
-            make, notes = _problem_builder(estimator, model, trajs, noise_kind, test_functions, k_estimator)
-            info["build_s"] += time.perf_counter() - start
-        except ValueError as e:
-            n = len(np.asarray(bench.t)[:: cell.subsample])
-            raise ValueError(f"setting {c} (noise ratio {cell.noise_ratio:g}, subsample {cell.subsample}: {n} of the "
-                             f"benchmark's {len(bench.t)} samples) cannot be set up: {e}") from e
+        t, clean, keep, noisy = _cell_data(bench, cell, n_runs, k_data)
         p0s = np.asarray(p0(k_p0, n_runs)) if callable(p0) else np.broadcast_to(p0, (n_runs, model.n_params))
-        prepared.append((t, clean, p0s, make, notes, trajs))
-    bar = tqdm(total=len(cells) * n_chunks, desc=f"{model.name} study", unit="chunk",
+        # the estimator's keys, one per run: folded from the setting's, so the data and starts keep their streams
+        keys = jax.random.split(jax.random.fold_in(jax.random.fold_in(key, c), 2**31 - 1), n_runs)
+        prepared.append((t, clean, keep, noisy, p0s, keys))
+    timings["simulate_s"] += time.perf_counter() - start
+    options = {k: v for k, v in {"noise": noise_kind, "test_functions": test_functions}.items()
+               if k in estimator.options()}
+    built = []
+    for which in _groups(cells, prepared).values():
+        start = time.perf_counter()
+        t, _, keep, _, _, _ = prepared[which[0]]
+        try:
+            batch = Batch(t[keep], np.concatenate([prepared[c][3] for c in which]))
+            make, notes = estimator.batch_problems(model, batch, key=jnp.concatenate([prepared[c][5] for c in which]),
+                                                   **options)
+        except ValueError as e:
+            raise ValueError(f"{_setting_text(bench, cells, which)} cannot be set up: {e}") from e
+        timings["build_s"] += time.perf_counter() - start
+        built.append((which, batch, make, notes))
+    size = chunk_size(batch_size, built[0][2], n_runs * max(len(w) for w, _, _, _ in built), devices)
+    chunks = [chunking(n_runs * len(which), size, len(devices)) for which, _, _, _ in built]
+    bar = tqdm(total=sum(n for n, _ in chunks), desc=f"{model.name} study", unit="chunk",
                disable=not progress or jax.process_index() != 0)
-    out = []
-    extras = []
-    for cell, (t, clean, p0s, make, notes, trajs) in zip(cells, prepared):
-        shared = (np.asarray(lower), np.asarray(upper), np.asarray(cell.u0, float), np.asarray(t), np.asarray(clean))
-        sols, covs, errs, oks = fit_batches(estimator, model, make, p0s, shared, covariances=covariances,
-                                            solver=bench.solver, batch_size=batch_size, devices=devices,
-                                            vectorize=vectorize, bar=bar, info=info)
-        out.append(CellRuns(
-            m=len(t) - 1, params=sols.params, p0=np.array(p0s), covariance=covs[:, 0],
-            status=status_names(sols.result), num_steps=sols.num_steps, objective=sols.objective,
-            forward_error=errs, forward_ok=oks,
-            k=np.array([note.get("k", np.nan) for note in notes], float),
-            radius=np.array([note.get("radius", np.nan) for note in notes], float),
-        ))
-        extras.append((trajs, {kind: covs[:, i] for i, kind in enumerate(covariances[1:], 1)}))
+    out, extras = [None] * len(cells), [None] * len(cells)
+    for (which, batch, make, notes), (_, per_chunk) in zip(built, chunks):
+        p0s = np.concatenate([prepared[c][4] for c in which])
+        u0s = np.concatenate([np.broadcast_to(np.asarray(cells[c].u0, float), (n_runs, model.n_states))
+                              for c in which])
+        references = np.concatenate([np.broadcast_to(prepared[c][1], (n_runs, *prepared[c][1].shape))
+                                     for c in which])
+        t = prepared[which[0]][0]
+        sols, covs, errs, oks = fit_batches(estimator, model, make, p0s, (np.asarray(lower), np.asarray(upper)),
+                                            diagnostics=(tuple(covariances), np.asarray(t), u0s, references),
+                                            solver=bench.solver, batch_size=per_chunk, devices=devices,
+                                            vectorize=vectorize, bar=bar, timings=timings)
+        for g, c in enumerate(which):
+            runs = slice(g * n_runs, (g + 1) * n_runs)
+            sol = jax.tree_util.tree_map(lambda x, runs=runs: x[runs], sols)
+            out[c] = CellRuns(
+                m=len(t) - 1, params=sol.params, p0=np.array(p0s[runs]), covariance=covs[runs, 0],
+                status=status_names(sol.result), num_steps=sol.num_steps, objective=sol.objective,
+                forward_error=errs[runs], forward_ok=oks[runs],
+                k=np.array([note.get("k", np.nan) for note in notes[runs]], float),
+                radius=np.array([note.get("radius", np.nan) for note in notes[runs]], float),
+            )
+            extras[c] = (batch.take(np.arange(runs.start, runs.stop)),
+                         {kind: covs[runs, i] for i, kind in enumerate(covariances[1:], 1)})
     bar.close()
+    info = {"chunk_size": chunks[0][1], "n_chunks": sum(n for n, _ in chunks), "timings": timings}
     return out, info, extras
 
 
@@ -327,4 +393,3 @@ def forward_errors(bench: Benchmark, cell: Cell, params: np.ndarray) -> tuple[np
                                            bench.solver, max_steps=50_000)
     )(jnp.asarray(params))
     return np.asarray(err), np.asarray(ok)
-

@@ -27,6 +27,7 @@ from ..weak import TestFunctionConfig
 from . import _metrics as metrics
 from ._engine import Cell, CellRuns, check_processes, forward_errors, resolve_vectorize, run_cells
 from ._intervals import AbstractIntervals, Wald, as_interval_methods, run_intervals
+from ._timings import timings_text
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -37,8 +38,8 @@ class Study:
     `runs[i]` its per-run outputs: estimates, starts, covariances, solver statuses, ℓ,
     forward-simulation errors, K and the selected radius. `settings` records everything
     that produced the study (model, estimator, key data and generator, float width,
-    covariance, level, chunking, versions, timings). [`to_json`][] saves it all and
-    [`load`][] reads it back.
+    covariance, level, chunking, versions) and [`timings`][] the seconds of each stage.
+    [`to_json`][] saves it all and [`load`][] reads it back.
 
     A run **fails** when the forward simulation of its estimate fails (Rummel et al. 2025, eq. 14), the
     estimator's own forward solve failed (output error's `forward_failed`), or the estimate
@@ -54,6 +55,17 @@ class Study:
     settings: dict
     p0_forward_error: tuple[np.ndarray, ...]
     state_names: tuple[str, ...] = ()
+
+    @property
+    def timings(self) -> dict:
+        """Seconds by stage: `simulate_s` (the noisy datasets), `build_s` (their problems:
+        test functions, noise levels, likelihood blocks), `fit_s` (the fits),
+        `diagnostics_s` (covariances, forward-simulation errors), `intervals_s` (the
+        refitting interval methods, where asked for) and `total_s`; compilation included."""
+        timings = self.settings.get("timings")
+        if timings is None:  # a study saved before timings were grouped: its stage seconds at the top level
+            timings = {k: v for k, v in self.settings.items() if k in ("simulate_s", "build_s", "fit_s")}
+        return dict(timings)
 
     @property
     def interval_methods(self) -> tuple[str, ...]:
@@ -146,6 +158,8 @@ class Study:
         s = self.settings
         out = [f"Monte Carlo study of '{self.model_name}': {s['estimator']}, {s['n_runs']} runs per setting, "
                f"seed {s['seed']}, covariance {s['covariance']}", *fixed_width(heads, lines, label=False)]
+        if timings := self.timings:
+            out.append(timings_text(timings))
         on_box = sum(row["n_at_bound"] for row in rows if row["param"] == self.param_names[0])
         if on_box:
             out.append(f"{on_box} run(s) that did not fail ended with an estimate on the parameter box's bounds "
@@ -338,7 +352,9 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
     estimator = _study_estimator(estimator, bench)
     if covariance is None:  # the estimator's default; None for one without a covariance
         covariance = estimator.covariances[0] if estimator.covariances else None
-    n_runs, batch_size = as_count("n_runs", n_runs, 2), as_count("batch_size", batch_size, 1)
+    n_runs = as_count("n_runs", n_runs, 2)
+    if not (isinstance(batch_size, str) and batch_size == "auto"):
+        batch_size = as_count("batch_size", batch_size, 1)
     if not isinstance(test_functions, TestFunctionConfig):
         raise TypeError(f"test_functions must be a TestFunctionConfig (each run's test functions are built from "
                         f"its own data), got {type(test_functions).__name__}.")
@@ -360,9 +376,12 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
     runs, info, extras = run_cells(bench, estimator, cells, n_runs, key, p0=sampler, lower=lo, upper=hi,
                                    covariances=kinds, test_functions=test_functions, batch_size=batch_size,
                                    devices=devices, vectorize=vectorize, progress=progress)
+    timings = info.pop("timings")
     if methods:
+        clock = time.perf_counter()
         runs, info["interval_s"], info["interval_errors"] = _study_intervals(
             bench, estimator, runs, extras, methods, key, lo, hi, covariance, level, test_functions, progress)
+        timings["intervals_s"] = time.perf_counter() - clock
     p0_errors = []
     for cell, r in zip(cells, runs):
         err = np.full(n_runs, np.nan)
@@ -380,7 +399,8 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
         "devices": [str(d) for d in devices], "vectorize": vectorize, "noise": repr(bench.noise),
         "grid": {"t0": float(t[0]), "t1": float(t[-1]), "n": len(t)}, "benchmark_source": bench.source,
         "versions": {"wendyjax": __version__, "jax": jax.__version__},
-        "intervals": [repr(m) for m in methods], "wall_time_s": time.perf_counter() - start, **info,
+        "intervals": [repr(m) for m in methods], **info,
+        "timings": {**timings, "total_s": time.perf_counter() - start},
     }
     return Study(model.name, tuple(model.param_names), tuple(cells), tuple(runs), settings, tuple(p0_errors),
                  tuple(model.state_names))
@@ -403,7 +423,7 @@ def _study_intervals(bench, estimator, runs, extras, methods, key, lo, hi, covar
     seconds = dict.fromkeys((m.name for m in refitting), 0.0)
     errors = {}
     out = []
-    for c, (r, (trajs, covs)) in enumerate(zip(runs, extras)):
+    for c, (r, (batch, covs)) in enumerate(zip(runs, extras)):
         failed = _failed(r, covariance is not None)
         ends = {}
         for m in methods:
@@ -416,10 +436,10 @@ def _study_intervals(bench, estimator, runs, extras, methods, key, lo, hi, covar
         for i in np.flatnonzero(~failed) if refitting else ():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                fit = estimator.fit(bench.model, trajs[i], r.params[i], bounds=(lo, hi), throw=False,
+                fit = estimator.fit(bench.model, batch[i], r.params[i], bounds=(lo, hi), throw=False,
                                     covariance=covariance, **options)
             run_key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, 2**31 - 2), c), int(i))
-            run_ends, run_seconds, run_errors = run_intervals(refitting, estimator, fit, trajs[i], level, run_key)
+            run_ends, run_seconds, run_errors = run_intervals(refitting, estimator, fit, batch[i], level, run_key)
             for m in refitting:
                 ends[m.name][i] = run_ends[m.name]
                 seconds[m.name] += run_seconds[m.name]
@@ -453,7 +473,7 @@ def monte_carlo(
     covariance: str | None = None,
     level: float = 0.95,
     test_functions: TestFunctionConfig = TestFunctionConfig(),
-    batch_size: int = 64,
+    batch_size: "int | str" = "auto",
     devices: Sequence | None = None,
     vectorize: "str | bool" = "auto",
     progress: bool = True,
@@ -462,11 +482,14 @@ def monte_carlo(
     """Monte Carlo study of an estimator on a benchmark (Rummel et al. 2025, §3.4 protocol).
 
     For every noise level and subsampling factor (M + 1 = ⌈(N + 1)/s⌉ samples of the
-    benchmark grid) it draws `n_runs` noisy datasets (vmapped), builds their likelihoods
-    (test functions cached per selected radius, padded to the setting's largest K), fits
-    them all in jit-compiled vmapped chunks of `batch_size` (sharded over `devices`,
-    default all), computes each estimate's covariance and forward-simulation error, and
-    returns a [`Study`][] with Rummel et al. 2025, Table 1's metrics.
+    benchmark grid) it draws `n_runs` noisy datasets (vmapped), builds their problems
+    together (for WENDy one batched build per grid: the radius search of every dataset at
+    once, the test functions once per selected radius, every likelihood padded to the
+    largest K), fits them all in jit-compiled chunks of `batch_size` runs, each chunk's
+    problems assembled on the devices (sharded over `devices`, default all; settings on
+    one grid share chunks), computes each estimate's covariance and forward-simulation
+    error, and returns a [`Study`][] with Rummel et al. 2025, Table 1's metrics and the
+    seconds of each stage ([`Study.timings`][wendyjax.studies.Study.timings]).
 
     - `p0`: "box" draws each run's start uniformly from the bounds (Rummel et al. 2025); or one array.
     - `noise_levels`, `subsamples`: a value or a sequence of values each.
@@ -481,6 +504,9 @@ def monte_carlo(
       (`OutputError` fits each run's initial state too, from its first sample).
     - `covariance`: "sandwich" (default) or "hessian" for WENDy, "gauss_newton" for output
       error and hybrids; `level`: nominal level of the second coverage.
+    - `batch_size`: runs per chunk; "auto": 64 on CPU (where a chunk's fits run one after
+      another, so its size only bounds memory), on an accelerator as many as keep 8 times
+      their problems' bytes within half of each device's memory (all of them where they fit).
     - `vectorize`: `True` vmaps the fits of a chunk, `False` runs them one after another
       in the same compiled call; "auto" vmaps on GPU/TPU and not on CPU, where it is
       slower (the docs' Troubleshooting page). `True` with several CPU
@@ -526,7 +552,7 @@ def sweep(
     covariance: str | None = None,
     level: float = 0.95,
     test_functions: TestFunctionConfig = TestFunctionConfig(),
-    batch_size: int = 64,
+    batch_size: "int | str" = "auto",
     devices: Sequence | None = None,
     vectorize: "str | bool" = "auto",
     progress: bool = True,

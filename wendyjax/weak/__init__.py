@@ -1,11 +1,16 @@
-"""Weak form: test functions, weak residual, covariance and the weak likelihood."""
+"""Weak form: test functions, weak residual, covariance and the weak likelihood, built for
+one dataset or for a batch of datasets at once."""
 
+from ._batch import (
+    NOISELESS_RATIO as NOISELESS_RATIO,
+    WeakBatch as WeakBatch,
+    build_batch as build_batch,
+    weak_likelihood as weak_likelihood,
+)
 from ._covariance import blocks_to_matrix as blocks_to_matrix, covariance_blocks as covariance_blocks
 from ._general import SensitivityStructure as SensitivityStructure
 from ._likelihood import (
-    NOISELESS_RATIO as NOISELESS_RATIO,
     WeakLikelihood as WeakLikelihood,
-    build_likelihood as build_likelihood,
     covariance as covariance,
     nll as nll,
     nll_derivatives as nll_derivatives,
@@ -15,16 +20,10 @@ from ._likelihood import (
     residual as residual,
     spd_inverse as spd_inverse,
     stack_likelihoods as stack_likelihoods,
-    weak_likelihood as weak_likelihood,
     whitened_residual as whitened_residual,
 )
 from ._linear import LinearBlocks as LinearBlocks
-from ._problem import (
-    WeakProblem as WeakProblem,
-    build_problem as build_problem,
-    log_space_rhs as log_space_rhs,
-    prepare_data as prepare_data,
-)
+from ._problem import WeakProblem as WeakProblem, log_space_rhs as log_space_rhs
 from ._test_functions import (
     RadiusSelection as RadiusSelection,
     TestFunctionConfig as TestFunctionConfig,
@@ -33,16 +32,19 @@ from ._test_functions import (
     build_test_functions as build_test_functions,
     bump as bump,
     bump_derivative as bump_derivative,
+    select_radii as select_radii,
     select_radius as select_radius,
 )
 
 __all__ = [
+    "NOISELESS_RATIO",
+    "WeakBatch",
+    "build_batch",
+    "weak_likelihood",
     "blocks_to_matrix",
     "covariance_blocks",
     "SensitivityStructure",
-    "NOISELESS_RATIO",
     "WeakLikelihood",
-    "build_likelihood",
     "covariance",
     "nll",
     "nll_derivatives",
@@ -52,13 +54,10 @@ __all__ = [
     "residual",
     "spd_inverse",
     "stack_likelihoods",
-    "weak_likelihood",
     "whitened_residual",
     "LinearBlocks",
     "WeakProblem",
-    "build_problem",
     "log_space_rhs",
-    "prepare_data",
     "RadiusSelection",
     "TestFunctionConfig",
     "TestFunctionInfo",
@@ -66,5 +65,6 @@ __all__ = [
     "build_test_functions",
     "bump",
     "bump_derivative",
+    "select_radii",
     "select_radius",
 ]

@@ -28,7 +28,7 @@ from jaxtyping import Array, Float
 
 from .._compile import cpu_safe_jit
 from ._covariance import blocks_to_matrix, covariance_weights, weighted_blocks, weighted_grams
-from ._problem import log_space_rhs
+from ._problem import log_space_rhs, sample_chunks
 
 _ZERO_TOL = 1e-12  # |p_i ∂J/∂p_i| below this times |J| at every probe: a structural zero
 
@@ -71,13 +71,13 @@ def _sensitivities(rhs, u, p, t):
     return jax.vmap(lambda u, t: (jac(u, p, t), jax.jacfwd(jac, argnums=1)(u, p, t)))(u, t)
 
 
-def _zero_pattern(jac, djac, p) -> np.ndarray:
-    r"""Entries $(i, d, e)$ with $|p_i\,\partial_iJ_{de}| \le 10^{-12}\max|J_{de}|$ at every
-    sample (NaN counts as non-zero): the log-space rhs $f(e^x)/e^x$ leaves rounding-level
-    dependences on parameters that cancel analytically."""
-    jac, djac = np.asarray(jac), np.moveaxis(np.asarray(djac) * np.asarray(p), -1, 0)  # (J, n, D, D)
-    scale = np.max(np.where(np.isfinite(jac), np.abs(jac), 0.0), axis=0)  # (D, D)
-    return np.all(np.abs(djac) <= _ZERO_TOL * scale, axis=1)  # NaN compares False
+def _extremes(jac, djac, p):
+    r"""$\max_m |p_i\,\partial_iJ_{de}|$ `(J, D, D)` and $\max_m |J_{de}|$ over finite
+    entries `(D, D)` of the samples `m` (NaN propagates into the first). An entry $(i, d, e)$
+    whose first is at most $10^{-12}$ times the second is a structural zero: the log-space rhs
+    $f(e^x)/e^x$ leaves rounding-level dependences on parameters that cancel analytically."""
+    big = jnp.max(jnp.where(jnp.isfinite(jac), jnp.abs(jac), 0.0), axis=0)
+    return jnp.max(jnp.abs(jnp.moveaxis(djac * p, -1, 0)), axis=1), big
 
 
 def _random_params(rng, n_params: int, n: int) -> np.ndarray:
@@ -95,24 +95,29 @@ def sensitivity_pattern(rhs, log_space: bool, n_states: int, n_params: int) -> n
     for p in _random_params(rng, n_params, 5):
         u = jnp.asarray(rng.normal(size=(1, n_states)) + 0.5)
         t = jnp.asarray(rng.uniform(0.5, 1.5, size=1))
-        zero.append(_zero_pattern(*_sensitivities(f, u, jnp.asarray(p), t), p))
+        p = jnp.asarray(p)
+        dmax, big = _extremes(*_sensitivities(f, u, p, t), p)
+        zero.append(np.asarray(dmax <= _ZERO_TOL * big))
     return ~np.all(zero, axis=0)
 
 
 @cpu_safe_jit
-def _data_sensitivities(model, log_space, u, t, p):
+def _data_zero_pattern(model, log_space, u, t, p):
+    """The structural zeros of [`_extremes`][] over every sample `u` `(..., D)` at times
+    `t` `(...)`, a chunk of samples at a time."""
     f = log_space_rhs(model.rhs) if log_space else model.rhs
-    return _sensitivities(f, u.reshape(-1, u.shape[-1]), p, t.reshape(-1))
+    dmax, big = jax.lax.map(lambda rows: _extremes(*_sensitivities(f, rows[0], p, rows[1]), p), sample_chunks(u, t))
+    return jnp.max(dmax, axis=0) <= _ZERO_TOL * jnp.max(big, axis=0)
 
 
-def sensitivity_structure(model, problem) -> SensitivityStructure:
+def sensitivity_structure(model, u, t, log_space: bool) -> SensitivityStructure:
     """The [`SensitivityStructure`][] of `model`'s rhs, from random probes, if it holds at
-    every sample of the data too for two random parameter vectors (a rate switched on at
-    t = 20 that the probes missed would otherwise drop its Grams from every ∂_iS);
-    otherwise the dense one."""
-    pattern = sensitivity_pattern(model.rhs, problem.log_space, model.n_states, model.n_params)
+    every sample `u` `(..., D)` (times `t`) of the data too for two random parameter vectors
+    (a rate switched on at t = 20 that the probes missed would otherwise drop its Grams from
+    every ∂_iS); otherwise the dense one."""
+    pattern = sensitivity_pattern(model.rhs, log_space, model.n_states, model.n_params)
     for p in _random_params(np.random.default_rng(1), model.n_params, 2):
-        zero = _zero_pattern(*_data_sensitivities(model, problem.log_space, problem.u, problem.t, jnp.asarray(p)), p)
+        zero = np.asarray(_data_zero_pattern(model, log_space, u, t, jnp.asarray(p)))
         if np.any(~pattern & ~zero):
             return SensitivityStructure.dense(model.n_states, model.n_params)
     return SensitivityStructure.from_pattern(pattern)

@@ -13,27 +13,21 @@ function (see `_general.py`).
 """
 
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from functools import partial
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._checks import user_stacklevel
 from .._compile import cpu_safe_jit
 from .._notes import Notes
-from ..data import Dataset, Trajectory
 from ..model import ODEModel
-from ..noise import AbstractNoise
 from ._covariance import blocks_to_matrix, covariance_blocks
-from ._general import SensitivityStructure, general_derivatives, sensitivity_structure
-from ._linear import LinearBlocks, linear_blocks, model_structure, structure_holds
-from ._problem import WeakProblem, build_problem, log_space_rhs
-from ._test_functions import TestFunctionConfig, TestFunctions
+from ._general import SensitivityStructure, general_derivatives
+from ._linear import LinearBlocks
+from ._problem import WeakProblem, log_space_rhs
 
 
 def _vmap_rhs(rhs: Callable, u, p, t):
@@ -293,82 +287,6 @@ def nll_derivatives(
     if lik.linear is not None:
         return _linear_derivatives(lik, p)
     return _general_derivatives(lik, p)
-
-
-def weak_likelihood(
-    model: ODEModel,
-    data: "Trajectory | Dataset | list[Trajectory]",
-    noise: "str | AbstractNoise" = "gaussian",
-    *,
-    sigma: ArrayLike | None = None,
-    test_functions: "TestFunctionConfig | TestFunctions | list[TestFunctions]" = TestFunctionConfig(),
-    k: int | None = None,
-    linear: bool | None = None,
-    diag_reg: float = 1e-10,
-) -> WeakLikelihood:
-    r"""Build the weak negative log-likelihood of `model` on `data`.
-
-    - `noise`: `"gaussian"` (additive, Rummel et al. 2025, eq. 19) or `"lognormal"` (multiplicative,
-      Rummel et al. 2025, eq. 20; the residual is formed for $x = \log u$), or a noise model.
-    - `sigma`: noise standard deviation per state (log scale for log-normal); estimated
-      from the data when `None` (Bortz et al. 2023, §2.2).
-    - `test_functions`: configuration or prebuilt test functions; `k` pads to a fixed K.
-    - `linear`: use the precomputed linear-in-parameters path; defaults to
-      `model.linear_in_params`. Forcing it on a nonlinear model raises.
-    - `diag_reg`: α in $(1-\alpha)S + \alpha I$.
-    """
-    return build_likelihood(
-        model, data, noise, sigma=sigma, test_functions=test_functions, k=k, linear=linear,
-        diag_reg=diag_reg,
-    )[0]
-
-
-def build_likelihood(
-    model, data, noise, *, sigma, test_functions, k, linear, diag_reg
-) -> tuple[WeakLikelihood, tuple[TestFunctions, ...]]:
-    """[`weak_likelihood`][] that also returns the test functions of every trajectory."""
-    if not isinstance(model, ODEModel):
-        raise TypeError(f"model must be an ODEModel, got {type(model).__name__}.")
-    if not 0 <= diag_reg < 1:
-        raise ValueError(f"diag_reg must lie in [0, 1), got {diag_reg}.")
-    problem, tfs = build_problem(model, data, noise, sigma, test_functions, k)
-    requested = linear
-    if linear is None:
-        linear = model.linear_in_params
-    if linear and not model.linear_in_params:
-        raise ValueError(
-            f"linear=True, but model '{model.name}' is not linear in its parameters "
-            f"(declare linear_in_params=True on the model if detection is wrong)."
-        )
-    blocks, sensitivity = None, None
-    if linear:
-        structure = model_structure(model.rhs, problem.log_space, model.n_states, model.n_params)
-        if not bool(structure_holds(model, structure, problem)):
-            message = (f"the Jacobian structure of model '{model.name}' found at random states and times "
-                       f"t in [0.5, 1.5] (its zero and constant entries) does not hold on the data (e.g. a term "
-                       f"switched on at other times)")
-            if requested:
-                raise ValueError(message + "; the linear-in-parameters path cannot be used (linear=True).")
-            warnings.warn(message + "; using the general path (correct, slower).", RuntimeWarning,
-                          stacklevel=user_stacklevel())
-        else:
-            blocks = linear_blocks(model, structure, problem)
-    if blocks is None:
-        sensitivity = sensitivity_structure(model, problem)
-    notes = Notes(tuple(getattr(tf, "info", None) for tf in tfs))
-    return WeakLikelihood(model, problem, blocks, diag_reg, sensitivity, _noiseless(problem), notes), tfs
-
-
-# WENDy.jl's noiseless test: min σ̂ / max|U| below this means no measurable noise
-NOISELESS_RATIO = 1e-8
-
-
-def _noiseless(problem: WeakProblem) -> bool:
-    """Whether the data show no measurable noise (S is then singular)."""
-    scale = np.max(np.abs(np.asarray(problem.u)), axis=1)  # (r, d)
-    ratio = np.asarray(problem.sigma) / np.where(scale > 0, scale, 1.0)
-    return bool(np.min(ratio) < NOISELESS_RATIO)
-
 
 
 def pad_likelihood(lik: WeakLikelihood, k: int) -> WeakLikelihood:

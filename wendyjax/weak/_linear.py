@@ -20,6 +20,7 @@ are small products of coefficient matrices with the stacked Grams.
 """
 
 import functools
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -29,7 +30,7 @@ from jaxtyping import Array, Bool, Float
 
 from .._compile import cpu_safe_jit
 from ._covariance import weighted_grams
-from ._problem import log_space_rhs
+from ._problem import log_space_rhs, sample_chunks
 
 
 class LinearBlocks(eqx.Module):
@@ -125,74 +126,132 @@ def _random_jacobians(rhs, n_states: int, n_params: int, seed: int) -> np.ndarra
     return np.concatenate([np.asarray(jac0)[None], np.moveaxis(np.asarray(jacp), 3, 0)])
 
 
+def _scale(jacs: np.ndarray) -> float:
+    """The magnitude below which an entry counts as zero, relative to: its largest finite
+    entry (at least 1), as [`structure_holds`][] measures it on the data."""
+    return max(float(np.max(np.abs(np.where(np.isfinite(jacs), jacs, 0.0)), initial=0.0)), 1.0)
+
+
+def _nonzero(jacs: np.ndarray) -> np.ndarray:
+    """Entries above 1e-12 of [`_scale`][] at some random state, or NaN there: the log-space
+    rhs $f(e^x)/e^x$ leaves rounding-level values where the entry vanishes analytically."""
+    return np.any((np.abs(jacs) > 1e-12 * _scale(jacs)) | np.isnan(jacs), axis=1)
+
+
 def jacobian_pattern(rhs, n_states: int, n_params: int, seed: int = 0) -> np.ndarray:
     r"""Which entries of $J^a = \partial_u\partial_{\tilde p_a} f$ ($a = 0$: $\partial_u f$ at
     $p = 0$) are not identically zero: `(J + 1, D, D)` booleans from three random states,
     times and parameter-free evaluations (NaN counts as non-zero)."""
-    jacs = _random_jacobians(rhs, n_states, n_params, seed)
-    return np.any((jacs != 0) | np.isnan(jacs), axis=1)
+    return _nonzero(_random_jacobians(rhs, n_states, n_params, seed))
+
+
+class Structure(NamedTuple):
+    r"""Which Grams a model's $S(p)$ needs ([`model_structure`][]).
+
+    Every structurally non-zero entry $(a, i, j)$ of the $J^a$ (`entries`) is `scale` times
+    a function of the state: the constant 1 (class −1, e.g. the $-\sigma$ of Lorenz's
+    $\sigma(y - x)$) or the entry `classes[m]` (class m); entries of one class differ only
+    by a constant factor (Lorenz's $-x$ and $x$). A Gram's weight is a product of class
+    functions, so one Gram serves every term whose weight is a multiple of it:
+
+    - `pairs`: the classes $(m, m')$, $m \le m'$, of $\Phi\,\mathrm{diag}(f_m f_{m'})\Phi^T$;
+    - `singles`: the class $m$ of $\dot\Phi\,\mathrm{diag}(f_m)\Phi^T$ (its transpose too);
+    - `terms`: `(gram, block, a, b, variance state, factor)`: term $t$ adds $\sigma_e^2\,$
+      `factor` $\tilde p_a\tilde p_b$ Gram to block $dD + f$ of $S$.
+
+    Gram order: the `pairs`, the `singles`, their transposes, $\dot\Phi\dot\Phi^T$. Grams of
+    the constant class alone ($\Phi\Phi^T$, $\dot\Phi\Phi^T$) depend on the test functions
+    only and are formed once per basis.
+    """
+
+    entries: tuple[tuple[int, int, int], ...]
+    entry_class: tuple[int, ...]
+    entry_scale: tuple[float, ...]
+    classes: tuple[tuple[int, int, int], ...]
+    pairs: tuple[tuple[int, int], ...]
+    singles: tuple[int, ...]
+    terms: tuple[tuple[int, int, int, int, int, float], ...]
+
+
+def _classes(jacs: np.ndarray, entries) -> tuple[list[int], list[float], list[tuple[int, int, int]]]:
+    """Class and scale of every entry from its values at the random states `jacs[a, :, i, j]`:
+    constant (class −1, scale its value), a constant multiple of an earlier class's
+    representative, or a class of its own (scale 1); equal to 1e-12 of [`_scale`][], the
+    tolerance of [`structure_holds`][]. NaN values never merge."""
+    tol = 1e-12 * _scale(jacs)
+    cls, scale, reps = [], [], []
+    for a, i, j in entries:
+        v = jacs[a, :, i, j]
+        if np.all(np.isfinite(v)) and np.all(np.abs(v - v[0]) <= tol):
+            cls.append(-1)
+            scale.append(float(v[0]))
+            continue
+        for m, rep in enumerate(reps):
+            r = jacs[rep[0], :, rep[1], rep[2]]
+            k = np.argmax(np.abs(r))
+            if np.all(np.isfinite(v)) and np.all(np.isfinite(r)) and r[k] != 0:
+                c = v[k] / r[k]
+                if np.all(np.abs(v - c * r) <= tol):
+                    cls.append(m)
+                    scale.append(float(c))
+                    break
+        else:
+            cls.append(len(reps))
+            scale.append(1.0)
+            reps.append((a, i, j))
+    return cls, scale, reps
+
+
+def term_structure(pattern: np.ndarray, entry_class=None, entry_scale=None) -> Structure:
+    """The Grams to form and the terms that place them, from a Jacobian pattern and the
+    class and scale of every entry (default: every entry its own class, scale 1)."""
+    n_states = pattern.shape[1]
+    entries = [tuple(int(x) for x in e) for e in zip(*np.nonzero(pattern))]
+    cls = list(range(len(entries))) if entry_class is None else list(entry_class)
+    scale = [1.0] * len(entries) if entry_scale is None else list(entry_scale)
+    pairs, terms = {}, []
+    for e in range(n_states):
+        col = [(n, a, d) for n, (a, d, ee) in enumerate(entries) if ee == e]
+        for i, (n, a, d) in enumerate(col):
+            for m, b, f in col[i:]:
+                g = pairs.setdefault(tuple(sorted((cls[n], cls[m]))), len(pairs))
+                terms.append((g, d * n_states + f, a, b, e, scale[n] * scale[m]))
+                if n != m:
+                    terms.append((g, f * n_states + d, a, b, e, scale[n] * scale[m]))
+    singles = dict.fromkeys(cls)
+    singles = {c: g for g, c in enumerate(singles)}
+    n_p, n_s = len(pairs), len(singles)
+    for n, (a, i, j) in enumerate(entries):
+        g = n_p + singles[cls[n]]
+        terms.append((g, j * n_states + i, a, 0, j, scale[n]))  # σ_j² Φ̇ diag(J^a_ij) Φᵀ in block (j, i)
+        terms.append((g + n_s, i * n_states + j, a, 0, j, scale[n]))  # its transpose in block (i, j)
+    for d in range(n_states):
+        terms.append((n_p + 2 * n_s, d * n_states + d, 0, 0, d, 1.0))  # σ_d² Φ̇Φ̇ᵀ
+    reps = [None] * (max(cls, default=-1) + 1)
+    for n, c in enumerate(cls):
+        if c >= 0 and reps[c] is None:
+            reps[c] = entries[n]
+    return Structure(tuple(entries), tuple(cls), tuple(scale), tuple(reps), tuple(pairs), tuple(singles),
+                     tuple(terms))
 
 
 @functools.lru_cache(maxsize=64)
-def model_structure(rhs, log_space: bool, n_states: int, n_params: int):
-    r"""[`term_structure`][] of a model's rhs (in log space for log-normal noise), cached,
-    plus which of its Grams have a constant weight: `(jj, entries, terms, constant_jj,
-    constant_entries)`. An entry of $J^a$ equal at the three random states and times is
-    constant (e.g. the $-\sigma$ of Lorenz's $\sigma(y - x)$); a Gram whose weight is a
-    product of constants is that constant times $\Phi\Phi^T$ (or $\dot\Phi\Phi^T$), formed
-    once instead of as its own $K\times N\times K$ product (12 of Lorenz's 28 products)."""
+def model_structure(rhs, log_space: bool, n_states: int, n_params: int) -> Structure:
+    r"""The [`Structure`][] of a model's rhs (in log space for log-normal noise), cached: the
+    pattern and the classes of its Jacobian entries from three random states and times
+    (checked on the data by [`structure_holds`][]). Lorenz needs 13 Grams per trajectory
+    where one per pair of entries would be 38, and forms 10 of them from its data."""
     f = log_space_rhs(rhs) if log_space else rhs
     jacs = _random_jacobians(f, n_states, n_params, seed=0)
-    pattern = np.any((jacs != 0) | np.isnan(jacs), axis=1)
-    constant = np.all(jacs == jacs[:, :1], axis=1) & np.all(np.isfinite(jacs), axis=1)
-    jj, entries, terms = term_structure(pattern)
-    return (jj, entries, terms, tuple(bool(constant[a, d, e] and constant[b, f, e]) for (a, d, e), (b, f, _) in jj),
-            tuple(bool(constant[e]) for e in entries))
-
-
-def term_structure(pattern: np.ndarray):
-    """The Grams to form and the terms that place them, from a Jacobian pattern.
-
-    Returns `(jj, entries, terms)`: `jj` the pairs of entries sharing a column
-    ((a, d, e), (b, f, e)) whose Φ diag(J^a_de J^b_fe) Φᵀ is formed; `entries` the
-    non-zero (a, i, j), each giving Φ̇ diag(J^a_ij) Φᵀ and its transpose; `terms`
-    (gram, block, a, b, variance state) for every placement. Gram order: the `jj`
-    Grams, then the Φ̇ Grams, then their transposes, then Φ̇Φ̇ᵀ.
-    """
-    n_states = pattern.shape[1]
+    pattern = _nonzero(jacs)
     entries = [tuple(int(x) for x in e) for e in zip(*np.nonzero(pattern))]
-    jj, terms = [], []
-    for e in range(n_states):
-        col = [(a, d) for a, d, ee in entries if ee == e]
-        for i, (a, d) in enumerate(col):
-            for b, f in col[i:]:
-                g = len(jj)
-                jj.append(((a, d, e), (b, f, e)))
-                terms.append((g, d * n_states + f, a, b, e))
-                if (a, d) != (b, f):
-                    terms.append((g, f * n_states + d, a, b, e))
-    n_jj, n_e = len(jj), len(entries)
-    for m, (a, i, j) in enumerate(entries):
-        terms.append((n_jj + m, j * n_states + i, a, 0, j))  # σ_j² Φ̇ diag(J^a_ij) Φᵀ in block (j, i)
-        terms.append((n_jj + n_e + m, i * n_states + j, a, 0, j))  # its transpose in block (i, j)
-    for d in range(n_states):
-        terms.append((n_jj + 2 * n_e, d * n_states + d, 0, 0, d))  # σ_d² Φ̇Φ̇ᵀ
-    return jj, entries, terms
+    cls, scale, _ = _classes(jacs, entries)
+    return term_structure(pattern, cls, scale)
 
 
-def _grams_in_order(left, right, weights, constant):
-    r"""$\{L\,\mathrm{diag}(w_q)\,R^T\}_q$ for the weight columns `weights` `(n, q)`: those
-    flagged `constant` as $w_q\,LR^T$ (one product for all of them), the rest by
-    [`weighted_grams`][]; in the original order."""
-    constant = np.asarray(constant, bool)
-    var, con = np.flatnonzero(~constant), np.flatnonzero(constant)
-    parts = []
-    if var.size:
-        parts.append(weighted_grams(left, right, weights[:, var]))
-    if con.size:
-        parts.append(weights[0, con][:, None, None] * (left @ right.T)[None])
-    grams = jnp.concatenate(parts)
-    return grams if not (var.size and con.size) else grams[np.argsort(np.concatenate([var, con]))]
+def basis_grams(phi: Float[Array, "k n"], dphi: Float[Array, "k n"]) -> Float[Array, "3 k k"]:
+    r"""The Grams of the test functions alone: $\Phi\Phi^T$, $\dot\Phi\Phi^T$, $\dot\Phi\dot\Phi^T$."""
+    return jnp.stack([phi @ phi.T, dphi @ phi.T, dphi @ dphi.T])
 
 
 def _sample_jacobians(rhs, u, t, n_params):
@@ -203,63 +262,84 @@ def _sample_jacobians(rhs, u, t, n_params):
     return jnp.concatenate([jac0[None], jnp.moveaxis(jacp, 3, 0)])
 
 
-def linear_blocks_single(rhs, structure, phi, dphi, dphi_gram, u, t, sigma, n_params):
-    """G, g0, Grams and term weights of one trajectory."""
-    jj, entries, terms, constant_jj, constant_entries = structure
+def _class_function(structure: Structure, jacs, c: int):
+    """Class `c`'s function of the state at every sample (the constant class: 1)."""
+    if c < 0:
+        return jnp.ones(jacs.shape[1], jacs.dtype)
+    a, i, j = structure.classes[c]
+    return jacs[a, :, i, j]
+
+
+def linear_blocks_single(rhs, structure: Structure, phi, dphi, grams0, u, t, sigma, n_params):
+    """G, g0, Grams and term weights of one trajectory; `grams0` from [`basis_grams`][]."""
     zero = jnp.zeros(n_params, u.dtype)
     vf = jax.vmap(rhs, in_axes=(0, None, 0))
     g0 = (phi @ vf(u, zero, t)).T.reshape(-1)
     dfdp = jax.vmap(jax.jacfwd(rhs, argnums=1), in_axes=(0, None, 0))(u, zero, t)  # (n, d, j)
     G = jnp.einsum("kn,ndj->dkj", phi, dfdp).reshape(-1, n_params)
     jacs = _sample_jacobians(rhs, u, t, n_params)
-    k = phi.shape[0]
-    parts = []
-    if jj:
-        w = jnp.stack([jacs[a, :, d, e] * jacs[b, :, f, e] for (a, d, e), (b, f, _) in jj], axis=1)
-        parts.append(_grams_in_order(phi, phi, w, constant_jj))
-    if entries:
-        w = jnp.stack([jacs[a, :, i, j] for a, i, j in entries], axis=1)
-        dgrams = _grams_in_order(dphi, phi, w, constant_entries)
-        parts += [dgrams, jnp.swapaxes(dgrams, 1, 2)]
-    parts.append(dphi_gram.reshape(1, k, k))
-    var = sigma**2
-    weights = var[np.array([term[4] for term in terms])]
-    return G, g0, jnp.concatenate(parts), weights
+    pairs = [c for c in structure.pairs if c != (-1, -1)]
+    singles = [c for c in structure.singles if c != -1]
+    f = functools.partial(_class_function, structure, jacs)
+    pair_grams = iter(weighted_grams(phi, phi, jnp.stack([f(m) * f(n) for m, n in pairs], axis=1)) if pairs else ())
+    single_grams = iter(weighted_grams(dphi, phi, jnp.stack([f(m) for m in singles], axis=1)) if singles else ())
+    dgrams = jnp.stack([grams0[1] if c == -1 else next(single_grams) for c in structure.singles])
+    grams = jnp.concatenate([
+        jnp.stack([grams0[0] if c == (-1, -1) else next(pair_grams) for c in structure.pairs]),
+        dgrams, jnp.swapaxes(dgrams, 1, 2), grams0[2][None]])
+    terms = np.array(structure.terms)
+    weights = sigma[terms[:, 4].astype(int)] ** 2 * jnp.asarray(terms[:, 5], u.dtype)
+    return G, g0, grams, weights
 
 
 @cpu_safe_jit
-def structure_holds(model, structure, problem) -> Bool[Array, ""]:
-    r"""Whether the structure found at random states (which $J^a$ entries vanish, which are
-    constant) holds at every sample of the data: an entry that is non-zero, or varies, only
-    at times or states the random probes missed (e.g. a rate switched on at t = 20) would
-    otherwise drop or misweight a Gram of $S$."""
-    rhs = log_space_rhs(model.rhs) if problem.log_space else model.rhs
-    _, entries, _, _, constant_entries = structure
-    jacs = jax.vmap(lambda u, t: _sample_jacobians(rhs, u, t, model.n_params), out_axes=1)(
-        problem.u, problem.t)  # (J+1, r, n, D, D)
-    mask = np.zeros(jacs.shape[:1] + jacs.shape[3:], bool)
-    for a, i, j in entries:
+def structure_holds(model, structure: Structure, u, t, log_space: bool) -> Bool[Array, ""]:
+    r"""Whether the [`Structure`][] found at random states (which $J^a$ entries vanish, and
+    which are constant multiples of others or constants) holds at every sample `u` `(..., D)`
+    at times `t` `(...)`: an entry that is non-zero, or varies differently, only at times or
+    states the random probes missed (e.g. a rate switched on at t = 20) would otherwise drop
+    or misweight a Gram of $S$."""
+    rhs = log_space_rhs(model.rhs) if log_space else model.rhs
+    mask = np.zeros((model.n_params + 1, model.n_states, model.n_states), bool)
+    for a, i, j in structure.entries:
         mask[a, i, j] = True
-    off = jnp.where(mask[:, None, None], 0.0, jacs)
-    # entries that are NaN on the data (e.g. log of a parameter at p = 0) are not a structure
-    # violation: they keep their Grams, and ℓ reports them as non-finite
-    scale = jnp.maximum(jnp.max(jnp.abs(jnp.where(mask[:, None, None] & jnp.isfinite(jacs), jacs, 0.0))), 1.0)
-    constant = [jacs[a, :, :, i, j] - jacs[a, :, :1, i, j] for (a, i, j), c in zip(entries, constant_entries) if c]
-    spread = jnp.max(jnp.abs(jnp.stack(constant))) if constant else 0.0
-    return (jnp.max(jnp.abs(off)) <= 1e-12 * scale) & (spread <= 1e-12 * scale)
+    derived = [(e, c, s) for e, c, s in zip(structure.entries, structure.entry_class, structure.entry_scale)
+               if c < 0 or structure.classes[c] != e]  # every entry but the classes' own representatives
+
+    def check(rows):  # (max |off-pattern entry|, max |entry|, max misfit of a derived entry) over some samples
+        jacs = _sample_jacobians(rhs, *rows, model.n_params)  # (J+1, n, D, D)
+        off = jnp.max(jnp.abs(jnp.where(mask[:, None], 0.0, jacs)))
+        # entries that are NaN on the data (e.g. log of a parameter at p = 0) are not a structure
+        # violation: they keep their Grams, and ℓ reports them as non-finite
+        big = jnp.max(jnp.abs(jnp.where(mask[:, None] & jnp.isfinite(jacs), jacs, 0.0)))
+        misfit = jnp.max(jnp.stack([jnp.zeros((), jacs.dtype)] + [
+            jnp.max(jnp.abs(jacs[a, :, i, j] - s * _class_function(structure, jacs, c)))
+            for (a, i, j), c, s in derived]))
+        return off, big, misfit
+
+    off, big, misfit = (jnp.max(x) for x in jax.lax.map(check, sample_chunks(u, t)))
+    scale = jnp.maximum(big, 1.0)
+    return (off <= 1e-12 * scale) & (misfit <= 1e-12 * scale)
 
 
 @cpu_safe_jit
-def linear_blocks(model, structure, problem) -> LinearBlocks:
-    """The [`LinearBlocks`][] of every trajectory of a weak problem."""
-    rhs = log_space_rhs(model.rhs) if problem.log_space else model.rhs
-    n_params = model.n_params
-    G, g0, grams, weights = jax.vmap(
-        lambda phi, dphi, gram, u, t, sigma: linear_blocks_single(
-            rhs, structure, phi, dphi, gram, u, t, sigma, n_params
-        )
-    )(problem.phi, problem.dphi, problem.dphi_gram, problem.u, problem.t, problem.sigma)
-    terms = structure[2]
-    cols = list(zip(*terms))
+def linear_blocks(model, structure: Structure, log_space: bool, bases, index, u, t, sigma,
+                  sequential: bool = False) -> LinearBlocks:
+    """The [`LinearBlocks`][] of trajectories `u` `(R, N, D)` at times `t` `(R, N)` with noise
+    levels `sigma` `(R, D)`, trajectory `r` tested against basis `index[r]` of `bases` =
+    (`phi`, `dphi` `(B, K, N)`, [`basis_grams`][] `(B, 3, K, K)`). `sequential` forms them
+    one trajectory after another (faster on CPU, where batched products are slower per
+    trajectory than unbatched ones, and every one reads the few shared bases from cache),
+    else vmapped."""
+    rhs = log_space_rhs(model.rhs) if log_space else model.rhs
+    phi, dphi, grams0 = bases
+
+    def one(args):
+        i, u, t, sigma = args
+        return linear_blocks_single(rhs, structure, phi[i], dphi[i], grams0[i], u, t, sigma, model.n_params)
+
+    args = (index, u, t, sigma)
+    G, g0, grams, weights = jax.lax.map(one, args) if sequential else jax.vmap(one)(args)
+    cols = list(zip(*structure.terms))
     return LinearBlocks(G, g0, grams, weights, tuple(cols[0]), tuple(cols[1]), tuple(cols[2]), tuple(cols[3]),
-                        problem.n_states)
+                        u.shape[-1])

@@ -1,13 +1,16 @@
 """Test functions of WENDy: bump family, minimum-radius selection, multi-scale SVD basis.
 
 Rummel et al. 2025, App. A and Bortz et al. 2023, §2.3; defaults are those of WENDy.jl (`WENDyParameters`).
-Everything here has data-dependent shapes and runs eagerly in NumPy, outside `jit`.
+What depends only on the grid (the candidate radii and their probes, the basis of each
+radius) is computed once per grid on the host and cached; the radius search, which reads
+the data, is one compiled computation for any number of datasets on that grid.
 """
 
 import dataclasses
 import functools
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
@@ -15,6 +18,7 @@ import scipy.sparse
 from jaxtyping import Array, Float
 
 from .._checks import as_ratio
+from .._compile import cpu_safe_jit
 from ..data import trapezoid_weights
 
 RULES = ("wendy.jl", "matlab")
@@ -182,7 +186,7 @@ class TestFunctions(eqx.Module):
         )
 
 
-def _bump_entries(t, w, radius, eta, centres=None, normalise=True):
+def _bump_entries(t, w, radius, eta, normalise=True):
     """The non-zeros of the rows ψ((t - t_c)/a)·w / ‖ψ‖ for every admissible centre:
     `(rows, cols, x, psi, scale, n_rows)` with the row value ψ(x)·scale at (rows, cols).
 
@@ -190,9 +194,8 @@ def _bump_entries(t, w, radius, eta, centres=None, normalise=True):
     (WENDy.jl never touches the first and last samples). Each row is normalised to unit
     L2 norm in time, ∑ ψ² w = 1, unless `normalise` is false (rows ψ·w).
     """
-    if centres is None:
-        ok = (t - radius >= t[1] - 1e-12 * abs(radius)) & (t + radius <= t[-2] + 1e-12 * abs(radius))
-        centres = t[ok]
+    ok = (t - radius >= t[1] - 1e-12 * abs(radius)) & (t + radius <= t[-2] + 1e-12 * abs(radius))
+    centres = t[ok]
     lo = np.searchsorted(t, centres - radius, side="right")
     counts = np.searchsorted(t, centres + radius, side="left") - lo
     rows = np.repeat(np.arange(len(centres)), counts)
@@ -220,48 +223,176 @@ def _admissible_count(t, radius):
     return int(np.sum((t - radius >= t[1]) & (t + radius <= t[-2])))
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Search:
+    """The minimum-radius search of one grid and configuration, independent of the data:
+    candidate radii and the probes placed for each (their centres and radii, one row of a
+    probe matrix each), computed once per grid and shared by every dataset on it."""
+
+    radii: np.ndarray  # (n,) candidate radii, time units
+    steps: np.ndarray  # (n,) the same in steps (the corner's abscissa)
+    centres: np.ndarray  # (P,) centre time of every probe
+    probe_radii: np.ndarray  # (P,) its radius
+    groups: np.ndarray  # (P,) its candidate radius (index)
+    counts: np.ndarray  # (n,) probes per candidate radius
+    weights: np.ndarray  # (N,) quadrature weights of the probe rows
+    wave: np.ndarray  # (N,) the sine of the surrogate's mode
+    factor: float  # ê² per unit squared probe sum
+    matlab: bool
+
+
+def _uniform_step(t: np.ndarray) -> float:
+    dt = np.diff(t)
+    if np.max(np.abs(dt - dt.mean())) > 1e-6 * dt.mean():
+        raise ValueError(
+            "automatic test-function radius selection requires a uniform time grid; pass a "
+            "fixed radius (TestFunctionConfig(radius=...), in time units) for non-uniform "
+            f"grids (steps of t range from {dt.min():.6g} to {dt.max():.6g})."
+        )
+    return float(dt.mean())
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_search(t_bytes: bytes, config: TestFunctionConfig) -> _Search:
+    t = np.frombuffer(t_bytes, dtype=float)
+    n = len(t)
+    dt = _uniform_step(t)
+    if config.rule == "matlab":  # Bortz et al. 2023's rad_select.m with s = 1, inc = 1
+        r_max = _matlab_radius_max(n, config.k_min)
+        if r_max < 4:
+            raise ValueError(
+                f"too few samples ({n}) for the 'matlab' radius search with k_min={config.k_min}: "
+                f"its largest radius ⌊(N−1)/2⌋ − k_min is {r_max} steps (need at least 4)."
+            )
+        steps = np.arange(2, r_max + 1)
+        # probes one radius apart with unit ℓ2 norm in samples; ê = (4π/√T) Im F̂ with
+        # F̂ = (Δt/√T) ∑_j φ_j u_j e^{-2πi·mode·j/N}, T = NΔt
+        centres = [t[np.arange(r - 1, n - r - 1, r)] for r in steps]
+        mode, period, weights = int(np.floor(n / config.sub_rate)), n, np.ones(n)
+        factor = (4 * np.pi / np.sqrt(n * dt) * dt / np.sqrt(n * dt)) ** 2
+    else:
+        m = n - 1
+        r_lo = max(int(np.ceil(config.radius_min_time / dt)), 2)
+        # the largest radius with a probe centre strictly inside: r < (M − 2)/2 steps
+        r_max = min(int(np.floor(config.radius_max_time / dt)), (m - 3) // 2)
+        r_hi = int(np.floor(r_max / max(config.radii_factors)))
+        if r_hi <= r_lo:
+            r_hi = min(r_max, 10 * r_lo)
+        if r_hi <= r_lo:
+            raise ValueError(
+                f"too few samples ({n}) to search for a test-function radius: the smallest "
+                f"radius {r_lo} steps leaves no room."
+            )
+        steps = np.arange(r_lo, r_hi + 1, max(int(np.ceil((r_hi - r_lo) / config.num_radii)), 1))
+        centres = []
+        for r in steps:  # n_probe centres spread evenly over the admissible range (first and last included)
+            first, last = r + 1, m - r - 1
+            count = min(config.n_probe, last - first + 1)
+            centres.append(t[np.unique(np.round(np.linspace(first, last, count)).astype(int))])
+        # F̂_n[φ u] = (Δt/√T) Σ_m φ_m u_m e^{-2πinm/M} with φ of unit ℓ2 norm; the rows are
+        # √Δt·φ (unit L2 norm in time), so ê = (4πn/√T)·√(Δt/T)·(row · u sin)
+        mode, period, weights = int(np.floor(m / config.sub_rate)), m, np.full(n, dt)
+        span = t[-1] - t[0]
+        factor = (4 * np.pi * mode / np.sqrt(span) * np.sqrt(dt / span)) ** 2
+    counts = np.array([len(c) for c in centres])
+    return _Search(
+        radii=steps * dt, steps=steps.astype(float), centres=np.concatenate(centres),
+        probe_radii=np.repeat(steps * dt, counts), groups=np.repeat(np.arange(len(steps)), counts), counts=counts,
+        weights=weights, wave=np.sin(2 * np.pi * mode * np.arange(n) / period), factor=float(factor),
+        matlab=config.rule == "matlab")
+
+
+def _bump_jax(x, eta):
+    inside = jnp.abs(x) < 1
+    xi = jnp.where(inside, x, 0.0)
+    return jnp.where(inside, jnp.exp(-eta / (1.0 - xi**2)), 0.0)
+
+
+#: probe-matrix entries formed at a time (the search never holds the whole matrix)
+_PROBE_BLOCK = 2**22
+
+
+@cpu_safe_jit
+def _search_errors(t, weights, wave, centres, probe_radii, groups, counts, factor, u, *, eta, n_radii, matlab):
+    r"""The surrogate $\hat e_{rms}$ of every candidate radius for each of the datasets `u`
+    `(R, N, D)`: `(R, n_radii)`. The probe rows (bumps normalised in the rows' weights) are
+    formed block by block and applied to all datasets at once (one matrix product per block)."""
+    r, n, d = u.shape
+    x = jnp.moveaxis(wave[None, :, None] * u, 1, 0).reshape(n, r * d)
+    n_rows = centres.shape[0]
+    size = max(1, min(n_rows, _PROBE_BLOCK // n))
+    n_blocks = -(-n_rows // size)
+    pad = n_blocks * size - n_rows
+    # padded rows: a probe of a dummy group n_radii, dropped at the end
+    blocks = [jnp.pad(a, (0, pad), constant_values=v).reshape(n_blocks, size)
+              for a, v in ((centres, t[0]), (probe_radii, 1.0), (groups, n_radii))]
+
+    def block(total, rows):
+        c, a, g = rows
+        psi = _bump_jax((t[None, :] - c[:, None]) / a[:, None], eta)
+        norm = jnp.sqrt(jnp.sum(psi**2 * weights, axis=1, keepdims=True))
+        sums = (psi * weights / jnp.where(norm > 0, norm, 1.0)) @ x  # (size, R·D)
+        squares = jnp.sum(sums.reshape(size, r, d) ** 2, axis=2)  # (size, R)
+        return total + jax.nn.one_hot(g, n_radii + 1, dtype=u.dtype).T @ squares, None
+
+    total, _ = jax.lax.scan(block, jnp.zeros((n_radii + 1, r), u.dtype), blocks)
+    mean = total[:n_radii].T / counts
+    errors = jnp.sqrt(factor * mean / d) if matlab else factor * mean
+    return jnp.maximum(errors, jnp.finfo(u.dtype).tiny)
+
+
+def _scaled(v):
+    return (v - jnp.min(v)) / jnp.maximum(jnp.max(v) - jnp.min(v), 1e-300)
+
+
+def _secant_costs(x, y, relative: bool, order: int):
+    """For every interior split k of the curve (x, y), the misfit of the secants through
+    (x_0, x_k) and (x_k, x_{n-1}): squared (`relative=False`) or relative |·/y|^order."""
+    n = x.shape[0]
+    k = jnp.arange(1, n - 1)[:, None]
+    j = jnp.arange(n)[None, :]
+    xk, yk = x[k], y[k]
+    first = y[0] + (yk - y[0]) * (x[j] - x[0]) / (xk - x[0])
+    second = yk + (y[-1] - yk) * (x[j] - xk) / (x[-1] - xk)
+    miss = lambda line: jnp.abs((line - y[j]) / y[j]) ** order if relative else (line - y[j]) ** 2  # noqa: E731
+    return jnp.sum(jnp.where(j <= k, miss(first), 0.0), axis=1) + jnp.sum(jnp.where(j >= k, miss(second), 0.0), axis=1)
+
+
+@cpu_safe_jit
+def _corners(steps, log_errors, *, matlab):
+    """The corner of every curve `log_errors` `(R, n)` against the radii `steps`: the best
+    two-secant fit of both axes scaled to [0, 1] (WENDy.jl), or (`matlab`) the least relative
+    misfit with the curve scaled to max |y| = n (MATLAB WENDy's `getcorner`)."""
+    n = steps.shape[0]
+    if n < 3:  # no interior split: the last candidate (a search of two radii)
+        return jnp.full(log_errors.shape[:1], n - 1)
+
+    def one(y):
+        if matlab:
+            costs = _secant_costs(steps, y / jnp.max(jnp.abs(y)) * n, True, 2)
+        else:
+            costs = _secant_costs(_scaled(steps), _scaled(y), False, 2)
+        return 1 + jnp.argmin(costs)
+
+    return jax.lax.map(one, log_errors, batch_size=16)
+
+
 def _corner(x, y) -> int:
     """Corner of a curve by the best two-segment fit (secants through the ends and the split).
 
     Both axes are scaled to [0, 1]; the split minimising the summed squared deviation of
     the two secants is returned (never an end point).
     """
-    n = len(x)
-    xs = (x - x.min()) / max(np.ptp(x), 1e-300)
-    ys = (y - y.min()) / max(np.ptp(y), 1e-300)
-    best, best_cost = 1, np.inf
-    for k in range(1, n - 1):
-        l1 = ys[0] + (ys[k] - ys[0]) * (xs[: k + 1] - xs[0]) / (xs[k] - xs[0])
-        l2 = ys[k] + (ys[-1] - ys[k]) * (xs[k:] - xs[k]) / (xs[-1] - xs[k])
-        cost = np.sum((l1 - ys[: k + 1]) ** 2) + np.sum((l2 - ys[k:]) ** 2)
-        if cost < best_cost:
-            best, best_cost = k, cost
-    return best
+    return int(_corners(jnp.asarray(x, float), jnp.asarray(y, float)[None], matlab=False)[0])
 
 
 def _secant_corner(x, y, order: int) -> int:
     """Corner as MATLAB WENDy's `getcorner` finds it: y scaled to max |y| = n; the interior
     split k whose secants through (x_0, x_k) and (x_k, x_{n-1}) have the least summed
     relative misfit |(line - y)/y|^order (order 2 for the radius, 1 for the SVD cut)."""
-    n = len(y)
-    y = y / np.max(np.abs(y)) * n
-    best, best_cost = 0, np.inf
-    for k in range(1, n - 1):
-        cost = 0.0
-        for part in (slice(0, k + 1), slice(k, n)):
-            xs, ys = x[part], y[part]
-            line = ys[0] + (ys[-1] - ys[0]) * (xs - xs[0]) / (xs[-1] - xs[0])
-            cost += np.sum(np.abs((line - ys) / ys) ** order)
-        if cost < best_cost:
-            best, best_cost = k, cost
-    return best
-
-
-def _probe_sums(t, w, radius, eta, centres, wave_u):
-    """∑_j φ_k(t_j)·wave_u[j, i] for each probe k (rows of [`_bump_entries`][]) and state i."""
-    rows, cols, _, psi, scale, n_rows = _bump_entries(t, w, radius, eta, centres)
-    values = (psi * scale)[:, None] * wave_u[cols]
-    return np.stack([np.bincount(rows, weights=v, minlength=n_rows) for v in values.T], axis=1)
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    costs = _secant_costs(jnp.asarray(x), jnp.asarray(y / np.max(np.abs(y)) * len(y)), True, order)
+    return 1 + int(jnp.argmin(costs))
 
 
 def _matlab_radius_max(n: int, k_min: int) -> int:
@@ -269,28 +400,20 @@ def _matlab_radius_max(n: int, k_min: int) -> int:
     return (n - 1) // 2 - k_min
 
 
-def _select_radius_matlab(t, u, dt, config) -> RadiusSelection:
-    """The "matlab" rule of [`select_radius`][] (Bortz et al. 2023's `rad_select.m` with s = 1, inc = 1)."""
-    n = len(t)
-    r_max = _matlab_radius_max(n, config.k_min)
-    if r_max < 4:
-        raise ValueError(
-            f"too few samples ({n}) for the 'matlab' radius search with k_min={config.k_min}: "
-            f"its largest radius ⌊(N−1)/2⌋ − k_min is {r_max} steps (need at least 4)."
-        )
-    radii = np.arange(2, r_max + 1)
-    mode = int(np.floor(n / config.sub_rate))
-    T = n * dt
-    sine_u = np.sin(2 * np.pi * mode * np.arange(n) / n)[:, None] * u
-    errors = np.empty(len(radii))
-    for i, r in enumerate(radii):
-        # probes one radius apart with unit ℓ2 norm in samples; ê = (4π/√T) Im F̂ with
-        # F̂ = (Δt/√T) ∑_j φ_j u_j e^{-2πi·mode·j/N}
-        centres = t[np.arange(r - 1, n - r - 1, r)]
-        im = -(dt / np.sqrt(T)) * _probe_sums(t, np.ones(n), r * dt, config.eta, centres, sine_u)
-        errors[i] = np.sqrt(np.mean((4 * np.pi / np.sqrt(T) * im) ** 2))
-    errors = np.maximum(errors, np.finfo(float).tiny)
-    return RadiusSelection(radii * dt, errors, _secant_corner(radii.astype(float), np.log(errors), 2))
+def select_radii(t, u, config: TestFunctionConfig = TestFunctionConfig()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""[`select_radius`][] for several datasets on one grid at once: `u` `(R, N, D)`.
+    Returns the candidate radii `(n,)`, the surrogate of each dataset `(R, n)` and the
+    index of each dataset's corner `(R,)`; one compiled computation for all of them."""
+    t = np.ascontiguousarray(t, dtype=float)
+    search = _cached_search(t.tobytes(), config)
+    u = jnp.asarray(u, dtype=float)
+    errors = _search_errors(
+        jnp.asarray(t), jnp.asarray(search.weights), jnp.asarray(search.wave), jnp.asarray(search.centres),
+        jnp.asarray(search.probe_radii), jnp.asarray(search.groups), jnp.asarray(search.counts, u.dtype),
+        jnp.asarray(search.factor, u.dtype), u, eta=float(config.eta), n_radii=len(search.radii),
+        matlab=search.matlab)
+    index = _corners(jnp.asarray(search.steps), jnp.log(errors), matlab=search.matlab)
+    return search.radii, np.asarray(errors), np.asarray(index)
 
 
 def select_radius(t, u, config: TestFunctionConfig = TestFunctionConfig()) -> RadiusSelection:
@@ -302,50 +425,8 @@ def select_radius(t, u, config: TestFunctionConfig = TestFunctionConfig()) -> Ra
     averages its square over test functions and sums over states. The radius is the
     corner of $\log \hat e_{rms}$ against the radius. Needs a uniform grid.
     """
-    t = np.asarray(t, dtype=float)
-    u = np.asarray(u, dtype=float)
-    dt = np.diff(t)
-    if np.max(np.abs(dt - dt.mean())) > 1e-6 * dt.mean():
-        raise ValueError(
-            "automatic test-function radius selection requires a uniform time grid; pass a "
-            "fixed radius (TestFunctionConfig(radius=...), in time units) for non-uniform "
-            f"grids (steps of t range from {dt.min():.6g} to {dt.max():.6g})."
-        )
-    dt = float(dt.mean())
-    if config.rule == "matlab":
-        return _select_radius_matlab(t, u, dt, config)
-    m = len(t) - 1
-    r_lo = max(int(np.ceil(config.radius_min_time / dt)), 2)
-    # the largest radius with a probe centre strictly inside: r < (M − 2)/2 steps
-    r_max = min(int(np.floor(config.radius_max_time / dt)), (m - 3) // 2)
-    r_hi = int(np.floor(r_max / max(config.radii_factors)))
-    if r_hi <= r_lo:
-        r_hi = min(r_max, 10 * r_lo)
-    if r_hi <= r_lo:
-        raise ValueError(
-            f"too few samples ({m + 1}) to search for a test-function radius: the smallest "
-            f"radius {r_lo} steps leaves no room."
-        )
-    step = max(int(np.ceil((r_hi - r_lo) / config.num_radii)), 1)
-    radii = np.arange(r_lo, r_hi + 1, step)
-    n = int(np.floor(m / config.sub_rate))
-    T = t[-1] - t[0]
-    sine_u = np.sin(2 * np.pi * n * np.arange(m + 1) / m)[:, None] * u
-    errors = np.empty(len(radii))
-    w = np.full(m + 1, dt)
-    for i, r in enumerate(radii):
-        # n_probe centres spread evenly over the admissible range (first and last included).
-        first, last = r + 1, m - r - 1
-        count = min(config.n_probe, last - first + 1)
-        centres = t[np.unique(np.round(np.linspace(first, last, count)).astype(int))]
-        # F̂_n[φ u] = (Δt/√T) Σ_m φ_m u_m e^{-2πinm/M} with φ of unit ℓ2 norm; the rows
-        # here are √Δt·φ (unit L2 norm in time), and ê = -(4πn/√T) Im F̂_n. The row sums
-        # straight from the non-zeros (no sparse matrices).
-        im = -np.sqrt(dt / T) * _probe_sums(t, w, r * dt, config.eta, centres, sine_u)
-        e = -4 * np.pi * n / np.sqrt(T) * im
-        errors[i] = np.mean(np.sum(e**2, axis=1))
-    errors = np.maximum(errors, np.finfo(float).tiny)
-    return RadiusSelection(radii * dt, errors, _corner(radii.astype(float), np.log(errors)))
+    radii, errors, index = select_radii(t, np.asarray(u, dtype=float)[None], config)
+    return RadiusSelection(radii, errors[0], int(index[0]))
 
 
 def min_samples(t, config: TestFunctionConfig = TestFunctionConfig()) -> tuple[int, str]:
