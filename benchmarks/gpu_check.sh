@@ -14,7 +14,7 @@
 #                 test_likelihood.py, test_batch_build.py, test_integral_matching.py), pytest
 #                 -q -x with the project's addopts replaced (they need pytest-rerunfailures,
 #                 which the GPU image lacks)
-#   3 pipeline    benchmarks/study_pipeline.py --gpu --runs 256 1024 --boot 200 --repeats 1:
+#   3 pipeline    benchmarks/study_pipeline.py --gpu --runs 1024 256 --boot 200 --repeats 1:
 #                 whole Lorenz M = 1024 WENDy-MLE studies and a bootstrap of B = 200 refits,
 #                 end to end, by stage (the targets: 1,024 runs in at most 5 s warm, B = 200
 #                 in at most 2 s warm)
@@ -160,15 +160,16 @@ step env 45 "$RES/env.txt" bash -c env_info
 # --- 2: tests that vmap on the accelerator or shard (addopts replaced: no pytest-rerunfailures there)
 TESTS_K="small_study or equal_single_fits or sequential_study or sweep_over or sharded_study"
 TESTS_K="$TESTS_K or vmapped_fits_equal or vmap_over_parameters or solve_equals_fit_with_progress_and_vmaps"
-TESTS_K="$TESTS_K or share_chunks or batched_likelihood or radius_search_equals or bases_are_kept"
+TESTS_K="$TESTS_K or share_chunks or bases_are_kept or vmapped_and_sequential"
+TESTS_K="$TESTS_K or (batched_likelihood and lorenz) or (radius_search_equals and (lorenz or logistic))"
 # test_studies.py last: its sharded-study test (two CPU devices in a subprocess) is the slowest
-step tests 110 "$RES/tests.log" "$PY" -m pytest -o addopts="" -q -x -rA -p no:cacheprovider --durations=10 \
+step tests 130 "$RES/tests.log" "$PY" -m pytest -o addopts="" -q -x -rA -p no:cacheprovider --durations=10 \
     --junitxml="$RES/tests.xml" \
     tests/test_likelihood.py tests/test_batch_build.py tests/test_estimators.py tests/test_integral_matching.py \
     tests/test_studies.py -k "$TESTS_K"
 
 # --- 3: whole studies and a bootstrap, end to end, by stage
-step pipeline 170 "$RES/study_pipeline.log" "$PY" benchmarks/study_pipeline.py --gpu --runs 256 1024 --boot 200 \
+step pipeline 200 "$RES/study_pipeline.log" "$PY" benchmarks/study_pipeline.py --gpu --runs 1024 256 --boot 200 \
     --repeats 1
 
 # --- 4: WENDy-MLE (GPU) vs scipy solve_ivp + least_squares (host), small setting
@@ -176,7 +177,7 @@ step fsnls 50 "$RES/wendy_vs_fsnls.log" "$PY" benchmarks/wendy_vs_fsnls.py --see
     --name gpu/wendy_vs_fsnls
 
 # --- 5: the parametric bootstrap of B = 200 refits (Lorenz, M = 1024) in one call, and the profiles
-step bootstrap 60 "$RES/interval_timing.log" env WENDYJAX_BENCHMARK_RESULTS="$RES" \
+step bootstrap 50 "$RES/interval_timing.log" env WENDYJAX_BENCHMARK_RESULTS="$RES" \
     "$PY" benchmarks/interval_calibration.py --timing
 
 # --- 6: study throughput (vmapped chunk vs lax.map vs a loop of jitted fits; sharded when several devices)

@@ -2,8 +2,8 @@
 
 Run from the repository root::
 
-    python benchmarks/study_pipeline.py                      # CPU: Lorenz studies of 32 and 64 runs, bootstraps B = 20, 200
-    python benchmarks/study_pipeline.py --gpu                # 64, 256 and 1024 runs, into results/gpu/
+    python benchmarks/study_pipeline.py          # CPU: Lorenz studies of 32 and 64 runs, bootstraps B = 20, 200
+    python benchmarks/study_pipeline.py --gpu    # 64, 256 and 1024 runs, into results/gpu/
     python benchmarks/study_pipeline.py --runs 32 --boot 20 --repeats 1 --name study_pipeline_quick
 
 Rows, each timed `--repeats` times after a first call that compiles (medians reported):

@@ -37,7 +37,7 @@ def test_radius_search_equals_the_per_dataset_search(name, noise, subsample, rul
     t = np.asarray(datasets[0].t)
     u = np.stack([_log_data(bench, d) for d in datasets])
     radii, errors, index = select_radii(t, u, config)  # one compiled search for the three datasets
-    for r, d in enumerate(datasets):
+    for r in range(len(datasets)):
         old_radii, old_errors, old_index = old_select_radius(t, u[r], config)
         np.testing.assert_array_equal(radii, old_radii)
         np.testing.assert_allclose(errors[r], old_errors, rtol=1e-10)
@@ -131,8 +131,8 @@ def test_batch_bad_input_gets_the_single_fits_errors():
     with pytest.raises(ValueError, match="datasets on different grids: dataset 1 of the batch is missing other"):
         build_batch(model, wj.Batch(t, np.stack([u, nan_row])))
     fixed = wj.TestFunctionConfig(radius=1.0)  # the grid without the row is not uniform: no radius search
-    assert build_batch(model, wj.Batch(t, np.stack([nan_row] * 2)), test_functions=fixed).likelihoods().problem.phi.shape[
-        -1] == 256
+    gapped = build_batch(model, wj.Batch(t, np.stack([nan_row] * 2)), test_functions=fixed)
+    assert gapped.likelihoods().problem.phi.shape[-1] == 256
     lv = zoo("lotka_volterra")
     d2 = lv.simulate(jax.random.key(0), 0.05, subsample=4)
     partial = np.stack([np.asarray(d2.u)] * 2)
@@ -153,3 +153,29 @@ def test_batch_bad_input_gets_the_single_fits_errors():
         build_batch(model, [data, clean])
     with pytest.raises(ValueError, match="u must have shape \\(R, len\\(t\\), D\\) = \\(R, 257, D\\)"):
         wj.Batch(t, u)
+
+
+def test_vmapped_and_sequential_blocks_are_equal():
+    # accelerators form the linear path's blocks vmapped over the datasets, CPUs one after another
+    from wendyjax.weak._batch import _blocks
+
+    bench, datasets = _datasets("lorenz", 0.05, 4, 3)
+    batch = build_batch(bench.model, datasets)
+    liks = batch.likelihoods()
+    phi, dphi, _, grams0 = batch._tables
+    args = (bench.model, batch._structure, False, phi, dphi, grams0, jnp.asarray(batch._index),
+            jnp.asarray(batch._u), liks.problem.t, jnp.asarray(batch._sigma))
+    for a, b in zip(jax.tree.leaves(_blocks(*args, True)), jax.tree.leaves(_blocks(*args, False))):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14 * float(jnp.max(jnp.abs(b))))
+
+
+def test_many_datasets_are_searched_in_chunks(monkeypatch):
+    from wendyjax.weak import _test_functions
+
+    bench, datasets = _datasets("logistic", 0.05, 4, 5)
+    t, u = np.asarray(datasets[0].t), np.stack([np.asarray(d.u) for d in datasets])
+    whole = select_radii(t, u)
+    monkeypatch.setattr(_test_functions, "_SEARCH_CHUNK", 2)  # chunks of 2, 2 and 1 (padded to 2)
+    chunked = select_radii(t, u)
+    np.testing.assert_array_equal(chunked[2], whole[2])
+    np.testing.assert_allclose(chunked[1], whole[1], rtol=1e-13)

@@ -8,7 +8,7 @@ import warnings
 import jax
 import numpy as np
 import pytest
-from _zoo import logistic_small
+from _zoo import logistic_small, zoo
 
 import wendyjax as wj
 
@@ -200,3 +200,28 @@ def test_basic_and_normal_intervals_end_at_the_box():
         assert fhi[1] > 5.5 and hi[1] == 5.5 and lo[1] == flo[1]  # b: past its upper bound, cut there
         assert np.isnan(lo[2]) and np.isnan(hi[2])
     assert np.array_equal(free.percentile(), held.percentile(), equal_nan=True)
+
+
+@pytest.mark.slow
+def test_cheap_backward_starts_give_the_initial_states_of_accurate_ones(monkeypatch):
+    """The initial states solved back from later data are only starts of the held-parameter
+    output-error fit: at rtol 1e-8 with at most 10⁴ steps the fitted initial states equal
+    those from backward solves at rtol 1e-10 with up to 10⁶ steps (what the bootstrap did
+    before; those took about a second per chaotic trajectory and blew up anyway)."""
+    from wendyjax.studies import _bootstrap
+
+    accurate_integrate = _bootstrap.integrate
+
+    def accurate(*args, **kwargs):
+        return accurate_integrate(*args, **{**kwargs, "rtol": 1e-10, "atol": 1e-10, "max_steps": 1_000_000})
+
+    for name, sub in (("fitzhugh_nagumo", 2), ("goodwin_2d", 4)):
+        bench = zoo(name)
+        data = wj.data.as_dataset(bench.simulate(jax.random.key(1), 0.05, subsample=sub))
+        fit = wj.MLE().fit(bench.model, data, p0=np.asarray(bench.p_true) * 1.05)
+        cheap = _bootstrap._initial_states(fit, data, None, bench.solver)
+        assert len(_bootstrap._starts(fit, data, bench.solver)) >= 3  # a backward start is among them
+        with monkeypatch.context() as m:
+            m.setattr(_bootstrap, "integrate", accurate)
+            reference = _bootstrap._initial_states(fit, data, None, bench.solver)
+        np.testing.assert_allclose(cheap, reference, rtol=1e-6, atol=1e-9)

@@ -460,3 +460,13 @@ def test_bad_input_is_refused_before_work():
     for f in (lik, lik.grad, lik.hessian):
         with pytest.raises(ValueError, match=r"p must have shape \(3,\).*sigma, rho, beta"):
             f([1.0, 2.0])
+
+
+def test_symmetric_grams_equal_the_full_products(rng):
+    from wendyjax.weak._covariance import symmetric_grams, weighted_grams
+
+    for k in (7, 8):  # halves of odd and even K
+        phi, w = jnp.asarray(rng.normal(size=(k, 40))), jnp.asarray(rng.normal(size=(40, 3)))
+        full = weighted_grams(phi, phi, w)
+        np.testing.assert_allclose(symmetric_grams(phi, w), full, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(full, np.einsum("kn,nq,ln->qkl", phi, w, phi), rtol=0, atol=1e-13)

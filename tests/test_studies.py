@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 
+import equinox as eqx
 import jax
 import numpy as np
 import pytest
@@ -183,7 +184,7 @@ def test_small_study_end_to_end(small_study):
     assert again.rows() == study.rows()
     np.testing.assert_array_equal(again.runs[0].covariance, runs.covariance)
     assert "p1" in str(study) and "logistic" in str(study) and "on box" in str(study)
-    assert "bounds" not in str(study).splitlines()[-1]  # no estimate on the box: no warning
+    assert "box's bounds" not in str(study)  # no estimate on the box: no warning
 
 
 def test_study_runs_equal_single_fits(small_study):
@@ -257,6 +258,30 @@ def test_sweep_settings_share_chunks_and_every_stage_is_timed():
     assert "time: simulate" in pooled.table() and "total" in pooled.table().splitlines()[-1]
     back = wj.studies.Study.from_dict(json.loads(pooled.to_json()))
     assert back.timings == pytest.approx(timings)
+
+
+def test_auto_chunks_fill_half_an_accelerators_memory():
+    # "auto": 64 runs per chunk on CPU; on an accelerator as many as keep 8 times their
+    # problems' bytes (from their shapes, not built) within half of the device's memory
+    from wendyjax.studies._engine import CPU_CHUNK, chunk_size
+
+    bench = zoo("logistic")
+    datasets = [bench.simulate(jax.random.key(s), 0.05, subsample=4) for s in range(3)]
+    make, _ = wj.MLE().batch_problems(bench.model, datasets)
+    one = jax.tree_util.tree_leaves(eqx.filter(make([0]), eqx.is_array))
+    per_run = 8 * sum(x.size * x.dtype.itemsize for x in one)
+
+    class Accelerator:
+        platform = "gpu"
+
+        def memory_stats(self):
+            return {"bytes_limit": 100 * per_run}
+
+    assert chunk_size("auto", make, 1000, jax.devices()) == CPU_CHUNK
+    assert chunk_size("auto", make, 1000, [Accelerator()]) == 50
+    assert chunk_size("auto", make, 1000, [Accelerator(), Accelerator()]) == 100  # per device
+    assert chunk_size("auto", make, 30, [Accelerator()]) == 30  # all runs where they fit
+    assert chunk_size(7, make, 1000, [Accelerator()]) == 7
 
 
 def test_study_bad_input(monkeypatch):

@@ -261,21 +261,21 @@ def fit_batches(estimator, model, make, p0s, box, *, diagnostics=None, solver=No
             liks = _sharded(mesh, {g: make(parts[g]) for g in local})
             p0_chunk = _sharded(mesh, {g: p0s[parts[g]] for g in local})
             jax.block_until_ready(liks)
-            fitted = time.perf_counter()
-            timings["build_s"] += fitted - start
+            built = time.perf_counter()
+            timings["build_s"] += built - start
             sol = jax.block_until_ready(_fit_chunk(mesh, estimator, liks, p0_chunk, box, vectorize))
-            diagnosed = time.perf_counter()
-            timings["fit_s"] += diagnosed - fitted
+            fitted = time.perf_counter()
+            timings["fit_s"] += fitted - built
             sols.append(_gathered(sol))
             if diagnostics is not None:
                 starts = _sharded(mesh, {g: (u0s[parts[g]], references[parts[g]]) for g in local})
                 diags.append(_gathered(_diagnose_chunk(mesh, estimator, liks, sol, starts, kinds, model, solver, t,
                                                        vectorize)))
-                timings["diagnostics_s"] += time.perf_counter() - diagnosed
+                timings["diagnostics_s"] += time.perf_counter() - fitted
             if bar is not None:
                 bar.update()
-    stacked = tuple(jax.tree_util.tree_map(lambda *x: np.concatenate(x)[:n_runs], *parts) for parts in zip(*diags))
-    return jax.tree_util.tree_map(lambda *x: np.concatenate(x)[:n_runs], *sols), *(stacked or (None, None, None))
+    joined = lambda chunks: jax.tree_util.tree_map(lambda *x: np.concatenate(x)[:n_runs], *chunks)  # noqa: E731
+    return joined(sols), *(tuple(joined(c) for c in zip(*diags)) or (None, None, None))
 
 
 def _groups(cells: list[Cell], prepared: list) -> dict:

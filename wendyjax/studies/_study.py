@@ -158,8 +158,6 @@ class Study:
         s = self.settings
         out = [f"Monte Carlo study of '{self.model_name}': {s['estimator']}, {s['n_runs']} runs per setting, "
                f"seed {s['seed']}, covariance {s['covariance']}", *fixed_width(heads, lines, label=False)]
-        if timings := self.timings:
-            out.append(timings_text(timings))
         on_box = sum(row["n_at_bound"] for row in rows if row["param"] == self.param_names[0])
         if on_box:
             out.append(f"{on_box} run(s) that did not fail ended with an estimate on the parameter box's bounds "
@@ -183,6 +181,8 @@ class Study:
             for name, e in s.get("interval_errors", {}).items():
                 out.append(f"{name}: no interval for {e['runs']} run(s) that did not fail, left out of its "
                            f"coverage; the first because {e['first']}")
+        if timings := self.timings:
+            out.append(timings_text(timings))
         return "\n".join(out)
 
     def __str__(self) -> str:

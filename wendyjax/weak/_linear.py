@@ -29,7 +29,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float
 
 from .._compile import cpu_safe_jit
-from ._covariance import weighted_grams
+from ._covariance import symmetric_grams, weighted_grams
 from ._problem import log_space_rhs, sample_chunks
 
 
@@ -281,7 +281,7 @@ def linear_blocks_single(rhs, structure: Structure, phi, dphi, grams0, u, t, sig
     pairs = [c for c in structure.pairs if c != (-1, -1)]
     singles = [c for c in structure.singles if c != -1]
     f = functools.partial(_class_function, structure, jacs)
-    pair_grams = iter(weighted_grams(phi, phi, jnp.stack([f(m) * f(n) for m, n in pairs], axis=1)) if pairs else ())
+    pair_grams = iter(symmetric_grams(phi, jnp.stack([f(m) * f(n) for m, n in pairs], axis=1)) if pairs else ())
     single_grams = iter(weighted_grams(dphi, phi, jnp.stack([f(m) for m in singles], axis=1)) if singles else ())
     dgrams = jnp.stack([grams0[1] if c == -1 else next(single_grams) for c in structure.singles])
     grams = jnp.concatenate([

@@ -400,20 +400,29 @@ def _matlab_radius_max(n: int, k_min: int) -> int:
     return (n - 1) // 2 - k_min
 
 
+#: datasets searched in one compiled call (more are searched in chunks of this many)
+_SEARCH_CHUNK = 1024
+
+
 def select_radii(t, u, config: TestFunctionConfig = TestFunctionConfig()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""[`select_radius`][] for several datasets on one grid at once: `u` `(R, N, D)`.
     Returns the candidate radii `(n,)`, the surrogate of each dataset `(R, n)` and the
-    index of each dataset's corner `(R,)`; one compiled computation for all of them."""
+    index of each dataset's corner `(R,)`; one compiled computation for up to 1,024 datasets
+    (more in chunks of that many)."""
     t = np.ascontiguousarray(t, dtype=float)
     search = _cached_search(t.tobytes(), config)
-    u = jnp.asarray(u, dtype=float)
-    errors = _search_errors(
-        jnp.asarray(t), jnp.asarray(search.weights), jnp.asarray(search.wave), jnp.asarray(search.centres),
-        jnp.asarray(search.probe_radii), jnp.asarray(search.groups), jnp.asarray(search.counts, u.dtype),
-        jnp.asarray(search.factor, u.dtype), u, eta=float(config.eta), n_radii=len(search.radii),
-        matlab=search.matlab)
-    index = _corners(jnp.asarray(search.steps), jnp.log(errors), matlab=search.matlab)
-    return search.radii, np.asarray(errors), np.asarray(index)
+    u = np.asarray(u, dtype=float)
+    grid = tuple(jnp.asarray(x) for x in (t, search.weights, search.wave, search.centres, search.probe_radii,
+                                          search.groups, search.counts.astype(float), search.factor))
+    size = min(len(u), _SEARCH_CHUNK)
+    errors, index = [], []
+    for start in range(0, len(u), size):
+        chunk = u[np.minimum(np.arange(start, start + size), len(u) - 1)]  # the last chunk padded: one shape
+        e = _search_errors(*grid, jnp.asarray(chunk), eta=float(config.eta), n_radii=len(search.radii),
+                           matlab=search.matlab)
+        errors.append(np.asarray(e))
+        index.append(np.asarray(_corners(jnp.asarray(search.steps), jnp.log(e), matlab=search.matlab)))
+    return search.radii, np.concatenate(errors)[: len(u)], np.concatenate(index)[: len(u)]
 
 
 def select_radius(t, u, config: TestFunctionConfig = TestFunctionConfig()) -> RadiusSelection:
