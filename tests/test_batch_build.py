@@ -179,3 +179,23 @@ def test_many_datasets_are_searched_in_chunks(monkeypatch):
     chunked = select_radii(t, u)
     np.testing.assert_array_equal(chunked[2], whole[2])
     np.testing.assert_allclose(chunked[1], whole[1], rtol=1e-13)
+
+
+def test_probe_matrices_formed_per_search_equal_the_cached_ones(monkeypatch):
+    from wendyjax.weak import _test_functions
+
+    bench, datasets = _datasets("lorenz", 0.05, 4, 3)
+    t, u = np.asarray(datasets[0].t), np.stack([np.asarray(d.u) for d in datasets])
+    _test_functions._cached_probes.cache_clear()
+    assert _test_functions._cached_probes(t.tobytes(), wj.TestFunctionConfig()) is not None  # small: cached
+    cached = select_radii(t, u)
+    monkeypatch.setattr(_test_functions, "_PROBE_CACHE", 0)  # none cached: every search forms its probes
+    monkeypatch.setattr(_test_functions, "_PROBE_BLOCK", 2**14)  # in several blocks
+    _test_functions._cached_probes.cache_clear()
+    try:
+        assert _test_functions._cached_probes(t.tobytes(), wj.TestFunctionConfig()) is None
+        formed = select_radii(t, u)
+    finally:
+        _test_functions._cached_probes.cache_clear()
+    np.testing.assert_array_equal(formed[2], cached[2])
+    np.testing.assert_allclose(formed[1], cached[1], rtol=1e-12)

@@ -2,8 +2,9 @@
 
 Rummel et al. 2025, App. A and Bortz et al. 2023, §2.3; defaults are those of WENDy.jl (`WENDyParameters`).
 What depends only on the grid (the candidate radii and their probes, the basis of each
-radius) is computed once per grid on the host and cached; the radius search, which reads
-the data, is one compiled computation for any number of datasets on that grid.
+radius) is computed once per grid and cached (the probe matrix, where it is small, on the
+device); the radius search, which reads the data, is one compiled computation for any
+number of datasets on that grid.
 """
 
 import dataclasses
@@ -308,34 +309,69 @@ def _bump_jax(x, eta):
     return jnp.where(inside, jnp.exp(-eta / (1.0 - xi**2)), 0.0)
 
 
-#: probe-matrix entries formed at a time (the search never holds the whole matrix)
+#: probe-matrix entries formed at a time (the search never holds more of the matrix, unless cached)
 _PROBE_BLOCK = 2**22
+#: probe matrices of at most this many entries (64 MB in float64) are formed once per grid and
+#: kept on the device; larger ones are re-formed block by block in every search
+_PROBE_CACHE = 2**23
 
 
-@cpu_safe_jit
-def _search_errors(t, weights, wave, centres, probe_radii, groups, counts, factor, u, *, eta, n_radii, matlab):
-    r"""The surrogate $\hat e_{rms}$ of every candidate radius for each of the datasets `u`
-    `(R, N, D)`: `(R, n_radii)`. The probe rows (bumps normalised in the rows' weights) are
-    formed block by block and applied to all datasets at once (one matrix product per block)."""
-    r, n, d = u.shape
-    x = jnp.moveaxis(wave[None, :, None] * u, 1, 0).reshape(n, r * d)
-    n_rows = centres.shape[0]
+def _probe_blocks(t, centres, probe_radii, groups, n_radii):
+    """The probes' centres, radii and groups `(n_blocks, size)` in blocks of at most
+    `_PROBE_BLOCK` matrix entries (padded rows: probes of a dummy group `n_radii`)."""
+    n_rows, n = centres.shape[0], t.shape[0]
     size = max(1, min(n_rows, _PROBE_BLOCK // n))
     n_blocks = -(-n_rows // size)
     pad = n_blocks * size - n_rows
-    # padded rows: a probe of a dummy group n_radii, dropped at the end
-    blocks = [jnp.pad(a, (0, pad), constant_values=v).reshape(n_blocks, size)
-              for a, v in ((centres, t[0]), (probe_radii, 1.0), (groups, n_radii))]
+    return [jnp.pad(a, (0, pad), constant_values=v).reshape(n_blocks, size)
+            for a, v in ((centres, t[0]), (probe_radii, 1.0), (groups, n_radii))]
+
+
+def _probe_rows(t, weights, centres, probe_radii, eta):
+    """Probe rows: bumps at `centres` with radii `probe_radii`, normalised in the weights."""
+    psi = _bump_jax((t[None, :] - centres[:, None]) / probe_radii[:, None], eta)
+    norm = jnp.sqrt(jnp.sum(psi**2 * weights, axis=1, keepdims=True))
+    return psi * weights / jnp.where(norm > 0, norm, 1.0)
+
+
+@cpu_safe_jit
+def _probe_table(t, weights, centres, probe_radii, groups, *, eta, n_radii):
+    """The whole probe matrix, `(n_blocks, size, N)` in [`_probe_blocks`][]'s blocks."""
+    c, a, _ = _probe_blocks(t, centres, probe_radii, groups, n_radii)
+    return jax.vmap(lambda c, a: _probe_rows(t, weights, c, a, eta))(c, a)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_probes(t_bytes: bytes, config: "TestFunctionConfig"):
+    """The probe matrix of a grid's search, formed once on the default device (None when it
+    has more than `_PROBE_CACHE` entries)."""
+    search = _cached_search(t_bytes, config)
+    t = np.frombuffer(t_bytes, dtype=float)
+    if len(search.centres) * len(t) > _PROBE_CACHE:
+        return None
+    return _probe_table(*(jnp.asarray(x) for x in (t, search.weights, search.centres, search.probe_radii,
+                                                   search.groups)), eta=float(config.eta), n_radii=len(search.radii))
+
+
+@cpu_safe_jit
+def _search_errors(t, weights, wave, centres, probe_radii, groups, counts, factor, u, probes, *, eta, n_radii, matlab):
+    r"""The surrogate $\hat e_{rms}$ of every candidate radius for each of the datasets `u`
+    `(R, N, D)`: `(R, n_radii)`. The probe rows (bumps normalised in the rows' weights) are
+    applied block by block to all datasets at once (one matrix product per block), read from
+    `probes` ([`_probe_table`][]) or, where that is None, formed block by block."""
+    r, n, d = u.shape
+    x = jnp.moveaxis(wave[None, :, None] * u, 1, 0).reshape(n, r * d)
+    blocks = _probe_blocks(t, centres, probe_radii, groups, n_radii)
 
     def block(total, rows):
-        c, a, g = rows
-        psi = _bump_jax((t[None, :] - c[:, None]) / a[:, None], eta)
-        norm = jnp.sqrt(jnp.sum(psi**2 * weights, axis=1, keepdims=True))
-        sums = (psi * weights / jnp.where(norm > 0, norm, 1.0)) @ x  # (size, R·D)
-        squares = jnp.sum(sums.reshape(size, r, d) ** 2, axis=2)  # (size, R)
+        c, a, g, rows = rows
+        if rows is None:
+            rows = _probe_rows(t, weights, c, a, eta)
+        sums = rows @ x  # (size, R·D)
+        squares = jnp.sum(sums.reshape(rows.shape[0], r, d) ** 2, axis=2)  # (size, R)
         return total + jax.nn.one_hot(g, n_radii + 1, dtype=u.dtype).T @ squares, None
 
-    total, _ = jax.lax.scan(block, jnp.zeros((n_radii + 1, r), u.dtype), blocks)
+    total, _ = jax.lax.scan(block, jnp.zeros((n_radii + 1, r), u.dtype), (*blocks, probes))
     mean = total[:n_radii].T / counts
     errors = jnp.sqrt(factor * mean / d) if matlab else factor * mean
     return jnp.maximum(errors, jnp.finfo(u.dtype).tiny)
@@ -411,6 +447,7 @@ def select_radii(t, u, config: TestFunctionConfig = TestFunctionConfig()) -> tup
     (more in chunks of that many)."""
     t = np.ascontiguousarray(t, dtype=float)
     search = _cached_search(t.tobytes(), config)
+    probes = _cached_probes(t.tobytes(), config)
     u = np.asarray(u, dtype=float)
     grid = tuple(jnp.asarray(x) for x in (t, search.weights, search.wave, search.centres, search.probe_radii,
                                           search.groups, search.counts.astype(float), search.factor))
@@ -418,7 +455,7 @@ def select_radii(t, u, config: TestFunctionConfig = TestFunctionConfig()) -> tup
     errors, index = [], []
     for start in range(0, len(u), size):
         chunk = u[np.minimum(np.arange(start, start + size), len(u) - 1)]  # the last chunk padded: one shape
-        e = _search_errors(*grid, jnp.asarray(chunk), eta=float(config.eta), n_radii=len(search.radii),
+        e = _search_errors(*grid, jnp.asarray(chunk), probes, eta=float(config.eta), n_radii=len(search.radii),
                            matlab=search.matlab)
         errors.append(np.asarray(e))
         index.append(np.asarray(_corners(jnp.asarray(search.steps), jnp.log(e), matlab=search.matlab)))
