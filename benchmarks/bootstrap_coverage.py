@@ -4,7 +4,7 @@ beside the fit's own inverse-Hessian and sandwich intervals, on the Logistic.
 Run from the repository root::
 
     python benchmarks/bootstrap_coverage.py                  # 40 datasets × 60 refits per cell
-    python benchmarks/bootstrap_coverage.py --runs 8 --boot 20   # quick
+    python benchmarks/bootstrap_coverage.py --runs 8 --boot 40   # quick (40: the fewest refits for 95 % quantiles)
 
 Per cell (5 % additive noise; 65 and 257 samples, i.e. subsample 16 and 4 of the 1025-point
 grid; WENDy-WLS): `runs` datasets, each fitted and bootstrapped with `boot` refits by

@@ -1,12 +1,14 @@
 """Bad-input paths not covered by the feature tests: each raises a clear error early."""
 
+import json
+import time
 import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _zoo import zoo
+from _zoo import logistic_small, zoo
 
 import wendyjax as wj
 from wendyjax.weak import build_test_functions
@@ -72,7 +74,7 @@ def test_diag_reg_range():
     (lambda: wj.IRLS(solver=wj.Gradient()), TypeError, "IRLS: solver must be a solver object"),
     (lambda: wj.WLS(max_steps=0), ValueError, "WLS: max_steps must be a positive integer, got 0"),
     (lambda: wj.MLE(max_steps=2.5), ValueError, "MLE: max_steps must be a positive integer, got 2.5"),
-    (lambda: wj.TrustRegion(atol=float("nan")), ValueError, "TrustRegion: atol must be a finite number >= 0"),
+    (lambda: wj.TrustRegion(atol=float("nan")), ValueError, r"TrustRegion: atol must lie in \[0, 1\)"),
     (lambda: wj.IntegralMatching(solver=wj.estimators.TrustRegion, max_steps=5), TypeError,
      r"solver must be LeastSquares\(\), TrustRegion\(\) or Gradient\(\)"),  # the class, not an instance
     (lambda: wj.Gradient(rtol=1.0), ValueError, r"Gradient: rtol must lie in \[0, 1\)"),
@@ -88,7 +90,10 @@ def test_solver_objects_and_step_limits_are_checked_when_built(make, error, matc
     (lambda: wj.IRLS(step_tol=-1.0), ValueError, "IRLS: step_tol must be a positive number"),
     (lambda: wj.IRLS(max_iters=0), ValueError, "IRLS: max_iters must be a positive integer"),
     (lambda: wj.IRLS(shapiro_wilk=True, sw_tol=1.5), ValueError, r"IRLS: sw_tol .* must lie in \(0, 1\)"),
-    (lambda: wj.MLE(solver=wj.TrustRegion(rtol=-1.0, atol=-1.0)), ValueError, "TrustRegion: rtol must be"),
+    (lambda: wj.MLE(solver=wj.TrustRegion(rtol=-1.0, atol=-1.0)), ValueError, "TrustRegion: rtol must lie"),
+    # huge tolerances "converged" at the start in 0 steps, with an interval
+    (lambda: wj.MLE(solver=wj.TrustRegion(rtol=1e6, atol=1e6)), ValueError,
+     r"TrustRegion: rtol must lie in \[0, 1\) .* declares any start converged"),
     (lambda: wj.MLE(max_steps=-5), ValueError, "MLE: max_steps must be a positive integer, got -5"),
     (lambda: wj.OutputError(ode_rtol=-1.0), ValueError, r"OutputError: ode_rtol \(the ODE solver's step-size"),
     (lambda: wj.OutputError(ode_atol=float("inf")), ValueError, "OutputError: ode_atol"),
@@ -121,6 +126,40 @@ def test_a_file_that_is_not_a_saved_study_is_named(tmp_path):
         wj.studies.Study.load(tmp_path / "empty.json")
     with pytest.raises(ValueError, match="text.json is not a saved study .not JSON"):
         wj.studies.Study.load(tmp_path / "text.json")
+    (tmp_path / "binary.json").write_bytes(bytes(range(256)))  # used to raise a raw UnicodeDecodeError
+    with pytest.raises(ValueError, match="binary.json is not a saved study .not JSON text"):
+        wj.studies.Study.load(tmp_path / "binary.json")
+    # a study edited by hand used to load and fail later, in .table()
+    study = wj.studies.monte_carlo(wj.models.logistic(), "wls", subsamples=[16], n_runs=2, progress=False)
+    study.to_json(tmp_path / "study.json")
+    saved = json.loads((tmp_path / "study.json").read_text())
+    saved["settings"]["level"] = "high"
+    (tmp_path / "edited.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match="edited.json does not hold a consistent saved study"):
+        wj.studies.Study.load(tmp_path / "edited.json")
+    assert wj.studies.Study.load(tmp_path / "study.json").table() == study.table()
+
+
+def test_late_failures_of_the_second_fuzz_are_refused_first():
+    bench, data, fit = logistic_small()
+    cases = [
+        (lambda: wj.studies.bootstrap(wj.MLE(), fit, data, 40, key=0, ode_solver="tsit5"), TypeError,
+         r"ode_solver must be a diffrax solver object \(e.g. diffrax.Tsit5\(\)\), got 'tsit5'"),
+        (lambda: wj.studies.sweep(bench, "wls", p_true=[[20.0, -1.0]], n_runs=2, progress=False), ValueError,
+         r"p_true of setting\(s\) \[0\] .* lies outside the box the fits are held to"),
+        (lambda: wj.ODEModel(lambda u, p, t: p[0] * jnp.log(-(u**2) - 1.0), ["u"], ["a"]), ValueError,
+         "rhs\\(u, p, t\\) is not finite at any of 8 random points"),
+        (lambda: wj.MLE().fit(bench.model, data, p0=[1.0 + 2j, -1.0]), TypeError,
+         r"p0 must be real numbers, got complex values"),
+    ]
+    for make, error, match in cases:
+        clock = time.perf_counter()
+        with pytest.raises(error, match=match):
+            make()
+        assert time.perf_counter() - clock < 2.0
+    boot = wj.studies.bootstrap(wj.MLE(), fit, data, 4, key=0, progress=False)
+    with pytest.raises(ValueError, match="level must be a number"):  # used to be "Unknown format code 'g'"
+        boot.table("0.95")
 
 
 def test_k_beyond_the_samples_is_refused_before_the_solve():
@@ -243,3 +282,14 @@ def test_an_output_error_fit_that_fails_at_its_start_says_so():
     with pytest.raises(RuntimeError, match=r"forward simulation of the ODE failed.*implicit solver.*It fails at the "
                                            r"start already \(the estimate never left p0\)"):
         wj.OutputError(fit_u0=False).fit(model, data, [5.0], bounds=None, u0=[1.0])
+
+
+def test_data_far_below_order_one_get_a_warning_on_their_scale():
+    """Data at 1e-11 used to end with a warning that blamed the data (K "barely determined"),
+    not their scale against the solvers' absolute tolerances."""
+    model = wj.ODEModel(lambda u, p, t: p[0] * u * (1 - u / p[1]), ["u"], ["r", "K"], name="logistic")
+    data = wj.simulate(model, [1.0, 1e-12], [1e-13], np.linspace(0.0, 10.0, 201), wj.AdditiveGaussian(0.05),
+                       jax.random.key(0))
+    with pytest.warns(RuntimeWarning, match=r"the data's largest magnitude is 2.2\de-11: the solvers' absolute "
+                                            r"tolerances .* Rescale the data to order one"):
+        wj.MLE().fit(model, data, p0=[0.5, 2e-12])

@@ -73,6 +73,13 @@ def test_fit_csv_with_a_missing_value_prints_the_table(files, capsys):
             if line.startswith(("p1 ", "p2 "))}
     est = np.array([rows["p1"][0], rows["p2"][0]])
     assert np.allclose(est, bench.p_true, rtol=0.1)
+    # the same data as a spreadsheet writes them in many locales: semicolons, decimal commas
+    text = (tmp / "logistic.csv").read_text().replace(",", ";").replace(".", ",")
+    (tmp / "logistic_semicolon.csv").write_text(text)
+    assert main(["fit", "logistic", str(tmp / "logistic_semicolon.csv"), "--radius", "0.5"]) == 0
+    again = capsys.readouterr().out
+    assert [ln for ln in again.splitlines() if ln.startswith(("p1 ", "p2 "))] == [
+        ln for ln in out.splitlines() if ln.startswith(("p1 ", "p2 "))]
 
 
 @pytest.mark.slow
@@ -168,7 +175,7 @@ def test_study_writes_its_table(files, capsys):
 @pytest.mark.slow
 def test_study_measures_the_interval_methods_asked_for(capsys):
     argv = ["study", "logistic", "--noise", "0.05", "--subsample", "16", "--runs", "3", "--covariance", "hessian",
-            "--intervals", "sandwich,bootstrap,bootstrap_normal,profile,bootstrap_or_profile", "--boot", "6",
+            "--intervals", "sandwich,bootstrap,bootstrap_normal,profile,bootstrap_or_profile", "--boot", "40",
             "--profile-points", "7"]
     assert main(argv) == 0
     out = capsys.readouterr().out
@@ -191,6 +198,13 @@ def test_outputs_and_level_are_checked_before_any_work(files, capsys, monkeypatc
     assert not (tmp / "early.csv").exists()
     _fails([*base, "--csv", str(tmp)], capsys, f"--csv {tmp}: cannot write there (a folder); nothing was run")
     _fails([*base, "--level", "2"], capsys, "--level must lie strictly between 0 and 1")
+    _fails([*base, "--csv", str(tmp / "same.out"), "--json", str(tmp / "same.out")], capsys,
+           "--csv and --json name the same file")
+    _fails([*base, "--csv", "/proc/wendyjax.csv"], capsys, "--csv /proc/wendyjax.csv: cannot write there")
+    _fails(["study", "logistic", "--estimator", "wls", "--runs", "0"], capsys, "--runs must be at least 2 runs")
+    _fails([*base, "--intervals", "bootstrap", "--boot", "10"], capsys,
+           "--boot 10 is too few for --intervals bootstrap (basic intervals, from quantiles) at --level 0.95: they "
+           "need --boot >= 40")
     _fails([*base, "--intervals", "hessian,jackknife"], capsys, "--intervals: unknown method(s) jackknife; choose")
     _fails([*base, "--intervals", "bootstrap", "--boot", "1"], capsys, "--boot must be at least 2")
     _fails([*base, "--intervals", "bootstrap_or_profile", "--profile-points", "2"], capsys,

@@ -24,8 +24,12 @@ BAD = (ValueError, TypeError)
 _NOT_POSITIVE = st.sampled_from([0.0, -1.0, -1e-12, math.nan, math.inf, -math.inf])
 _NOT_A_NUMBER = st.sampled_from(["1e-6", None, [1.0], (), {}])
 _POSITIVE = st.floats(1e-12, 1e3)
-_NEGATIVE = st.sampled_from([-1.0, -1e-12, math.nan, math.inf, -math.inf])  # for tolerances, >= 0
-_TOLERANCE = st.floats(0.0, 1e3)  # 0 is a pure relative or absolute test; both 0 is refused separately
+# for tolerances, which lie in [0, 1): 0 is a pure relative or absolute test (both 0 is refused
+# separately), 1 or more would declare any start converged
+_NOT_TOLERANCE = st.one_of(st.sampled_from([-1.0, -1e-12, math.nan, math.inf, -math.inf]), st.floats(1.0, 1e6))
+_TOLERANCE = st.floats(0.0, 1.0, exclude_max=True)
+_NEGATIVE = st.sampled_from([-1.0, -1e-12, math.nan, math.inf, -math.inf])  # for the ODE solver's tolerances, >= 0
+_ODE_TOLERANCE = st.floats(0.0, 1e3)
 
 
 def _bad_int(none_ok=False):
@@ -40,17 +44,18 @@ def _good_int():
 # option name -> (constructor, good values, bad values); the good values are what the
 # docstrings promise, the bad ones what no docstring allows
 _OPTIONS = {
-    "TrustRegion.rtol": (lambda v: wj.TrustRegion(rtol=v), _TOLERANCE, st.one_of(_NEGATIVE, _NOT_A_NUMBER)),
-    "TrustRegion.atol": (lambda v: wj.TrustRegion(atol=v), _TOLERANCE, st.one_of(_NEGATIVE, _NOT_A_NUMBER)),
-    "TrustRegion.both": (lambda v: wj.TrustRegion(rtol=v, atol=v), _POSITIVE, st.just(0.0)),
+    "TrustRegion.rtol": (lambda v: wj.TrustRegion(rtol=v), _TOLERANCE, st.one_of(_NOT_TOLERANCE, _NOT_A_NUMBER)),
+    "TrustRegion.atol": (lambda v: wj.TrustRegion(atol=v), _TOLERANCE, st.one_of(_NOT_TOLERANCE, _NOT_A_NUMBER)),
+    "TrustRegion.both": (lambda v: wj.TrustRegion(rtol=v, atol=v), st.floats(1e-12, 1.0, exclude_max=True),
+                         st.just(0.0)),
     "WLS.max_steps": (lambda v: wj.WLS(max_steps=v), _good_int(), _bad_int()),
     "MLE.max_steps": (lambda v: wj.MLE(max_steps=v), _good_int(), _bad_int()),
     "MLE.start": (lambda v: wj.MLE(start=v), st.sampled_from(["p0", "wls", "best", "both"]),
                   st.one_of(st.sampled_from(["", "P0", "random", "none"]), _NOT_A_NUMBER)),
     "IRLS.step_tol": (lambda v: wj.IRLS(step_tol=v), _POSITIVE, st.one_of(_NOT_POSITIVE, _NOT_A_NUMBER)),
     "IRLS.max_iters": (lambda v: wj.IRLS(max_iters=v), _good_int(), _bad_int()),
-    "OutputError.ode_rtol": (lambda v: wj.OutputError(ode_rtol=v), _TOLERANCE, st.one_of(_NEGATIVE, _NOT_A_NUMBER)),
-    "OutputError.ode_atol": (lambda v: wj.OutputError(ode_atol=v), _TOLERANCE, st.one_of(_NEGATIVE, _NOT_A_NUMBER)),
+    "OutputError.ode_rtol": (lambda v: wj.OutputError(ode_rtol=v), _ODE_TOLERANCE, st.one_of(_NEGATIVE, _NOT_A_NUMBER)),
+    "OutputError.ode_atol": (lambda v: wj.OutputError(ode_atol=v), _ODE_TOLERANCE, st.one_of(_NEGATIVE, _NOT_A_NUMBER)),
     "OutputError.both": (lambda v: wj.OutputError(ode_rtol=v, ode_atol=v), _POSITIVE, st.just(0.0)),
     "OutputError.ode_max_steps": (lambda v: wj.OutputError(ode_max_steps=v), _good_int(), _bad_int()),
     "OutputError.max_steps": (lambda v: wj.OutputError(max_steps=v), _good_int(), _bad_int()),

@@ -339,7 +339,7 @@ def test_bad_input_is_refused():
         wj.IntegralMatching(max_steps=0)
     with pytest.raises(ValueError, match="LeastSquares: threshold must be non-negative"):
         wj.LeastSquares(threshold=-1.0)
-    with pytest.raises(ValueError, match="TrustRegion: rtol must be a finite number >= 0"):
+    with pytest.raises(ValueError, match=r"TrustRegion: rtol must lie in \[0, 1\)"):
         wj.TrustRegion(rtol=-1.0)
     with pytest.raises(ValueError, match="cannot both be 0"):
         wj.TrustRegion(rtol=0.0, atol=0.0)

@@ -209,10 +209,10 @@ def test_profile_and_bootstrap_plots_draw_every_parameter():
         vertical = [ln for ln in ax.lines if np.ptp(ln.get_xdata()) == 0 and len(ln.get_xdata()) == 2]
         assert sorted(ln.get_xdata()[0] for ln in vertical) == pytest.approx(sorted(prof.interval))
         assert any(np.allclose(ln.get_ydata(), prof.threshold) for ln in ax.lines)
-    boot = wj.studies.bootstrap(wj.MLE(), fit, data, 12, key=0, progress=False)
+    boot = wj.studies.bootstrap(wj.MLE(), fit, data, 40, key=0, progress=False)  # 40: basic 95 % intervals
     fig, axes = wj.plot.bootstrap(boot, truth=[1.0, -1.0])
     assert axes.shape == (2, 2) and not axes[0, 1].get_visible()
-    assert len(axes[0, 0].patches) > 0 and len(axes[1, 0].lines[0].get_xdata()) == 12
+    assert len(axes[0, 0].patches) > 0 and len(axes[1, 0].lines[0].get_xdata()) == 40
     lo, hi = boot.basic()
     ends = [ln.get_xdata()[0] for ln in axes[0, 0].lines[1:3]]
     assert ends == pytest.approx([lo[0], hi[0]])

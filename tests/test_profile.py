@@ -103,8 +103,8 @@ def test_bad_input_is_refused_before_any_work(mle_fit):
          "grid must be a dict from the profiled parameters"),
         (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, grid={"p1": [0.5, 0.6, 0.7]}), ValueError,
          "has no value above the estimate"),
-        (lambda: wj.studies.profile(wj.WLS(), mle_fit, DATA), ValueError, "the fit was made by WENDy-MLE but the "
-         "estimator is WLS"),
+        (lambda: wj.studies.profile(wj.OutputError(), mle_fit, DATA), ValueError, "the fit was made by WENDy-MLE but "
+         "the estimator is OutputError"),
     ]
     for make, error, match in cases:
         clock = time.perf_counter()

@@ -60,6 +60,10 @@ def test_metrics_against_hand_computed_values():
     (lambda p, t: relative_coefficient_error(p, 1.0), r"p_true must have shape \(2,\) .* got shape \(\)"),
     (lambda p, t: coverage(p, t, np.ones((2, 2))), r"stderr must have shape \(3, 2\) or \(2,\) .* got shape \(2, 2\)"),
     (lambda p, t: on_bound(p, np.zeros(3), np.inf), r"lower must have shape \(2,\) or \(\) .* got shape \(3,\)"),
+    # a z or standard errors no interval has: coverage 0 looked like a result
+    (lambda p, t: coverage(p, t, np.ones(2), z=-2.0), "z must be a positive finite number of standard errors"),
+    (lambda p, t: coverage(p, t, np.ones(2), z=float("nan")), "z must be a positive finite number"),
+    (lambda p, t: coverage(p, t, -np.ones(2)), "stderr must be non-negative"),
     (lambda p, t: on_bound(p, 0.0, np.ones((2, 1))), r"upper must have shape .* got shape \(2, 1\)"),
 ])
 def test_metrics_refuse_mismatched_shapes(call, message):

@@ -16,8 +16,8 @@ S = wj.studies
 
 @pytest.fixture(scope="module")
 def study():
-    methods = (S.Wald("sandwich"), S.Wald("hessian"), S.BootstrapIntervals(12), S.ProfileIntervals(n_points=9),
-               S.BootstrapOrProfile(S.BootstrapIntervals(12, kind="normal"), S.ProfileIntervals(n_points=9)))
+    methods = (S.Wald("sandwich"), S.Wald("hessian"), S.BootstrapIntervals(40), S.ProfileIntervals(n_points=9),
+               S.BootstrapOrProfile(S.BootstrapIntervals(40, kind="normal"), S.ProfileIntervals(n_points=9)))
     return S.monte_carlo(zoo("logistic"), "mle", noise_levels=[0.05], subsamples=[16], n_runs=6, key=3,
                          covariance="hessian", progress=False, intervals=methods)
 
@@ -145,7 +145,7 @@ def test_bad_method_options_are_refused_when_built():
     with pytest.raises(TypeError, match="BootstrapOrProfile\\(bootstrap=BootstrapIntervals"):
         S.BootstrapOrProfile(S.ProfileIntervals())
     for method in (S.ProfileIntervals(), S.BootstrapOrProfile()):
-        with pytest.raises(TypeError, match="ProfileIntervals are for the weak likelihood"):
+        with pytest.raises(TypeError, match="profiles are for the weak maximum-likelihood estimate"):
             S.monte_carlo(zoo("logistic"), "integral_matching", n_runs=2, progress=False, intervals=(method,))
 
 

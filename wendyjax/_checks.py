@@ -140,10 +140,20 @@ def as_names(names: int | Sequence[str], prefix: str, what: str) -> tuple[str, .
     return names
 
 
+def check_state_columns(n_columns: int, model) -> None:
+    """Data with `n_columns` state columns fit `model` (anything with `n_states`,
+    `state_names` and `name`)."""
+    if n_columns != model.n_states:
+        raise ValueError(f"data have {n_columns} state columns but model '{model.name}' has {model.n_states} "
+                         f"states ({', '.join(model.state_names)}).")
+
+
 def param_vector(model, p, argname: str = "p") -> np.ndarray:
     """`p` as a float vector of `model`'s parameters (anything with `n_params`,
     `param_names` and `name`), raising a clear error on a wrong length or a non-finite
     entry."""
+    if np.iscomplexobj(p) or any(isinstance(x, complex) for x in np.ravel(np.asarray(p, dtype=object))):
+        raise TypeError(f"{argname} must be real numbers, got complex values {np.asarray(p).tolist()}.")
     p = np.asarray(p, dtype=float)
     if p.shape != (model.n_params,):
         raise ValueError(f"{argname} must have shape ({model.n_params},) for model '{model.name}' "

@@ -1,5 +1,6 @@
 """Observed time series: one or several trajectories on uniform or non-uniform grids."""
 
+import hashlib
 from collections.abc import Sequence
 
 import equinox as eqx
@@ -389,6 +390,19 @@ class Field(eqx.Module):
 def as_data(data: "Field | Trajectory | Dataset | Sequence[Trajectory]") -> "Field | Dataset":
     """A [`Field`][] unchanged; anything else through [`as_dataset`][]."""
     return data if isinstance(data, Field) else as_dataset(data)
+
+
+def fingerprint(data: "Field | Trajectory | Dataset | Sequence[Trajectory]") -> str:
+    """A digest of the data's times, values and missing entries (whatever their container):
+    equal for the same data, so that a fit's data can be recognised later."""
+    digest = hashlib.sha256()
+    parts = [data] if isinstance(data, Field) else list(as_dataset(data))
+    for part in parts:
+        for x in (part.t, part.u, part.mask):
+            x = np.asarray(True if x is None else x)
+            digest.update(f"{x.dtype.str}{x.shape}".encode())
+            digest.update(np.ascontiguousarray(x).tobytes())
+    return digest.hexdigest()
 
 
 def largest_magnitude(data: "Field | Dataset") -> float:

@@ -47,6 +47,25 @@ def _check_indexing(rhs, n_states: int, n_params: int) -> None:
         )
 
 
+def _check_finite(rhs, n_states: int, n_params: int) -> None:
+    """Raise when `rhs` is not finite at any of 8 random points (states and parameters of
+    either sign, magnitudes 0.5 to 1.5, t in [0.1, 1]): a formula that is NaN everywhere
+    (e.g. a log of a difference that is always negative) would make every fit fail later."""
+    rng = np.random.default_rng(1)
+    sign = np.where(np.arange(8)[:, None] < 4, 1.0, -1.0)
+    u = sign * rng.uniform(0.5, 1.5, (8, n_states))
+    p = sign * rng.uniform(0.5, 1.5, (8, n_params))
+    t = rng.uniform(0.1, 1.0, 8)
+    try:
+        values = np.asarray(jax.vmap(rhs)(jnp.asarray(u), jnp.asarray(p), jnp.asarray(t)))
+    except Exception:  # noqa: BLE001 - a function vmap cannot evaluate keeps the shape check only
+        return
+    if not np.any(np.all(np.isfinite(values), axis=1)):
+        raise ValueError("rhs(u, p, t) is not finite at any of 8 random points (u, p with entries of either sign "
+                         "and magnitude 0.5 to 1.5, t in [0.1, 1]): every fit would fail. Check the formula (e.g. a "
+                         "log or a division that is never defined).")
+
+
 class ODEModel(eqx.Module):
     r"""An ODE $\dot u = f(u, p, t)$ with named states and parameters.
 
@@ -117,6 +136,7 @@ class ODEModel(eqx.Module):
                 f"rhs(u, p, t) must return an array of shape ({d},) (one derivative per "
                 f"state), got {shape}."
             )
+        _check_finite(rhs, d, j)
         if bounds is None:
             self.bounds = None
         else:

@@ -208,18 +208,30 @@ def _check_before_work(args) -> None:
     first and named as the command line spells them."""
     if not 0 < args.level < 1:
         raise ValueError(f"--level must lie strictly between 0 and 1 (e.g. 0.95), got {args.level:g}.")
-    for flag in ("csv", "json"):
-        path = getattr(args, flag, None)
-        if not isinstance(path, str):  # `fit --json` is a switch, not a path
-            continue
+    if getattr(args, "runs", 2) < 2:
+        raise ValueError(f"--runs must be at least 2 runs per setting, got {args.runs}.")
+    paths = {flag: getattr(args, flag, None) for flag in ("csv", "json")}
+    paths = {flag: path for flag, path in paths.items() if isinstance(path, str)}  # `fit --json` is a switch
+    if len(paths) == 2 and Path(paths["csv"]).resolve() == Path(paths["json"]).resolve():
+        raise ValueError(f"--csv and --json name the same file {paths['csv']}: the JSON would overwrite the table; "
+                         f"give two paths. Nothing was run.")
+    for flag, path in paths.items():
         target = Path(path)
         folder = target.parent if str(target.parent) else Path(".")
         if target.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
             why = "a folder" if target.is_dir() else f"no writable folder {folder}"
             raise ValueError(f"--{flag} {path}: cannot write there ({why}); nothing was run.")
+        existed = target.exists()
+        try:  # the folder may say writable where the file cannot be made (e.g. under /proc)
+            with open(target, "a"):
+                pass
+        except OSError as e:
+            raise ValueError(f"--{flag} {path}: cannot write there ({e.strerror or e}); nothing was run.") from None
+        if not existed:
+            target.unlink()
 
 
-def _interval_methods(names: list[str], n_boot: int, n_points: int) -> list:
+def _interval_methods(names: list[str], n_boot: int, n_points: int, level: float) -> list:
     """`--intervals` as interval methods (checked before the study)."""
     from .. import studies
 
@@ -228,6 +240,10 @@ def _interval_methods(names: list[str], n_boot: int, n_points: int) -> list:
         raise ValueError(f"--intervals: unknown method(s) {', '.join(unknown)}; choose from {', '.join(_INTERVALS)}.")
     if any(n.startswith("bootstrap") for n in names) and n_boot < 2:
         raise ValueError(f"--boot must be at least 2 bootstrap refits per run, got {n_boot}.")
+    if "bootstrap" in names and n_boot < studies.min_refits(level):
+        raise ValueError(f"--boot {n_boot} is too few for --intervals bootstrap (basic intervals, from quantiles) at "
+                         f"--level {level:g}: they need --boot >= {studies.min_refits(level)}; use bootstrap_normal or "
+                         f"more refits.")
     if any("profile" in n for n in names) and n_points < 3:
         raise ValueError(f"--profile-points must be at least 3 grid points per parameter, got {n_points}.")
     make = {"bootstrap": lambda: studies.BootstrapIntervals(n_boot),
@@ -244,7 +260,7 @@ def _run_study(args) -> int:
     from .. import models, studies
 
     _check_before_work(args)
-    intervals = _interval_methods(args.intervals, args.boot, args.profile_points)
+    intervals = _interval_methods(args.intervals, args.boot, args.profile_points, args.level)
     study = studies.monte_carlo(getattr(models, args.model)(), args.estimator, noise_levels=args.noise,
                                 subsamples=args.subsample, n_runs=args.runs, key=jax.random.key(args.seed),
                                 covariance=args.covariance, level=args.level, batch_size=args.batch_size,

@@ -98,7 +98,12 @@ def _columns(header: list[str], model: "ODEModel | LinearODE", where: str) -> li
 
 def _read_csv(path: Path, model: "ODEModel | LinearODE"):
     with path.open(newline="") as fh:
-        rows = [row for row in csv.reader(fh) if row and not row[0].startswith("#")]
+        lines = [line for line in fh if line.strip() and not line.startswith("#")]
+    try:  # comma, semicolon (with decimal commas, as spreadsheets write it in many locales) or tab
+        delimiter = csv.Sniffer().sniff(lines[0], delimiters=",;\t").delimiter if lines else ","
+    except csv.Error:
+        delimiter = ","
+    rows = [row for row in csv.reader(lines, delimiter=delimiter) if row]
     if not rows:
         raise ValueError(f"{path}: the file is empty.")
     header = [h.strip() for h in rows[0]]
@@ -113,6 +118,8 @@ def _read_csv(path: Path, model: "ODEModel | LinearODE"):
 
     def number(text: str, line: int) -> float:
         text = text.strip()
+        if delimiter == ";":
+            text = text.replace(",", ".")
         if text in ("", "nan", "NaN", "NA"):
             return np.nan
         try:

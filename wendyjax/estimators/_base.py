@@ -17,7 +17,7 @@ from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from .._checks import as_key, param_vector, user_stacklevel
 from .._compile import cpu_safe_jit
-from ..data import Batch, Dataset, as_data, largest_magnitude
+from ..data import Batch, Dataset, as_data, fingerprint, largest_magnitude
 from ._solution import Solution
 
 # statuses after which the estimate is still usable: the fit only warns
@@ -131,6 +131,12 @@ class AbstractEstimator(eqx.Module):
         its number of test functions `k` and `radius`; empty where there is nothing to
         say). What every dataset shares is prepared once, here; `make` assembles a chunk."""
 
+    def objective(self, problem, params) -> Float[Array, ""]:
+        """The objective `solve` reports, at `params` (e.g. ℓ(p) for WENDy): what a
+        bootstrap or profile checks a rebuilt problem against. Estimators whose objective
+        is not a function of the parameters alone do not have it."""
+        raise NotImplementedError(f"{type(self).__name__} has no objective at given parameters.")
+
     def start_required(self, model) -> str | None:
         """Why `fit` needs a `p0` for `model` (checked before any work), or `None` where
         the method has a default start."""
@@ -200,6 +206,7 @@ class AbstractEstimator(eqx.Module):
         cov = None if kind is None else np.asarray(_covariance(self, problem, sol, kind))
         seconds = time.perf_counter() - clock
         result = self.fit_type.from_solution(self, model, problem, start, sol, cov, kind, seconds)
+        result = dataclasses.replace(result, options=dict(options), data_fingerprint=fingerprint(data))
         if lower is not None:
             result = dataclasses.replace(result, lower=lower, upper=upper)
         _report(result, throw, data)
@@ -229,6 +236,12 @@ def _report(fit, throw: bool, data) -> None:
             if throw:
                 raise RuntimeError(text)
             warnings.warn(text, RuntimeWarning, stacklevel=stack)
+    small = largest_magnitude(data) if fit.successful else 0.0
+    if 0 < small < 1e-6:  # stopping tests and floors are absolute too: below them every change looks converged
+        warnings.warn(f"the data's largest magnitude is {small:.3g}: the solvers' absolute tolerances (atol, e.g. "
+                      f"1e-8) and floors assume data of order one, so {fit.title} may stop at its start or at a poor "
+                      f"estimate, and its warnings may blame the data. Rescale the data to order one (and the "
+                      f"parameters with them).", RuntimeWarning, stacklevel=stack)
     if fit.successful and fit.at_bound:
         warnings.warn(f"the {fit.title} estimate of {', '.join(fit.at_bound)} on model '{fit.model_name}' lies on "
                       f"the box's bound: the optimum may lie outside the box, or the fit stopped there from a poor "

@@ -21,7 +21,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
-from .._checks import as_sigma, check_solver_options, warn_if_float32
+from .._checks import as_sigma, check_solver_options, check_state_columns, warn_if_float32
 from .._results import RESULTS
 from ..data import Dataset, Trajectory, as_dataset
 from ..inference import determined_pinv
@@ -115,11 +115,7 @@ def output_error_problem(
     dataset.require_distinct_times("output error")
     log_space = is_log_space(noise)
     d = model.n_states
-    if dataset.n_states != d:
-        raise ValueError(
-            f"data have {dataset.n_states} state columns but model '{model.name}' has {d} "
-            f"states ({', '.join(model.state_names)})."
-        )
+    check_state_columns(dataset.n_states, model)
     arrays = [_trajectory_arrays(tr, log_space, d, hidden_ok=u0 is not None) for tr in dataset]
     if u0 is not None:
         u0 = np.asarray(u0, dtype=float)
@@ -398,6 +394,12 @@ class OutputError(AbstractEstimator):
         r, ok = self.residuals(problem, p, x)
         return p, x, sol.stats["num_steps"], result, jnp.where(ok, 0.5 * jnp.sum(r**2), jnp.inf)
 
+    def objective(self, problem: OutputErrorProblem, params) -> Float[Array, ""]:
+        """Half the sum of squared whitened residuals at `params` from the problem's initial
+        states (a fit's own: `u0=fit.u0`); inf where the forward solve fails."""
+        r, ok = self.residuals(problem, params, problem.x0)
+        return jnp.where(ok, 0.5 * jnp.sum(r**2), jnp.inf)
+
     def solve(self, problem: OutputErrorProblem, p0, lower, upper) -> Solution:
         """Fit from `p0` within `lower ≤ p ≤ upper`, the initial states from the problem's
         start `x0`. Pure: jit/vmap it. `extras["u0"]`: the fitted initial states (natural
@@ -503,6 +505,10 @@ class Hybrid(AbstractEstimator):
         sol = self.output_error.solve(problem.output_error, p_start, lower, upper)
         return eqx.tree_at(lambda s: s.extras, sol,
                            {**sol.extras, "wendy_params": start.params, "wendy_result": start.result})
+
+    def objective(self, problem: HybridProblem, params) -> Float[Array, ""]:
+        """The output-error stage's objective ([`OutputError.objective`][])."""
+        return self.output_error.objective(problem.output_error, params)
 
     def covariance(self, problem: HybridProblem, sol: Solution, kind: str | None = None):
         """The output-error covariance at the refined estimate."""

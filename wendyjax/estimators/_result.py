@@ -80,8 +80,12 @@ class AbstractFit(StatusMixin, abc.ABC):
     """What every fit result has (plain NumPy arrays): `params`, their `covariance`
     (`covariance_method`), the start `p0`, `num_steps`, `status` (a `RESULTS` item,
     `message` its text, `successful`), `method`, the `objective` at the estimate, the
-    `noise` model fitted, the wall-clock `seconds` of the solve (compilation included) and
-    the box `lower`, `upper` the fit was held to (`None` without a parameter vector)."""
+    `noise` model fitted, the wall-clock `seconds` of the solve (compilation included),
+    the box `lower`, `upper` the fit was held to (`None` without a parameter vector), and
+    what `fit` was given: the estimator's `options` (e.g. `sigma`, `test_functions`) and
+    the `data_fingerprint` (a digest of the data's times, values and missing entries), so
+    that a bootstrap or profile of the fit rebuilds the same problem (`None` for a fit not
+    made by `estimator.fit`)."""
 
     model: ODEModel
     params: np.ndarray
@@ -96,6 +100,8 @@ class AbstractFit(StatusMixin, abc.ABC):
     seconds: float
     lower: np.ndarray | None = dataclasses.field(default=None, kw_only=True)
     upper: np.ndarray | None = dataclasses.field(default=None, kw_only=True)
+    options: dict | None = dataclasses.field(default=None, kw_only=True, compare=False)
+    data_fingerprint: str | None = dataclasses.field(default=None, kw_only=True, compare=False)
     #: the summary points at `wj.studies.BootstrapOrProfile` (fits that have profiles and a bootstrap)
     _calibrated_elsewhere: ClassVar[bool] = False
 

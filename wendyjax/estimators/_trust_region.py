@@ -170,8 +170,9 @@ class TrustRegion(eqx.Module):
     def __check_init__(self):
         for name in ("rtol", "atol"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-                raise ValueError(f"TrustRegion: {name} must be a finite number >= 0, got {value!r}.")
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and 0 <= value < 1):
+                raise ValueError(f"TrustRegion: {name} must lie in [0, 1) (e.g. 1e-8), got {value!r}: a tolerance "
+                                 f"of 1 or more declares any start converged.")
         if self.rtol == 0 and self.atol == 0:
             raise ValueError("TrustRegion: rtol and atol cannot both be 0 (the iteration would never stop).")
 

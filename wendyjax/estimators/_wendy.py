@@ -106,6 +106,10 @@ class AbstractWENDyEstimator(AbstractEstimator):
         noiseless data)."""
         return WLS(solver=self.solver, max_steps=self.max_steps)
 
+    def objective(self, problem: WeakLikelihood, params) -> Float[Array, ""]:
+        """ℓ(p), the weak negative log-likelihood every WENDy solve reports at its estimate."""
+        return nll(problem, params)
+
     def covariance(self, problem: WeakLikelihood, solution: Solution, kind: str | None = None):
         """Covariance of the estimate: "sandwich" (default) or "hessian" (inverse Hessian of ℓ)."""
         return parameter_covariance(problem, solution.params, kind or "sandwich")

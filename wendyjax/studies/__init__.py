@@ -3,7 +3,7 @@
 the metrics of Rummel et al. 2025, Table 1; the parametric bootstrap and the profile likelihood of a fit,
 and the interval methods a study measures side by side (`monte_carlo(..., intervals=...)`)."""
 
-from ._bootstrap import Bootstrap as Bootstrap, bootstrap as bootstrap
+from ._bootstrap import Bootstrap as Bootstrap, bootstrap as bootstrap, min_refits as min_refits
 from ._engine import Cell as Cell, CellRuns as CellRuns
 from ._intervals import (
     AbstractIntervals as AbstractIntervals,
@@ -31,6 +31,7 @@ __all__ = [
     "BootstrapOrProfile",
     "Bootstrap",
     "bootstrap",
+    "min_refits",
     "Profile",
     "profile",
     "Cell",

@@ -20,8 +20,8 @@ from .._table import fixed_width
 from ..data import Batch, Dataset, Trajectory, as_dataset
 from ..estimators import AbstractEstimator, AbstractFit, Hybrid, OutputError, stack_problems
 from ..simulate import integrate, solve
-from ._engine import check_processes, chunk_size, chunking, fit_batches, resolve_vectorize
-from ._fitcheck import check_fit
+from ._engine import check_host_memory, check_processes, chunk_size, chunking, fit_batches, resolve_vectorize
+from ._fitcheck import check_data, check_fit, fit_options, fit_problem, has_objective
 from ._timings import timings_text
 
 
@@ -38,9 +38,14 @@ class Bootstrap:
     - `u0`, `sigma`: the initial states `(R, D)` and the noise standard deviations `(D,)`
       (of the logarithm under log-normal noise) the datasets were simulated with.
     - `undetermined`: the parameters the fit's covariance does not determine (NaN standard
-      errors): their refits only wander along a flat ridge from $\\hat p$, so their
-      intervals are NaN rather than falsely tight. A parameter with fewer than two
-      successful refits also gets NaN.
+      errors) or determines only weakly together with others (a weak direction of
+      `fit.identifiability()` combining two or more parameters: a ridge, e.g. parameters
+      that enter only as a product): their refits only wander along the ridge from
+      $\\hat p$, so their intervals are NaN rather than falsely tight (the profile follows
+      the ridge: [`BootstrapOrProfile`][wendyjax.studies.BootstrapOrProfile] takes its
+      interval there). A parameter weak on its own (e.g. an estimate near 0) keeps its
+      interval: its refits are not on a ridge. A parameter with fewer than two successful
+      refits also gets NaN.
     - `lower`, `upper`: the box the fit and the refits were held to (None: unbounded). The
       basic and normal intervals, which reflect or shift the draws, end at its bounds, as
       the profile's do; the percentile ones lie inside it already.
@@ -76,10 +81,38 @@ class Bootstrap:
     def _masked(self, x: np.ndarray) -> np.ndarray:
         return np.where(self._usable, x, np.nan)
 
-    def _in_box(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Intervals cut to the box (NaN stays NaN)."""
-        box = (-np.inf if self.lower is None else self.lower, np.inf if self.upper is None else self.upper)
-        return np.clip(lo, *box), np.clip(hi, *box)
+    def _box(self) -> tuple[np.ndarray, np.ndarray]:
+        shape = np.shape(self.estimate)
+        return (np.full(shape, -np.inf) if self.lower is None else np.asarray(self.lower, float),
+                np.full(shape, np.inf) if self.upper is None else np.asarray(self.upper, float))
+
+    def _in_box(self, lo: np.ndarray, hi: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+        """Reflected or shifted intervals cut to the box (NaN stays NaN). At an estimate on a
+        bound they would shrink onto it (the refits cannot cross it): there the interval is
+        open to the bound and reaches at least the percentile interval's far end."""
+        box_lo, box_hi = self._box()
+        lo, hi = np.clip(lo, box_lo, box_hi), np.clip(hi, box_lo, box_hi)
+        near = lambda b: np.isfinite(b) & (np.abs(self.estimate - b) <= 1e-6 * np.maximum(1.0, np.abs(b)))  # noqa: E731
+        at_lo, at_hi = near(box_lo), near(box_hi)
+        if at_lo.any() or at_hi.any():
+            p_lo, p_hi = self._quantiles(level, None)
+            lo = np.where(at_lo, box_lo, np.where(at_hi, np.fmin(lo, p_lo), lo))
+            hi = np.where(at_hi, box_hi, np.where(at_lo, np.fmax(hi, p_hi), hi))
+        return lo, hi
+
+    def _quantiles(self, level: float, kind: str | None) -> tuple[np.ndarray, np.ndarray]:
+        """The (1 ∓ level)/2 quantiles of p*, NaN (with a warning naming `kind`, if given)
+        for parameters with too few successful refits to hold one draw beyond each."""
+        a = _alpha(level)
+        lo, hi = _nan_reduce(lambda x, axis: np.nanquantile(x, [a, 1 - a], axis=axis), self.draws)
+        n = np.sum(~np.isnan(self.draws), axis=0)
+        few = n < min_refits(level)
+        if kind is not None and np.any(few & self._usable):
+            warnings.warn(f"bootstrap {kind} intervals at level {level:g} need at least {min_refits(level)} "
+                          f"successful refits (one beyond each quantile); {', '.join(np.asarray(self.names)[few])} "
+                          f"have {int(n[few].max())} or fewer: NaN. Use normal() (Student's t, any B >= 2) or more "
+                          f"refits.", RuntimeWarning, stacklevel=user_stacklevel())
+        return self._masked(np.where(few, np.nan, lo)), self._masked(np.where(few, np.nan, hi))
 
     @property
     def bias(self) -> np.ndarray:
@@ -92,17 +125,17 @@ class Bootstrap:
         return self._masked(_nan_reduce(lambda x, axis: np.nanstd(x, axis=axis, ddof=1), self.draws))
 
     def percentile(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-        """Percentile intervals: the (1 − level)/2 and (1 + level)/2 quantiles of p*."""
-        a = _alpha(level)
-        lo, hi = _nan_reduce(lambda x, axis: np.nanquantile(x, [a, 1 - a], axis=axis), self.draws)
-        return self._masked(lo), self._masked(hi)
+        """Percentile intervals: the (1 − level)/2 and (1 + level)/2 quantiles of p* (NaN,
+        with a warning, with fewer than [`min_refits`][wendyjax.studies.min_refits]`(level)`
+        successful refits: the quantiles of fewer draws cannot reach the level)."""
+        return self._quantiles(level, "percentile")
 
     def basic(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         r"""Basic (reverse percentile) intervals $[2\hat p - q_{(1+c)/2},\ 2\hat p - q_{(1-c)/2}]$,
         $q$ the quantiles of p*: they remove the estimator's bias to first order, which the
         percentile intervals inherit (the weak form's bias at high noise or few samples)."""
-        lo, hi = self.percentile(level)
-        return self._in_box(2 * self.estimate - hi, 2 * self.estimate - lo)
+        lo, hi = self._quantiles(level, "basic")
+        return self._in_box(2 * self.estimate - hi, 2 * self.estimate - lo, level)
 
     def normal(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         r"""Bias-corrected normal intervals $\hat p - b \pm t_{B-1,(1+c)/2}\sqrt{1 + 1/B}\, s$,
@@ -115,7 +148,7 @@ class Bootstrap:
         n = np.maximum(np.sum(~np.isnan(self.draws), axis=0), 2)
         half = scipy.stats.t.ppf(1 - _alpha(level), n - 1) * np.sqrt(1 + 1 / n) * self.stderr
         centre = self.estimate - self.bias
-        return self._in_box(centre - half, centre + half)
+        return self._in_box(centre - half, centre + half, level)
 
     def bias_corrected(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         """Bias-corrected percentile intervals (Efron 1982): the quantiles
@@ -123,16 +156,17 @@ class Bootstrap:
         a = _alpha(level)
         ok = ~np.isnan(self.draws)
         n = np.maximum(ok.sum(axis=0), 1)
+        usable = ~np.isnan(self._quantiles(level, "bias-corrected")[0])
         frac = np.clip(np.sum((self.draws < self.estimate) & ok, axis=0) / n, 0.5 / n, 1 - 0.5 / n)
         z0, z = scipy.stats.norm.ppf(frac), scipy.stats.norm.ppf(1 - a)
         lo_q, hi_q = scipy.stats.norm.cdf(2 * z0 - z), scipy.stats.norm.cdf(2 * z0 + z)
-        usable = self._usable
         lo = np.array([np.nanquantile(self.draws[:, j], lo_q[j]) if usable[j] else np.nan for j in range(len(n))])
         hi = np.array([np.nanquantile(self.draws[:, j], hi_q[j]) if usable[j] else np.nan for j in range(len(n))])
         return lo, hi
 
     def table(self, level: float = 0.95) -> str:
         """Estimate, bootstrap bias and standard error, basic and percentile intervals."""
+        level = as_level(level)
         pct = f"{100 * level:g}%"
         (blo, bhi), (plo, phi) = self.basic(level), self.percentile(level)
         header = ["param", "estimate", "bias", "std err", f"{pct} basic lower", "upper", f"{pct} pct lower", "upper"]
@@ -144,8 +178,9 @@ class Bootstrap:
         if self.timings:
             head += "\n" + timings_text(self.timings)
         if self.undetermined:
-            lines.append(f"note: the fit does not determine {', '.join(self.undetermined)} (no standard error): their "
-                         f"refits only move along a flat direction from the estimate, so they get no interval.")
+            lines.append(f"note: the fit does not determine {', '.join(self.undetermined)} (no standard error, or only "
+                         f"weakly together): their refits only move along a flat direction from the estimate, so they "
+                         f"get no interval.")
         return "\n".join([head, *lines])
 
     def __str__(self) -> str:
@@ -154,6 +189,13 @@ class Bootstrap:
 
 def _alpha(level: float) -> float:
     return (1 - as_level(level)) / 2
+
+
+def min_refits(level: float) -> int:
+    """The fewest successful refits whose quantile-based intervals (percentile, basic,
+    bias-corrected) can have `level`: one draw beyond each (1 ∓ level)/2 quantile, 2/(1 − level)
+    (40 at 95 %). Normal intervals (Student's t) need two."""
+    return int(np.ceil(1 / _alpha(level) - 1e-9))
 
 
 def _nan_reduce(reduce, draws: np.ndarray):
@@ -247,6 +289,22 @@ def _starts(fit, data: Dataset, ode_solver):
     return starts
 
 
+def _ridges(fit: AbstractFit) -> tuple[tuple[str, ...], dict[str, list[str]]]:
+    """The parameters a bootstrap cannot give intervals for: those without a standard error
+    and those in a weak direction of two or more parameters (a ridge), with the others on
+    each one's ridge."""
+    if fit.covariance is None:
+        return (), {}
+    report = fit.identifiability()
+    ridges: dict[str, list[str]] = {}
+    for _, weights in report.weak:
+        if len(weights) >= 2:
+            for n in weights:
+                ridges.setdefault(n, []).extend(m for m in weights if m != n and m not in ridges.get(n, []))
+    names = [n for n in fit.model.param_names if n in report.undetermined or n in ridges]
+    return tuple(names), {n: v for n, v in ridges.items() if n not in report.undetermined}
+
+
 def _observed(tr: Trajectory) -> np.ndarray:
     return np.ones(tr.u.shape, bool) if tr.mask is None else np.asarray(tr.mask)
 
@@ -283,17 +341,22 @@ def bootstrap(
     """
     check_fit(estimator, fit, "the bootstrap")
     n_boot = as_count("n_boot", n_boot, 2)
+    if not isinstance(ode_solver, diffrax.AbstractSolver):
+        raise TypeError(f"ode_solver must be a diffrax solver object (e.g. diffrax.Tsit5()), got {ode_solver!r}.")
     if not (isinstance(batch_size, str) and batch_size == "auto"):
         batch_size = as_count("batch_size", batch_size, 1)
-    unknown = sorted(set(options) - set(estimator.options()))
-    if unknown:
-        raise TypeError(f"bootstrap got unknown keyword(s) {', '.join(unknown)}; {type(estimator).__name__}'s options "
-                        f"are {', '.join(estimator.options()) or 'none'}.")
+    options = fit_options(estimator, fit, options, "the bootstrap")
     key = as_key(key)
     data = as_dataset(data)
     model, p = fit.model, np.asarray(fit.params, float)
     if data.n_states != model.n_states:
         raise ValueError(f"data have {data.n_states} states but model '{model.name}' has {model.n_states}.")
+    check_data(fit, data, "the bootstrap")
+    check_host_memory(n_boot, sum(tr.u.size for tr in data), f"a bootstrap of {n_boot} refits",
+                      "use fewer refits (the Monte Carlo error of a quantile falls as 1/√B: B = 200 to 2,000 is "
+                      "plenty for intervals).")
+    if (fit.options is None or fit.data_fingerprint is None) and has_objective(estimator):
+        fit_problem(estimator, fit, data, options, "the bootstrap")  # nothing recorded to check the data against
     devices = list(jax.devices() if devices is None else devices)
     check_processes(devices)
     vectorize = resolve_vectorize(vectorize, devices)
@@ -322,7 +385,7 @@ def bootstrap(
     own = {"noise": fit.noise}  # the fit's noise model; output error starts from the true initial states
     if isinstance(estimator, (OutputError, Hybrid)):
         own["u0"] = u0s
-    options = {**{k: v for k, v in own.items() if k in estimator.options()}, **options}
+    options = {**options, **{k: v for k, v in own.items() if k in estimator.options()}}
     start = time.perf_counter()
     make, _ = estimator.batch_problems(model, batch, **options)
     timings["build_s"] = time.perf_counter() - start
@@ -337,16 +400,19 @@ def bootstrap(
     bar.close()
     status = status_names(sols.result)
     draws = np.where((status == "successful")[:, None], np.asarray(sols.params, float), np.nan)
-    undetermined = tuple(fit.identifiability().undetermined) if fit.covariance is not None else ()
+    undetermined, ridges = _ridges(fit)
     timings["total_s"] = time.perf_counter() - clock
     result = Bootstrap(names=tuple(model.param_names), estimate=p, draws=draws, status=np.asarray(status), u0=u0s,
                        sigma=sigma, noise=fit.noise or "gaussian", seconds=timings["total_s"],
                        undetermined=undetermined, lower=lower, upper=upper, timings=timings)
     stack = user_stacklevel()
     if undetermined:
-        warnings.warn(f"bootstrap of {fit.title}: the fit does not determine {', '.join(undetermined)} (no standard "
-                      f"error); their refits stay near the estimate along a flat direction, so they get NaN "
-                      f"intervals, not falsely tight ones.", RuntimeWarning, stacklevel=stack)
+        why = ", ".join(f"{n} ({'only weakly, with ' + ', '.join(ridges[n]) if n in ridges else 'no standard error'})"
+                        for n in undetermined)
+        warnings.warn(f"bootstrap of {fit.title}: the fit does not determine {why}; their refits stay near the "
+                      f"estimate along a flat direction, so they get NaN intervals, not falsely tight ones (their "
+                      f"profiles, or BootstrapOrProfile, follow the flat direction).", RuntimeWarning,
+                      stacklevel=stack)
     if result.n_failed > 0.1 * n_boot:
         warnings.warn(f"bootstrap of {fit.title}: {result.n_failed} of {n_boot} refits failed; the intervals come from "
                       f"the others only and may be too narrow (the failures are often the far draws).",

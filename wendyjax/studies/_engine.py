@@ -6,6 +6,7 @@ assemble the chunk's problems on the devices, fit them and compute their diagnos
 
 import collections
 import dataclasses
+import os
 import time
 
 import equinox as eqx
@@ -206,6 +207,29 @@ CPU_CHUNK = 64
 #: the share of an accelerator's memory a chunk's problems may take, counted at WORKING
 #: times their own size (the fits' factorisations and derivatives of S come on top)
 MEMORY_SHARE, WORKING = 0.5, 8
+
+
+#: copies of every dataset a bootstrap holds on the host at once (the draws, their masked
+#: copy, and the build's prepared and stacked data)
+HOST_COPIES = 4
+
+
+def host_memory() -> int | None:
+    """This machine's physical memory in bytes (None where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_host_memory(n_datasets: int, values: int, what: str, fix: str) -> None:
+    """Refuse, before any work, `n_datasets` datasets of `values` float64 numbers each whose
+    `HOST_COPIES` copies would take more than `MEMORY_SHARE` of the host's memory."""
+    need, have = HOST_COPIES * 8 * n_datasets * values, host_memory()
+    if have is not None and need > MEMORY_SHARE * have:
+        raise ValueError(f"{what} would hold about {need / 1e9:.3g} GB of data on the host ({HOST_COPIES} copies of "
+                         f"{n_datasets} datasets of {values} values), more than half of this machine's "
+                         f"{have / 1e9:.3g} GB: {fix}")
 
 
 def chunk_size(batch_size, make, n_runs: int, devices) -> int:

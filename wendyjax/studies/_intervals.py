@@ -9,10 +9,10 @@ import equinox as eqx
 import numpy as np
 from jaxtyping import PRNGKeyArray
 
-from .._checks import as_count, as_ratio
-from ..estimators import AbstractEstimator, AbstractFit, AbstractWENDyEstimator, Hybrid, OutputError
-from ._bootstrap import bootstrap
-from ._profile import profile
+from .._checks import as_count, as_level, as_ratio
+from ..estimators import AbstractEstimator, AbstractFit
+from ._bootstrap import bootstrap, min_refits
+from ._profile import check_profiled, profile
 
 
 class AbstractIntervals(eqx.Module):
@@ -29,6 +29,9 @@ class AbstractIntervals(eqx.Module):
 
     def check(self, estimator: AbstractEstimator) -> None:
         """Raise a clear error (before a study's work) if the method cannot serve `estimator`."""
+
+    def check_level(self, level: float) -> None:
+        """Raise a clear error (before any work) if the method cannot give intervals of `level`."""
 
     def share(self) -> tuple:
         """Methods with the same `share()` compute the same thing first (e.g. one bootstrap
@@ -58,6 +61,9 @@ class AbstractIntervals(eqx.Module):
         key: PRNGKeyArray | int = 0,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(lower, upper) per parameter at `level`; ±inf on a side the method leaves open."""
+        level = as_level(level)
+        self.check(estimator)
+        self.check_level(level)
         return self.ends(self.compute(estimator, fit, data, level, key), level)
 
 
@@ -130,6 +136,12 @@ class BootstrapIntervals(AbstractIntervals):
     def name(self) -> str:
         return f"bootstrap_{self.kind}"
 
+    def check_level(self, level):
+        if self.kind != "normal" and self.n_boot < min_refits(level):
+            raise ValueError(f"BootstrapIntervals(n_boot={self.n_boot}, kind={self.kind!r}) cannot give {level:g} "
+                             f"intervals: its quantiles need n_boot >= {min_refits(level)} (one refit beyond each); "
+                             f"use kind='normal' (Student's t, any n_boot >= 2) or more refits.")
+
     def share(self):
         return ("bootstrap", self.n_boot, self.batch_size, self.ode_solver)
 
@@ -160,9 +172,7 @@ class ProfileIntervals(AbstractIntervals):
         as_ratio("width", self.width)
 
     def check(self, estimator):
-        if not isinstance(estimator, (AbstractWENDyEstimator, OutputError, Hybrid)):
-            raise TypeError(f"ProfileIntervals are for the weak likelihood (WLS, IRLS, MLE) and output error "
-                            f"(OutputError, Hybrid), not {type(estimator).__name__}.")
+        check_profiled(estimator)
 
     @property
     def name(self) -> str:
@@ -213,6 +223,9 @@ class BootstrapOrProfile(AbstractIntervals):
         self.bootstrap.check(estimator)
         self.profile.check(estimator)
 
+    def check_level(self, level):
+        self.bootstrap.check_level(level)
+
     def parts(self):
         return (self.bootstrap, self.profile)
 
@@ -230,10 +243,10 @@ class BootstrapOrProfile(AbstractIntervals):
         return np.where(use, p_lo, b_lo), np.where(use, p_hi, b_hi)
 
 
-def as_interval_methods(intervals, estimator: AbstractEstimator, covariance: str | None
+def as_interval_methods(intervals, estimator: AbstractEstimator, covariance: str | None, level: float
                         ) -> tuple[AbstractIntervals, ...]:
     """`intervals` checked: a sequence of interval methods with distinct names that
-    `estimator` supports (`Wald()` named by the study's `covariance`)."""
+    `estimator` supports at `level` (`Wald()` named by the study's `covariance`)."""
     example = "wj.studies.Wald('hessian'), wj.studies.BootstrapIntervals(200), wj.studies.ProfileIntervals()"
     if isinstance(intervals, AbstractIntervals) or not isinstance(intervals, (list, tuple)):
         raise TypeError(f"intervals must be a list or tuple of interval methods (e.g. ({example})), got "
@@ -243,6 +256,7 @@ def as_interval_methods(intervals, estimator: AbstractEstimator, covariance: str
         if not isinstance(m, AbstractIntervals):
             raise TypeError(f"intervals must be interval methods ({example}), got {m!r}.")
         m.check(estimator)
+        m.check_level(level)
         methods.append(Wald(m.kind(estimator, covariance)) if isinstance(m, Wald) else m)
     names = [m.name for m in methods]
     if len(set(names)) < len(names):

@@ -61,7 +61,11 @@ def relative_mse(p_hat: ArrayLike, p_true: ArrayLike) -> np.ndarray:
 def coverage(p_hat: ArrayLike, p_true: ArrayLike, stderr: ArrayLike, z: float = 2.0) -> np.ndarray:
     r"""Fraction of runs with $|\hat p_j - p^*_j| < z\sqrt{C_{jj}}$ per parameter (Rummel et al. 2025, eq. 18
     with $z = 2$; the absolute value is implied there). A NaN standard error never covers."""
+    if isinstance(z, bool) or not isinstance(z, (int, float, np.number)) or not 0 < z < np.inf:
+        raise ValueError(f"z must be a positive finite number of standard errors (2 in Rummel et al. 2025), got {z!r}.")
     p_hat, p_true, stderr = _checked(p_hat, p_true=p_true, stderr=stderr)
+    if np.any(stderr < 0):
+        raise ValueError("stderr must be non-negative (NaN where there is none); got negative entries.")
     with np.errstate(invalid="ignore"):
         return np.mean(np.abs(p_hat - p_true) < z * stderr, axis=0)
 

@@ -2,18 +2,18 @@
 batched, compiled call per parameter."""
 
 import dataclasses
+import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.stats
 
-from .._checks import as_count, as_level, as_ratio
+from .._checks import as_count, as_level, as_ratio, user_stacklevel
 from .._compile import cpu_safe_jit
 from .._results import RESULTS, status_names
-from ..data import as_dataset
-from ..estimators import AbstractEstimator, AbstractFit, AbstractWENDyEstimator, Hybrid, OutputError
-from ._fitcheck import check_fit
+from ..estimators import IRLS, MLE, WLS, AbstractEstimator, AbstractFit, Hybrid, OutputError
+from ._fitcheck import check_data, check_fit, fit_options, fit_problem
 
 #: the profile is "flat" where it stays below this fraction of the threshold
 FLAT = 1e-3
@@ -34,6 +34,9 @@ class Profile:
       at least half the grid), "on a bound" (the estimate is on the box's bound, so one side
       has no grid), or "refits failed" (a side is unknown).
     - `bounds`: the parameter's box in the fit (±inf without one).
+    - `centre`: where the profile is lowest: the estimate, unless refits went below the
+      fit's objective (the fit stopped short of its optimum: a warning), when the statistic
+      is measured from the lowest refit instead and the interval is built around it.
     """
 
     name: str
@@ -47,18 +50,36 @@ class Profile:
     interval: tuple[float, float]
     verdict: str
     bounds: tuple[float, float]
+    centre: float
+
+
+def check_profiled(estimator: AbstractEstimator) -> None:
+    """Profiles need an estimate that minimises the objective the refits report: WENDy-MLE's ℓ,
+    output error's (and the hybrid's) residual sum of squares."""
+    if isinstance(estimator, (WLS, IRLS)):
+        raise TypeError(f"profiles compare refits' ℓ with ℓ(p̂), which needs p̂ to minimise ℓ; the "
+                        f"{type(estimator).__name__} estimate does not (it minimises a weighted residual norm), so "
+                        f"refits would fall below it. Profile an MLE fit (wj.MLE()) instead.")
+    if not isinstance(estimator, (MLE, OutputError, Hybrid)):
+        raise TypeError(f"profiles are for the weak maximum-likelihood estimate (MLE) and output error "
+                        f"(OutputError, Hybrid), got {estimator!r}.")
 
 
 def _grid(fit: AbstractFit, j: int, n: int, width: float) -> np.ndarray:
-    """`n` values around p̂_j: ± `width` standard errors (± 100 % of |p̂_j| without one), clipped
-    to the box, and p̂_j itself (grid values a rounding error from it dropped)."""
+    """`n` values: p̂_j and, on either side, half of the others evenly up to ± `width` standard
+    errors (± 100 % of |p̂_j| without one), clipped to the box. Equal counts on both sides, not
+    equal spacing: an estimate near a bound still has points between it and the bound (a side
+    with a single point would be interpolated across)."""
     p, se = float(fit.params[j]), float(fit.stderr[j])
     half = width * se if np.isfinite(se) and se > 0 else max(abs(p), 1e-3)
     lo, hi = p - half, p + half
     if fit.lower is not None:
         lo, hi = max(lo, float(fit.lower[j])), min(hi, float(fit.upper[j]))
-    g = np.linspace(lo, hi, n)
-    return np.unique(np.r_[g[np.abs(g - p) > 1e-9 * max(hi - lo, abs(p), 1e-300)], p])
+    tiny = 1e-9 * max(hi - lo, abs(p), 1e-300)
+    n_lo = 0 if p - lo <= tiny else (n - 1) // 2 if hi - p > tiny else n - 1
+    below = np.linspace(lo, p, n_lo + 1)[:-1]
+    above = np.linspace(p, hi, n - n_lo)[1:] if hi - p > tiny else np.empty(0)
+    return np.r_[below, p, above]
 
 
 @cpu_safe_jit
@@ -100,10 +121,10 @@ def profile(
     error's objective, half the sum of squared whitened residuals, is divided by its
     residual variance per degree of freedom. Returns `{name: Profile}`.
     """
-    if not isinstance(estimator, (AbstractWENDyEstimator, OutputError, Hybrid)):
-        raise TypeError(f"profiles are for the weak likelihood (WLS, IRLS, MLE) and output error (OutputError, "
-                        f"Hybrid), got {estimator!r}.")
+    check_profiled(estimator)
     check_fit(estimator, fit, "a profile")
+    check_data(fit, data, "a profile")
+    options = fit_options(estimator, fit, options, "a profile")
     level = as_level(level)
     n_points = as_count("n_points", n_points, 3)
     width = as_ratio("width", width)
@@ -139,9 +160,7 @@ def profile(
                 raise ValueError(f"grid[{c!r}] has no value {side} the estimate {p[j]:.6g}: a profile needs both "
                                  f"sides to give an interval.")
         grids[c] = g
-    own = {"noise": fit.noise, "u0": getattr(fit, "u0", None) if isinstance(estimator, (OutputError, Hybrid)) else None}
-    options = {**{k: v for k, v in own.items() if v is not None and k in estimator.options()}, **options}
-    problem = estimator.problem(fit.model, as_dataset(data), **options)
+    problem = fit_problem(estimator, fit, data, options, "the profile")  # checked before any refit
     if isinstance(estimator, (OutputError, Hybrid)):
         oe = problem.output_error if isinstance(estimator, Hybrid) else problem
         fits_u0 = (estimator.output_error if isinstance(estimator, Hybrid) else estimator).fit_u0
@@ -166,13 +185,21 @@ def profile(
         status = np.asarray(status_names(sols.result))
         ok = np.isin(status, ("successful", "max_steps_reached"))
         stat = np.where(ok, factor * (np.asarray(sols.objective) - fit.objective), np.nan)
-        stat = np.maximum(stat, 0.0)  # a refit below the optimum: the fit stopped short of it
-        ends = _crossings(g, stat, float(p[j]), threshold)
-        on_bound = float(p[j]) in (lower[j], upper[j])
+        centre = float(p[j])
+        if np.nanmin(stat, initial=0.0) < -FLAT * threshold:  # refits below the fit: it stopped short of its optimum
+            low = int(np.nanargmin(stat))
+            warnings.warn(f"the profile of {c} goes below the fit's objective (statistic {stat[low]:.3g} at {c} = "
+                          f"{g[low]:.6g}): the fit stopped short of its optimum. The profile is re-centred on its "
+                          f"lowest point; refit from there (or with tighter tolerances) for a consistent estimate.",
+                          RuntimeWarning, stacklevel=user_stacklevel())
+            centre, stat = float(g[low]), stat - stat[low]
+        stat = np.maximum(stat, 0.0)  # refits a rounding error below the optimum
+        ends = _crossings(g, stat, centre, threshold)
+        on_bound = centre in (lower[j], upper[j])
         out[c] = Profile(name=c, estimate=float(p[j]), grid=g, statistic=stat, params=np.asarray(sols.params),
                          status=status, level=level, threshold=threshold, interval=ends,
-                         verdict=_verdict(g, stat, float(p[j]), threshold, ends, on_bound),
-                         bounds=(float(lower[j]), float(upper[j])))
+                         verdict=_verdict(g, stat, centre, threshold, ends, on_bound),
+                         bounds=(float(lower[j]), float(upper[j])), centre=centre)
     return out
 
 

@@ -245,13 +245,19 @@ class Study:
         """A study saved with [`to_json`][]."""
         try:
             data = json.loads(Path(path).read_text())
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path} is not a saved study (not JSON: {e}).") from e
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"{path} is not a saved study (not JSON text: {e}).") from e
         missing = [k for k in _SAVED_KEYS if not isinstance(data, dict) or k not in data]
         if missing:
             raise ValueError(f"{path} is not a saved study: it lacks {', '.join(missing)} (write one with "
                              f"Study.to_json).")
-        return cls.from_dict(data)
+        try:  # a file edited by hand: refused here, not later in the table
+            study = cls.from_dict(data)
+            study.table()
+        except Exception as e:  # noqa: BLE001 - any inconsistency, re-raised with the file's name
+            raise ValueError(f"{path} does not hold a consistent saved study ({type(e).__name__}: {e}); write one "
+                             f"with Study.to_json.") from e
+        return study
 
 
 #: the keys `Study.to_dict` always writes
@@ -363,11 +369,17 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
                          f"got {covariance!r}.")
     level = as_level(level)
     methods = tuple(m.simulating_with(bench.solver)  # bootstraps simulate with the benchmark's solver
-                    for m in as_interval_methods(intervals, estimator, covariance))
+                    for m in as_interval_methods(intervals, estimator, covariance, level))
     kinds = (covariance, *dict.fromkeys(m.covariance for m in methods
                                         if isinstance(m, Wald) and m.covariance != covariance))
     model = bench.model
     lo, hi = model_box(model, bounds)
+    if lo is not None:
+        outside = [i for i, c in enumerate(cells) if np.any(c.p_true < lo) or np.any(c.p_true > hi)]
+        if outside:
+            raise ValueError(f"p_true of setting(s) {outside[:5]} (e.g. {cells[outside[0]].p_true.tolist()}) lies "
+                             f"outside the box the fits are held to, [{lo.tolist()}, {hi.tolist()}]: no fit could "
+                             f"recover it. Widen bounds= or choose true parameters inside.")
     sampler = _p0_sampler(p0, model, lo, hi)
     devices = list(jax.devices() if devices is None else devices)
     check_processes(devices)

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike
 
-from .._checks import as_sigma, user_stacklevel, warn_if_float32
+from .._checks import as_sigma, check_state_columns, user_stacklevel, warn_if_float32
 from .._compile import cpu_safe_jit
 from .._notes import Notes
 from ..data import Batch, Dataset, Trajectory, as_batch, as_dataset
@@ -252,11 +252,7 @@ def build_batch(
             Dataset([Trajectory(t, batch.u[i][0])]).require_distinct_times("the weak form (WENDy)")
     log_space = is_log_space(noise)
     d = model.n_states
-    if batch.n_states != d:
-        raise ValueError(
-            f"data have {batch.n_states} state columns but model '{model.name}' has {d} "
-            f"states ({', '.join(model.state_names)})."
-        )
+    check_state_columns(batch.n_states, model)
     given = None if sigma is None else as_sigma(sigma, d, zero_ok=True)
     n_slots = batch.n_trajectories
     which = [f"trajectory {i}" if n_slots > 1 else "the trajectory" for i in range(n_slots)]
