@@ -182,6 +182,7 @@ def _product_fit():
         return model, data, wj.MLE().fit(model, data, p0=[1.5, 1.5], covariance="hessian")
 
 
+@pytest.mark.slow  # 9 s: a bootstrap of 40 refits
 def test_parameters_on_a_ridge_get_no_bootstrap_interval():
     model, data, fit = _product_fit()
     assert any(set(w) == {"a", "b"} for _, w in fit.weak_directions)
@@ -206,3 +207,11 @@ def test_profile_grids_have_points_on_both_sides_within_the_box():
 def test_a_bootstrap_beyond_the_hosts_memory_is_refused_before_work():
     _quick(lambda: wj.studies.bootstrap(wj.MLE(), FIT, DATA, 10**9, key=0, progress=False), ValueError,
            r"a bootstrap of 1000000000 refits would hold about .* GB of data on the host .* use fewer refits")
+
+
+def test_a_two_trajectory_fit_is_bootstrapped_with_its_own_test_functions():
+    """It failed after 12.9 s with "got 1 sets of test functions for 2 trajectories"."""
+    two = [DATA, OTHER]
+    fit = wj.MLE().fit(BENCH.model, two, p0=[0.9, -0.9])
+    boot = wj.studies.bootstrap(wj.MLE(), fit, two, 4, key=0, progress=False)
+    assert boot.draws.shape == (4, 2) and boot.n_failed == 0 and boot.u0.shape == (2, 1)
