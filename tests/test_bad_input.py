@@ -151,6 +151,8 @@ def test_late_failures_of_the_second_fuzz_are_refused_first():
          "rhs\\(u, p, t\\) is not finite at any of 8 random points"),
         (lambda: wj.MLE().fit(bench.model, data, p0=[1.0 + 2j, -1.0]), TypeError,
          r"p0 must be real numbers, got complex values"),
+        (lambda: wj.studies.monte_carlo(bench, "wls", n_runs=10**9, progress=False), ValueError,
+         r"a study of 1000000000 runs per setting would hold about .* GB of data on the host"),
     ]
     for make, error, match in cases:
         clock = time.perf_counter()

@@ -95,6 +95,9 @@ class AbstractEstimator(eqx.Module):
       its `covariances` (NaN where it has none);
     - `batch_problems(model, datasets, **options)`: the stacked problems of many
       datasets, for `vmap` (studies, bootstraps).
+    - `objective(problem, params)`: the objective `solve` reports, at given parameters
+      (WENDy, output error and the hybrid; what a bootstrap or profile checks a rebuilt
+      problem against).
 
     Class variables: `method` (its name), `covariances` (the kinds, the default first;
     empty when the method has none) and `fit_type` (its result class).

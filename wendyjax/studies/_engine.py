@@ -209,8 +209,8 @@ CPU_CHUNK = 64
 MEMORY_SHARE, WORKING = 0.5, 8
 
 
-#: copies of every dataset a bootstrap holds on the host at once (the draws, their masked
-#: copy, and the build's prepared and stacked data)
+#: copies of every dataset a study or bootstrap holds on the host at once (the draws, their
+#: masked copy, and the build's prepared and stacked data)
 HOST_COPIES = 4
 
 

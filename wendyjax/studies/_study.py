@@ -25,7 +25,7 @@ from ..estimators import AbstractEstimator, check_start, get_estimator, model_bo
 from ..models import Benchmark
 from ..weak import TestFunctionConfig
 from . import _metrics as metrics
-from ._engine import Cell, CellRuns, check_processes, forward_errors, resolve_vectorize, run_cells
+from ._engine import Cell, CellRuns, check_host_memory, check_processes, forward_errors, resolve_vectorize, run_cells
 from ._intervals import AbstractIntervals, Wald, as_interval_methods, run_intervals
 from ._timings import timings_text
 
@@ -359,6 +359,9 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
     if covariance is None:  # the estimator's default; None for one without a covariance
         covariance = estimator.covariances[0] if estimator.covariances else None
     n_runs = as_count("n_runs", n_runs, 2)
+    check_host_memory(n_runs, sum(len(np.asarray(bench.t)[:: c.subsample]) for c in cells) * bench.model.n_states,
+                      f"a study of {n_runs} runs per setting", "use fewer runs per setting (the binomial error of "
+                      "a coverage falls as 1/√runs: a few hundred give ±0.01 to 0.02), or several studies.")
     if not (isinstance(batch_size, str) and batch_size == "auto"):
         batch_size = as_count("batch_size", batch_size, 1)
     if not isinstance(test_functions, TestFunctionConfig):
