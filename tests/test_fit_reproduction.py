@@ -10,6 +10,7 @@ import jax
 import numpy as np
 import pytest
 from _zoo import logistic_small
+from hypothesis import given, settings, strategies as st
 
 import wendyjax as wj
 
@@ -215,3 +216,33 @@ def test_a_two_trajectory_fit_is_bootstrapped_with_its_own_test_functions():
     fit = wj.MLE().fit(BENCH.model, two, p0=[0.9, -0.9])
     boot = wj.studies.bootstrap(wj.MLE(), fit, two, 4, key=0, progress=False)
     assert boot.draws.shape == (4, 2) and boot.n_failed == 0 and boot.u0.shape == (2, 1)
+
+
+# --- the bootstrap's interval rules over families of draws (hypothesis) -------------------------
+
+_PROPERTY = settings(derandomize=True, database=None, deadline=None, max_examples=100)
+
+
+@_PROPERTY
+@given(b=st.integers(2, 250), level=st.sampled_from([0.5, 0.8, 0.9, 0.95, 0.99]), seed=st.integers(0, 2**16))
+def test_quantile_intervals_exist_exactly_from_min_refits(b, level, seed):
+    boot = _boot(np.random.default_rng(seed).normal(1.0, 0.1, (b, 2)), [1.0, 1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ends = [getattr(boot, kind)(level) for kind in ("percentile", "basic", "bias_corrected")]
+    for lo, hi in ends:
+        assert np.all(np.isnan(lo) == (b < wj.studies.min_refits(level)))
+        assert np.all(np.isnan(lo) | (lo < hi))
+    assert np.all(np.isfinite(boot.normal(level)))  # any B >= 2
+
+
+@_PROPERTY
+@given(seed=st.integers(0, 2**16), spread=st.floats(1e-3, 1.0), upper=st.booleans())
+def test_basic_and_normal_intervals_at_a_bound_never_shrink_onto_it(seed, spread, upper):
+    bound, est = (0.9, 0.9) if upper else (0.1, 0.1)
+    side = -1.0 if upper else 1.0
+    draws = est + side * np.abs(np.random.default_rng(seed).normal(0.0, spread, (60, 1)))  # refits on one side
+    boot = _boot(draws, [est], lower=np.array([0.1 if not upper else -10.0]), upper=np.array([0.9 if upper else 10.0]))
+    for kind in ("basic", "normal"):
+        lo, hi = getattr(boot, kind)(0.95)
+        assert (hi[0] if upper else lo[0]) == bound and hi[0] - lo[0] > 0
