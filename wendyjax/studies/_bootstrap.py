@@ -300,7 +300,8 @@ def _ridges(fit: AbstractFit) -> tuple[tuple[str, ...], dict[str, list[str]]]:
     for _, weights in report.weak:
         if len(weights) >= 2:
             for n in weights:
-                ridges.setdefault(n, []).extend(m for m in weights if m != n and m not in ridges.get(n, []))
+                others = ridges.setdefault(n, [])
+                others += [m for m in weights if m != n and m not in others]
     names = [n for n in fit.model.param_names if n in report.undetermined or n in ridges]
     return tuple(names), {n: v for n, v in ridges.items() if n not in report.undetermined}
 
