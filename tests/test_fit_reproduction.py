@@ -210,6 +210,18 @@ def test_a_bootstrap_beyond_the_hosts_memory_is_refused_before_work():
            r"a bootstrap of 1000000000 refits would hold about .* GB of data on the host .* use fewer refits")
 
 
+def test_a_bootstrap_in_blocks_draws_and_fits_what_one_block_would(monkeypatch):
+    """Refits' data are drawn block by block so that memory does not grow with n_boot
+    (10**6 refits were still being drawn after 90 s); each refit's draw comes from its own
+    key, so blocks of 3 refits (the last one short) give the same bootstrap as one block."""
+    whole = wj.studies.bootstrap(wj.MLE(), FIT, DATA, 8, key=0, progress=False)
+    monkeypatch.setattr(wj.studies._bootstrap, "BLOCK_VALUES", 3 * DATA.u.size)
+    blocks = wj.studies.bootstrap(wj.MLE(), FIT, DATA, 8, key=0, progress=False)
+    assert whole.n_failed == 0 and np.ptp(whole.draws[:, 0]) > 0
+    np.testing.assert_allclose(blocks.draws, whole.draws, rtol=1e-10)
+    assert np.array_equal(blocks.status, whole.status)
+
+
 def test_a_two_trajectory_fit_is_bootstrapped_with_its_own_test_functions():
     """It failed after 12.9 s with "got 1 sets of test functions for 2 trajectories"."""
     two = [DATA, OTHER]

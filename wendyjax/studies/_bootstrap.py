@@ -24,6 +24,8 @@ from ._engine import check_host_memory, check_processes, chunk_size, chunking, f
 from ._fitcheck import check_data, check_fit, fit_options, fit_problem, has_objective
 from ._timings import timings_text
 
+BLOCK_VALUES = 2**25  # data values (float64) of the refits drawn and built at once: 256 MB a copy
+
 
 @dataclasses.dataclass(frozen=True)
 class Bootstrap:
@@ -207,17 +209,25 @@ def _nan_reduce(reduce, draws: np.ndarray):
 
 
 @cpu_safe_jit
-def _draws(key, clean: tuple, sigma, n_boot: int, log: bool) -> tuple:
-    """`n_boot` noisy copies `(B, n, D)` of every trajectory's noiseless solution `clean`,
-    drawn in one call: Gaussian noise of standard deviation `sigma`, multiplicative
-    log-normal with `log`. Draw b of trajectory r uses `fold_in(split(key, B)[b], r)`."""
-    keys = jax.random.split(key, n_boot)
+def _draws(keys, clean: tuple, sigma, log: bool) -> tuple:
+    """One noisy copy `(len(keys), n, D)` of every trajectory's noiseless solution `clean`
+    per refit key: Gaussian noise of standard deviation `sigma`, multiplicative log-normal
+    with `log`. Trajectory r of the refit with key k uses `fold_in(k, r)`, so a refit's
+    data do not depend on which other refits are drawn with it."""
 
     def one(c, r):
         z = jax.vmap(lambda k: jax.random.normal(jax.random.fold_in(k, r), c.shape, dtype=c.dtype))(keys)
         return c * jnp.exp(sigma * z) if log else c + sigma * z
 
     return tuple(one(c, r) for r, c in enumerate(clean))
+
+
+def _blocks(n_boot: int, values: int) -> list[np.ndarray]:
+    """The refits' indices in blocks whose data (`values` numbers per refit) take at most
+    `BLOCK_VALUES` numbers: drawn, built and fitted one block at a time, so that memory
+    does not grow with `n_boot`."""
+    per_block = max(BLOCK_VALUES // max(values, 1), 1)
+    return [np.arange(i, min(i + per_block, n_boot)) for i in range(0, n_boot, per_block)]
 
 
 def _initial_states(fit, data: Dataset, u0, ode_solver) -> np.ndarray:
@@ -337,8 +347,9 @@ def bootstrap(
     by `estimator` from $\\hat p$ (with `options`, e.g. `test_functions`; the fit's noise
     model; output error's initial states from those the data were simulated from), in
     compiled chunks of `batch_size` sharded over `devices` like a study
-    ([`monte_carlo`][wendyjax.studies.monte_carlo]). Failed refits are counted in the
-    result's `status` and left out of its statistics.
+    ([`monte_carlo`][wendyjax.studies.monte_carlo]). The data are drawn and built in blocks
+    of refits (each refit from its own key), so memory does not grow with `n_boot`. Failed
+    refits are counted in the result's `status` and left out of its statistics.
     """
     check_fit(estimator, fit, "the bootstrap")
     n_boot = as_count("n_boot", n_boot, 2)
@@ -353,7 +364,9 @@ def bootstrap(
     if data.n_states != model.n_states:
         raise ValueError(f"data have {data.n_states} states but model '{model.name}' has {model.n_states}.")
     check_data(fit, data, "the bootstrap")
-    check_host_memory(n_boot, sum(tr.u.size for tr in data), f"a bootstrap of {n_boot} refits",
+    # the refits' data are drawn block by block (`BLOCK_VALUES`); what every refit keeps is its
+    # key, its solution (parameters, status, steps, the solver's extras) and its draw
+    check_host_memory(n_boot, 4 * p.size + 16, f"a bootstrap of {n_boot} refits",
                       "use fewer refits (the Monte Carlo error of a quantile falls as 1/√B: B = 200 to 2,000 is "
                       "plenty for intervals).")
     if (fit.options is None or fit.data_fingerprint is None) and has_objective(estimator):
@@ -378,27 +391,37 @@ def bootstrap(
     resid = [(np.log(np.asarray(tr.u)) - np.log(c)) if log else (np.asarray(tr.u) - c) for tr, c in zip(data, clean)]
     sigma = np.sqrt(sum(np.sum(np.where(m, r, 0.0) ** 2, axis=0) for r, m in zip(resid, masks))
                     / sum(m.sum(axis=0) for m in masks))
-    noisy = jax.device_get(_draws(key, tuple(jnp.asarray(c) for c in clean), jnp.asarray(sigma), n_boot, log))
-    # every refit's data: the draws (B, n, D) per trajectory, the data's missing entries left missing
-    batch = Batch(tuple(np.asarray(tr.t) for tr in data), tuple(np.where(m, x, np.nan) for x, m in zip(noisy, masks)),
-                  tuple(None if tr.mask is None else m for tr, m in zip(data, masks)))
+    clean = tuple(jnp.asarray(c) for c in clean)
     timings["simulate_s"] = time.perf_counter() - start
     own = {"noise": fit.noise}  # the fit's noise model; output error starts from the true initial states
     if isinstance(estimator, (OutputError, Hybrid)):
         own["u0"] = u0s
     options = {**options, **{k: v for k, v in own.items() if k in estimator.options()}}
-    start = time.perf_counter()
-    make, _ = estimator.batch_problems(model, batch, **options)
-    timings["build_s"] = time.perf_counter() - start
     lower = np.full(p.shape, -np.inf) if fit.lower is None else np.asarray(fit.lower, float)
     upper = np.full(p.shape, np.inf) if fit.upper is None else np.asarray(fit.upper, float)
-    size = chunk_size(batch_size, make, n_boot, devices)
-    n_chunks, size = chunking(n_boot, size, len(devices))
-    bar = tqdm(total=n_chunks, desc=f"{model.name} bootstrap", unit="chunk",
-               disable=not progress or jax.process_index() != 0)
-    sols, _, _, _ = fit_batches(estimator, model, make, np.broadcast_to(p, (n_boot, p.size)), (lower, upper),
-                                batch_size=size, devices=devices, vectorize=vectorize, bar=bar, timings=timings)
+    keys = jax.random.split(key, n_boot)  # one per refit: its data do not depend on the blocks
+    blocks, size, bar, sols = _blocks(n_boot, sum(tr.u.size for tr in data)), None, None, []
+    for block in blocks:
+        start = time.perf_counter()
+        noisy = jax.device_get(_draws(keys[block], clean, jnp.asarray(sigma), log))
+        # the block's data: the draws (b, n, D) per trajectory, the data's missing entries left missing
+        batch = Batch(tuple(np.asarray(tr.t) for tr in data),
+                      tuple(np.where(m, x, np.nan) for x, m in zip(noisy, masks)),
+                      tuple(None if tr.mask is None else m for tr, m in zip(data, masks)))
+        built = time.perf_counter()
+        timings["simulate_s"] += built - start
+        make, _ = estimator.batch_problems(model, batch, **options)
+        timings["build_s"] += time.perf_counter() - built
+        if size is None:
+            size = chunk_size(batch_size, make, n_boot, devices)
+            bar = tqdm(total=sum(chunking(len(b), size, len(devices))[0] for b in blocks),
+                       desc=f"{model.name} bootstrap", unit="chunk", disable=not progress or jax.process_index() != 0)
+        sol, _, _, _ = fit_batches(estimator, model, make, np.broadcast_to(p, (len(block), p.size)), (lower, upper),
+                                   batch_size=chunking(len(block), size, len(devices))[1], devices=devices,
+                                   vectorize=vectorize, bar=bar, timings=timings)
+        sols.append(sol)
     bar.close()
+    sols = jax.tree_util.tree_map(lambda *x: np.concatenate(x), *sols)
     status = status_names(sols.result)
     draws = np.where((status == "successful")[:, None], np.asarray(sols.params, float), np.nan)
     undetermined, ridges = _ridges(fit)
