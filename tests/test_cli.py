@@ -213,12 +213,25 @@ def test_outputs_and_level_are_checked_before_any_work(files, capsys, monkeypatc
            "--level must lie strictly between 0 and 1 (e.g. 0.95), got 95")
 
 
+@pytest.mark.parametrize("argv, match", [
+    (["fit", "logistic", "x.csv", "--radius", "-1"], "argument --radius: expected a number > 0, got '-1'"),
+    (["study", "logistic", "--batch-size", "0"], "argument --batch-size: expected an integer >= 1, got '0'"),
+    (["study", "logistic", "--noise", "0.05,nan"], "argument --noise: expected comma-separated numbers > 0"),
+    (["study", "logistic", "--noise", "-0.1"], "argument --noise: expected comma-separated numbers > 0"),
+    (["demo", "--noise", "nan"], "argument --noise: expected a number >= 0, got 'nan'"),
+])
+def test_numeric_flags_are_refused_by_their_own_names(argv, match, capsys):
+    """They used to be refused by the library's argument names (radius, batch_size,
+    noise_levels, noise_ratio), which the command line does not have."""
+    _fails(argv, capsys, match)
+
+
 def test_demo_refuses_what_it_cannot_run(capsys):
     # the PDE reference solutions have no protocol to fit: not offered
     with pytest.raises(SystemExit) as exc:
         main(["demo", "--model", "kuramoto_sivashinsky"])
     assert exc.value.code == 2 and "invalid choice" in capsys.readouterr().err
-    _fails(["demo", "--noise", "-0.1"], capsys, "noise_ratio must be a finite number >= 0, got -0.1")
+    _fails(["demo", "--noise", "-0.1"], capsys, "argument --noise: expected a number >= 0, got '-0.1'")
 
 
 @pytest.mark.slow

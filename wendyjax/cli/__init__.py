@@ -26,6 +26,38 @@ def _floats(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
 
 
+def _number(low: float, strict: bool):
+    """An argparse type: one finite number above `low` (or at least `low`)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not np.isfinite(value) or value < low or (strict and value == low):
+            raise argparse.ArgumentTypeError(f"expected a number {'>' if strict else '>='} {low:g}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _positive_floats(text: str) -> list[float]:
+    values = _floats(text)
+    if not values or not all(np.isfinite(v) and v > 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers > 0, got {text!r}")
+    return values
+
+
+def _count(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
 def _names(text: str) -> list[str]:
     return [v.strip() for v in text.split(",") if v.strip()]
 
@@ -43,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="simulate a zoo model and fit it with WENDy-MLE (the README's main job)")
     demo.add_argument("--model", default="lorenz", choices=zoo_names())
-    demo.add_argument("--noise", type=float, default=0.1, help="noise ratio (default 0.1)")
+    demo.add_argument("--noise", type=_number(0, strict=False), default=0.1, help="noise ratio (default 0.1)")
     demo.add_argument("--seed", type=int, default=0)
 
     fit = sub.add_parser("fit", help="fit a model to time series from a CSV or NPZ file",
@@ -65,19 +97,20 @@ def _parser() -> argparse.ArgumentParser:
                      help="noise model (default: the zoo model's, else gaussian)")
     fit.add_argument("--covariance", help="sandwich or hessian (WENDy), gauss_newton (output error), "
                                           "gauss_newton or implicit (Data2LD)")
-    fit.add_argument("--radius", type=float, help="test-function radius in time units (WENDy; default: selected "
-                                                  "from the data, which needs a uniform grid)")
+    fit.add_argument("--radius", type=_number(0, strict=True),
+                     help="test-function radius in time units (WENDy; default: selected from the data, which needs a "
+                          "uniform grid)")
     fit.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
     fit.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
 
     study = sub.add_parser("study", help="Monte Carlo study of an estimator on a zoo model")
     study.add_argument("model", choices=zoo_names())
     study.add_argument("--estimator", default="mle", choices=_METHODS)
-    study.add_argument("--noise", type=_floats, default=[0.05], help="noise ratios, comma-separated")
+    study.add_argument("--noise", type=_positive_floats, default=[0.05], help="noise ratios, comma-separated")
     study.add_argument("--subsample", type=_ints, default=[1], help="subsampling factors, comma-separated")
     study.add_argument("--runs", type=int, default=100, help="runs per setting")
     study.add_argument("--seed", type=int, default=0)
-    study.add_argument("--batch-size", type=int, default=64)
+    study.add_argument("--batch-size", type=_count, default=64)
     study.add_argument("--covariance", help="sandwich or hessian (WENDy), gauss_newton (output error)")
     study.add_argument("--level", type=float, default=0.95)
     study.add_argument("--intervals", type=_names, default=[],
