@@ -537,7 +537,7 @@ def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="has no parameter vector .* a box does not apply; pass bounds=None"):
         est.fit(library, data, bounds=(-1.0, 1.0))
     with pytest.raises(TypeError, match="StateParameterRegression.fit got unknown keyword.*theta0.*options are "
-                                        "bounds, key, throw, covariance, u0, max_models"):
+                                        "bounds, key, throw, covariance, fixed, u0, max_models"):
         est.fit(library, data, theta0=0.1)
     with pytest.raises(ValueError, match="covariance must be one of"):
         est.fit(library, data, covariance="sandwich")

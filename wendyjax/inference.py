@@ -9,6 +9,9 @@ The covariance functions are pure (jit/vmap over likelihoods and estimates):
 - `hessian_covariance`: the inverse Hessian of ℓ at $\hat p$ (observed information).
 """
 
+import dataclasses
+from collections.abc import Callable, Sequence
+
 import diffrax
 import jax
 import jax.numpy as jnp
@@ -17,6 +20,7 @@ import scipy.stats
 from jaxtyping import Array, ArrayLike, Bool, Float
 
 from ._compile import cpu_safe_jit
+from ._table import fixed_width
 from .model import ODEModel
 from .simulate import _solve
 from .weak import WeakLikelihood, covariance, nll_hessian, residual, spd_inverse
@@ -167,3 +171,78 @@ __all__ = [
     "confidence_intervals",
     "forward_simulation_error",
 ]
+
+
+def derived_names(names: "str | Sequence[str] | None", size: int) -> tuple[str, ...]:
+    """Names of `size` derived quantities: given (one string for one), or g1, g2, ...
+    ("derived" for one)."""
+    if names is None:
+        return ("derived",) if size == 1 else tuple(f"g{i + 1}" for i in range(size))
+    names = (names,) if isinstance(names, str) else tuple(str(n) for n in names)
+    if len(names) != size:
+        raise ValueError(f"names: fn returns {size} value(s), got {len(names)} name(s) {names}.")
+    return names
+
+
+def derived_values(fn: Callable, params: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """`fn(params)` as a vector and its Jacobian `(k, j)` (autodiff), checked finite."""
+    p = jnp.asarray(params, float)
+    flat = lambda q: jnp.atleast_1d(jnp.asarray(fn(q), float))  # noqa: E731
+    try:
+        value = np.asarray(flat(p))
+    except Exception as e:  # noqa: BLE001 - re-raised with context
+        raise ValueError(f"fn(p) failed on the {p.size} parameters p (a vector in the model's order): {e}") from e
+    if value.ndim != 1:
+        raise ValueError(f"fn(p) must return a number or a vector, got shape {value.shape}.")
+    if not np.all(np.isfinite(value)):
+        raise ValueError(f"fn(p) is not finite at the estimate p = {np.asarray(p).tolist()}: {value.tolist()}.")
+    return value, np.asarray(jax.jacfwd(flat)(p))
+
+
+def delta_method(fn: Callable, params: ArrayLike, cov: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    r"""`fn(params)` and its covariance $J\,C\,J^T$ by the delta method, $J$ the Jacobian of
+    `fn` (autodiff). A quantity that depends on a parameter without a standard error (NaN
+    in `cov`) gets NaN; one that does not depend on it is unaffected."""
+    value, jac = derived_values(fn, params)
+    cov = np.asarray(cov, float)
+    unknown = ~np.isfinite(np.diagonal(cov))
+    out = jac @ np.where(np.isfinite(cov), cov, 0.0) @ jac.T
+    touched = np.any(jac[:, unknown] != 0, axis=1)
+    out[touched, :] = np.nan
+    out[:, touched] = np.nan
+    return value, out
+
+
+@dataclasses.dataclass(frozen=True)
+class Derived:
+    """Quantities derived from a fit's parameters (e.g. R0 = β/γ) with their covariance by
+    the delta method ([`fit.derived`][wendyjax.estimators.AbstractFit.derived]): `names`,
+    `estimate`, `covariance`, and the `covariance_method` of the fit they come from."""
+
+    names: tuple[str, ...]
+    estimate: np.ndarray
+    covariance: np.ndarray
+    covariance_method: str
+
+    @property
+    def stderr(self) -> np.ndarray:
+        """Standard errors (NaN where a parameter they depend on has none)."""
+        return np.sqrt(np.diagonal(self.covariance))
+
+    def ci(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) normal intervals at `level`: local, like the fit's Wald intervals;
+        a bootstrap's ([`Bootstrap.derived`][wendyjax.studies.Bootstrap.derived]) follow
+        the quantity where it is not linear in the parameters."""
+        return confidence_intervals(self.estimate, self.covariance, level)
+
+    def table(self, level: float = 0.95) -> str:
+        """Estimate, standard error and interval of each quantity."""
+        lo, hi = self.ci(level)
+        pct = f"{100 * level:g}%"
+        rows = [[n, *(f"{v: .6g}" for v in vals)]
+                for n, *vals in zip(self.names, self.estimate, self.stderr, lo, hi)]
+        head = f"derived quantities, delta method from the {self.covariance_method} covariance"
+        return "\n".join([head, *fixed_width(["name", "estimate", "std err", f"{pct} lower", f"{pct} upper"], rows)])
+
+    def __str__(self) -> str:
+        return self.table()

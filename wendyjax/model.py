@@ -1,6 +1,7 @@
 """Problem description: an ODE right-hand side with names, bounds and structure."""
 
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 
 import diffrax
 import equinox as eqx
@@ -64,6 +65,28 @@ def _check_finite(rhs, n_states: int, n_params: int) -> None:
         raise ValueError("rhs(u, p, t) is not finite at any of 8 random points (u, p with entries of either sign "
                          "and magnitude 0.5 to 1.5, t in [0.1, 1]): every fit would fail. Check the formula (e.g. a "
                          "log or a division that is never defined).")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Held:
+    """`rhs` of a model with some parameters held: called with the free ones `q`, it calls
+    the full model's `rhs` with `p[free] = q` and `p[i] = v` for each `(i, v)` in `held`.
+    Frozen and compared by value, so fits of the same held values share compiled code."""
+
+    rhs: Callable
+    names: tuple[str, ...]
+    free: tuple[int, ...]
+    held: tuple[tuple[int, float], ...]
+
+    def __call__(self, u, q, t):
+        return self.rhs(u, self.full(q), t)
+
+    def full(self, q):
+        """The full parameter vector from the free parameters `q` (the last axis)."""
+        q = jnp.asarray(q)
+        columns = {i: q[..., k] for k, i in enumerate(self.free)}
+        columns |= {i: jnp.full(q.shape[:-1], v, q.dtype) for i, v in self.held}
+        return jnp.stack([columns[i] for i in range(len(self.names))], axis=-1)
 
 
 class ODEModel(eqx.Module):
@@ -171,6 +194,45 @@ class ODEModel(eqx.Module):
     def n_params(self) -> int:
         """Number of parameters J."""
         return len(self.param_names)
+
+    @property
+    def fixed(self) -> dict[str, float]:
+        """The parameters [`fix`][wendyjax.ODEModel.fix] holds, by name (empty for a model
+        that holds none)."""
+        return {self.rhs.names[i]: v for i, v in self.rhs.held} if isinstance(self.rhs, _Held) else {}
+
+    def fix(self, values: "Mapping[str, float] | None" = None, /, **named: float) -> "ODEModel":
+        """This model with some parameters held at given values, by name
+        (`model.fix({"K": 10.0})` or `model.fix(K=10.0)`): a model of the other parameters
+        (their names and box) that every estimator fits as it would a model written without
+        them; `fixed` records the held values. Estimators' `fit(..., fixed=...)` calls it."""
+        given = {**dict(values or {}), **named}
+        if not given:
+            raise ValueError("fix needs at least one parameter to hold, e.g. model.fix(K=10.0).")
+        unknown = [n for n in given if n not in self.param_names]
+        if unknown:
+            raise ValueError(f"fix: model '{self.name}' has no parameter(s) {', '.join(map(repr, unknown))}; its "
+                             f"parameters are {', '.join(self.param_names)}.")
+        held = {self.param_names.index(n): float(v) for n, v in given.items()}
+        bad = [f"{self.param_names[i]} = {v}" for i, v in held.items() if not np.isfinite(v)]
+        if bad:
+            raise ValueError(f"fix: held values must be finite, got {', '.join(bad)}.")
+        if len(held) == self.n_params:
+            raise ValueError(f"fix would hold every parameter of model '{self.name}' ({', '.join(self.param_names)}): "
+                             f"nothing would be left to fit; solve or simulate the model instead.")
+        if isinstance(self.rhs, _Held):  # hold more of the original model's parameters
+            free = self.rhs.free
+            held = {**dict(self.rhs.held), **{free[i]: v for i, v in held.items()}}
+            base, names = self.rhs.rhs, self.rhs.names
+        else:
+            base, names = self.rhs, self.param_names
+        free = tuple(i for i in range(len(names)) if i not in held)
+        rhs = _Held(base, names, free, tuple(sorted(held.items())))
+        own = [self.param_names.index(names[i]) for i in free]  # the free parameters' places in this model
+        bounds = None if self.bounds is None else tuple(np.asarray(b)[own] for b in self.bounds)
+        return ODEModel(rhs, self.state_names, [names[i] for i in free], bounds=bounds, name=self.name,
+                        jump_ts=self.jump_ts, check_indexing=False, noise=self.noise,
+                        linear_in_params=True if self.linear_in_params else None)
 
     def check_params(self, p: ArrayLike, argname: str = "p") -> Float[Array, " J"]:
         """Return `p` as an array, raising a clear error on a wrong length or non-finite entry."""

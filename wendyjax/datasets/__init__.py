@@ -50,6 +50,37 @@ def hudson_bay() -> Trajectory:
     return Trajectory(columns["year"] - 1900.0, np.c_[columns["hare"], columns["lynx"]])
 
 
+#: Boys at the school in the 1978 influenza outbreak (`boarding_school`).
+BOARDING_SCHOOL_N = 763
+
+#: Published SIR estimates for the boarding-school outbreak (S' = −βSI/N, I' = βSI/N − γI,
+#: R' = γI, N = 763, t in days): Murray 2002, §10.2's least squares and the Stan case study's
+#: posterior means under negative-binomial noise (Grinsztajn et al. 2021).
+BOARDING_SCHOOL_PUBLISHED = {
+    "murray_least_squares": {"beta": 1.66, "gamma": 0.44, "R0": 3.8},
+    "stan_negative_binomial": {"beta": 1.73, "gamma": 0.54},
+}
+
+
+def boarding_school() -> Trajectory:
+    """The influenza outbreak in a boys' boarding school in the north of England, January
+    1978: the number of the 763 boys confined to bed on each of 14 days, as a
+    [`Trajectory`][wendyjax.Trajectory] with `t` the day (1 to 14, day 1 = 22 January) and
+    columns (S, I, R) of which only I (the boys in bed) is observed: S and R are NaN. Source:
+    "Influenza in a boarding school", British Medical Journal 1978, 1(6112):587; tabulated in
+    Murray 2002, *Mathematical Biology I*, §10.2, in the R package outbreaks
+    (`influenza_england_1978_school`) and in Grinsztajn et al. 2021's Stan case study;
+    published estimates in `BOARDING_SCHOOL_PUBLISHED`. Only a state of three observed, on
+    14 samples: output error fits it (WENDy needs every state observed)."""
+    with resources.files(__package__).joinpath("boarding_school_influenza_1978.csv").open() as f:
+        rows = [line.strip().split(",") for line in f if line.strip() and not line.startswith("#")]
+    day = np.array([float(r[0]) for r in rows[1:]])
+    in_bed = np.array([float(r[2]) for r in rows[1:]])
+    u = np.full((len(day), 3), np.nan)
+    u[:, 1] = in_bed
+    return Trajectory(day, u)
+
+
 def head_impact_model() -> LinearODE:
     r"""Carey & Ramsay 2021, eq. (2) in the Data2LD code's sign convention:
     $D^2x = \beta_0 x + \beta_1 Dx + \alpha u$, $u$ the unit pulse on [14, 15) ms."""

@@ -7,7 +7,7 @@ import dataclasses
 import inspect
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -18,6 +18,7 @@ from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 from .._checks import as_key, param_vector, user_stacklevel
 from .._compile import cpu_safe_jit
 from ..data import Batch, Dataset, as_data, fingerprint, largest_magnitude
+from ..model import ODEModel
 from ._solution import Solution
 
 # statuses after which the estimate is still usable: the fit only warns
@@ -57,6 +58,36 @@ def model_box(model, bounds) -> tuple[np.ndarray | None, np.ndarray | None]:
     if np.any(np.isnan(lo)) or np.any(np.isnan(hi)) or np.any(lo > hi):
         raise ValueError("bounds: lower and upper must be non-NaN with lower <= upper.")
     return lo, hi
+
+
+def hold(model, fixed, p0, bounds) -> tuple:
+    """`fit(..., fixed=...)`: `model` with the parameters `fixed` names held
+    ([`ODEModel.fix`][wendyjax.ODEModel.fix]; a boolean mask holds them at `p0`), and `p0`
+    and explicit `bounds` given for all parameters cut to the free ones (given for the free
+    ones, they are kept)."""
+    if fixed is None:
+        return model, p0, bounds
+    if not isinstance(model, ODEModel):
+        raise TypeError(f"fixed holds parameters of an ODEModel; {type(model).__name__} has no named parameter "
+                        f"vector to hold.")
+    if isinstance(fixed, Mapping):
+        values = dict(fixed)
+    else:
+        mask = np.asarray(fixed)
+        if mask.dtype != bool or mask.shape != (model.n_params,):
+            raise ValueError(f"fixed must be a dict {{name: value}} or a boolean mask of shape ({model.n_params},) "
+                             f"(parameters {', '.join(model.param_names)}), got {fixed!r}.")
+        if p0 is None or np.shape(p0) != (model.n_params,):
+            raise ValueError(f"fixed as a mask holds parameters at their p0: pass p0 with all {model.n_params} "
+                             f"parameters ({', '.join(model.param_names)}), or fixed={{name: value}}.")
+        values = {n: v for n, v, m in zip(model.param_names, param_vector(model, p0, "p0"), mask) if m}
+    held = model.fix(values)
+    free = [model.param_names.index(n) for n in held.param_names]
+    if p0 is not None and np.shape(p0) == (model.n_params,):
+        p0 = np.asarray(p0, float)[free]
+    if not (bounds is None or isinstance(bounds, str)) and len(bounds) == 2:
+        bounds = tuple(np.asarray(b, float)[free] if np.shape(b) == (model.n_params,) else b for b in bounds)
+    return held, p0, bounds
 
 
 def check_start(model, p0, lower: np.ndarray, upper: np.ndarray, argname: str = "p0") -> np.ndarray:
@@ -165,6 +196,7 @@ class AbstractEstimator(eqx.Module):
         key: PRNGKeyArray | int | None = None,
         throw: bool = True,
         covariance: str | None = None,
+        fixed: "Mapping[str, float] | Any" = None,
         **options,
     ):
         """Fit `model` to `data` from `p0` and return the fit result (`fit_type`).
@@ -183,6 +215,11 @@ class AbstractEstimator(eqx.Module):
         - `throw`: raise `RuntimeError` when the solve fails; `False` reports it in
           `status` (and warns). A fit that stops at its step limit or stalls only warns.
         - `covariance`: the kind of covariance, one of the estimator's `covariances`.
+        - `fixed`: parameters of an `ODEModel` held, not fitted: `{name: value}`, or a
+          boolean mask holding those at their `p0`. The fit is that of
+          [`model.fix(...)`][wendyjax.ODEModel.fix] (its `model`, `params` and intervals
+          are the free parameters'; bootstraps and profiles hold the same ones); `p0` and
+          `bounds` may be given for all parameters or for the free ones.
         - `options`: the estimator's own keywords ([`options`][]), e.g. `noise` and
           `sigma`, passed to its `problem`.
         """
@@ -190,11 +227,12 @@ class AbstractEstimator(eqx.Module):
         unknown = sorted(set(options) - set(allowed))
         if unknown:
             raise TypeError(f"{type(self).__name__}.fit got unknown keyword(s) {', '.join(unknown)}; its options "
-                            f"are bounds, key, throw, covariance{''.join(', ' + a for a in allowed)}.")
+                            f"are bounds, key, throw, covariance, fixed{''.join(', ' + a for a in allowed)}.")
         if covariance is not None and covariance not in self.covariances:
             raise ValueError(f"covariance must be one of {self.covariances} for {type(self).__name__}, got "
                              f"{covariance!r}.")
         kind = covariance if covariance is not None else (self.covariances[0] if self.covariances else None)
+        model, p0, bounds = hold(model, fixed, p0, bounds)
         lower, upper = model_box(model, bounds)
         if p0 is not None and lower is not None:  # a parameter vector: checked before any work
             p0 = check_start(model, p0, lower, upper)

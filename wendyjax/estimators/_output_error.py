@@ -11,6 +11,7 @@ Levenberg–Marquardt in Moré's trust-region form on the box (our
 optimistix least-squares solver with the bounds as a change of variables.
 """
 
+from collections.abc import Callable
 from typing import ClassVar
 
 import diffrax
@@ -44,6 +45,8 @@ class OutputErrorProblem(eqx.Module):
     - `scale`: $(R, D)$ residual scale $\sigma_{rd}$ (noise level, or 1 unweighted).
     - `x0`: $(R, D)$ default start of the initial state: the first observation of each
       state (in log space for log-normal noise).
+    - `initial`: initial states tied to the parameters, `u0(p)` → `(D,)` or `(R, D)`, or
+      `None` (they are the problem's unknowns or held at `x0`).
     """
 
     model: ODEModel
@@ -53,11 +56,20 @@ class OutputErrorProblem(eqx.Module):
     scale: Float[Array, "r d"]
     x0: Float[Array, "r d"]
     log_space: bool = eqx.field(static=True)
+    initial: Callable | None = eqx.field(static=True, default=None)
 
     @property
     def rhs(self):
         """The right-hand side fitted: f, or f̃(x) = f(eˣ)/eˣ in log space."""
         return log_space_rhs(self.model.rhs) if self.log_space else self.model.rhs
+
+    def states0(self, p, x0) -> Float[Array, "r d"]:
+        """The initial states the trajectories start from: `initial(p)` where they are tied
+        to the parameters (log states under log-normal noise), else `x0`."""
+        if self.initial is None:
+            return x0
+        u0 = jnp.broadcast_to(self.initial(p), x0.shape)
+        return jnp.log(u0) if self.log_space else u0
 
     @property
     def n_observed(self) -> Array:
@@ -106,7 +118,9 @@ def output_error_problem(
       `None` estimates it from each trajectory's fully observed rows (Bortz et al. 2023, §2.2).
     - `u0`: start of the initial states, `(D,)` or `(R, D)`; `None` takes each state's
       first observation, so every state must be observed somewhere; with `u0` states may
-      be hidden (never observed).
+      be hidden (never observed). A function `u0(p)` → `(D,)` or `(R, D)` ties them to the
+      parameters instead (e.g. S₀ = N − I₀ with I₀ a parameter, bounded by the model's
+      box): they are then not fitted on their own.
     """
     if not isinstance(model, ODEModel):
         raise TypeError(f"model must be an ODEModel, got {type(model).__name__}.")
@@ -117,7 +131,11 @@ def output_error_problem(
     d = model.n_states
     check_state_columns(dataset.n_states, model)
     arrays = [_trajectory_arrays(tr, log_space, d, hidden_ok=u0 is not None) for tr in dataset]
-    if u0 is not None:
+    initial = None
+    if callable(u0):
+        initial = _check_initial(model, u0, len(arrays))
+        arrays = [(t, u, m, np.zeros(d)) for t, u, m, _ in arrays]  # not a start: the states follow p
+    elif u0 is not None:
         u0 = np.asarray(u0, dtype=float)
         u0 = np.broadcast_to(u0, (len(arrays), d)) if u0.shape == (d,) else u0
         if u0.shape != (len(arrays), d) or not np.all(np.isfinite(u0)):
@@ -161,7 +179,22 @@ def output_error_problem(
         scale=jnp.asarray(np.stack(scales)),
         x0=jnp.asarray(np.stack([a[3] for a in arrays])),
         log_space=log_space,
+        initial=initial,
     )
+
+
+def _check_initial(model: ODEModel, u0: Callable, n_trajectories: int) -> Callable:
+    """`u0(p)` checked to give `(D,)` or `(R, D)` initial states from the parameters."""
+    d, j = model.n_states, model.n_params
+    try:
+        out = jax.eval_shape(u0, jnp.zeros(j))
+    except Exception as e:  # noqa: BLE001 - re-raised with context
+        raise ValueError(f"u0 as a function u0(p) of the {j} parameters ({', '.join(model.param_names)}) failed on "
+                         f"p of shape ({j},): {e}") from e
+    if getattr(out, "shape", None) not in ((d,), (n_trajectories, d)):
+        raise ValueError(f"u0(p) must return the {d} initial states ({', '.join(model.state_names)}) of shape ({d},) "
+                         f"or ({n_trajectories}, {d}), got {getattr(out, 'shape', type(out).__name__)}.")
+    return u0
 
 
 def stack_problems(problems) -> OutputErrorProblem:
@@ -359,9 +392,15 @@ class OutputError(AbstractEstimator):
         r, ok = self.residuals(problem, p, x)
         return jnp.where(ok, r, 1e3 * problem.mask).reshape(-1)
 
+    def fits_u0(self, problem: OutputErrorProblem) -> bool:
+        """Whether the initial states are unknowns of the fit: `fit_u0`, unless the problem
+        ties them to the parameters."""
+        return self.fit_u0 and problem.initial is None
+
     def _trust_region(self, problem, p0, x0, lower, upper):
-        n_p = p0.shape[0]
-        split = lambda theta: (theta[:n_p], theta[n_p:].reshape(x0.shape) if self.fit_u0 else x0)  # noqa: E731
+        n_p, fits = p0.shape[0], self.fits_u0(problem)
+        split = lambda theta: (theta[:n_p], theta[n_p:].reshape(x0.shape) if fits  # noqa: E731
+                               else problem.states0(theta[:n_p], x0))
 
         def fn(theta, problem):
             # a failed forward solve makes the value infinite: the trust region rejects
@@ -373,16 +412,16 @@ class OutputError(AbstractEstimator):
             jac, (r, ok) = jax.jacfwd(res, has_aux=True)(theta)
             return jnp.where(ok, 0.5 * jnp.dot(r, r), jnp.inf), jac.T @ r, jac.T @ jac
 
-        free = jnp.full(x0.size if self.fit_u0 else 0, jnp.inf)
-        theta0 = jnp.concatenate([p0, x0.reshape(-1)]) if self.fit_u0 else p0
+        free = jnp.full(x0.size if fits else 0, jnp.inf)
+        theta0 = jnp.concatenate([p0, x0.reshape(-1)]) if fits else p0
         sol = self.solver.minimise(fn, theta0, jnp.concatenate([lower, -free]), jnp.concatenate([upper, free]),
                                    problem, max_steps=self.max_steps)
         # the value at the last accepted point: finite unless the start's forward solve failed
         return (*split(sol.params), sol.num_steps, sol.result, sol.objective)
 
     def _optimistix(self, problem, p0, x0, lower, upper):
-        box = _Box(lower, upper)
-        unknowns = lambda y: (box.to_box(y[0]), y[1] if self.fit_u0 else x0)  # noqa: E731
+        box, fits = _Box(lower, upper), self.fits_u0(problem)
+        unknowns = lambda y: (box.to_box(y[0]), y[1] if fits else problem.states0(box.to_box(y[0]), x0))  # noqa: E731
         fn = lambda y, problem: self._penalised(problem, *unknowns(y))  # noqa: E731
         sol = optx.least_squares(fn, self.solver, (box.to_free(p0), x0),
                                  args=problem, max_steps=self.max_steps, throw=False)
@@ -396,8 +435,9 @@ class OutputError(AbstractEstimator):
 
     def objective(self, problem: OutputErrorProblem, params) -> Float[Array, ""]:
         """Half the sum of squared whitened residuals at `params` from the problem's initial
-        states (a fit's own: `u0=fit.u0`); inf where the forward solve fails."""
-        r, ok = self.residuals(problem, params, problem.x0)
+        states (a fit's own: `u0=fit.u0`, or those tied to `params`); inf where the forward
+        solve fails."""
+        r, ok = self.residuals(problem, params, problem.states0(params, problem.x0))
         return jnp.where(ok, 0.5 * jnp.sum(r**2), jnp.inf)
 
     def solve(self, problem: OutputErrorProblem, p0, lower, upper) -> Solution:
@@ -420,9 +460,9 @@ class OutputError(AbstractEstimator):
             raise ValueError(f"output error has covariance {self.covariances}, got {kind!r}.")
         u0 = sol.extras["u0"]
         x = jnp.log(u0) if problem.log_space else u0
-        flat = lambda p, x: self.residuals(problem, p, x)[0].reshape(-1)  # noqa: E731
+        flat = lambda p, x: self.residuals(problem, p, problem.states0(p, x))[0].reshape(-1)  # noqa: E731
         jp, jx = jax.jacfwd(flat, argnums=(0, 1))(sol.params, x)
-        jac = jnp.concatenate([jp, jx.reshape(jx.shape[0], -1)], axis=1) if self.fit_u0 else jp
+        jac = jnp.concatenate([jp, jx.reshape(jx.shape[0], -1)], axis=1) if self.fits_u0(problem) else jp
         dof = problem.n_observed - jac.shape[1]
         s2 = 2.0 * sol.objective / jnp.maximum(dof, 1)
         n = sol.params.shape[0]

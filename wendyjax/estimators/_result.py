@@ -2,6 +2,7 @@
 
 import abc
 import dataclasses
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 import diffrax
@@ -9,7 +10,14 @@ import numpy as np
 
 from .._results import RESULTS, status_names
 from .._table import fixed_width
-from ..inference import confidence_intervals, forward_simulation_error, weak_directions
+from ..inference import (
+    Derived,
+    confidence_intervals,
+    delta_method,
+    derived_names,
+    forward_simulation_error,
+    weak_directions,
+)
 from ..model import ODEModel
 from ..simulate import solve
 from ..weak import TestFunctionInfo, WeakLikelihood
@@ -149,6 +157,18 @@ class AbstractFit(StatusMixin, abc.ABC):
             return self.stderr, self.stderr
         return confidence_intervals(self.params, self.covariance, level)
 
+    def derived(self, fn: Callable, names: "str | Sequence[str] | None" = None) -> Derived:
+        """Quantities derived from the parameters, `fn(p)` → a number or a vector (a JAX
+        function of the parameter vector in the model's order, e.g. `lambda p: p[0] / p[1]`
+        for R0 = β/γ), with standard errors and intervals by the delta method from the fit's
+        covariance. For intervals that follow a nonlinear `fn`, derive from a bootstrap:
+        `wj.studies.bootstrap(...).derived(fn)`."""
+        if self.covariance is None:
+            raise ValueError(f"{self.title} has no covariance, so the delta method has nothing to propagate; derive "
+                             f"from a bootstrap instead (wj.studies.bootstrap(...).derived(fn)).")
+        value, cov = delta_method(fn, self.params, self.covariance)
+        return Derived(derived_names(names, value.size), value, cov, self.covariance_method)
+
     def simulate(self, u0, t, solver: diffrax.AbstractSolver | None = None) -> np.ndarray:
         """The fitted model solved from `u0` on `t` (diffrax)."""
         return np.asarray(solve(self.model, self.params, u0, t, solver=solver))
@@ -209,6 +229,8 @@ class AbstractFit(StatusMixin, abc.ABC):
             for row, v in zip(rows, np.asarray(truth, float)):
                 row.append(v)
         lines = fixed_width(header, [[r[0]] + [f"{v: .6g}" for v in r[1:]] for r in rows])
+        if held := getattr(self.model, "fixed", None):
+            lines.append(f"held, not fitted: {', '.join(f'{n} = {v:g}' for n, v in held.items())}")
         on_bound = self.at_bound
         if on_bound:
             lines.append(f"note: the estimate of {', '.join(on_bound)} lies on the box's bound: the optimum may lie "
@@ -382,5 +404,6 @@ class OutputErrorFit(AbstractFit):
         return [
             f"{self.title} fit of '{self.model.name}': {self._status_text}",
             f"  loss = {self.objective:.6g}   LM steps = {self.num_steps}   noise: {self.noise}   covariance: "
-            f"{self.covariance_method}   fitted u0 = ({u0})",
+            f"{self.covariance_method}   {'u0(p̂)' if callable((self.options or {}).get('u0')) else 'fitted u0'} = "
+            f"({u0})",
         ]

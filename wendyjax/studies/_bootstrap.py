@@ -4,6 +4,7 @@ noise model, refitted as compiled, sharded batches by the study engine."""
 import dataclasses
 import time
 import warnings
+from collections.abc import Callable, Sequence
 
 import diffrax
 import jax
@@ -18,10 +19,11 @@ from .._compile import cpu_safe_jit
 from .._results import status_names
 from .._table import fixed_width
 from ..data import Batch, Dataset, Trajectory, as_dataset
-from ..estimators import AbstractEstimator, AbstractFit, Hybrid, OutputError, stack_problems
+from ..estimators import AbstractEstimator, AbstractFit, OutputError, stack_problems
+from ..inference import derived_names, derived_values
 from ..simulate import integrate, solve
 from ._engine import check_host_memory, check_processes, chunk_size, chunking, fit_batches, resolve_vectorize
-from ._fitcheck import check_data, check_fit, fit_options, fit_problem, has_objective
+from ._fitcheck import check_data, check_fit, fit_options, fit_problem, fitted_u0, has_objective
 from ._timings import timings_text
 
 BLOCK_VALUES = 2**25  # data values (float64) of the refits drawn and built at once: 256 MB a copy
@@ -38,7 +40,8 @@ class Bootstrap:
     - `estimate`: the fit's estimate $\\hat p$; `draws`: the `(B, j)` refitted estimates
       $p^*_b$, NaN where a refit did not succeed (`status`, one name per refit).
     - `u0`, `sigma`: the initial states `(R, D)` and the noise standard deviations `(D,)`
-      (of the logarithm under log-normal noise) the datasets were simulated with.
+      (of the logarithm under log-normal noise) the datasets were simulated with; NaN for a
+      state the data never observe.
     - `undetermined`: the parameters the fit's covariance does not determine (NaN standard
       errors) or determines only weakly together with others (a weak direction of
       `fit.identifiability()` combining two or more parameters: a ridge, e.g. parameters
@@ -126,6 +129,25 @@ class Bootstrap:
         """The standard deviation of the refitted estimates."""
         return self._masked(_nan_reduce(lambda x, axis: np.nanstd(x, axis=axis, ddof=1), self.draws))
 
+    def derived(self, fn: Callable, names: "str | Sequence[str] | None" = None) -> "Bootstrap":
+        """The bootstrap of quantities derived from the parameters, `fn(p)` → a number or a
+        vector (a JAX function of the parameter vector, as for
+        [`fit.derived`][wendyjax.estimators.AbstractFit.derived]): `fn` of the estimate and
+        of every refit, with this bootstrap's interval methods (unbounded; a quantity that
+        depends on an undetermined parameter is undetermined too)."""
+        value, jac = derived_values(fn, self.estimate)
+        names = derived_names(names, value.size)
+        ok = ~np.isnan(self.draws).any(axis=1)
+        draws = np.full((len(self.draws), value.size), np.nan)
+        if ok.any():
+            flat = jax.vmap(lambda q: jnp.atleast_1d(jnp.asarray(fn(q), float)))
+            draws[ok] = np.asarray(flat(jnp.asarray(self.draws[ok])))
+        draws[~np.isfinite(draws)] = np.nan
+        weak = np.isin(self.names, self.undetermined)
+        undetermined = tuple(n for n, row in zip(names, jac) if np.any(row[weak] != 0))
+        return dataclasses.replace(self, names=names, estimate=value, draws=draws, undetermined=undetermined,
+                                   lower=None, upper=None)
+
     def percentile(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         """Percentile intervals: the (1 − level)/2 and (1 + level)/2 quantiles of p* (NaN,
         with a warning, with fewer than [`min_refits`][wendyjax.studies.min_refits]`(level)`
@@ -176,7 +198,8 @@ class Bootstrap:
                 for n, *vals in zip(self.names, self.estimate, self.bias, self.stderr, blo, bhi, plo, phi)]
         lines = fixed_width(header, rows)
         head = (f"parametric bootstrap: {len(self.draws)} refits, {self.n_failed} failed, {self.noise} noise, "
-                f"σ = ({', '.join(f'{s:.3g}' for s in self.sigma)}), {self.seconds:.1f} s")
+                f"σ = ({', '.join('not observed' if np.isnan(s) else f'{s:.3g}' for s in self.sigma)}), "
+                f"{self.seconds:.1f} s")
         if self.timings:
             head += "\n" + timings_text(self.timings)
         if self.undetermined:
@@ -389,12 +412,13 @@ def bootstrap(
         clean.append(c)
         masks.append(_observed(tr))
     resid = [(np.log(np.asarray(tr.u)) - np.log(c)) if log else (np.asarray(tr.u) - c) for tr, c in zip(data, clean)]
-    sigma = np.sqrt(sum(np.sum(np.where(m, r, 0.0) ** 2, axis=0) for r, m in zip(resid, masks))
-                    / sum(m.sum(axis=0) for m in masks))
+    count = sum(m.sum(axis=0) for m in masks)
+    squares = sum(np.sum(np.where(m, r, 0.0) ** 2, axis=0) for r, m in zip(resid, masks))
+    sigma = np.sqrt(np.divide(squares, count, out=np.full(count.shape, np.nan), where=count > 0))  # NaN: unobserved
     clean = tuple(jnp.asarray(c) for c in clean)
     timings["simulate_s"] = time.perf_counter() - start
     own = {"noise": fit.noise}  # the fit's noise model; output error starts from the true initial states
-    if isinstance(estimator, (OutputError, Hybrid)):
+    if fitted_u0(estimator, fit, options) is not None:
         own["u0"] = u0s
     options = {**options, **{k: v for k, v in own.items() if k in estimator.options()}}
     lower = np.full(p.shape, -np.inf) if fit.lower is None else np.asarray(fit.lower, float)

@@ -104,11 +104,19 @@ def fit_problem(estimator: AbstractEstimator, fit: AbstractFit, data, options: d
     """The fit's problem rebuilt from `data` and `options` (with the fit's noise model and,
     for output error and the hybrid, its fitted initial states), refused unless it has the
     fit's objective at the estimate."""
-    own = {"noise": fit.noise, "u0": getattr(fit, "u0", None) if isinstance(estimator, (OutputError, Hybrid)) else None}
+    own = {"noise": fit.noise, "u0": fitted_u0(estimator, fit, options)}
     options = {**options, **{k: v for k, v in own.items() if v is not None and k in estimator.options()}}
     problem = estimator.problem(fit.model, as_dataset(data), **options)
     check_objective(estimator, fit, problem, what)
     return problem
+
+
+def fitted_u0(estimator: AbstractEstimator, fit: AbstractFit, options: dict):
+    """The initial states a rebuilt problem of output error or the hybrid starts from: the
+    fit's own, unless its options tie them to the parameters (`u0` a function, kept)."""
+    if not isinstance(estimator, (OutputError, Hybrid)) or callable(options.get("u0")):
+        return None
+    return getattr(fit, "u0", None)
 
 
 def has_objective(estimator: AbstractEstimator) -> bool:

@@ -12,6 +12,7 @@ from jaxtyping import PRNGKeyArray
 from .._checks import as_count, as_level, as_ratio
 from ..estimators import AbstractEstimator, AbstractFit
 from ._bootstrap import bootstrap, min_refits
+from ._fitcheck import fit_options
 from ._profile import check_profiled, profile
 
 
@@ -49,8 +50,10 @@ class AbstractIntervals(eqx.Module):
         return self
 
     @abc.abstractmethod
-    def compute(self, estimator: AbstractEstimator, fit: AbstractFit, data, level: float, key: PRNGKeyArray):
-        """What the intervals are read from (a bootstrap, the profiles)."""
+    def compute(self, estimator: AbstractEstimator, fit: AbstractFit, data, level: float, key: PRNGKeyArray,
+                **options):
+        """What the intervals are read from (a bootstrap, the profiles), with the fit's
+        problem `options` (the fit's own when left out)."""
 
     @abc.abstractmethod
     def ends(self, computed, level: float) -> tuple[np.ndarray, np.ndarray]:
@@ -58,13 +61,15 @@ class AbstractIntervals(eqx.Module):
 
     def __call__(
         self, estimator: AbstractEstimator, fit: AbstractFit, data, *, level: float = 0.95,
-        key: PRNGKeyArray | int = 0,
+        key: PRNGKeyArray | int = 0, **options,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(lower, upper) per parameter at `level`; ±inf on a side the method leaves open."""
+        """(lower, upper) per parameter at `level`; ±inf on a side the method leaves open.
+        `options` are the estimator's problem options (e.g. `sigma`, `u0`): a fit made by
+        `estimator.fit` reuses its own, which they may repeat but not change."""
         level = as_level(level)
         self.check(estimator)
         self.check_level(level)
-        return self.ends(self.compute(estimator, fit, data, level, key), level)
+        return self.ends(self.compute(estimator, fit, data, level, key, **options), level)
 
 
 class Wald(AbstractIntervals):
@@ -98,7 +103,8 @@ class Wald(AbstractIntervals):
     def check(self, estimator):
         self.kind(estimator)
 
-    def compute(self, estimator, fit, data, level, key):
+    def compute(self, estimator, fit, data, level, key, **options):
+        fit_options(estimator, fit, options, "Wald intervals")  # they read the fit: options can only repeat its own
         kind = self.kind(estimator, fit.covariance_method)
         if not fit.successful:
             raise ValueError(f"the fit did not succeed ({fit.status_name}): its covariance gives no interval.")
@@ -149,10 +155,10 @@ class BootstrapIntervals(AbstractIntervals):
         return self if self.ode_solver is not None else eqx.tree_at(lambda m: m.ode_solver, self, ode_solver,
                                                                      is_leaf=lambda x: x is None)
 
-    def compute(self, estimator, fit, data, level, key):
+    def compute(self, estimator, fit, data, level, key, **options):
         solver = diffrax.Tsit5() if self.ode_solver is None else self.ode_solver
         return bootstrap(estimator, fit, data, self.n_boot, key=key, batch_size=self.batch_size, progress=False,
-                         ode_solver=solver)
+                         ode_solver=solver, **options)
 
     def ends(self, computed, level):
         return getattr(computed, self.kind)(level)
@@ -178,8 +184,8 @@ class ProfileIntervals(AbstractIntervals):
     def name(self) -> str:
         return "profile"
 
-    def compute(self, estimator, fit, data, level, key):
-        return profile(estimator, fit, data, n_points=self.n_points, width=self.width, level=level)
+    def compute(self, estimator, fit, data, level, key, **options):
+        return profile(estimator, fit, data, n_points=self.n_points, width=self.width, level=level, **options)
 
     def ends(self, computed, level):
         lo = np.array([p.interval[0] for p in computed.values()])
@@ -232,8 +238,8 @@ class BootstrapOrProfile(AbstractIntervals):
     def simulating_with(self, ode_solver):
         return eqx.tree_at(lambda m: m.bootstrap, self, self.bootstrap.simulating_with(ode_solver))
 
-    def compute(self, estimator, fit, data, level, key):
-        return tuple(m.compute(estimator, fit, data, level, key) for m in self.parts())
+    def compute(self, estimator, fit, data, level, key, **options):
+        return tuple(m.compute(estimator, fit, data, level, key, **options) for m in self.parts())
 
     def ends(self, computed, level):
         boot, prof = computed

@@ -163,7 +163,7 @@ def profile(
     problem = fit_problem(estimator, fit, data, options, "the profile")  # checked before any refit
     if isinstance(estimator, (OutputError, Hybrid)):
         oe = problem.output_error if isinstance(estimator, Hybrid) else problem
-        fits_u0 = (estimator.output_error if isinstance(estimator, Hybrid) else estimator).fit_u0
+        fits_u0 = (estimator.output_error if isinstance(estimator, Hybrid) else estimator).fits_u0(oe)
         unknowns = p.size + (fit.u0.size if fits_u0 else 0)
         n_obs = int(oe.n_observed)
         s2 = 2.0 * fit.objective / max(n_obs - unknowns, 1)
