@@ -52,9 +52,12 @@ from .linear import (
 )
 from .model import ODEModel as ODEModel
 from .noise import (
+    AbstractCountNoise as AbstractCountNoise,
     AbstractNoise as AbstractNoise,
     AdditiveGaussian as AdditiveGaussian,
     LogNormal as LogNormal,
+    NegativeBinomial as NegativeBinomial,
+    Poisson as Poisson,
     estimate_noise_std as estimate_noise_std,
 )
 from .simulate import integrate as integrate, simulate as simulate, solve as solve

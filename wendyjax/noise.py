@@ -95,13 +95,113 @@ class LogNormal(AbstractNoise):
         return True
 
 
+class AbstractCountNoise(eqx.Module):
+    """A likelihood for counts, fitted by output error: each observation is a count whose
+    mean is the model's prediction (which must stay positive)."""
+
+    @abc.abstractmethod
+    def nll(self, y: Array, mean: Array, p: Array) -> Array:
+        """The negative log-likelihood of each count `y` at `mean` (constants included),
+        with `p` the model's parameters (for a dispersion fitted with them)."""
+
+    @abc.abstractmethod
+    def information(self, mean: Array, p: Array) -> Array:
+        """The expected Fisher information about the mean of each count."""
+
+    @abc.abstractmethod
+    def draw(self, mean: Array, p: Array, key: PRNGKeyArray) -> Array:
+        """Counts drawn at `mean` (a parametric bootstrap's data)."""
+
+    def resolve(self, model) -> "AbstractCountNoise":
+        """This noise model with its parameter names checked against `model`."""
+        return self
+
+    def sample(self, u_clean: Float[Array, "n d"], key: PRNGKeyArray) -> Float[Array, "n d"]:
+        """Counts with mean `u_clean` (`wj.simulate`)."""
+        return self.draw(u_clean, jnp.zeros(0, u_clean.dtype), key)
+
+    @property
+    def log_space(self) -> bool:
+        """Counts are fitted as they are, not as logarithms."""
+        return False
+
+
+class Poisson(AbstractCountNoise):
+    """Poisson counts: variance equal to the mean."""
+
+    def nll(self, y, mean, p):
+        return mean - y * jnp.log(mean) + jax.scipy.special.gammaln(y + 1)
+
+    def information(self, mean, p):
+        return 1.0 / mean
+
+    def draw(self, mean, p, key):
+        return jax.random.poisson(key, mean, dtype=jnp.int32).astype(mean.dtype)
+
+
+class NegativeBinomial(AbstractCountNoise):
+    r"""Negative-binomial counts, variance $\mu + \mu^2/\phi$ (overdispersed Poisson; the
+    gamma–Poisson mixture). `dispersion` $\phi > 0$: a number, or the name of a model
+    parameter fitted with the others (give it a box, e.g. [0.1, 1000])."""
+
+    dispersion: "float | str" = eqx.field(static=True)
+    index: int | None = eqx.field(static=True, default=None)
+
+    def __check_init__(self):
+        if isinstance(self.dispersion, str):
+            return
+        if not (isinstance(self.dispersion, (int, float)) and np.isfinite(self.dispersion) and self.dispersion > 0):
+            raise ValueError(f"NegativeBinomial: dispersion must be a number > 0 or the name of a model parameter, "
+                             f"got {self.dispersion!r}.")
+
+    def resolve(self, model) -> "NegativeBinomial":
+        if not isinstance(self.dispersion, str):
+            return self
+        if self.dispersion not in model.param_names:
+            raise ValueError(f"NegativeBinomial(dispersion={self.dispersion!r}): model '{model.name}' has no such "
+                             f"parameter; its parameters are {', '.join(model.param_names)} (add one for the "
+                             f"dispersion, or give a number).")
+        return NegativeBinomial(self.dispersion, model.param_names.index(self.dispersion))
+
+    def _phi(self, p):
+        if not isinstance(self.dispersion, str):
+            return self.dispersion
+        if self.index is None:
+            raise ValueError(f"NegativeBinomial(dispersion={self.dispersion!r}) names a parameter: only a fit, which "
+                             f"knows the model's parameters, can use it; give a number to simulate.")
+        return p[self.index]
+
+    def nll(self, y, mean, p):
+        phi, gammaln = self._phi(p), jax.scipy.special.gammaln
+        return -(gammaln(y + phi) - gammaln(phi) - gammaln(y + 1) + phi * jnp.log(phi / (phi + mean))
+                 + y * jnp.log(mean / (phi + mean)))
+
+    def information(self, mean, p):
+        phi = self._phi(p)
+        return phi / (mean * (phi + mean))
+
+    def draw(self, mean, p, key):
+        phi = self._phi(p)
+        rate_key, count_key = jax.random.split(key)
+        rate = jax.random.gamma(rate_key, jnp.broadcast_to(phi, mean.shape), dtype=mean.dtype) * mean / phi
+        return jax.random.poisson(count_key, rate, dtype=jnp.int32).astype(mean.dtype)
+
+
 def is_log_space(noise: "str | AbstractNoise") -> bool:
     """Whether `noise` ("gaussian", "lognormal" or a noise model) is fitted on log data."""
-    if isinstance(noise, AbstractNoise):
+    if isinstance(noise, (AbstractNoise, AbstractCountNoise)):
         return noise.log_space
     if noise in ("gaussian", "lognormal"):
         return noise == "lognormal"
-    raise ValueError(f"noise must be 'gaussian', 'lognormal' or a noise model, got {noise!r}.")
+    raise ValueError(f"noise must be 'gaussian', 'lognormal' or a noise model (e.g. wj.Poisson()), got {noise!r}.")
+
+
+def noise_name(noise: "str | AbstractNoise | AbstractCountNoise") -> str:
+    """The noise model's name in results: "gaussian", "lognormal", "poisson", "negative binomial"."""
+    if isinstance(noise, AbstractCountNoise):
+        return {"Poisson": "poisson", "NegativeBinomial": "negative binomial"}.get(type(noise).__name__,
+                                                                                   type(noise).__name__)
+    return "lognormal" if is_log_space(noise) else "gaussian"
 
 
 def resolve_noise(model, noise: "str | AbstractNoise | None") -> "str | AbstractNoise":

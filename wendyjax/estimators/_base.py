@@ -21,6 +21,13 @@ from ..data import Batch, Dataset, as_data, fingerprint, largest_magnitude
 from ..model import ODEModel
 from ._solution import Solution
 
+# options some estimators have, and where to go for them from one that has not
+_ELSEWHERE = {
+    "observe": "Observables other than the states (observe=) are fitted by output error (wj.OutputError): the weak "
+               "form needs every state observed directly.",
+    "u0": "Initial states (u0=) are an option of output error and the hybrid; the weak form does not solve the ODE.",
+}
+
 # statuses after which the estimate is still usable: the fit only warns
 _WARN_ONLY = ("max_steps_reached", "stalled", "shapiro_wilk_stop")
 
@@ -226,8 +233,9 @@ class AbstractEstimator(eqx.Module):
         allowed = self.options()
         unknown = sorted(set(options) - set(allowed))
         if unknown:
+            hint = "".join(f" {_ELSEWHERE[k]}" for k in unknown if k in _ELSEWHERE)
             raise TypeError(f"{type(self).__name__}.fit got unknown keyword(s) {', '.join(unknown)}; its options "
-                            f"are bounds, key, throw, covariance, fixed{''.join(', ' + a for a in allowed)}.")
+                            f"are bounds, key, throw, covariance, fixed{''.join(', ' + a for a in allowed)}.{hint}")
         if covariance is not None and covariance not in self.covariances:
             raise ValueError(f"covariance must be one of {self.covariances} for {type(self).__name__}, got "
                              f"{covariance!r}.")

@@ -27,7 +27,14 @@ from .._results import RESULTS
 from ..data import Dataset, Trajectory, as_dataset
 from ..inference import determined_pinv
 from ..model import ODEModel
-from ..noise import NOISE_WIDTH, AbstractNoise, estimate_noise_std, is_log_space, resolve_noise
+from ..noise import (
+    NOISE_WIDTH,
+    AbstractCountNoise,
+    AbstractNoise,
+    estimate_noise_std,
+    is_log_space,
+    resolve_noise,
+)
 from ..weak import TestFunctionConfig, WeakLikelihood, log_space_rhs
 from ._base import AbstractEstimator, check_start
 from ._result import OutputErrorFit
@@ -40,13 +47,19 @@ class OutputErrorProblem(eqx.Module):
     r"""Data of an output-error fit for $R$ trajectories (leading axis $R$).
 
     - `t`: $(R, N)$ sample times; shorter trajectories repeat their last time (masked).
-    - `y`: $(R, N, D)$ observations (log data for log-normal noise), 0 where missing.
-    - `mask`: $(R, N, D)$, 1 where observed.
-    - `scale`: $(R, D)$ residual scale $\sigma_{rd}$ (noise level, or 1 unweighted).
+    - `y`: $(R, N, K)$ observations of the $K$ observables (the states, or those of
+      `observe`; log data for log-normal noise), 0 where missing.
+    - `mask`: $(R, N, K)$, 1 where observed.
+    - `scale`: $(R, K)$ residual scale $\sigma_{rk}$ (noise level, or 1 unweighted or for counts).
     - `x0`: $(R, D)$ default start of the initial state: the first observation of each
       state (in log space for log-normal noise).
+    - `log_space`: residuals of the logarithms (log-normal noise); the states themselves
+      are integrated in log space when they are the observables.
     - `initial`: initial states tied to the parameters, `u0(p)` → `(D,)` or `(R, D)`, or
       `None` (they are the problem's unknowns or held at `x0`).
+    - `observe`: the observables `h(u, p, t)` → `(K,)`, or `None` for the states.
+    - `counts`: the count likelihood (e.g. [`Poisson`][wendyjax.Poisson]) fitted instead of
+      least squares, or `None`.
     """
 
     model: ODEModel
@@ -57,11 +70,27 @@ class OutputErrorProblem(eqx.Module):
     x0: Float[Array, "r d"]
     log_space: bool = eqx.field(static=True)
     initial: Callable | None = eqx.field(static=True, default=None)
+    observe: Callable | None = eqx.field(static=True, default=None)
+    counts: AbstractCountNoise | None = eqx.field(static=True, default=None)
+
+    @property
+    def log_states(self) -> bool:
+        """Whether the states are integrated as their logarithms (log-normal noise on the
+        states themselves)."""
+        return self.log_space and self.observe is None
 
     @property
     def rhs(self):
         """The right-hand side fitted: f, or f̃(x) = f(eˣ)/eˣ in log space."""
-        return log_space_rhs(self.model.rhs) if self.log_space else self.model.rhs
+        return log_space_rhs(self.model.rhs) if self.log_states else self.model.rhs
+
+    def predict(self, p, xs) -> Float[Array, "r n k"]:
+        """The model's values of the observables at the sample times from its states `xs`
+        (`(R, N, D)`, as integrated), on the scale of `y`."""
+        if self.observe is None:
+            return xs
+        h = jax.vmap(jax.vmap(self.observe, in_axes=(0, None, 0)), in_axes=(0, None, 0))(xs, p, self.t)
+        return jnp.log(h) if self.log_space else h
 
     def states0(self, p, x0) -> Float[Array, "r d"]:
         """The initial states the trajectories start from: `initial(p)` where they are tied
@@ -69,7 +98,7 @@ class OutputErrorProblem(eqx.Module):
         if self.initial is None:
             return x0
         u0 = jnp.broadcast_to(self.initial(p), x0.shape)
-        return jnp.log(u0) if self.log_space else u0
+        return jnp.log(u0) if self.log_states else u0
 
     @property
     def n_observed(self) -> Array:
@@ -99,6 +128,11 @@ def _trajectory_arrays(tr: Trajectory, log_space: bool, d: int, hidden_ok: bool 
     return t, u, mask, x0
 
 
+_LOG_ZERO = ("A state that starts at 0 and is never observed (e.g. R = 0): fit the observed columns through observe= "
+             "(e.g. observe=lambda u, p, t: u[1:2] with data of those columns), which keeps the states on their own "
+             "scale and takes the logarithm of the observables only.")
+
+
 def output_error_problem(
     model: ODEModel,
     data: "Trajectory | Dataset | list[Trajectory]",
@@ -107,11 +141,14 @@ def output_error_problem(
     sigma=None,
     weighted: bool = True,
     u0=None,
+    observe: Callable | None = None,
 ) -> OutputErrorProblem:
     """Validate data and stack the arrays of an output-error fit.
 
     - `noise`: "gaussian" (residuals of the states) or "lognormal" (residuals of the
-      log states, Rummel et al. 2025, eq. 20), or a noise model.
+      log states, Rummel et al. 2025, eq. 20), or a noise model; for counts
+      [`Poisson`][wendyjax.Poisson] or [`NegativeBinomial`][wendyjax.NegativeBinomial]
+      (their likelihood is fitted, not least squares).
     - `weighted`: divide each state's residuals by its noise level (the Gaussian maximum
       likelihood); `False` gives Rummel et al. 2025, eq. (11)'s plain least squares.
     - `sigma`: noise level per state (scalar or `(D,)`; log space for log-normal noise);
@@ -121,6 +158,10 @@ def output_error_problem(
       be hidden (never observed). A function `u0(p)` → `(D,)` or `(R, D)` ties them to the
       parameters instead (e.g. S₀ = N − I₀ with I₀ a parameter, bounded by the model's
       box): they are then not fitted on their own.
+    - `observe`: what the data's columns measure, `h(u, p, t)` → `(K,)` observables (e.g.
+      `lambda u, p, t: jnp.stack([p[2] * u[0] + p[3], u[0] + u[1]])`: a scale and an offset
+      that are parameters of the model, and a sum of states); `None`: the states. With it,
+      `u0` must be given (the data do not show the states).
     """
     if not isinstance(model, ODEModel):
         raise TypeError(f"model must be an ODEModel, got {type(model).__name__}.")
@@ -128,9 +169,22 @@ def output_error_problem(
     dataset = as_dataset(data)
     dataset.require_distinct_times("output error")
     log_space = is_log_space(noise)
+    counts = noise.resolve(model) if isinstance(noise, AbstractCountNoise) else None
+    if counts is not None and (sigma is not None or not weighted):
+        raise ValueError(f"sigma and weighted=False set a Gaussian noise level; {type(noise).__name__} counts have "
+                         f"the variance their likelihood gives them: leave both out.")
     d = model.n_states
-    check_state_columns(dataset.n_states, model)
-    arrays = [_trajectory_arrays(tr, log_space, d, hidden_ok=u0 is not None) for tr in dataset]
+    if observe is None:
+        check_state_columns(dataset.n_states, model)
+        k = d
+    else:
+        k = _check_observe(model, observe, dataset.n_states)
+        if u0 is None:
+            raise ValueError("with observe=..., the data show observables, not the states: pass u0= (the initial "
+                             "states, or a function u0(p) of the parameters).")
+    arrays = [_trajectory_arrays(tr, log_space, k, hidden_ok=u0 is not None) for tr in dataset]
+    if counts is not None:
+        _check_counts(arrays, type(noise).__name__)
     initial = None
     if callable(u0):
         initial = _check_initial(model, u0, len(arrays))
@@ -141,14 +195,14 @@ def output_error_problem(
         if u0.shape != (len(arrays), d) or not np.all(np.isfinite(u0)):
             raise ValueError(f"u0 must be {d} finite initial states of model '{model.name}', or one row per "
                              f"trajectory ({len(arrays)}, {d}), got shape {u0.shape}.")
-        if log_space and np.any(u0 <= 0):
-            raise ValueError("u0 must be positive under log-normal noise (the fit runs on log states).")
-        x0 = np.log(u0) if log_space else u0
+        if log_space and observe is None and np.any(u0 <= 0):
+            raise ValueError(f"u0 must be positive under log-normal noise (the fit runs on log states). {_LOG_ZERO}")
+        x0 = np.log(u0) if log_space and observe is None else u0
         arrays = [(t, u, m, row) for (t, u, m, _), row in zip(arrays, x0)]
-    if not weighted:
-        scales = [np.ones(d)] * len(arrays)
+    if not weighted or counts is not None:
+        scales = [np.ones(k)] * len(arrays)
     elif sigma is not None:
-        scales = [as_sigma(sigma, d, zero_ok=False)] * len(arrays)
+        scales = [as_sigma(sigma, k, zero_ok=False)] * len(arrays)
     else:
         scales = []
         for _, u, mask, _ in arrays:
@@ -180,7 +234,40 @@ def output_error_problem(
         x0=jnp.asarray(np.stack([a[3] for a in arrays])),
         log_space=log_space,
         initial=initial,
+        observe=observe,
+        counts=counts,
     )
+
+
+def _check_observe(model: ODEModel, observe: Callable, n_columns: int) -> int:
+    """The number of observables `observe(u, p, t)` returns, checked against the data's
+    columns."""
+    if not callable(observe):
+        raise TypeError(f"observe must be a function h(u, p, t) of the states, parameters and time, got "
+                        f"{type(observe).__name__}.")
+    d, j = model.n_states, model.n_params
+    try:
+        out = jax.eval_shape(observe, jnp.zeros(d), jnp.zeros(j), jnp.zeros(()))
+    except Exception as e:  # noqa: BLE001 - re-raised with context
+        raise ValueError(f"observe(u, p, t) with u of shape ({d},), p of shape ({j},) and a scalar t failed: "
+                         f"{e}") from e
+    shape = getattr(out, "shape", None)
+    if shape is None or len(shape) != 1:
+        raise ValueError(f"observe(u, p, t) must return a vector of observables (K,), got {shape}.")
+    if shape[0] != n_columns:
+        raise ValueError(f"observe returns {shape[0]} observables but the data have {n_columns} columns: one column "
+                         f"per observable, in observe's order.")
+    return shape[0]
+
+
+def _check_counts(arrays, name: str) -> None:
+    """Counts are finite and non-negative where observed."""
+    for r, (t, u, mask, _) in enumerate(arrays):
+        bad = mask & ~(u >= 0)
+        if bad.any():
+            i, k = np.argwhere(bad)[0]
+            raise ValueError(f"{name} noise models counts, but trajectory {r} has u[{i}, {k}] = {u[i, k]:.6g} (at "
+                             f"t = {t[i]:.6g}): counts are >= 0; use Gaussian or log-normal noise for other data.")
 
 
 def _check_initial(model: ODEModel, u0: Callable, n_trajectories: int) -> Callable:
@@ -322,12 +409,20 @@ class OutputError(AbstractEstimator):
         sigma=None,
         weighted: bool = True,
         u0=None,
+        observe: Callable | None = None,
     ) -> OutputErrorProblem:
         """The output-error data of `model` on `data` (see [`output_error_problem`][]):
-        `noise` ("gaussian" or "lognormal": log residuals; `None` takes `model.noise`),
-        `sigma` and `weighted`, and `u0`, the start of the initial states (`(D,)` or
-        `(R, D)`; default: the first observations)."""
-        return output_error_problem(model, data, resolve_noise(model, noise), sigma=sigma, weighted=weighted, u0=u0)
+        `noise` ("gaussian" or "lognormal": log residuals; `None` takes `model.noise`; counts:
+        [`Poisson`][wendyjax.Poisson], [`NegativeBinomial`][wendyjax.NegativeBinomial]),
+        `sigma` and `weighted`, `u0`, the start of the initial states (`(D,)` or `(R, D)`;
+        default: the first observations) or a function of the parameters, and `observe`, the
+        observables the data's columns measure."""
+        noise = resolve_noise(model, noise)
+        if isinstance(noise, AbstractCountNoise) and not isinstance(self.solver, TrustRegion):
+            raise ValueError(f"{type(noise).__name__} counts are fitted by their likelihood, which needs the "
+                             f"TrustRegion solver (optimistix's solvers fit least squares); use "
+                             f"OutputError(solver=wj.estimators.TrustRegion()).")
+        return output_error_problem(model, data, noise, sigma=sigma, weighted=weighted, u0=u0, observe=observe)
 
     def batch_problems(self, model, datasets: list, **options):
         """One output-error problem per dataset (each from its own first observations)."""
@@ -341,9 +436,14 @@ class OutputError(AbstractEstimator):
                 f"parameters ({names}); a WENDy estimate is a good one (see Hybrid).")
 
     def init(self, model, problem, p0, lower, upper) -> Float[Array, " j"]:
-        """`p0` checked: output error has no default start."""
+        """`p0` checked: output error has no default start (and initial states tied to it
+        must be positive for log states)."""
         self.require_start(model, p0)
-        return jnp.asarray(check_start(model, p0, lower, upper), float)
+        p0 = check_start(model, p0, lower, upper)
+        if problem.initial is not None and problem.log_states and np.any(np.asarray(problem.initial(p0)) <= 0):
+            raise ValueError(f"u0(p0) = {np.asarray(problem.initial(p0)).tolist()} must be positive under log-normal "
+                             f"noise (the fit runs on log states). {_LOG_ZERO}")
+        return jnp.asarray(p0, float)
 
     def _solve(self, problem, t, x0, p, sensitivities: bool):
         """One trajectory: states at `t` (and, with `sensitivities`, ∂x/∂x₀ and ∂x/∂p from
@@ -380,11 +480,48 @@ class OutputError(AbstractEstimator):
         xs, ok = jax.vmap(lambda t, x: self._solve(problem, t, x, p, False))(problem.t, x0)
         return xs, jnp.all(ok)
 
-    def residuals(self, problem: OutputErrorProblem, p, x0) -> tuple[Float[Array, "r n d"], Bool[Array, ""]]:
-        """Whitened residuals $m (x - y)/\\sigma$ (0 where missing) and the solve status."""
+    def predictions(self, problem: OutputErrorProblem, p, x0) -> tuple[Float[Array, "r n k"], Bool[Array, ""]]:
+        """The observables at the sample times (0 where missing) and whether every solve
+        succeeded with finite observables (positive ones for counts) where observed."""
         xs, ok = self.trajectories(problem, p, x0)
-        r = problem.mask * (jnp.where(jnp.isfinite(xs), xs, 0.0) - problem.y) / problem.scale[:, None, :]
-        return r, ok
+        y = problem.predict(p, jnp.where(jnp.isfinite(xs), xs, 0.0))
+        valid = jnp.isfinite(y) & (y > 0) if problem.counts is not None else jnp.isfinite(y)
+        ok = ok & jnp.all(jnp.where(problem.mask > 0, valid, True))
+        return jnp.where(problem.mask > 0, jnp.where(valid, y, 1.0), 0.0), ok
+
+    def residuals(self, problem: OutputErrorProblem, p, x0) -> tuple[Float[Array, "r n k"], Bool[Array, ""]]:
+        """Whitened residuals $m (h - y)/\\sigma$ (0 where missing) and the solve status."""
+        y, ok = self.predictions(problem, p, x0)
+        return problem.mask * (y - problem.y) / problem.scale[:, None, :], ok
+
+    def _nll(self, problem: OutputErrorProblem, p, means) -> Float[Array, ""]:
+        """The count likelihood's negative log-likelihood at the observables' `means`."""
+        mean = jnp.where(problem.mask > 0, means, 1.0)  # missing entries: any valid mean, weight 0
+        return jnp.sum(problem.mask * problem.counts.nll(problem.y, mean, p))
+
+    def _fisher_model(self, problem, theta, split):
+        """The count likelihood at the unknowns `theta` (parameters, then any fitted initial
+        states; `split` separates them): its value, gradient, and the square root `A` of its
+        Fisher-scoring model $A^TA = J^T W J + H_\\phi$ ($J$ the Jacobian of the means, $W$
+        their expected information, $H_\\phi$ the curvature of a dispersion fitted among the
+        parameters, means held, clipped to be positive semi-definite), and the solve status."""
+        n_p = split(theta)[0].shape[0]
+
+        def means(th):
+            y, ok = self.predictions(problem, *split(th))
+            return y.reshape(-1), (y, ok)
+
+        jac, (mu, ok) = jax.jacfwd(means, has_aux=True)(theta)
+        p = theta[:n_p]
+        value = self._nll(problem, p, mu)
+        dmu = jax.grad(lambda m: self._nll(problem, p, m.reshape(mu.shape)))(mu.reshape(-1))
+        mask = problem.mask.reshape(-1)
+        w = mask * problem.counts.information(jnp.where(mask > 0, mu.reshape(-1), 1.0), p)
+        held = lambda th: self._nll(problem, th[:n_p], jax.lax.stop_gradient(mu))  # noqa: E731
+        lam, vec = jnp.linalg.eigh(jax.hessian(held)(theta))
+        root = jnp.sqrt(jnp.maximum(lam, 0.0))[:, None] * vec.T
+        a = jnp.concatenate([jnp.sqrt(w)[:, None] * jac, root])
+        return value, jac.T @ dmu + jax.grad(held)(theta), a, ok
 
     def _penalised(self, problem, p, x):
         """Flat whitened residuals; a failed forward solve gives a large constant residual
@@ -405,6 +542,10 @@ class OutputError(AbstractEstimator):
         def fn(theta, problem):
             # a failed forward solve makes the value infinite: the trust region rejects
             # such a trial point, and stops at once when it is the start
+            if problem.counts is not None:
+                value, grad, a, ok = self._fisher_model(problem, theta, split)
+                return jnp.where(ok, value, jnp.inf), grad, a.T @ a
+
             def res(th):
                 r, ok = self.residuals(problem, *split(th))
                 return r.reshape(-1), (r.reshape(-1), ok)
@@ -436,8 +577,12 @@ class OutputError(AbstractEstimator):
     def objective(self, problem: OutputErrorProblem, params) -> Float[Array, ""]:
         """Half the sum of squared whitened residuals at `params` from the problem's initial
         states (a fit's own: `u0=fit.u0`, or those tied to `params`); inf where the forward
-        solve fails."""
-        r, ok = self.residuals(problem, params, problem.states0(params, problem.x0))
+        solve fails; for counts, their negative log-likelihood."""
+        x0 = problem.states0(params, problem.x0)
+        if problem.counts is not None:
+            y, ok = self.predictions(problem, params, x0)
+            return jnp.where(ok, self._nll(problem, params, y), jnp.inf)
+        r, ok = self.residuals(problem, params, x0)
         return jnp.where(ok, 0.5 * jnp.sum(r**2), jnp.inf)
 
     def solve(self, problem: OutputErrorProblem, p0, lower, upper) -> Solution:
@@ -449,23 +594,30 @@ class OutputError(AbstractEstimator):
         p, x, num_steps, result, loss = run(problem, jnp.asarray(p0, float), x0, jnp.asarray(lower, float),
                                             jnp.asarray(upper, float))
         result = RESULTS.where(jnp.isfinite(loss), result, RESULTS.forward_failed)
-        u0 = jnp.exp(x) if problem.log_space else x
+        u0 = jnp.exp(x) if problem.log_states else x
         return Solution(p, loss, num_steps, result, {"u0": u0})
 
     def covariance(self, problem: OutputErrorProblem, sol: Solution, kind: str | None = None):
         r"""Gauss–Newton covariance of $\hat p$: the $p$ block of $s^2 (J^TJ)^{-1}$, $J$ the
-        Jacobian of the whitened residuals in $(p, u_0)$ and $s^2$ = RSS/(n − #unknowns); NaN
-        for the parameters $J$ does not determine."""
+        Jacobian of the whitened residuals in $(p, u_0)$ and $s^2$ = RSS/(n − #unknowns); for
+        counts, the inverse of the Fisher-scoring model of the likelihood (no $s^2$). NaN for
+        the parameters the data do not determine."""
         if kind not in (None, *self.covariances):
             raise ValueError(f"output error has covariance {self.covariances}, got {kind!r}.")
         u0 = sol.extras["u0"]
-        x = jnp.log(u0) if problem.log_space else u0
+        x = jnp.log(u0) if problem.log_states else u0
+        n = sol.params.shape[0]
+        if problem.counts is not None:
+            fits = self.fits_u0(problem)
+            split = lambda th: (th[:n], th[n:].reshape(x.shape) if fits else problem.states0(th[:n], x))  # noqa: E731
+            theta = jnp.concatenate([sol.params, x.reshape(-1)]) if fits else sol.params
+            pinv = determined_pinv(self._fisher_model(problem, theta, split)[2])[:n]
+            return pinv @ pinv.T
         flat = lambda p, x: self.residuals(problem, p, problem.states0(p, x))[0].reshape(-1)  # noqa: E731
         jp, jx = jax.jacfwd(flat, argnums=(0, 1))(sol.params, x)
         jac = jnp.concatenate([jp, jx.reshape(jx.shape[0], -1)], axis=1) if self.fits_u0(problem) else jp
         dof = problem.n_observed - jac.shape[1]
         s2 = 2.0 * sol.objective / jnp.maximum(dof, 1)
-        n = sol.params.shape[0]
         pinv = determined_pinv(jac)[:n]
         return s2 * pinv @ pinv.T
 

@@ -8,17 +8,18 @@ from typing import ClassVar
 import diffrax
 import numpy as np
 
+from .._derived import derived_names
 from .._results import RESULTS, status_names
 from .._table import fixed_width
 from ..inference import (
     Derived,
     confidence_intervals,
     delta_method,
-    derived_names,
     forward_simulation_error,
     weak_directions,
 )
 from ..model import ODEModel
+from ..noise import noise_name
 from ..simulate import solve
 from ..weak import TestFunctionInfo, WeakLikelihood
 
@@ -380,8 +381,8 @@ class OutputErrorFit(AbstractFit):
     @classmethod
     def from_solution(cls, estimator, model, problem, p0, solution, covariance, kind, seconds):
         oe = getattr(problem, "output_error", problem)
-        common = cls._common(estimator, model, p0, solution, covariance, kind, seconds,
-                             "lognormal" if oe.log_space else "gaussian")
+        noise = noise_name(oe.counts) if oe.counts is not None else "lognormal" if oe.log_space else "gaussian"
+        common = cls._common(estimator, model, p0, solution, covariance, kind, seconds, noise)
         extras = solution.extras
         wendy = extras.get("wendy_params")
         return cls(**common, u0=np.asarray(extras["u0"]), scale=np.asarray(oe.scale),
@@ -403,7 +404,8 @@ class OutputErrorFit(AbstractFit):
         u0 = "; ".join(", ".join(f"{v:.6g}" for v in row) for row in self.u0)
         return [
             f"{self.title} fit of '{self.model.name}': {self._status_text}",
-            f"  loss = {self.objective:.6g}   LM steps = {self.num_steps}   noise: {self.noise}   covariance: "
+            f"  {'loss' if self.noise in ('gaussian', 'lognormal') else '-log L'} = {self.objective:.6g}   LM steps = "
+            f"{self.num_steps}   noise: {self.noise}   covariance: "
             f"{self.covariance_method}   {'u0(p̂)' if callable((self.options or {}).get('u0')) else 'fitted u0'} = "
             f"({u0})",
         ]

@@ -16,11 +16,12 @@ from tqdm.auto import tqdm
 
 from .._checks import as_count, as_key, as_level, user_stacklevel
 from .._compile import cpu_safe_jit
+from .._derived import derived_names, derived_values
 from .._results import status_names
 from .._table import fixed_width
 from ..data import Batch, Dataset, Trajectory, as_dataset
 from ..estimators import AbstractEstimator, AbstractFit, OutputError, stack_problems
-from ..inference import derived_names, derived_values
+from ..noise import AbstractCountNoise
 from ..simulate import integrate, solve
 from ._engine import check_host_memory, check_processes, chunk_size, chunking, fit_batches, resolve_vectorize
 from ._fitcheck import check_data, check_fit, fit_options, fit_problem, fitted_u0, has_objective
@@ -41,7 +42,7 @@ class Bootstrap:
       $p^*_b$, NaN where a refit did not succeed (`status`, one name per refit).
     - `u0`, `sigma`: the initial states `(R, D)` and the noise standard deviations `(D,)`
       (of the logarithm under log-normal noise) the datasets were simulated with; NaN for a
-      state the data never observe.
+      state the data never observe, and for counts (their likelihood sets their variance).
     - `undetermined`: the parameters the fit's covariance does not determine (NaN standard
       errors) or determines only weakly together with others (a weak direction of
       `fit.identifiability()` combining two or more parameters: a ridge, e.g. parameters
@@ -197,9 +198,10 @@ class Bootstrap:
         rows = [[n, *(f"{v: .6g}" for v in vals)]
                 for n, *vals in zip(self.names, self.estimate, self.bias, self.stderr, blo, bhi, plo, phi)]
         lines = fixed_width(header, rows)
+        sigma = ("" if self.noise not in ("gaussian", "lognormal") else
+                 f"σ = ({', '.join('not observed' if np.isnan(s) else f'{s:.3g}' for s in self.sigma)}), ")
         head = (f"parametric bootstrap: {len(self.draws)} refits, {self.n_failed} failed, {self.noise} noise, "
-                f"σ = ({', '.join('not observed' if np.isnan(s) else f'{s:.3g}' for s in self.sigma)}), "
-                f"{self.seconds:.1f} s")
+                f"{sigma}{self.seconds:.1f} s")
         if self.timings:
             head += "\n" + timings_text(self.timings)
         if self.undetermined:
@@ -241,6 +243,16 @@ def _draws(keys, clean: tuple, sigma, log: bool) -> tuple:
     def one(c, r):
         z = jax.vmap(lambda k: jax.random.normal(jax.random.fold_in(k, r), c.shape, dtype=c.dtype))(keys)
         return c * jnp.exp(sigma * z) if log else c + sigma * z
+
+    return tuple(one(c, r) for r, c in enumerate(clean))
+
+
+@cpu_safe_jit
+def _count_draws(keys, clean: tuple, counts: AbstractCountNoise, p) -> tuple:
+    """As `_draws`, for counts of mean `clean` under the likelihood `counts` at `p`."""
+
+    def one(c, r):
+        return jax.vmap(lambda k: counts.draw(c, p, jax.random.fold_in(k, r)))(keys)
 
     return tuple(one(c, r) for r, c in enumerate(clean))
 
@@ -384,7 +396,8 @@ def bootstrap(
     key = as_key(key)
     data = as_dataset(data)
     model, p = fit.model, np.asarray(fit.params, float)
-    if data.n_states != model.n_states:
+    observe = options.get("observe")
+    if observe is None and data.n_states != model.n_states:
         raise ValueError(f"data have {data.n_states} states but model '{model.name}' has {model.n_states}.")
     check_data(fit, data, "the bootstrap")
     # the refits' data are drawn block by block (`BLOCK_VALUES`); what every refit keeps is its
@@ -399,6 +412,8 @@ def bootstrap(
     vectorize = resolve_vectorize(vectorize, devices)
     timings = {"initial_states_s": 0.0, "simulate_s": 0.0, "build_s": 0.0, "fit_s": 0.0}
     clock = time.perf_counter()
+    noise = options.get("noise", fit.noise)  # the fit's noise model (an object for counts)
+    counts = noise.resolve(model) if isinstance(noise, AbstractCountNoise) else None
     log = fit.noise == "lognormal"
     u0s = _initial_states(fit, data, u0, ode_solver)
     timings["initial_states_s"] = time.perf_counter() - clock
@@ -406,18 +421,27 @@ def bootstrap(
     clean, masks = [], []
     for r, (tr, x0) in enumerate(zip(data, u0s)):
         c = np.asarray(solve(model, p, x0, tr.t, solver=ode_solver))
-        if not np.all(np.isfinite(c)) or (log and np.any(c <= 0)):
-            raise ValueError(f"the fitted model solved forward from u0 = {x0} is not finite{' and positive' * log} on "
-                             f"trajectory {r}'s grid: it cannot generate bootstrap data.")
+        if observe is not None:  # what the data's columns measure
+            c = np.asarray(jax.vmap(observe, in_axes=(0, None, 0))(jnp.asarray(c), jnp.asarray(p), jnp.asarray(tr.t)))
+        m = _observed(tr)
+        positive = log or counts is not None
+        if not np.all(np.isfinite(c[m])) or (positive and np.any(c[m] <= 0)):
+            raise ValueError(f"the fitted model solved forward from u0 = {x0} is not finite"
+                             f"{' and positive' * positive} on trajectory {r}'s grid: it cannot generate bootstrap "
+                             f"data.")
         clean.append(c)
-        masks.append(_observed(tr))
-    resid = [(np.log(np.asarray(tr.u)) - np.log(c)) if log else (np.asarray(tr.u) - c) for tr, c in zip(data, clean)]
+        masks.append(m)
     count = sum(m.sum(axis=0) for m in masks)
-    squares = sum(np.sum(np.where(m, r, 0.0) ** 2, axis=0) for r, m in zip(resid, masks))
-    sigma = np.sqrt(np.divide(squares, count, out=np.full(count.shape, np.nan), where=count > 0))  # NaN: unobserved
+    if counts is None:
+        resid = [np.where(m, np.log(np.where(m, tr.u, 1.0)) - np.log(np.where(m, c, 1.0)) if log else tr.u - c, 0.0)
+                 for tr, c, m in zip(data, clean, masks)]
+        squares = sum(np.sum(r**2, axis=0) for r in resid)
+        sigma = np.sqrt(np.divide(squares, count, out=np.full(count.shape, np.nan), where=count > 0))  # NaN: unobserved
+    else:
+        sigma = np.full(count.shape, np.nan)  # counts: the likelihood's own variance
     clean = tuple(jnp.asarray(c) for c in clean)
     timings["simulate_s"] = time.perf_counter() - start
-    own = {"noise": fit.noise}  # the fit's noise model; output error starts from the true initial states
+    own = {"noise": noise}  # the fit's noise model; output error starts from the true initial states
     if fitted_u0(estimator, fit, options) is not None:
         own["u0"] = u0s
     options = {**options, **{k: v for k, v in own.items() if k in estimator.options()}}
@@ -427,7 +451,8 @@ def bootstrap(
     blocks, size, bar, sols = _blocks(n_boot, sum(tr.u.size for tr in data)), None, None, []
     for block in blocks:
         start = time.perf_counter()
-        noisy = jax.device_get(_draws(keys[block], clean, jnp.asarray(sigma), log))
+        noisy = jax.device_get(_draws(keys[block], clean, jnp.asarray(sigma), log) if counts is None
+                               else _count_draws(keys[block], clean, counts, jnp.asarray(p)))
         # the block's data: the draws (b, n, D) per trajectory, the data's missing entries left missing
         batch = Batch(tuple(np.asarray(tr.t) for tr in data),
                       tuple(np.where(m, x, np.nan) for x, m in zip(noisy, masks)),

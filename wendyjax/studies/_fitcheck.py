@@ -10,7 +10,7 @@ from .._compile import cpu_safe_jit
 from ..data import as_dataset, fingerprint
 from ..estimators import AbstractEstimator, AbstractFit, Hybrid, OutputError, WENDyFit
 from ..model import ODEModel
-from ..noise import is_log_space, resolve_noise
+from ..noise import AbstractCountNoise, is_log_space, resolve_noise
 
 
 def check_fit(estimator: AbstractEstimator, fit: AbstractFit, what: str) -> None:
@@ -61,6 +61,15 @@ def _shown(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _same_noise(model, a, b) -> bool:
+    """Whether two `noise` options are one noise model (`None` is the model's own; the
+    Gaussian and log-normal ones by their space, counts as objects)."""
+    a, b = resolve_noise(model, a), resolve_noise(model, b)
+    if isinstance(a, AbstractCountNoise) or isinstance(b, AbstractCountNoise):
+        return a == b
+    return is_log_space(a) == is_log_space(b)
+
+
 def fit_options(estimator: AbstractEstimator, fit: AbstractFit, options: dict, what: str) -> dict:
     """The options to rebuild the fit's problem with: the fit's own, which `options` may
     repeat but not change (a fit not made by `estimator.fit` has none recorded: `options`)."""
@@ -72,9 +81,8 @@ def fit_options(estimator: AbstractEstimator, fit: AbstractFit, options: dict, w
         return dict(options)
     signature = inspect.signature(estimator.problem).parameters
     made = {name: signature[name].default for name in estimator.options()} | fit.options
-    log = lambda v: is_log_space(resolve_noise(fit.model, v))  # noqa: E731 - None is the model's noise
     changed = [name for name, value in options.items()
-               if not (log(value) == log(made[name]) if name == "noise" else _same(value, made[name]))]
+               if not (_same_noise(fit.model, value, made[name]) if name == "noise" else _same(value, made[name]))]
     if changed:
         raise ValueError(
             f"{what} got {', '.join(f'{n}={_shown(options[n])}' for n in changed)} but the fit was made with "
@@ -104,7 +112,7 @@ def fit_problem(estimator: AbstractEstimator, fit: AbstractFit, data, options: d
     """The fit's problem rebuilt from `data` and `options` (with the fit's noise model and,
     for output error and the hybrid, its fitted initial states), refused unless it has the
     fit's objective at the estimate."""
-    own = {"noise": fit.noise, "u0": fitted_u0(estimator, fit, options)}
+    own = {"noise": options.get("noise", fit.noise), "u0": fitted_u0(estimator, fit, options)}
     options = {**options, **{k: v for k, v in own.items() if v is not None and k in estimator.options()}}
     problem = estimator.problem(fit.model, as_dataset(data), **options)
     check_objective(estimator, fit, problem, what)

@@ -21,7 +21,7 @@ from .._compile import cpu_safe_jit
 from .._notes import Notes
 from ..data import Batch, Dataset, Trajectory, as_batch, as_dataset
 from ..model import ODEModel
-from ..noise import AbstractNoise, estimate_noise_std, is_log_space
+from ..noise import AbstractCountNoise, AbstractNoise, estimate_noise_std, is_log_space
 from ._general import sensitivity_structure
 from ._likelihood import WeakLikelihood
 from ._linear import basis_grams, linear_blocks, model_structure, structure_holds
@@ -250,6 +250,10 @@ def build_batch(
     for i, t in enumerate(batch.t):
         if np.any(np.diff(t) == 0):
             Dataset([Trajectory(t, batch.u[i][0])]).require_distinct_times("the weak form (WENDy)")
+    if isinstance(noise, AbstractCountNoise):
+        raise ValueError(f"the weak form (WENDy) has Gaussian and log-normal likelihoods only; counts with "
+                         f"{type(noise).__name__} noise are fitted by output error: wj.OutputError().fit(model, data, "
+                         f"p0, noise=wj.{type(noise).__name__}(...)).")
     log_space = is_log_space(noise)
     d = model.n_states
     check_state_columns(batch.n_states, model)
