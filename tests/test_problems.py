@@ -202,3 +202,64 @@ def test_bad_derived_quantities_are_refused(fn, names, match):
     fit = wj.OutputError().fit(SIR_I0, wj.datasets.boarding_school(), [1.5, 0.5, 3.0], u0=_tied, weighted=False)
     with pytest.raises(ValueError, match=match):
         fit.derived(fn, names)
+
+
+# --- several experiments: shared and per-trajectory parameters ----------------------------------
+
+def _two_logistics(u, p, t):  # by hand: r shared, K per experiment
+    return jnp.stack([p[0] * u[0] * (1 - u[0] / p[1]), p[0] * u[1] * (1 - u[1] / p[2])])
+
+
+def _experiment_data(grids):
+    truths = [(0.8, 10.0), (0.8, 6.0)]
+    return [wj.simulate(FULL, p, [0.5], g, wj.AdditiveGaussian(0.05), jax.random.key(i))
+            for i, (p, g) in enumerate(zip(truths, grids))]
+
+
+def test_per_trajectory_parameters_give_the_fit_of_the_model_written_for_both():
+    grid = np.linspace(0.0, 20.0, 201)
+    data = _experiment_data([grid, grid])
+    both = wj.Experiments(FULL, data, per_trajectory=["K"])
+    assert both.model.param_names == ("r", "K[0]", "K[1]") and both.model.state_names == ("N[0]", "N[1]")
+    by_hand = wj.ODEModel(_two_logistics, ["N0", "N1"], ["r", "K0", "K1"], bounds=([0.0, 1.0, 1.0], [5.0, 50.0, 50.0]))
+    side = wj.Trajectory(grid, np.c_[data[0].u, data[1].u])
+    for est, options in [(wj.MLE(), {}), (wj.OutputError(), {"u0": [0.5, 0.5]})]:
+        fit = est.fit(both.model, both.data, [1.0, 8.0, 8.0], **options)
+        hand = est.fit(by_hand, side, [1.0, 8.0, 8.0], **options)
+        np.testing.assert_allclose(fit.params, hand.params, rtol=1e-9)
+        np.testing.assert_allclose(fit.stderr, hand.stderr, rtol=1e-7)
+    np.testing.assert_allclose(both.params(fit.params), [[fit.params[0], fit.params[1]],
+                                                         [fit.params[0], fit.params[2]]])
+    boot = wj.studies.bootstrap(wj.OutputError(), fit, both.data, 6, key=0, progress=False)
+    assert boot.draws.shape == (6, 3) and boot.n_failed == 0
+
+
+def test_experiments_on_their_own_grids_with_conditions_and_tied_initial_states():
+    """Different sample times (output error on the union grid), K known per experiment
+    (conditions), the initial state a parameter per experiment tied through initial()."""
+    data = _experiment_data([np.linspace(0.0, 20.0, 81), np.linspace(0.0, 20.0, 41)])
+    model = wj.ODEModel(_logistic, ["N"], ["r", "K", "N0"], bounds=([0.0, 1.0, 0.1], [5.0, 50.0, 2.0]))
+    exp = wj.Experiments(model, data, per_trajectory=["N0"], conditions=[{"K": 10.0}, {"K": 6.0}])
+    assert exp.model.param_names == ("r", "N0[0]", "N0[1]") and np.isnan(exp.data.u).any()
+    u0 = exp.initial(lambda p: p[2:3])
+    fit = wj.OutputError().fit(exp.model, exp.data, [1.0, 0.4, 0.6], u0=u0)
+    assert fit.successful and abs(fit.params[0] - 0.8) < 4 * fit.stderr[0]
+    np.testing.assert_allclose(fit.u0[0], fit.params[1:], rtol=1e-12)
+    np.testing.assert_allclose(exp.params(fit.params)[:, 1], [10.0, 6.0])
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda d: wj.Experiments(FULL, d[:1]), "needs at least two trajectories"),
+    (lambda d: wj.Experiments(FULL, d, per_trajectory=["k"]), r"per_trajectory: model 'logistic' has no parameter"),
+    (lambda d: wj.Experiments(FULL, d, conditions=[{"K": 1.0}]), r"conditions: one mapping per trajectory \(2\)"),
+    (lambda d: wj.Experiments(FULL, d, conditions=[{"K": 1.0}, {}]), "K must be given for every trajectory"),
+    (lambda d: wj.Experiments(FULL, d, per_trajectory=["K"], conditions=[{"K": 1.0}, {"K": 2.0}]),
+     "K cannot be both held by conditions and fitted per trajectory"),
+    (lambda d: wj.Experiments(FULL, [d[0], wj.Trajectory(d[1].t + 1.0, d[1].u)]),
+     r"the experiments start at different times \[0.0, 1.0\]"),
+    (lambda d: wj.Experiments(FULL, d).initial(np.ones((3, 1))), r"u0: one row of 1 initial states per experiment"),
+])
+def test_bad_experiments_are_refused(make, match):
+    grid = np.linspace(0.0, 20.0, 41)
+    with pytest.raises(ValueError, match=match):
+        make(_experiment_data([grid, grid]))

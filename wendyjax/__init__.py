@@ -15,6 +15,7 @@ from . import (
     weak as weak,
 )
 from ._compile import CPU_COMPILER_OPTIONS as CPU_COMPILER_OPTIONS
+from ._experiments import Experiments as Experiments
 from ._version import __version__ as __version__
 from .data import (
     Batch as Batch,
