@@ -263,3 +263,23 @@ def test_bad_experiments_are_refused(make, match):
     grid = np.linspace(0.0, 20.0, 41)
     with pytest.raises(ValueError, match=match):
         make(_experiment_data([grid, grid]))
+
+
+def test_a_study_of_a_held_benchmark_is_the_study_of_the_model_written_without_them():
+    bench = zoo("logistic")  # u' = p1 u + p2 u², p* = (1, -1)
+    held = bench.fix(p2=-1.0)
+    hand = wj.models.Benchmark(wj.ODEModel(lambda u, p, t: p[0] * u - u**2, ["u"], ["p1"], bounds=([0.0], [10.0]),
+                                           name="logistic"),
+                               bench.p_true[:1], bench.u0, bench.t, bench.noise, bench.solver, "by hand")
+    assert held.model.param_names == ("p1",) and held.model.fixed == {"p2": -1.0}
+    kwargs = dict(noise_levels=0.05, subsamples=16, n_runs=6, key=0, progress=False, batch_size=6)
+    a = wj.studies.monte_carlo(held, "mle", **kwargs)
+    b = wj.studies.monte_carlo(hand, "mle", **kwargs)
+    np.testing.assert_allclose(a.runs[0].params, b.runs[0].params, rtol=1e-9)
+
+
+def test_a_study_of_counts_is_refused_before_work():
+    bench = zoo("logistic")
+    counts = wj.models.Benchmark(bench.model, bench.p_true, bench.u0, bench.t, wj.Poisson(), bench.solver, "counts")
+    with pytest.raises(ValueError, match="a study of counts is not supported"):
+        wj.studies.monte_carlo(counts, "output_error", n_runs=4, progress=False)

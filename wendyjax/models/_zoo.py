@@ -1,6 +1,7 @@
 """Benchmark systems of the papers, each with its protocol (truth, grid, noise, box)."""
 
 import dataclasses
+from collections.abc import Mapping
 
 import diffrax
 import equinox as eqx
@@ -29,6 +30,16 @@ class Benchmark(eqx.Module):
     noise: AbstractNoise
     solver: diffrax.AbstractSolver
     source: str = eqx.field(static=True)
+
+    def fix(self, values: "Mapping[str, float] | None" = None, /, **named: float) -> "Benchmark":
+        """This benchmark with some parameters held (by name, as
+        [`ODEModel.fix`][wendyjax.ODEModel.fix]): its model and `p_true` are the other
+        parameters', and data are simulated with the held values, so that a study of it
+        (`monte_carlo`, `sweep`) is the study of the problem with those parameters known."""
+        held = self.model.fix(values, **named)
+        names = self.model.param_names
+        free = [names.index(n) for n in held.param_names]
+        return dataclasses.replace(self, model=held, p_true=jnp.asarray(self.p_true)[jnp.asarray(free)])
 
     def simulate(
         self,

@@ -23,6 +23,7 @@ from .._table import fixed_width
 from .._version import __version__
 from ..estimators import AbstractEstimator, check_start, get_estimator, model_box
 from ..models import Benchmark
+from ..noise import AbstractNoise
 from ..weak import TestFunctionConfig
 from . import _metrics as metrics
 from ._engine import Cell, CellRuns, check_host_memory, check_processes, forward_errors, resolve_vectorize, run_cells
@@ -340,6 +341,10 @@ def _check_benchmark(bench):
     if not isinstance(bench, Benchmark):
         raise TypeError(f"benchmark must be a wendyjax.models.Benchmark (e.g. wj.models.lorenz()), "
                         f"got {type(bench).__name__}.")
+    if not isinstance(bench.noise, AbstractNoise):
+        raise ValueError(f"a study draws its data with noise of given ratios (wj.AdditiveGaussian or wj.LogNormal), "
+                         f"but the benchmark's noise is {type(bench.noise).__name__}: a study of counts is not "
+                         f"supported; for a count fit's intervals, bootstrap it (wj.studies.bootstrap).")
 
 
 def _study_estimator(estimator, bench: Benchmark) -> AbstractEstimator:
