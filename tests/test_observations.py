@@ -177,3 +177,43 @@ def test_log_normal_noise_with_an_unobserved_zero_state_points_at_observe():
     assert fit.successful and fit.noise == "lognormal"
     r = np.log(IN_BED) - np.log(_in_bed(np.r_[fit.params, 1.0]))
     assert fit.objective == pytest.approx(0.5 * np.sum(r**2), rel=1e-4)
+
+
+def _sir_r0(u, q, t):  # by hand: beta = R0·gamma, q = (gamma, I0, phi, R0)
+    s, i, _ = u
+    infection = q[3] * q[0] * s * i / N_BOYS
+    return jnp.stack([-infection, infection - q[0] * i, q[0] * i])
+
+
+def test_a_derived_quantity_is_profiled_by_reparametrised_refits():
+    """R0 = β/γ profiled through β (solved from γ and R0) is the profile of R0 in the model
+    written by hand with β = R0·γ; a "quantity" that is a parameter itself has that
+    parameter's profile."""
+    kwargs = dict(u0=_tied, noise=wj.Poisson(), fixed={"phi": 1.0})
+    fit = wj.OutputError().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], **kwargs)
+    prof = wj.studies.profile(wj.OutputError(), fit, FLU, n_points=7,
+                              derived={"R0": lambda p: p[0] / p[1], "gamma_too": lambda p: p[1]})
+    assert list(prof) == ["R0", "gamma_too"]
+    r0 = prof["R0"]
+    assert r0.estimate == pytest.approx(fit.params[0] / fit.params[1], rel=1e-12)
+    assert r0.verdict == "identifiable" and r0.interval[0] < r0.estimate < r0.interval[1]
+    hand_model = wj.ODEModel(_sir_r0, ["S", "I", "R"], ["gamma", "I0", "phi", "R0"],
+                             bounds=([0.05, 0.5, 0.1, -np.inf], [2.0, 20.0, 1000.0, np.inf]), name="flu")
+    hand_u0 = lambda q: jnp.stack([N_BOYS - q[1], q[1], 0.0])  # noqa: E731
+    hand = wj.OutputError().fit(hand_model, FLU, [fit.params[1], fit.params[2], 1.0, r0.estimate], u0=hand_u0,
+                                noise=wj.Poisson(), fixed={"phi": 1.0})
+    by_hand = wj.studies.profile(wj.OutputError(), hand, FLU, "R0", grid={"R0": r0.grid})["R0"]
+    np.testing.assert_allclose(r0.statistic, by_hand.statistic, rtol=1e-4, atol=1e-5)
+    gamma = wj.studies.profile(wj.OutputError(), fit, FLU, "gamma", n_points=7)["gamma"]
+    np.testing.assert_allclose(prof["gamma_too"].grid, gamma.grid, rtol=1e-12)
+    np.testing.assert_allclose(prof["gamma_too"].statistic, gamma.statistic, rtol=1e-6, atol=1e-7)
+
+
+def test_bad_derived_profiles_are_refused():
+    fit = wj.OutputError().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], u0=_tied, noise=wj.Poisson(), fixed={"phi": 1.0})
+    with pytest.raises(TypeError, match=r"derived must be a dict \{name: fn\}"):
+        wj.studies.profile(wj.OutputError(), fit, FLU, derived=[lambda p: p[0]])
+    with pytest.raises(ValueError, match=r"derived\['c'\] does not depend on the fitted parameters"):
+        wj.studies.profile(wj.OutputError(), fit, FLU, derived={"c": lambda p: 3.0 + 0 * p[0]})
+    with pytest.raises(ValueError, match=r"'gamma' is already a parameter of model 'flu'"):
+        wj.studies.profile(wj.OutputError(), fit, FLU, derived={"gamma": lambda p: p[0] / p[1]})

@@ -3,6 +3,7 @@ batched, compiled call per parameter."""
 
 import dataclasses
 import warnings
+from collections.abc import Callable, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -11,8 +12,11 @@ import scipy.stats
 
 from .._checks import as_count, as_level, as_ratio, user_stacklevel
 from .._compile import cpu_safe_jit
+from .._derived import derived_values
 from .._results import RESULTS, status_names
 from ..estimators import IRLS, MLE, WLS, AbstractEstimator, AbstractFit, Hybrid, OutputError
+from ..model import ODEModel
+from ..noise import NegativeBinomial
 from ._fitcheck import check_data, check_fit, fit_options, fit_problem
 
 #: the profile is "flat" where it stays below this fraction of the threshold
@@ -82,6 +86,83 @@ def _grid(fit: AbstractFit, j: int, n: int, width: float) -> np.ndarray:
     return np.r_[below, p, above]
 
 
+#: Newton steps solving a derived quantity's constraint for the parameter it is profiled through
+NEWTON_STEPS = 30
+
+
+@dataclasses.dataclass(frozen=True)
+class _Through:
+    """The parameters `p` of a model reparametrised by a derived quantity `fn(p) = c`: the
+    others `q` and `c` are given (`theta = (q, c)`), and `p[k]` solves `fn(p) = c` by Newton
+    steps from `start` (exact for quantities linear in `p[k]`, such as β/γ in β; derivatives
+    follow the converged iterate)."""
+
+    fn: Callable
+    k: int
+    start: float
+
+    def __call__(self, theta):
+        q, c = theta[:-1], theta[-1]
+        full = lambda x: jnp.concatenate([q[: self.k], x[None], q[self.k:]])  # noqa: E731
+        g = lambda x: jnp.reshape(self.fn(full(x)), ()) - c  # noqa: E731
+
+        def newton(_, x):
+            return x - g(x) / jax.grad(g)(x)
+
+        return full(jax.lax.fori_loop(0, NEWTON_STEPS, newton, jnp.asarray(self.start, theta.dtype)))
+
+
+@dataclasses.dataclass(frozen=True)
+class _ThroughRhs:
+    rhs: Callable
+    params: _Through
+
+    def __call__(self, u, theta, t):
+        return self.rhs(u, self.params(theta), t)
+
+
+def _reparametrised(fit: AbstractFit, name: str, fn: Callable, options: dict) -> AbstractFit:
+    """The fit as one of the model reparametrised by `name` = `fn(p)`: the quantity replaces
+    the parameter it moves most (|∂fn/∂p_k| times its standard error; not a fitted noise
+    dispersion), solved for from the others; its covariance by the delta method. The
+    options that are functions of the parameters (`u0`, `observe`) are composed with it."""
+    model, p = fit.model, np.asarray(fit.params, float)
+    value, jac = derived_values(fn, p)
+    if value.size != 1:
+        raise ValueError(f"derived[{name!r}] must return one number, got {value.size}.")
+    noise = options.get("noise")
+    skip = model.param_names.index(noise.dispersion) if isinstance(noise, NegativeBinomial) and isinstance(
+        noise.dispersion, str) and noise.dispersion in model.param_names else -1
+    se = np.where(np.isfinite(fit.stderr), fit.stderr, 0.0)
+    moves = np.where((jac[0] != 0) & (np.arange(p.size) != skip), np.abs(jac[0]) * np.maximum(se, 1e-300), -1.0)
+    if moves.max() < 0:
+        raise ValueError(f"derived[{name!r}] does not depend on the fitted parameters at the estimate: there is "
+                         f"nothing to profile.")
+    k = int(np.argmax(moves))
+    through = _Through(fn, k, float(p[k]))
+    keep = [i for i in range(p.size) if i != k]
+    names = [model.param_names[i] for i in keep] + [name]
+    if name in model.param_names[:k] + model.param_names[k + 1:]:
+        raise ValueError(f"derived: {name!r} is already a parameter of model '{model.name}'; name it otherwise.")
+    bounds = None
+    if model.bounds is not None:
+        bounds = tuple(np.r_[np.asarray(b, float)[keep], inf] for b, inf in zip(model.bounds, (-np.inf, np.inf)))
+    reparam = ODEModel(_ThroughRhs(model.rhs, through), model.state_names, names, bounds=bounds, name=model.name,
+                       jump_ts=model.jump_ts, check_indexing=False, noise=model.noise)
+    change = np.vstack([np.eye(p.size)[keep], jac])  # d(q, c)/dp
+    own = dict(options)
+    if callable(own.get("u0")):
+        u0 = own["u0"]
+        own["u0"] = lambda theta: u0(through(theta))
+    if own.get("observe") is not None:
+        observe = own["observe"]
+        own["observe"] = lambda u, theta, t: observe(u, through(theta), t)
+    box = lambda b, fill: None if b is None else np.r_[np.asarray(b, float)[keep], fill]  # noqa: E731
+    return dataclasses.replace(fit, model=reparam, params=np.r_[p[keep], value], options=own,
+                               covariance=None if fit.covariance is None else change @ fit.covariance @ change.T,
+                               lower=box(fit.lower, -np.inf), upper=box(fit.upper, np.inf))
+
+
 @cpu_safe_jit
 def _path(estimator, problem, p_hat, j, values, restart, lower, upper):
     """The constrained refits along one parameter's grid, outwards from the estimate: each
@@ -108,6 +189,7 @@ def profile(
     n_points: int = 21,
     width: float = 4.0,
     level: float = 0.95,
+    derived: "Mapping[str, Callable] | None" = None,
     **options,
 ) -> dict[str, Profile]:
     """Profile likelihood of `fit` (`estimator`'s fit of an `ODEModel` to `data`): for each
@@ -120,11 +202,27 @@ def profile(
     (WENDy) is treated as a log-likelihood of the weak residuals as it stands; output
     error's objective, half the sum of squared whitened residuals, is divided by its
     residual variance per degree of freedom. Returns `{name: Profile}`.
+
+    `derived` profiles quantities derived from the parameters, `{name: fn}` with `fn(p)` a
+    number (e.g. `{"R0": lambda p: p[0] / p[1]}`), by reparametrised refits: the quantity
+    replaces the parameter it moves most, which is solved for from the others at each
+    value (so that parameter's box no longer applies); without `params`, only they are
+    profiled.
     """
     check_profiled(estimator)
     check_fit(estimator, fit, "a profile")
     check_data(fit, data, "a profile")
     options = fit_options(estimator, fit, options, "a profile")
+    if derived is not None:
+        if not isinstance(derived, Mapping) or not all(isinstance(n, str) and callable(f) for n, f in derived.items()):
+            raise TypeError(f"derived must be a dict {{name: fn}} of functions fn(p) of the parameters, got "
+                            f"{derived!r}.")
+        out = {} if params is None else profile(estimator, fit, data, params, grid=grid, n_points=n_points,
+                                                 width=width, level=level, **options)
+        for name, fn in derived.items():
+            out[name] = profile(estimator, _reparametrised(fit, name, fn, options), data, name, n_points=n_points,
+                                width=width, level=level)[name]
+        return out
     level = as_level(level)
     n_points = as_count("n_points", n_points, 3)
     width = as_ratio("width", width)
