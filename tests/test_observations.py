@@ -91,6 +91,7 @@ def test_count_bootstraps_and_profiles():
     assert prof.statistic.max() > 3.84  # the grid reaches past the 95 % threshold: not a flat check
 
 
+@pytest.mark.slow  # over 7 s: the quick loop stays under 5 minutes
 def test_observing_the_states_through_observe_is_observing_them():
     bench = zoo("lotka_volterra")
     data = bench.simulate(jax.random.key(0), 0.05, subsample=8)
@@ -185,6 +186,7 @@ def _sir_r0(u, q, t):  # by hand: beta = R0·gamma, q = (gamma, I0, phi, R0)
     return jnp.stack([-infection, infection - q[0] * i, q[0] * i])
 
 
+@pytest.mark.slow  # over 7 s: the quick loop stays under 5 minutes
 def test_a_derived_quantity_is_profiled_by_reparametrised_refits():
     """R0 = β/γ profiled through β (solved from γ and R0) is the profile of R0 in the model
     written by hand with β = R0·γ; a "quantity" that is a parameter itself has that
@@ -217,3 +219,11 @@ def test_bad_derived_profiles_are_refused():
         wj.studies.profile(wj.OutputError(), fit, FLU, derived={"c": lambda p: 3.0 + 0 * p[0]})
     with pytest.raises(ValueError, match=r"'gamma' is already a parameter of model 'flu'"):
         wj.studies.profile(wj.OutputError(), fit, FLU, derived={"gamma": lambda p: p[0] / p[1]})
+
+
+def test_a_profile_of_a_fit_through_observe_reuses_it():
+    one = wj.Trajectory(FLU.t, IN_BED[:, None])
+    fit = wj.OutputError().fit(SIR, one, [1.5, 0.5, 3.0, 10.0], u0=_tied, noise=wj.Poisson(), fixed={"phi": 1.0},
+                               observe=lambda u, p, t: u[1:2])
+    prof = wj.studies.profile(wj.OutputError(), fit, one, "beta", n_points=5)["beta"]
+    assert prof.verdict == "identifiable" and prof.interval[0] < fit.params[0] < prof.interval[1]

@@ -52,6 +52,7 @@ def test_fixed_parameters_give_the_fit_of_the_model_written_without_them(estimat
     assert "held, not fitted: K = 10" in held.table()
 
 
+@pytest.mark.slow  # over 7 s: the quick loop stays under 5 minutes
 def test_a_mask_holds_parameters_at_their_start_and_bounds_may_be_given_in_full():
     bench = zoo("lotka_volterra")
     data = bench.simulate(jax.random.key(0), 0.05, subsample=4)
@@ -216,6 +217,7 @@ def _experiment_data(grids):
             for i, (p, g) in enumerate(zip(truths, grids))]
 
 
+@pytest.mark.slow  # over 7 s: the quick loop stays under 5 minutes
 def test_per_trajectory_parameters_give_the_fit_of_the_model_written_for_both():
     grid = np.linspace(0.0, 20.0, 201)
     data = _experiment_data([grid, grid])
@@ -265,6 +267,7 @@ def test_bad_experiments_are_refused(make, match):
         make(_experiment_data([grid, grid]))
 
 
+@pytest.mark.slow  # over 7 s: the quick loop stays under 5 minutes
 def test_a_study_of_a_held_benchmark_is_the_study_of_the_model_written_without_them():
     bench = zoo("logistic")  # u' = p1 u + p2 u², p* = (1, -1)
     held = bench.fix(p2=-1.0)
