@@ -2,6 +2,8 @@
 observation functions y = h(u, p, t), checked against scipy's likelihoods and against the
 states observed directly."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -127,10 +129,10 @@ def test_a_scaled_and_offset_observable_recovers_its_parameters():
     (lambda: wj.MLE().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], observe=lambda u, p, t: u[1:2]), TypeError,
      r"unknown keyword\(s\) observe; .* fitted by output error \(wj.OutputError\): the weak form needs every state"),
     (lambda: wj.OutputError().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], u0=_tied, noise=wj.Poisson(), sigma=3.0),
-     ValueError, "sigma and weighted=False set a Gaussian noise level; Poisson counts have the variance"),
+     ValueError, r"sigma and weighted=False set a Gaussian noise level, but counts \(poisson\) have the variance"),
     (lambda: wj.OutputError().fit(SIR, wj.Trajectory(FLU.t, np.asarray(FLU.u) - 5.0), [1.5, 0.5, 3.0, 10.0],
                                   u0=_tied, noise=wj.Poisson()),
-     ValueError, r"Poisson noise models counts, but trajectory 0 has u\[0, 1\] = -2"),
+     ValueError, r"a count likelihood models counts, but trajectory 0 has u\[0, 1\] = -2"),
     (lambda: wj.OutputError().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], u0=_tied, noise=wj.NegativeBinomial("k")),
      ValueError, r"NegativeBinomial\(dispersion='k'\): model 'flu' has no such parameter"),
     (lambda: wj.NegativeBinomial(-1.0), ValueError, "dispersion must be a number > 0 or the name of a model"),
@@ -138,7 +140,7 @@ def test_a_scaled_and_offset_observable_recovers_its_parameters():
      r"names a parameter: only a fit, which knows the model's parameters, can use it"),
     (lambda: wj.OutputError(solver=optx.LevenbergMarquardt(rtol=1e-8, atol=1e-8)).fit(
         SIR, FLU, [1.5, 0.5, 3.0, 10.0], u0=_tied, noise=wj.Poisson()), ValueError,
-     "Poisson counts are fitted by their likelihood, which needs the TrustRegion solver"),
+     "counts are fitted by their likelihood, which needs the TrustRegion solver"),
     (lambda: wj.OutputError().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], u0=_tied, observe=lambda u, p, t: u[1:2]),
      ValueError, "observe returns 1 observables but the data have 3 columns"),
     (lambda: wj.OutputError().fit(SIR, wj.Trajectory(FLU.t, IN_BED[:, None]), [1.5, 0.5, 3.0, 10.0],
@@ -227,3 +229,48 @@ def test_a_profile_of_a_fit_through_observe_reuses_it():
                                observe=lambda u, p, t: u[1:2])
     prof = wj.studies.profile(wj.OutputError(), fit, one, "beta", n_points=5)["beta"]
     assert prof.verdict == "identifiable" and prof.interval[0] < fit.params[0] < prof.interval[1]
+
+
+def _chain(u, p, t):
+    return jnp.stack([-p[0] * u[0], p[0] * u[0] - p[1] * u[1]])
+
+
+CHAIN = wj.ODEModel(_chain, ["x", "y"], ["a", "b"], bounds=([0.01, 0.01], [5.0, 5.0]), name="chain")
+
+
+def _chain_data():
+    """x measured with Gaussian noise (σ = 2), y counted (Poisson)."""
+    t = np.linspace(0.0, 6.0, 25)
+    clean = np.asarray(wj.solve(CHAIN, [0.9, 0.4], [60.0, 0.0], t))
+    rng = np.random.default_rng(5)
+    return wj.Trajectory(t, np.c_[clean[:, 0] + 2.0 * rng.normal(size=t.size), rng.poisson(clean[:, 1])])
+
+
+@pytest.mark.slow  # over 7 s: the quick loop stays under 5 minutes
+def test_each_observable_has_its_own_noise_model():
+    """noise=("gaussian", Poisson()): the fit maximises the joint likelihood of a Gaussian
+    column (σ given, as known) and a count column; scipy's optimiser on the same likelihood
+    finds no better point, and the bootstrap draws each column by its own model."""
+    data = _chain_data()
+    fit = wj.OutputError(fit_u0=False).fit(CHAIN, data, [1.0, 0.5], u0=[60.0, 0.0], noise=("gaussian", wj.Poisson()),
+                                           sigma=[2.0, 1.0])
+    assert fit.successful and fit.noise == "gaussian, poisson"
+
+    def nll(q):
+        states = np.asarray(wj.solve(CHAIN, q, [60.0, 0.0], data.t))
+        u = np.asarray(data.u)
+        return float(0.5 * np.sum(((states[:, 0] - u[:, 0]) / 2.0) ** 2)
+                     - np.sum(scipy.stats.poisson.logpmf(u[:, 1], states[:, 1])))
+
+    assert fit.objective == pytest.approx(nll(fit.params), rel=1e-5)
+    other = scipy.optimize.minimize(nll, 1.02 * fit.params, method="Nelder-Mead",
+                                    options={"xatol": 1e-9, "fatol": 1e-10})
+    assert other.fun >= nll(fit.params) - 1e-6
+    np.testing.assert_allclose(other.x, fit.params, rtol=1e-3)
+    assert np.all(np.abs(fit.params - [0.9, 0.4]) < 4 * fit.stderr)
+    boot = wj.studies.bootstrap(wj.OutputError(fit_u0=False), fit, data, 8, key=0, progress=False)
+    assert boot.n_failed == 0 and re.search(r"σ = \(1\.\d+, poisson\)", boot.table(0.5))  # σ of the residuals
+    with pytest.raises(ValueError, match=r"noise: one noise model per observable \(2\), got 3"):
+        wj.OutputError().fit(CHAIN, data, [1.0, 0.5], u0=[60.0, 0.0], noise=("gaussian",) * 3, sigma=2.0)
+    with pytest.raises(ValueError, match=r"one noise model per observable, a sequence, is an option of output error"):
+        wj.MLE().fit(CHAIN, data, [1.0, 0.5], noise=("gaussian", wj.Poisson()))

@@ -95,9 +95,20 @@ class LogNormal(AbstractNoise):
         return True
 
 
+def _xlogm(y, mean):
+    """y·log(mean), 0 where y = 0 (also at mean = 0, with a zero derivative there)."""
+    return jnp.where(y > 0, y * jnp.log(jnp.where(y > 0, mean, 1.0)), 0.0)
+
+
+def _inverse(x):
+    """1/x, and 0 where x = 0 (a count of 0 at a mean of exactly 0, e.g. a state that starts
+    at 0: no information there)."""
+    return jnp.where(x > 0, 1.0 / jnp.where(x > 0, x, 1.0), 0.0)
+
+
 class AbstractCountNoise(eqx.Module):
     """A likelihood for counts, fitted by output error: each observation is a count whose
-    mean is the model's prediction (which must stay positive)."""
+    mean is the model's prediction (positive, or 0 where the count is 0)."""
 
     @abc.abstractmethod
     def nll(self, y: Array, mean: Array, p: Array) -> Array:
@@ -130,10 +141,10 @@ class Poisson(AbstractCountNoise):
     """Poisson counts: variance equal to the mean."""
 
     def nll(self, y, mean, p):
-        return mean - y * jnp.log(mean) + jax.scipy.special.gammaln(y + 1)
+        return mean - _xlogm(y, mean) + jax.scipy.special.gammaln(y + 1)
 
     def information(self, mean, p):
-        return 1.0 / mean
+        return _inverse(mean)
 
     def draw(self, mean, p, key):
         return jax.random.poisson(key, mean, dtype=jnp.int32).astype(mean.dtype)
@@ -174,11 +185,11 @@ class NegativeBinomial(AbstractCountNoise):
     def nll(self, y, mean, p):
         phi, gammaln = self._phi(p), jax.scipy.special.gammaln
         return -(gammaln(y + phi) - gammaln(phi) - gammaln(y + 1) + phi * jnp.log(phi / (phi + mean))
-                 + y * jnp.log(mean / (phi + mean)))
+                 + _xlogm(y, mean) - y * jnp.log(phi + mean))
 
     def information(self, mean, p):
         phi = self._phi(p)
-        return phi / (mean * (phi + mean))
+        return phi * _inverse(mean * (phi + mean))
 
     def draw(self, mean, p, key):
         phi = self._phi(p)
@@ -193,7 +204,8 @@ def is_log_space(noise: "str | AbstractNoise") -> bool:
         return noise.log_space
     if noise in ("gaussian", "lognormal"):
         return noise == "lognormal"
-    raise ValueError(f"noise must be 'gaussian', 'lognormal' or a noise model (e.g. wj.Poisson()), got {noise!r}.")
+    raise ValueError(f"noise must be 'gaussian', 'lognormal' or a noise model (e.g. wj.Poisson()), got {noise!r} "
+                     f"(one noise model per observable, a sequence, is an option of output error).")
 
 
 def noise_name(noise: "str | AbstractNoise | AbstractCountNoise") -> str:
@@ -202,6 +214,19 @@ def noise_name(noise: "str | AbstractNoise | AbstractCountNoise") -> str:
         return {"Poisson": "poisson", "NegativeBinomial": "negative binomial"}.get(type(noise).__name__,
                                                                                    type(noise).__name__)
     return "lognormal" if is_log_space(noise) else "gaussian"
+
+
+def observable_noises(model, noise, k: int) -> tuple:
+    """The noise model of each of the `k` observables: one for all, or a sequence of `k`
+    ("gaussian", "lognormal", count likelihoods), resolved against the model."""
+    given = list(noise) if isinstance(noise, (list, tuple)) else [noise] * k
+    if len(given) != k:
+        raise ValueError(f"noise: one noise model per observable ({k}), got {len(given)}.")
+    out = []
+    for n in given:
+        n = resolve_noise(model, n)
+        out.append(n.resolve(model) if isinstance(n, AbstractCountNoise) else noise_name(n))
+    return tuple(out)
 
 
 def resolve_noise(model, noise: "str | AbstractNoise | None") -> "str | AbstractNoise":

@@ -11,7 +11,7 @@ Levenberg–Marquardt in Moré's trust-region form on the box (our
 optimistix least-squares solver with the bounds as a change of variables.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 import diffrax
@@ -32,7 +32,8 @@ from ..noise import (
     AbstractCountNoise,
     AbstractNoise,
     estimate_noise_std,
-    is_log_space,
+    noise_name,
+    observable_noises,
     resolve_noise,
 )
 from ..weak import TestFunctionConfig, WeakLikelihood, log_space_rhs
@@ -53,13 +54,13 @@ class OutputErrorProblem(eqx.Module):
     - `scale`: $(R, K)$ residual scale $\sigma_{rk}$ (noise level, or 1 unweighted or for counts).
     - `x0`: $(R, D)$ default start of the initial state: the first observation of each
       state (in log space for log-normal noise).
-    - `log_space`: residuals of the logarithms (log-normal noise); the states themselves
-      are integrated in log space when they are the observables.
+    - `noises`: the noise model of each observable: "gaussian", "lognormal" (residuals of
+      the logarithms) or a count likelihood (e.g. [`Poisson`][wendyjax.Poisson]); with any
+      count likelihood the fit maximises the likelihood of all of them (Gaussian terms with
+      their `scale` as known), otherwise it is least squares.
     - `initial`: initial states tied to the parameters, `u0(p)` → `(D,)` or `(R, D)`, or
       `None` (they are the problem's unknowns or held at `x0`).
     - `observe`: the observables `h(u, p, t)` → `(K,)`, or `None` for the states.
-    - `counts`: the count likelihood (e.g. [`Poisson`][wendyjax.Poisson]) fitted instead of
-      least squares, or `None`.
     """
 
     model: ODEModel
@@ -68,14 +69,23 @@ class OutputErrorProblem(eqx.Module):
     mask: Float[Array, "r n d"]
     scale: Float[Array, "r d"]
     x0: Float[Array, "r d"]
-    log_space: bool = eqx.field(static=True)
+    noises: tuple = eqx.field(static=True)
     initial: Callable | None = eqx.field(static=True, default=None)
     observe: Callable | None = eqx.field(static=True, default=None)
-    counts: AbstractCountNoise | None = eqx.field(static=True, default=None)
+
+    @property
+    def log_space(self) -> bool:
+        """Whether every observable has log-normal noise."""
+        return all(n == "lognormal" for n in self.noises)
+
+    @property
+    def counts(self) -> bool:
+        """Whether some observable has a count likelihood (the fit is then a likelihood's)."""
+        return any(isinstance(n, AbstractCountNoise) for n in self.noises)
 
     @property
     def log_states(self) -> bool:
-        """Whether the states are integrated as their logarithms (log-normal noise on the
+        """Whether the states are integrated as their logarithms (log-normal noise on all the
         states themselves)."""
         return self.log_space and self.observe is None
 
@@ -87,10 +97,12 @@ class OutputErrorProblem(eqx.Module):
     def predict(self, p, xs) -> Float[Array, "r n k"]:
         """The model's values of the observables at the sample times from its states `xs`
         (`(R, N, D)`, as integrated), on the scale of `y`."""
-        if self.observe is None:
+        if self.log_states:
             return xs
-        h = jax.vmap(jax.vmap(self.observe, in_axes=(0, None, 0)), in_axes=(0, None, 0))(xs, p, self.t)
-        return jnp.log(h) if self.log_space else h
+        h = xs if self.observe is None else jax.vmap(jax.vmap(self.observe, in_axes=(0, None, 0)),
+                                                     in_axes=(0, None, 0))(xs, p, self.t)
+        logs = np.array([n == "lognormal" for n in self.noises])
+        return jnp.where(logs, jnp.log(jnp.where(logs, h, 1.0)), h) if logs.any() else h
 
     def states0(self, p, x0) -> Float[Array, "r d"]:
         """The initial states the trajectories start from: `initial(p)` where they are tied
@@ -106,26 +118,28 @@ class OutputErrorProblem(eqx.Module):
         return jnp.sum(self.mask)
 
 
-def _trajectory_arrays(tr: Trajectory, log_space: bool, d: int, hidden_ok: bool = False):
+def _trajectory_arrays(tr: Trajectory, logs: np.ndarray, d: int, hidden_ok: bool = False):
+    """Times, observations (logarithms in the columns `logs`), mask and each column's first
+    observation (of the data as given) of one trajectory."""
     t, u = np.asarray(tr.t), np.asarray(tr.u)
     mask = np.ones(u.shape, bool) if tr.mask is None else np.asarray(tr.mask)
-    if log_space:
-        bad = mask & ~(u > 0)
+    first = np.array([np.asarray(u)[np.argmax(mask[:, j]), j] for j in range(u.shape[1])])
+    if logs.any():
+        bad = mask & ~(u > 0) & logs
         if bad.any():
             i, j = np.argwhere(bad)[0]
             raise ValueError(
                 f"log-normal noise needs strictly positive data, but u[{i}, {j}] = {u[i, j]:.6g} "
                 f"(at t = {t[i]:.6g}); drop or mask non-positive observations."
             )
-        u = np.where(mask, np.log(np.where(mask, u, 1.0)), 0.0)
+        u = np.where(mask & logs, np.log(np.where(mask & logs, u, 1.0)), u)
     u = np.where(mask, u, 0.0)
     if not hidden_ok and not mask.any(axis=0).all():
         missing = [j for j in range(d) if not mask[:, j].any()]
         raise ValueError(f"states {missing} are never observed in a trajectory: their initial "
                          f"condition cannot be started from the data (pass u0=..., the start of the initial "
                          f"states).")
-    x0 = np.array([u[np.argmax(mask[:, j]), j] for j in range(d)])
-    return t, u, mask, x0
+    return t, u, mask, first
 
 
 _LOG_ZERO = ("A state that starts at 0 and is never observed (e.g. R = 0): fit the observed columns through observe= "
@@ -136,7 +150,7 @@ _LOG_ZERO = ("A state that starts at 0 and is never observed (e.g. R = 0): fit t
 def output_error_problem(
     model: ODEModel,
     data: "Trajectory | Dataset | list[Trajectory]",
-    noise: "str | AbstractNoise" = "gaussian",
+    noise: "str | AbstractNoise | AbstractCountNoise | Sequence" = "gaussian",
     *,
     sigma=None,
     weighted: bool = True,
@@ -148,7 +162,9 @@ def output_error_problem(
     - `noise`: "gaussian" (residuals of the states) or "lognormal" (residuals of the
       log states, Rummel et al. 2025, eq. 20), or a noise model; for counts
       [`Poisson`][wendyjax.Poisson] or [`NegativeBinomial`][wendyjax.NegativeBinomial]
-      (their likelihood is fitted, not least squares).
+      (their likelihood is fitted, not least squares); or a sequence of these, one per
+      observable (the Gaussian and log-normal ones then enter the likelihood with their
+      `sigma` as known).
     - `weighted`: divide each state's residuals by its noise level (the Gaussian maximum
       likelihood); `False` gives Rummel et al. 2025, eq. (11)'s plain least squares.
     - `sigma`: noise level per state (scalar or `(D,)`; log space for log-normal noise);
@@ -168,11 +184,6 @@ def output_error_problem(
     warn_if_float32("output-error problem")
     dataset = as_dataset(data)
     dataset.require_distinct_times("output error")
-    log_space = is_log_space(noise)
-    counts = noise.resolve(model) if isinstance(noise, AbstractCountNoise) else None
-    if counts is not None and (sigma is not None or not weighted):
-        raise ValueError(f"sigma and weighted=False set a Gaussian noise level; {type(noise).__name__} counts have "
-                         f"the variance their likelihood gives them: leave both out.")
     d = model.n_states
     if observe is None:
         check_state_columns(dataset.n_states, model)
@@ -182,9 +193,21 @@ def output_error_problem(
         if u0 is None:
             raise ValueError("with observe=..., the data show observables, not the states: pass u0= (the initial "
                              "states, or a function u0(p) of the parameters).")
-    arrays = [_trajectory_arrays(tr, log_space, k, hidden_ok=u0 is not None) for tr in dataset]
-    if counts is not None:
-        _check_counts(arrays, type(noise).__name__)
+    noises = observable_noises(model, noise, k)
+    logs = np.array([n == "lognormal" for n in noises])
+    counting = np.array([isinstance(n, AbstractCountNoise) for n in noises])
+    log_states = bool(logs.all()) and observe is None
+    if counting.all() and sigma is not None or counting.any() and not weighted:
+        raise ValueError(f"sigma and weighted=False set a Gaussian noise level, but counts "
+                         f"({', '.join(sorted({noise_name(n) for n in noises if isinstance(n, AbstractCountNoise)}))}) "
+                         f"have the "
+                         f"variance their likelihood gives them: leave weighted out (and sigma, or give it for the "
+                         f"Gaussian and log-normal observables: their terms enter the likelihood with it as known).")
+    arrays = [_trajectory_arrays(tr, logs, k, hidden_ok=u0 is not None) for tr in dataset]
+    if counting.any():
+        _check_counts(arrays, counting)
+    if log_states:  # the start of the log states
+        arrays = [(t, u, m, np.log(first)) for t, u, m, first in arrays]
     initial = None
     if callable(u0):
         initial = _check_initial(model, u0, len(arrays))
@@ -195,18 +218,18 @@ def output_error_problem(
         if u0.shape != (len(arrays), d) or not np.all(np.isfinite(u0)):
             raise ValueError(f"u0 must be {d} finite initial states of model '{model.name}', or one row per "
                              f"trajectory ({len(arrays)}, {d}), got shape {u0.shape}.")
-        if log_space and observe is None and np.any(u0 <= 0):
+        if log_states and np.any(u0 <= 0):
             raise ValueError(f"u0 must be positive under log-normal noise (the fit runs on log states). {_LOG_ZERO}")
-        x0 = np.log(u0) if log_space and observe is None else u0
+        x0 = np.log(u0) if log_states else u0
         arrays = [(t, u, m, row) for (t, u, m, _), row in zip(arrays, x0)]
-    if not weighted or counts is not None:
+    if not weighted or counting.all():
         scales = [np.ones(k)] * len(arrays)
     elif sigma is not None:
-        scales = [as_sigma(sigma, k, zero_ok=False)] * len(arrays)
+        scales = [np.where(counting, 1.0, as_sigma(sigma, k, zero_ok=False))] * len(arrays)
     else:
         scales = []
         for _, u, mask, _ in arrays:
-            full = mask.all(axis=1)
+            full = mask[:, ~counting].all(axis=1)
             if full.sum() < NOISE_WIDTH:
                 raise ValueError(
                     f"cannot estimate the noise level from {int(full.sum())} fully observed rows "
@@ -215,7 +238,7 @@ def output_error_problem(
             s = np.asarray(estimate_noise_std(u[full]))
             # noiseless data: floor at a tiny fraction of the data scale, not zero
             floor = 1e-8 * np.maximum(np.max(np.abs(u[full]), axis=0), 1.0)
-            scales.append(np.maximum(s, floor))
+            scales.append(np.where(counting, 1.0, np.maximum(s, floor)))
     n = max(len(a[0]) for a in arrays)
 
     def pad(x, fill_last):
@@ -232,10 +255,9 @@ def output_error_problem(
         mask=jnp.asarray(np.stack([pad(a[2], False) for a in arrays]), dtype=float),
         scale=jnp.asarray(np.stack(scales)),
         x0=jnp.asarray(np.stack([a[3] for a in arrays])),
-        log_space=log_space,
+        noises=noises,
         initial=initial,
         observe=observe,
-        counts=counts,
     )
 
 
@@ -260,14 +282,15 @@ def _check_observe(model: ODEModel, observe: Callable, n_columns: int) -> int:
     return shape[0]
 
 
-def _check_counts(arrays, name: str) -> None:
-    """Counts are finite and non-negative where observed."""
+def _check_counts(arrays, counting: np.ndarray) -> None:
+    """Counts are finite and non-negative where observed (in the columns `counting`)."""
     for r, (t, u, mask, _) in enumerate(arrays):
-        bad = mask & ~(u >= 0)
+        bad = mask & ~(u >= 0) & counting
         if bad.any():
             i, k = np.argwhere(bad)[0]
-            raise ValueError(f"{name} noise models counts, but trajectory {r} has u[{i}, {k}] = {u[i, k]:.6g} (at "
-                             f"t = {t[i]:.6g}): counts are >= 0; use Gaussian or log-normal noise for other data.")
+            raise ValueError(f"a count likelihood models counts, but trajectory {r} has u[{i}, {k}] = {u[i, k]:.6g} "
+                             f"(at t = {t[i]:.6g}): counts are >= 0; use Gaussian or log-normal noise for other "
+                             f"data.")
 
 
 def _check_initial(model: ODEModel, u0: Callable, n_trajectories: int) -> Callable:
@@ -413,16 +436,17 @@ class OutputError(AbstractEstimator):
     ) -> OutputErrorProblem:
         """The output-error data of `model` on `data` (see [`output_error_problem`][]):
         `noise` ("gaussian" or "lognormal": log residuals; `None` takes `model.noise`; counts:
-        [`Poisson`][wendyjax.Poisson], [`NegativeBinomial`][wendyjax.NegativeBinomial]),
-        `sigma` and `weighted`, `u0`, the start of the initial states (`(D,)` or `(R, D)`;
+        [`Poisson`][wendyjax.Poisson], [`NegativeBinomial`][wendyjax.NegativeBinomial]; or one
+        per observable), `sigma` and `weighted`, `u0`, the start of the initial states (`(D,)` or `(R, D)`;
         default: the first observations) or a function of the parameters, and `observe`, the
         observables the data's columns measure."""
-        noise = resolve_noise(model, noise)
-        if isinstance(noise, AbstractCountNoise) and not isinstance(self.solver, TrustRegion):
-            raise ValueError(f"{type(noise).__name__} counts are fitted by their likelihood, which needs the "
-                             f"TrustRegion solver (optimistix's solvers fit least squares); use "
-                             f"OutputError(solver=wj.estimators.TrustRegion()).")
-        return output_error_problem(model, data, noise, sigma=sigma, weighted=weighted, u0=u0, observe=observe)
+        problem = output_error_problem(model, data, noise if isinstance(noise, (list, tuple)) else
+                                       resolve_noise(model, noise), sigma=sigma, weighted=weighted, u0=u0,
+                                       observe=observe)
+        if problem.counts and not isinstance(self.solver, TrustRegion):
+            raise ValueError("counts are fitted by their likelihood, which needs the TrustRegion solver (optimistix's "
+                             "solvers fit least squares); use OutputError(solver=wj.estimators.TrustRegion()).")
+        return problem
 
     def batch_problems(self, model, datasets: list, **options):
         """One output-error problem per dataset (each from its own first observations)."""
@@ -482,10 +506,12 @@ class OutputError(AbstractEstimator):
 
     def predictions(self, problem: OutputErrorProblem, p, x0) -> tuple[Float[Array, "r n k"], Bool[Array, ""]]:
         """The observables at the sample times (0 where missing) and whether every solve
-        succeeded with finite observables (positive ones for counts) where observed."""
+        succeeded with finite observables (for counts, positive ones, or 0 where the count
+        is 0) where observed."""
         xs, ok = self.trajectories(problem, p, x0)
         y = problem.predict(p, jnp.where(jnp.isfinite(xs), xs, 0.0))
-        valid = jnp.isfinite(y) & (y > 0) if problem.counts is not None else jnp.isfinite(y)
+        counting = np.array([isinstance(n, AbstractCountNoise) for n in problem.noises])
+        valid = jnp.isfinite(y) & (~counting | (y > 0) | ((y == 0) & (problem.y == 0)))
         ok = ok & jnp.all(jnp.where(problem.mask > 0, valid, True))
         return jnp.where(problem.mask > 0, jnp.where(valid, y, 1.0), 0.0), ok
 
@@ -494,14 +520,25 @@ class OutputError(AbstractEstimator):
         y, ok = self.predictions(problem, p, x0)
         return problem.mask * (y - problem.y) / problem.scale[:, None, :], ok
 
+    def _columns(self, problem: OutputErrorProblem, p, means, count, other):
+        """Per observable, `count(noise, y, mean)` for a count likelihood's observables and
+        `other(y, mean, scale)` for the Gaussian (and log-normal, in logs) ones, `(R, N, K)`;
+        missing entries get a valid mean and weight 0."""
+        mean = jnp.where(problem.mask > 0, means, 1.0)
+        scale = jnp.broadcast_to(problem.scale[:, None, :], mean.shape)
+        cols = [count(n, problem.y[..., k], mean[..., k]) if isinstance(n, AbstractCountNoise)
+                else other(problem.y[..., k], mean[..., k], scale[..., k]) for k, n in enumerate(problem.noises)]
+        return problem.mask * jnp.stack(cols, axis=-1)
+
     def _nll(self, problem: OutputErrorProblem, p, means) -> Float[Array, ""]:
-        """The count likelihood's negative log-likelihood at the observables' `means`."""
-        mean = jnp.where(problem.mask > 0, means, 1.0)  # missing entries: any valid mean, weight 0
-        return jnp.sum(problem.mask * problem.counts.nll(problem.y, mean, p))
+        """The negative log-likelihood at the observables' `means` (the count likelihoods',
+        and ½ of the squared whitened residuals of the others)."""
+        return jnp.sum(self._columns(problem, p, means, lambda n, y, m: n.nll(y, m, p),
+                                     lambda y, m, s: 0.5 * ((m - y) / s) ** 2))
 
     def _fisher_model(self, problem, theta, split):
-        """The count likelihood at the unknowns `theta` (parameters, then any fitted initial
-        states; `split` separates them): its value, gradient, and the square root `A` of its
+        """The likelihood (with count observables) at the unknowns `theta` (parameters, then
+        any fitted initial states; `split` separates them): its value, gradient, and the square root `A` of its
         Fisher-scoring model $A^TA = J^T W J + H_\\phi$ ($J$ the Jacobian of the means, $W$
         their expected information, $H_\\phi$ the curvature of a dispersion fitted among the
         parameters, means held, clipped to be positive semi-definite), and the solve status."""
@@ -515,8 +552,8 @@ class OutputError(AbstractEstimator):
         p = theta[:n_p]
         value = self._nll(problem, p, mu)
         dmu = jax.grad(lambda m: self._nll(problem, p, m.reshape(mu.shape)))(mu.reshape(-1))
-        mask = problem.mask.reshape(-1)
-        w = mask * problem.counts.information(jnp.where(mask > 0, mu.reshape(-1), 1.0), p)
+        w = self._columns(problem, p, mu, lambda n, y, m: n.information(m, p),
+                          lambda y, m, s: 1.0 / s**2).reshape(-1)
         held = lambda th: self._nll(problem, th[:n_p], jax.lax.stop_gradient(mu))  # noqa: E731
         lam, vec = jnp.linalg.eigh(jax.hessian(held)(theta))
         root = jnp.sqrt(jnp.maximum(lam, 0.0))[:, None] * vec.T
@@ -542,7 +579,7 @@ class OutputError(AbstractEstimator):
         def fn(theta, problem):
             # a failed forward solve makes the value infinite: the trust region rejects
             # such a trial point, and stops at once when it is the start
-            if problem.counts is not None:
+            if problem.counts:
                 value, grad, a, ok = self._fisher_model(problem, theta, split)
                 return jnp.where(ok, value, jnp.inf), grad, a.T @ a
 
@@ -579,7 +616,7 @@ class OutputError(AbstractEstimator):
         states (a fit's own: `u0=fit.u0`, or those tied to `params`); inf where the forward
         solve fails; for counts, their negative log-likelihood."""
         x0 = problem.states0(params, problem.x0)
-        if problem.counts is not None:
+        if problem.counts:
             y, ok = self.predictions(problem, params, x0)
             return jnp.where(ok, self._nll(problem, params, y), jnp.inf)
         r, ok = self.residuals(problem, params, x0)
@@ -607,7 +644,7 @@ class OutputError(AbstractEstimator):
         u0 = sol.extras["u0"]
         x = jnp.log(u0) if problem.log_states else u0
         n = sol.params.shape[0]
-        if problem.counts is not None:
+        if problem.counts:
             fits = self.fits_u0(problem)
             split = lambda th: (th[:n], th[n:].reshape(x.shape) if fits else problem.states0(th[:n], x))  # noqa: E731
             theta = jnp.concatenate([sol.params, x.reshape(-1)]) if fits else sol.params

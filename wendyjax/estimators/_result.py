@@ -381,7 +381,8 @@ class OutputErrorFit(AbstractFit):
     @classmethod
     def from_solution(cls, estimator, model, problem, p0, solution, covariance, kind, seconds):
         oe = getattr(problem, "output_error", problem)
-        noise = noise_name(oe.counts) if oe.counts is not None else "lognormal" if oe.log_space else "gaussian"
+        names = [n if isinstance(n, str) else noise_name(n) for n in oe.noises]
+        noise = names[0] if len(set(names)) == 1 else ", ".join(names)
         common = cls._common(estimator, model, p0, solution, covariance, kind, seconds, noise)
         extras = solution.extras
         wendy = extras.get("wendy_params")

@@ -21,7 +21,7 @@ from .._results import status_names
 from .._table import fixed_width
 from ..data import Batch, Dataset, Trajectory, as_dataset
 from ..estimators import AbstractEstimator, AbstractFit, OutputError, stack_problems
-from ..noise import AbstractCountNoise
+from ..noise import AbstractCountNoise, observable_noises
 from ..simulate import integrate, solve
 from ._engine import check_host_memory, check_processes, chunk_size, chunking, fit_batches, resolve_vectorize
 from ._fitcheck import check_data, check_fit, fit_options, fit_problem, fitted_u0, has_objective
@@ -198,8 +198,12 @@ class Bootstrap:
         rows = [[n, *(f"{v: .6g}" for v in vals)]
                 for n, *vals in zip(self.names, self.estimate, self.bias, self.stderr, blo, bhi, plo, phi)]
         lines = fixed_width(header, rows)
-        sigma = ("" if self.noise not in ("gaussian", "lognormal") else
-                 f"σ = ({', '.join('not observed' if np.isnan(s) else f'{s:.3g}' for s in self.sigma)}), ")
+        kinds = self.noise.split(", ")  # one per observable where they differ
+        kinds = kinds if len(kinds) == len(self.sigma) else kinds * len(self.sigma)
+        gauss = [k in ("gaussian", "lognormal") for k in kinds]
+        shown = [("not observed" if np.isnan(s) else f"{s:.3g}") if g else k
+                 for s, g, k in zip(self.sigma, gauss, kinds)]
+        sigma = f"σ = ({', '.join(shown)}), " if any(gauss) else ""
         head = (f"parametric bootstrap: {len(self.draws)} refits, {self.n_failed} failed, {self.noise} noise, "
                 f"{sigma}{self.seconds:.1f} s")
         if self.timings:
@@ -234,25 +238,24 @@ def _nan_reduce(reduce, draws: np.ndarray):
 
 
 @cpu_safe_jit
-def _draws(keys, clean: tuple, sigma, log: bool) -> tuple:
-    """One noisy copy `(len(keys), n, D)` of every trajectory's noiseless solution `clean`
+def _draws(keys, clean: tuple, sigma, logs, counts: tuple, p) -> tuple:
+    """One noisy copy `(len(keys), n, K)` of every trajectory's noiseless observables `clean`
     per refit key: Gaussian noise of standard deviation `sigma`, multiplicative log-normal
-    with `log`. Trajectory r of the refit with key k uses `fold_in(k, r)`, so a refit's
+    in the columns `logs`, and counts drawn by the likelihood `counts[k]` (at `p`) where it
+    is not `None`. Trajectory r of the refit with key k uses `fold_in(k, r)`, so a refit's
     data do not depend on which other refits are drawn with it."""
 
     def one(c, r):
-        z = jax.vmap(lambda k: jax.random.normal(jax.random.fold_in(k, r), c.shape, dtype=c.dtype))(keys)
-        return c * jnp.exp(sigma * z) if log else c + sigma * z
+        def draw(key):
+            key = jax.random.fold_in(key, r)
+            z = jax.random.normal(key, c.shape, dtype=c.dtype)
+            x = jnp.where(logs, c * jnp.exp(sigma * z), c + sigma * z)
+            for k, n in enumerate(counts):
+                if n is not None:
+                    x = x.at[:, k].set(n.draw(c[:, k], p, jax.random.fold_in(key, k + 1)))
+            return x
 
-    return tuple(one(c, r) for r, c in enumerate(clean))
-
-
-@cpu_safe_jit
-def _count_draws(keys, clean: tuple, counts: AbstractCountNoise, p) -> tuple:
-    """As `_draws`, for counts of mean `clean` under the likelihood `counts` at `p`."""
-
-    def one(c, r):
-        return jax.vmap(lambda k: counts.draw(c, p, jax.random.fold_in(k, r)))(keys)
+        return jax.vmap(draw)(keys)
 
     return tuple(one(c, r) for r, c in enumerate(clean))
 
@@ -412,9 +415,11 @@ def bootstrap(
     vectorize = resolve_vectorize(vectorize, devices)
     timings = {"initial_states_s": 0.0, "simulate_s": 0.0, "build_s": 0.0, "fit_s": 0.0}
     clock = time.perf_counter()
-    noise = options.get("noise", fit.noise)  # the fit's noise model (an object for counts)
-    counts = noise.resolve(model) if isinstance(noise, AbstractCountNoise) else None
-    log = fit.noise == "lognormal"
+    # each observable's noise model, as the fit had them (objects for counts)
+    noises = observable_noises(model, options.get("noise", fit.noise), data.n_states)
+    logs = np.array([n == "lognormal" for n in noises])
+    counts = tuple(n if isinstance(n, AbstractCountNoise) else None for n in noises)
+    counting = np.array([n is not None for n in counts])
     u0s = _initial_states(fit, data, u0, ode_solver)
     timings["initial_states_s"] = time.perf_counter() - clock
     start = time.perf_counter()
@@ -424,24 +429,21 @@ def bootstrap(
         if observe is not None:  # what the data's columns measure
             c = np.asarray(jax.vmap(observe, in_axes=(0, None, 0))(jnp.asarray(c), jnp.asarray(p), jnp.asarray(tr.t)))
         m = _observed(tr)
-        positive = log or counts is not None
-        if not np.all(np.isfinite(c[m])) or (positive and np.any(c[m] <= 0)):
+        if not np.all(np.isfinite(c[m])) or np.any(((c <= 0) & logs | (c < 0) & counting) & m):
             raise ValueError(f"the fitted model solved forward from u0 = {x0} is not finite"
-                             f"{' and positive' * positive} on trajectory {r}'s grid: it cannot generate bootstrap "
-                             f"data.")
+                             f"{' and positive' * bool(logs.any() or counting.any())} on trajectory {r}'s grid: it "
+                             f"cannot generate bootstrap data.")
         clean.append(c)
         masks.append(m)
     count = sum(m.sum(axis=0) for m in masks)
-    if counts is None:
-        resid = [np.where(m, np.log(np.where(m, tr.u, 1.0)) - np.log(np.where(m, c, 1.0)) if log else tr.u - c, 0.0)
-                 for tr, c, m in zip(data, clean, masks)]
-        squares = sum(np.sum(r**2, axis=0) for r in resid)
-        sigma = np.sqrt(np.divide(squares, count, out=np.full(count.shape, np.nan), where=count > 0))  # NaN: unobserved
-    else:
-        sigma = np.full(count.shape, np.nan)  # counts: the likelihood's own variance
+    resid = [np.where(m, np.where(logs, np.log(np.where(m & logs, tr.u, 1.0)) - np.log(np.where(m & logs, c, 1.0)),
+                                  tr.u - c), 0.0) for tr, c, m in zip(data, clean, masks)]
+    squares = sum(np.sum(r**2, axis=0) for r in resid)
+    sigma = np.sqrt(np.divide(squares, count, out=np.full(count.shape, np.nan), where=count > 0))  # NaN: unobserved
+    sigma = np.where(counting, np.nan, sigma)  # counts: their likelihood's own variance
     clean = tuple(jnp.asarray(c) for c in clean)
     timings["simulate_s"] = time.perf_counter() - start
-    own = {"noise": noise}  # the fit's noise model; output error starts from the true initial states
+    own = {"noise": options.get("noise", fit.noise)}  # the fit's noise; output error starts from the true u0
     if fitted_u0(estimator, fit, options) is not None:
         own["u0"] = u0s
     options = {**options, **{k: v for k, v in own.items() if k in estimator.options()}}
@@ -451,8 +453,8 @@ def bootstrap(
     blocks, size, bar, sols = _blocks(n_boot, sum(tr.u.size for tr in data)), None, None, []
     for block in blocks:
         start = time.perf_counter()
-        noisy = jax.device_get(_draws(keys[block], clean, jnp.asarray(sigma), log) if counts is None
-                               else _count_draws(keys[block], clean, counts, jnp.asarray(p)))
+        noisy = jax.device_get(_draws(keys[block], clean, jnp.asarray(sigma), jnp.asarray(logs), counts,
+                                      jnp.asarray(p)))
         # the block's data: the draws (b, n, D) per trajectory, the data's missing entries left missing
         batch = Batch(tuple(np.asarray(tr.t) for tr in data),
                       tuple(np.where(m, x, np.nan) for x, m in zip(noisy, masks)),

@@ -265,7 +265,7 @@ def profile(
         unknowns = p.size + (fit.u0.size if fits_u0 else 0)
         n_obs = int(oe.n_observed)
         s2 = 2.0 * fit.objective / max(n_obs - unknowns, 1)
-        factor = 2.0 if oe.counts is not None else 2.0 / s2  # counts: a likelihood, not least squares
+        factor = 2.0 if oe.counts else 2.0 / s2  # with counts: a likelihood, not least squares
     else:
         factor = 2.0
     threshold = float(scipy.stats.chi2.ppf(level, 1))
