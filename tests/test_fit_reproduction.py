@@ -210,6 +210,7 @@ def test_a_bootstrap_beyond_the_hosts_memory_is_refused_before_work():
            r"a bootstrap of 1000000000 refits would hold about .* GB of data on the host .* use fewer refits")
 
 
+@pytest.mark.slow  # over 7 s: the quick loop stays under 5 minutes
 def test_a_bootstrap_in_blocks_draws_and_fits_what_one_block_would(monkeypatch):
     """Refits' data are drawn block by block so that memory does not grow with n_boot
     (10**6 refits were still being drawn after 90 s); each refit's draw comes from its own

@@ -77,6 +77,7 @@ def test_a_count_fit_is_the_maximum_likelihood_estimate(counts):
     assert np.all(np.isfinite(fit.stderr))
 
 
+@pytest.mark.slow  # over 7 s: the quick loop stays under 5 minutes
 def test_count_bootstraps_and_profiles():
     """The bootstrap draws counts (no σ); the profile's statistic is twice the rise of the
     negative log-likelihood (a likelihood, not least squares)."""
@@ -155,6 +156,7 @@ def test_what_does_not_apply_is_refused_before_work(call, error, match):
         call()
 
 
+@pytest.mark.slow  # over 7 s: the quick loop stays under 5 minutes
 def test_the_outbreak_observed_through_one_column():
     """Only I observed, given as one column with observe = I: the Poisson fit of the
     three-column data with S and R missing."""
@@ -223,6 +225,7 @@ def test_bad_derived_profiles_are_refused():
         wj.studies.profile(wj.OutputError(), fit, FLU, derived={"gamma": lambda p: p[0] / p[1]})
 
 
+@pytest.mark.slow  # over 7 s: the quick loop stays under 5 minutes
 def test_a_profile_of_a_fit_through_observe_reuses_it():
     one = wj.Trajectory(FLU.t, IN_BED[:, None])
     fit = wj.OutputError().fit(SIR, one, [1.5, 0.5, 3.0, 10.0], u0=_tied, noise=wj.Poisson(), fixed={"phi": 1.0},

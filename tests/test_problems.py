@@ -40,7 +40,8 @@ def test_a_held_model_is_the_model_without_those_parameters():
     assert twice.rhs == lv.fix(p2=1.0, p4=2.0).rhs
 
 
-@pytest.mark.parametrize("estimator", [wj.MLE(), wj.WLS(), wj.OutputError(), wj.Hybrid()],
+@pytest.mark.parametrize("estimator", [wj.MLE(), wj.WLS(), pytest.param(wj.OutputError(), marks=pytest.mark.slow),
+                                       pytest.param(wj.Hybrid(), marks=pytest.mark.slow)],
                          ids=["mle", "wls", "output_error", "hybrid"])
 def test_fixed_parameters_give_the_fit_of_the_model_written_without_them(estimator):
     options = {"u0": [0.5]} if isinstance(estimator, (wj.OutputError, wj.Hybrid)) else {}
@@ -66,6 +67,7 @@ def test_a_mask_holds_parameters_at_their_start_and_bounds_may_be_given_in_full(
     np.testing.assert_array_equal(fit.upper, [20.0, 20.0])
 
 
+@pytest.mark.slow  # over 7 s: the quick loop stays under 5 minutes
 def test_bootstraps_and_profiles_hold_what_the_fit_held():
     fit = wj.MLE().fit(FULL, LOGISTIC_DATA, p0=[1.0], fixed={"K": 10.0}, covariance="hessian")
     boot = wj.studies.bootstrap(wj.MLE(), fit, LOGISTIC_DATA, 8, key=0, progress=False)
@@ -111,6 +113,7 @@ def _sir(u, p, t):
 SIR = wj.ODEModel(_sir, ["S", "I", "R"], ["beta", "gamma"], bounds=([0.1, 0.05], [5.0, 2.0]), name="flu")
 
 
+@pytest.mark.slow  # over 7 s: the quick loop stays under 5 minutes
 def test_a_bootstrap_of_partly_observed_data_says_which_states_are_not_observed():
     """It printed numpy's "invalid value encountered in divide" and σ = (nan, 16.6, nan)."""
     data = wj.datasets.boarding_school()
@@ -147,6 +150,7 @@ def test_initial_states_tied_to_a_parameter_are_fitted_through_it():
     assert np.all(np.isfinite(fit.stderr)) and fit.covariance.shape == (3, 3)
 
 
+@pytest.mark.slow  # over 7 s: the quick loop stays under 5 minutes
 def test_the_recommended_interval_reuses_tied_initial_states_and_takes_options():
     data = wj.datasets.boarding_school()
     fit = wj.OutputError().fit(SIR_I0, data, [1.5, 0.5, 3.0], u0=_tied, weighted=False)
@@ -236,6 +240,7 @@ def test_per_trajectory_parameters_give_the_fit_of_the_model_written_for_both():
     assert boot.draws.shape == (6, 3) and boot.n_failed == 0
 
 
+@pytest.mark.slow  # over 7 s: the quick loop stays under 5 minutes
 def test_experiments_on_their_own_grids_with_conditions_and_tied_initial_states():
     """Different sample times (output error on the union grid), K known per experiment
     (conditions), the initial state a parameter per experiment tied through initial()."""
