@@ -273,6 +273,12 @@ def test_each_observable_has_its_own_noise_model():
     assert np.all(np.abs(fit.params - [0.9, 0.4]) < 4 * fit.stderr)
     boot = wj.studies.bootstrap(wj.OutputError(fit_u0=False), fit, data, 8, key=0, progress=False)
     assert boot.n_failed == 0 and re.search(r"σ = \(1\.\d+, poisson\)", boot.table(0.5))  # σ of the residuals
+    # the fit's per-observable noise may be repeated to its interval methods, not changed
+    est = wj.OutputError(fit_u0=False)
+    lo, hi = wj.studies.Wald()(est, fit, data, noise=("gaussian", wj.Poisson()))
+    assert np.all(lo < fit.params) and np.all(fit.params < hi)
+    with pytest.raises(ValueError, match=r"got noise=.* but the fit was made with noise="):
+        wj.studies.Wald()(est, fit, data, noise=("gaussian", "gaussian"))
     with pytest.raises(ValueError, match=r"noise: one noise model per observable \(2\), got 3"):
         wj.OutputError().fit(CHAIN, data, [1.0, 0.5], u0=[60.0, 0.0], noise=("gaussian",) * 3, sigma=2.0)
     with pytest.raises(ValueError, match=r"one noise model per observable, a sequence, is an option of output error"):

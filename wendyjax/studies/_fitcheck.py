@@ -10,7 +10,7 @@ from .._compile import cpu_safe_jit
 from ..data import as_dataset, fingerprint
 from ..estimators import AbstractEstimator, AbstractFit, Hybrid, OutputError, WENDyFit
 from ..model import ODEModel
-from ..noise import AbstractCountNoise, is_log_space, resolve_noise
+from ..noise import observable_noises
 
 
 def check_fit(estimator: AbstractEstimator, fit: AbstractFit, what: str) -> None:
@@ -62,12 +62,11 @@ def _shown(value) -> str:
 
 
 def _same_noise(model, a, b) -> bool:
-    """Whether two `noise` options are one noise model (`None` is the model's own; the
-    Gaussian and log-normal ones by their space, counts as objects)."""
-    a, b = resolve_noise(model, a), resolve_noise(model, b)
-    if isinstance(a, AbstractCountNoise) or isinstance(b, AbstractCountNoise):
-        return a == b
-    return is_log_space(a) == is_log_space(b)
+    """Whether two `noise` options give every observable the same noise model (`None` is
+    the model's own; Gaussian and log-normal ones by name, counts as objects; one for all
+    or one per observable)."""
+    k = next((len(v) for v in (a, b) if isinstance(v, (list, tuple))), 1)
+    return observable_noises(model, a, k) == observable_noises(model, b, k)
 
 
 def fit_options(estimator: AbstractEstimator, fit: AbstractFit, options: dict, what: str) -> dict:
