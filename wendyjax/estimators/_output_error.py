@@ -550,8 +550,7 @@ class OutputError(AbstractEstimator):
 
         jac, (mu, ok) = jax.jacfwd(means, has_aux=True)(theta)
         p = theta[:n_p]
-        value = self._nll(problem, p, mu)
-        dmu = jax.grad(lambda m: self._nll(problem, p, m.reshape(mu.shape)))(mu.reshape(-1))
+        value, dmu = jax.value_and_grad(lambda m: self._nll(problem, p, m.reshape(mu.shape)))(mu.reshape(-1))
         w = self._columns(problem, p, mu, lambda n, y, m: n.information(m, p),
                           lambda y, m, s: 1.0 / s**2).reshape(-1)
         held = lambda th: self._nll(problem, th[:n_p], jax.lax.stop_gradient(mu))  # noqa: E731
@@ -571,10 +570,19 @@ class OutputError(AbstractEstimator):
         ties them to the parameters."""
         return self.fit_u0 and problem.initial is None
 
+    def _unknowns(self, problem: OutputErrorProblem, p, x0):
+        """The fit's unknowns `theta` at parameters `p` and initial states `x0` (the states
+        too where they are fitted), and `split(theta)` → the parameters and the initial
+        states the trajectories start from."""
+        n_p, fits = p.shape[0], self.fits_u0(problem)
+
+        def split(theta):
+            return theta[:n_p], theta[n_p:].reshape(x0.shape) if fits else problem.states0(theta[:n_p], x0)
+
+        return (jnp.concatenate([p, x0.reshape(-1)]) if fits else p), split
+
     def _trust_region(self, problem, p0, x0, lower, upper):
-        n_p, fits = p0.shape[0], self.fits_u0(problem)
-        split = lambda theta: (theta[:n_p], theta[n_p:].reshape(x0.shape) if fits  # noqa: E731
-                               else problem.states0(theta[:n_p], x0))
+        theta0, split = self._unknowns(problem, p0, x0)
 
         def fn(theta, problem):
             # a failed forward solve makes the value infinite: the trust region rejects
@@ -590,8 +598,7 @@ class OutputError(AbstractEstimator):
             jac, (r, ok) = jax.jacfwd(res, has_aux=True)(theta)
             return jnp.where(ok, 0.5 * jnp.dot(r, r), jnp.inf), jac.T @ r, jac.T @ jac
 
-        free = jnp.full(x0.size if fits else 0, jnp.inf)
-        theta0 = jnp.concatenate([p0, x0.reshape(-1)]) if fits else p0
+        free = jnp.full(theta0.size - p0.size, jnp.inf)
         sol = self.solver.minimise(fn, theta0, jnp.concatenate([lower, -free]), jnp.concatenate([upper, free]),
                                    problem, max_steps=self.max_steps)
         # the value at the last accepted point: finite unless the start's forward solve failed
@@ -645,9 +652,7 @@ class OutputError(AbstractEstimator):
         x = jnp.log(u0) if problem.log_states else u0
         n = sol.params.shape[0]
         if problem.counts:
-            fits = self.fits_u0(problem)
-            split = lambda th: (th[:n], th[n:].reshape(x.shape) if fits else problem.states0(th[:n], x))  # noqa: E731
-            theta = jnp.concatenate([sol.params, x.reshape(-1)]) if fits else sol.params
+            theta, split = self._unknowns(problem, sol.params, x)
             pinv = determined_pinv(self._fisher_model(problem, theta, split)[2])[:n]
             return pinv @ pinv.T
         flat = lambda p, x: self.residuals(problem, p, problem.states0(p, x))[0].reshape(-1)  # noqa: E731
