@@ -197,6 +197,16 @@ def test_a_derived_quantity_of_an_undetermined_parameter_has_no_standard_error()
     assert out[0, 0] == pytest.approx(0.04) and np.isnan(out[1, 1]) and np.isnan(out[0, 1])
 
 
+def test_a_fit_without_a_covariance_points_derived_quantities_to_the_bootstrap():
+    fit = wj.IntegralMatching(order=10, length=4.0).fit(FULL, LOGISTIC_DATA, [1.0, 10.0], key=0)
+    assert fit.covariance is None
+    with pytest.raises(ValueError, match=r"has no covariance, so the delta method has nothing to propagate; derive "
+                                         r"from a bootstrap instead"):
+        fit.derived(lambda p: p[0] / p[1])
+    with pytest.raises(TypeError, match="model must be an ODEModel, got MLPField"):
+        wj.Experiments(wj.neural.MLPField(1, 4, key=jax.random.key(0)), [LOGISTIC_DATA, LOGISTIC_DATA])
+
+
 @pytest.mark.parametrize("fn, names, match", [
     (lambda p: jnp.outer(p, p), None, r"fn\(p\) must return a number or a vector, got shape \(3, 3\)"),
     (lambda p: p[0] / 0.0, None, r"fn\(p\) is not finite at the estimate"),
@@ -265,6 +275,8 @@ def test_experiments_on_their_own_grids_with_conditions_and_tied_initial_states(
     (lambda d: wj.Experiments(FULL, [d[0], wj.Trajectory(d[1].t + 1.0, d[1].u)]),
      r"the experiments start at different times \[0.0, 1.0\]"),
     (lambda d: wj.Experiments(FULL, d).initial(np.ones((3, 1))), r"u0: one row of 1 initial states per experiment"),
+    (lambda d: wj.Experiments(FULL, [d[0], wj.Trajectory(np.r_[d[1].t[:1], d[1].t], np.r_[d[1].u[:1], d[1].u])]),
+     r"Experiments \(the trajectories side by side on one grid\) needs distinct sample times, but trajectory 1"),
 ])
 def test_bad_experiments_are_refused(make, match):
     grid = np.linspace(0.0, 20.0, 41)
