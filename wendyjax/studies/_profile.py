@@ -131,10 +131,11 @@ def _reparametrised(fit: AbstractFit, name: str, fn: Callable, options: dict) ->
     if value.size != 1:
         raise ValueError(f"derived[{name!r}] must return one number, got {value.size}.")
     noise = options.get("noise")
-    skip = model.param_names.index(noise.dispersion) if isinstance(noise, NegativeBinomial) and isinstance(
-        noise.dispersion, str) and noise.dispersion in model.param_names else -1
+    dispersions = {n.dispersion for n in (noise if isinstance(noise, (list, tuple)) else [noise])
+                   if isinstance(n, NegativeBinomial) and isinstance(n.dispersion, str)}
+    usable = (jac[0] != 0) & ~np.isin(model.param_names, list(dispersions))
     se = np.where(np.isfinite(fit.stderr), fit.stderr, 0.0)
-    moves = np.where((jac[0] != 0) & (np.arange(p.size) != skip), np.abs(jac[0]) * np.maximum(se, 1e-300), -1.0)
+    moves = np.where(usable, np.abs(jac[0]) * np.maximum(se, 1e-300), -1.0)
     if moves.max() < 0:
         raise ValueError(f"derived[{name!r}] does not depend on the fitted parameters at the estimate: there is "
                          f"nothing to profile.")
@@ -144,9 +145,8 @@ def _reparametrised(fit: AbstractFit, name: str, fn: Callable, options: dict) ->
     names = [model.param_names[i] for i in keep] + [name]
     if name in model.param_names[:k] + model.param_names[k + 1:]:
         raise ValueError(f"derived: {name!r} is already a parameter of model '{model.name}'; name it otherwise.")
-    bounds = None
-    if model.bounds is not None:
-        bounds = tuple(np.r_[np.asarray(b, float)[keep], inf] for b, inf in zip(model.bounds, (-np.inf, np.inf)))
+    box = lambda b, fill: None if b is None else np.r_[np.asarray(b, float)[keep], fill]  # noqa: E731 - c is unbounded
+    bounds = None if model.bounds is None else (box(model.bounds[0], -np.inf), box(model.bounds[1], np.inf))
     reparam = ODEModel(_ThroughRhs(model.rhs, through), model.state_names, names, bounds=bounds, name=model.name,
                        jump_ts=model.jump_ts, check_indexing=False, noise=model.noise)
     change = np.vstack([np.eye(p.size)[keep], jac])  # d(q, c)/dp
@@ -157,7 +157,6 @@ def _reparametrised(fit: AbstractFit, name: str, fn: Callable, options: dict) ->
     if own.get("observe") is not None:
         observe = own["observe"]
         own["observe"] = lambda u, theta, t: observe(u, through(theta), t)
-    box = lambda b, fill: None if b is None else np.r_[np.asarray(b, float)[keep], fill]  # noqa: E731
     return dataclasses.replace(fit, model=reparam, params=np.r_[p[keep], value], options=own,
                                covariance=None if fit.covariance is None else change @ fit.covariance @ change.T,
                                lower=box(fit.lower, -np.inf), upper=box(fit.upper, np.inf))
