@@ -15,7 +15,8 @@ pytestmark = pytest.mark.slow  # a whole site build
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = ["wendyjax", "wendyjax.estimators", "wendyjax.weak", "wendyjax.inference", "wendyjax.studies",
            "wendyjax.models", "wendyjax.datasets", "wendyjax.collocation", "wendyjax.library", "wendyjax.neural",
-           "wendyjax.linear", "wendyjax.discovery", "wendyjax.baselines", "wendyjax.plot", "wendyjax.cli"]
+           "wendyjax.linear", "wendyjax.discovery", "wendyjax.baselines", "wendyjax.plot", "wendyjax.cli",
+           "wendyjax.petab"]
 
 
 @pytest.fixture(scope="module")

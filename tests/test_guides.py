@@ -10,7 +10,7 @@ import matplotlib
 import pytest
 
 GUIDES = Path(__file__).resolve().parents[1] / "docs" / "pages" / "guides"
-CHECKED = ["real-data.md"]  # guides whose every printed number is checked here
+CHECKED = ["real-data.md", "petab.md"]  # guides whose every printed number is checked here
 
 
 def _blocks(text: str) -> list[tuple[str, str]]:

@@ -70,9 +70,9 @@ from .weak import (
 
 
 def __getattr__(name):
-    # `wj.plot` imports matplotlib: loaded on first use, not with the package.
-    if name == "plot":
+    # `wj.plot` imports matplotlib, `wj.petab` the petab extra: loaded on first use, not with the package.
+    if name in ("plot", "petab"):
         import importlib
 
-        return importlib.import_module(".plot", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'wendyjax' has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""Command line: `python -m wendyjax {demo,fit,study,bench}` (`--help` on each)."""
+"""Command line: `python -m wendyjax {demo,fit,study,petab,bench}` (`--help` on each)."""
 
 import argparse
 import ast
@@ -121,6 +121,16 @@ def _parser() -> argparse.ArgumentParser:
                        help="grid points per parameter of a profile (--intervals profile)")
     study.add_argument("--csv", help="write the metric table here")
     study.add_argument("--json", help="write metrics, every run and the settings here")
+
+    petab = sub.add_parser("petab", help="load a PEtab problem, check its log-likelihood, fit it by batched multistart",
+                           description="Load the PEtab v1 problem PATH.yaml (needs `pip install wendyjax[petab]`), "
+                                       "print its log-likelihood at the nominal parameters, then fit it from --starts "
+                                       "starts in one batched call and print the best fit.")
+    petab.add_argument("path", help="the problem's PEtab YAML file")
+    petab.add_argument("--starts", type=_count, default=100, help="multistart starts (default 100)")
+    petab.add_argument("--max-steps", type=_count, default=200, help="trust-region steps per start (default 200)")
+    petab.add_argument("--seed", type=int, default=0)
+    petab.add_argument("--waterfall", help="save the waterfall plot of the final objectives to this image file")
 
     bench = sub.add_parser("bench", help="run benchmark scripts (source checkout only)",
                            description="Run benchmarks/NAME.py for each NAME; arguments after `--` go to every "
@@ -306,6 +316,24 @@ def _run_study(args) -> int:
     return 0
 
 
+def _run_petab(args) -> int:
+    from .. import petab
+
+    problem = petab.load(args.path)
+    print(f"{problem.name}: {problem.n_parameters} estimated parameters, {len(problem.conditions)} conditions, "
+          f"{len(problem.measurements)} measurements")
+    print(f"log-likelihood at the nominal parameters: {float(problem.log_likelihood()):.10g}")
+    result = petab.multistart(problem, args.starts, key=args.seed, max_steps=args.max_steps)
+    print(f"{args.starts} starts in {result.seconds:.1f} s: best objective {result.best_objective:.6g}, "
+          f"{int(result.converged.sum())} converged, "
+          f"{result.fraction_within(result.best_objective):.0%} within 0.1 of the best")
+    for name, scale, value in zip(problem.parameter_names, problem.scales, np.asarray(result.best), strict=True):
+        print(f"  {name:32s} {scale:6s} {value: .6g}")
+    if args.waterfall:
+        result.waterfall().figure.savefig(args.waterfall, dpi=120, bbox_inches="tight")
+    return 0
+
+
 def _run_bench(args, extra: list[str]) -> int:
     if not _BENCHMARKS.is_dir():
         raise FileNotFoundError("the benchmark scripts come with the source checkout (benchmarks/ next to the "
@@ -347,6 +375,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run_fit(args)
         if args.command == "study":
             return _run_study(args)
+        if args.command == "petab":
+            return _run_petab(args)
         return _run_bench(args, extra)
     except (ValueError, TypeError, FileNotFoundError) as e:
         parser.exit(2, f"{parser.prog} {args.command}: error: {e}\n")

@@ -1,0 +1,296 @@
+"""PEtab import: the log-likelihood against AMICI's published values and petab's own
+`calculate_llh`, a small problem written here against its closed-form solution, the batched
+multistart, and the errors for bad input."""
+
+import math
+import re
+import shutil
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import pytest
+
+libsbml = pytest.importorskip("libsbml")
+petab_v1 = pytest.importorskip("petab.v1")
+import wendyjax.petab as wp  # noqa: E402
+
+DATA = Path(__file__).parent / "data" / "petab"
+# AMICI's test suite (tests/benchmark_models/benchmark_models.yaml of AMICI-dev/AMICI)
+AMICI = {"Boehm_JProteomeRes2014": -138.22199693517703, "Fujita_SciSignal2010": 53.08377736998929,
+         "Elowitz_Nature2000": 63.20279991419332}
+
+
+def _yaml(name: str) -> Path:
+    return DATA / name / f"{name}.yaml"
+
+
+@pytest.fixture(scope="module")
+def boehm():
+    return wp.load(_yaml("Boehm_JProteomeRes2014"))
+
+
+def test_boehm_at_its_nominal_parameters_has_amicis_log_likelihood(boehm):
+    assert boehm.n_parameters == 9 and boehm.scales == ("log10",) * 9
+    value = float(boehm.log_likelihood())
+    assert value == pytest.approx(AMICI["Boehm_JProteomeRes2014"], rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["Fujita_SciSignal2010", "Elowitz_Nature2000"])
+def test_log_likelihood_equals_amicis_and_petabs_own_on_our_simulations(name):
+    # Fujita: 16 conditions, a piecewise input, condition overrides; Elowitz: log10
+    # observables (with the transform's Jacobian), initial assignments. atol 1e-14: Fujita's
+    # species are small (converged values at atol 1e-14 and 1e-16 agree to 1e-9).
+    problem = wp.load(_yaml(name), rtol=1e-10, atol=1e-14)
+    value = float(problem.log_likelihood())
+    assert value == pytest.approx(AMICI[name], rel=1e-6)
+    # the formula checked independently: petab's calculate_llh on our simulations
+    reference = petab_v1.Problem.from_yaml(_yaml(name))
+    simulation = reference.measurement_df.rename(columns={"measurement": "simulation"})
+    simulation["simulation"] = problem.simulate()["simulation"].to_numpy()
+    assert petab_v1.calculate_llh(reference.measurement_df, simulation, reference.observable_df,
+                                  reference.parameter_df) == pytest.approx(value, rel=1e-12)
+
+
+def test_simulations_match_the_collections_simulated_data(boehm):
+    ours = boehm.simulate()
+    theirs = pd.read_csv(DATA / "Boehm_JProteomeRes2014" / "simulatedData_Boehm_JProteomeRes2014.tsv", sep="\t")
+    np.testing.assert_allclose(ours["simulation"], theirs["simulation"], rtol=1e-6, atol=1e-6)
+
+
+# A problem written here: A -> B at rate k*A (amount per time) in a compartment of size 2,
+# so d[A]/dt = -k[A]/2 and [A] = A0 exp(-k t / 2), [B] = A0 - [A]. Two conditions (A0 a
+# number, and a parameter of the table), an observable scale per measurement, a log10
+# observable with normal noise and a lin one with Laplace noise whose scale is estimated.
+_TRUTH = {"k": 0.7, "A0_high": 3.0, "scale_a": 2.0, "sigma_b": 0.1}
+
+
+def _write_problem(folder: Path, *, event: bool = False, preequilibration: bool = False, prior: bool = False) -> Path:
+    doc = libsbml.SBMLDocument(3, 2)
+    model = doc.createModel()
+    comp = model.createCompartment()
+    comp.setId("cell"), comp.setSize(2.0), comp.setConstant(True)
+    for sid, value in (("A", 1.0), ("B", 0.0)):
+        s = model.createSpecies()
+        s.setId(sid), s.setCompartment("cell"), s.setInitialConcentration(value)
+        s.setHasOnlySubstanceUnits(False), s.setBoundaryCondition(False), s.setConstant(False)
+    k = model.createParameter()
+    k.setId("k"), k.setValue(1.0), k.setConstant(True)
+    reaction = model.createReaction()
+    reaction.setId("decay"), reaction.setReversible(False)
+    ref = reaction.createReactant()
+    ref.setSpecies("A"), ref.setStoichiometry(1.0), ref.setConstant(True)
+    ref = reaction.createProduct()
+    ref.setSpecies("B"), ref.setStoichiometry(1.0), ref.setConstant(True)
+    reaction.createKineticLaw().setMath(libsbml.parseL3Formula("k * A"))
+    if event:
+        e = model.createEvent()
+        e.setId("kick"), e.setUseValuesFromTriggerTime(True)
+        trigger = e.createTrigger()
+        trigger.setMath(libsbml.parseL3Formula("time > 1")), trigger.setPersistent(True), trigger.setInitialValue(False)
+        a = e.createEventAssignment()
+        a.setVariable("A"), a.setMath(libsbml.parseL3Formula("1"))
+    folder.mkdir(parents=True, exist_ok=True)
+    libsbml.writeSBMLToFile(doc, str(folder / "model.xml"))
+    pd.DataFrame({"conditionId": ["low", "high"], "A": ["1.0", "A0_high"]}).to_csv(
+        folder / "conditions.tsv", sep="\t", index=False)
+    pd.DataFrame({
+        "observableId": ["obs_a", "obs_b"],
+        "observableFormula": ["observableParameter1_obs_a * A", "B"],
+        "noiseFormula": ["0.05", "noiseParameter1_obs_b"],
+        "observableTransformation": ["log10", "lin"],
+        "noiseDistribution": ["normal", "laplace"],
+    }).to_csv(folder / "observables.tsv", sep="\t", index=False)
+    rng = np.random.default_rng(0)
+    rows = []
+    for cond, a0 in (("low", 1.0), ("high", _TRUTH["A0_high"])):
+        for t in (0.5, 1.0, 2.0, 4.0):
+            a = a0 * math.exp(-_TRUTH["k"] * t / 2)
+            rows.append(["obs_a", cond, _TRUTH["scale_a"] * a * 10 ** (0.05 * rng.standard_normal()), t, "scale_a", ""])
+            rows.append(["obs_b", cond, a0 - a + rng.laplace(0, _TRUTH["sigma_b"]), t, "", "sigma_b"])
+    measurements = pd.DataFrame(rows, columns=["observableId", "simulationConditionId", "measurement", "time",
+                                               "observableParameters", "noiseParameters"])
+    if preequilibration:
+        measurements.insert(1, "preequilibrationConditionId", "low")
+    measurements.to_csv(folder / "measurements.tsv", sep="\t", index=False)
+    parameters = pd.DataFrame({
+        "parameterId": ["k", "A0_high", "scale_a", "sigma_b"],
+        "parameterScale": ["log10", "lin", "log", "log10"],
+        "lowerBound": [1e-3, 0.1, 0.01, 1e-3],
+        "upperBound": [1e2, 10.0, 100.0, 10.0],
+        "nominalValue": [_TRUTH[n] for n in ("k", "A0_high", "scale_a", "sigma_b")],
+        "estimate": [1, 1, 1, 1],
+    })
+    if prior:
+        parameters["objectivePriorType"] = ["logNormal", "", "", ""]
+        parameters["objectivePriorParameters"] = ["-0.5;0.3", "", "", ""]
+    parameters.to_csv(folder / "parameters.tsv", sep="\t", index=False)
+    (folder / "problem.yaml").write_text(
+        "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- condition_files: [conditions.tsv]\n"
+        "  measurement_files: [measurements.tsv]\n  observable_files: [observables.tsv]\n  sbml_files: [model.xml]\n")
+    return folder / "problem.yaml"
+
+
+def _closed_form_log_likelihood(frame: pd.DataFrame, k, a0_high, scale_a, sigma_b) -> float:
+    total = 0.0
+    for _, row in frame.iterrows():
+        a0 = 1.0 if row.simulationConditionId == "low" else a0_high
+        a = a0 * math.exp(-k * row.time / 2)
+        if row.observableId == "obs_a":
+            total += petab_v1.calculate_single_llh(row.measurement, scale_a * a, "log10", "normal", 0.05)
+        else:
+            total += petab_v1.calculate_single_llh(row.measurement, a0 - a, "lin", "laplace", sigma_b)
+    return total
+
+
+def test_a_problem_written_here_has_its_closed_form_log_likelihood(tmp_path):
+    problem = wp.load(_write_problem(tmp_path / "p"), rtol=1e-12, atol=1e-14)
+    assert problem.parameter_names == ("k", "A0_high", "scale_a", "sigma_b")
+    assert problem.scales == ("log10", "lin", "log", "log10")
+    np.testing.assert_allclose(problem.nominal, [math.log10(0.7), 3.0, math.log(2.0), math.log10(0.1)], rtol=1e-15)
+    frame = pd.read_csv(tmp_path / "p" / "measurements.tsv", sep="\t")
+    for theta in ([0.7, 3.0, 2.0, 0.1], [0.3, 1.5, 4.0, 0.5]):
+        x = [math.log10(theta[0]), theta[1], math.log(theta[2]), math.log10(theta[3])]
+        assert float(problem.log_likelihood(x)) == pytest.approx(_closed_form_log_likelihood(frame, *theta), rel=1e-9)
+    assert float(problem.log_prior()) == 0.0
+
+
+def test_priors_enter_the_objective_not_the_log_likelihood(tmp_path):
+    problem = wp.load(_write_problem(tmp_path / "p", prior=True), rtol=1e-12, atol=1e-14)
+    k = 0.7
+    expected = -math.log(k * 0.3 * math.sqrt(2 * math.pi)) - (math.log(k) + 0.5) ** 2 / (2 * 0.3**2)
+    assert float(problem.log_prior()) == pytest.approx(expected, rel=1e-12)
+    objective, ok = eqx.filter_jit(problem.objective)(problem.nominal)
+    assert bool(ok)
+    assert float(objective) == pytest.approx(-float(problem.log_likelihood()) - expected, rel=1e-12)
+
+
+def test_the_fisher_path_gradient_matches_reverse_mode_and_finite_differences(tmp_path):
+    from wendyjax.petab._multistart import _value_gradient_fisher
+
+    problem = wp.load(_write_problem(tmp_path / "p", prior=True), rtol=1e-12, atol=1e-14)
+    x = problem.nominal + jnp.array([0.1, -0.2, 0.1, 0.05])
+    value, grad, fisher = eqx.filter_jit(_value_gradient_fisher)(x, problem)
+    objective = eqx.filter_jit(lambda x: problem.objective(x)[0])
+    assert float(value) == pytest.approx(float(objective(x)), rel=1e-12)
+    reverse = eqx.filter_jit(jax.grad(lambda x: problem.objective(x)[0]))(x)
+    np.testing.assert_allclose(grad, reverse, rtol=1e-8, atol=1e-10)
+    h = 1e-6
+    for i in range(problem.n_parameters):
+        e = jnp.zeros(problem.n_parameters).at[i].set(h)
+        fd = (objective(x + e) - objective(x - e)) / (2 * h)
+        assert float(grad[i]) == pytest.approx(float(fd), rel=1e-5, abs=1e-6)
+    assert np.all(np.linalg.eigvalsh(np.asarray(fisher)) > 0)
+
+
+def test_multistart_reaches_the_optimum_of_the_problem_written_here(tmp_path):
+    from scipy.optimize import minimize
+
+    problem = wp.load(_write_problem(tmp_path / "p"), rtol=1e-10, atol=1e-12)
+    result = wp.multistart(problem, 6, key=1, max_steps=100)
+    assert result.params.shape == (6, 4) and result.starts.shape == (6, 4)
+    assert np.all((np.asarray(result.starts) >= np.asarray(problem.lower))
+                  & (np.asarray(result.starts) <= np.asarray(problem.upper)))
+    # an independent optimiser (L-BFGS-B from the truth, with jax gradients) as reference
+    fn = jax.jit(jax.value_and_grad(lambda x: problem.objective(x)[0]))
+    reference = minimize(lambda x: tuple(np.asarray(v, dtype=float) for v in fn(jnp.asarray(x))), problem.nominal,
+                         jac=True, method="L-BFGS-B", bounds=list(zip(problem.lower, problem.upper, strict=True)))
+    assert result.best_objective <= reference.fun + 1e-6
+    assert result.converged.sum() >= 3
+    assert result.fraction_within(reference.fun) >= 0.5
+    ax = result.waterfall()
+    assert len(ax.collections) == 2
+    import matplotlib.pyplot as plt
+
+    plt.close(ax.figure)
+
+
+@pytest.mark.slow
+def test_a_batched_multistart_of_boehm_reaches_the_best_known_objective(boehm):
+    result = wp.multistart(boehm, 8, key=0, max_steps=200)
+    assert result.best_objective == pytest.approx(-AMICI["Boehm_JProteomeRes2014"], abs=0.1)
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("event", "has events (kick)"),
+        ("preequilibration", "uses preequilibration (measurements.tsv, row 2, column preequilibrationConditionId)"),
+    ],
+)
+def test_features_it_cannot_represent_are_refused_by_name(tmp_path, kind, message):
+    path = _write_problem(tmp_path / "p", **{kind: True})
+    with pytest.raises(wp.PetabError, match=re.escape(message)):
+        wp.load(path)
+
+
+def _edit(path: Path, table: str, edit) -> Path:
+    file = path.parent / table
+    frame = pd.read_csv(file, sep="\t", dtype=str, keep_default_na=False)
+    edit(frame)
+    frame.to_csv(file, sep="\t", index=False)
+    return path
+
+
+def test_bad_tables_are_refused_with_file_row_and_column(tmp_path):
+    cases = [
+        ("measurements.tsv", lambda f: f.drop(columns=["time"], inplace=True),
+         "measurements.tsv: the measurement table has no column time"),
+        ("measurements.tsv", lambda f: f.__setitem__("observableId", ["obs_c"] + list(f.observableId[1:])),
+         "measurements.tsv, row 2, column observableId: observable 'obs_c' is not in the observable table"),
+        ("measurements.tsv", lambda f: f.__setitem__("measurement", ["high"] + list(f.measurement[1:])),
+         "measurements.tsv, row 2, column measurement: 'high' is not a number"),
+        ("observables.tsv", lambda f: f.__setitem__("observableFormula", ["foo * A", "B"]),
+         "observables.tsv, row 2, column observableFormula: unknown symbol 'foo'"),
+        ("observables.tsv", lambda f: f.__setitem__("noiseDistribution", ["normal", "cauchy"]),
+         "observables.tsv, row 3, column noiseDistribution: 'cauchy' is not supported"),
+        ("parameters.tsv", lambda f: f.__setitem__("parameterScale", ["ln", "lin", "log", "log10"]),
+         "parameters.tsv, row 2, column parameterScale: 'ln' is not one of lin, log, log10"),
+        ("conditions.tsv", lambda f: f.__setitem__("A", ["1.0", "A0_missing"]),
+         "conditions.tsv, row 3, column A: 'A0_missing' is neither a number nor a parameter"),
+        ("measurements.tsv",
+         lambda f: f.__setitem__("observableParameters", ["scale_a;2"] + list(f.observableParameters[1:])),
+         "measurements.tsv, row 2, column observableParameters: 2 values for the 1 placeholders of observable obs_a"),
+    ]
+    for table, edit, message in cases:
+        folder = tmp_path / f"case{cases.index((table, edit, message))}"
+        path = _edit(_write_problem(folder), table, edit)
+        with pytest.raises(wp.PetabError, match=re.escape(message)):
+            wp.load(path)
+    (tmp_path / "broken").mkdir()
+    shutil.copy(_write_problem(tmp_path / "ok"), tmp_path / "broken" / "problem.yaml")
+    with pytest.raises(wp.PetabError, match="The condition table .* does not exist"):
+        wp.load(tmp_path / "broken" / "problem.yaml")
+    with pytest.raises(wp.PetabError, match="path: no PEtab YAML file"):
+        wp.load(tmp_path / "nowhere.yaml")
+
+
+def test_bad_arguments_are_refused_before_any_work(boehm):
+    with pytest.raises(ValueError, match=r"params must be a vector of the 9 estimated parameters"):
+        boehm.log_likelihood(np.zeros(3))
+    with pytest.raises(ValueError, match="n_starts must be an integer >= 1"):
+        wp.multistart(boehm, 0)
+    with pytest.raises(TypeError, match="problem must be a PetabProblem"):
+        wp.multistart("Boehm.yaml", 10)
+
+
+def test_the_command_line_loads_checks_and_fits_a_problem(tmp_path, capsys):
+    from wendyjax.cli import main
+
+    path = _write_problem(tmp_path / "p")
+    assert main(["petab", str(path), "--starts", "3", "--max-steps", "50", "--waterfall",
+                 str(tmp_path / "w.png")]) == 0
+    out = capsys.readouterr().out
+    assert "problem: 4 estimated parameters, 2 conditions, 16 measurements" in out
+    assert "log-likelihood at the nominal parameters:" in out and "3 starts in" in out
+    assert (tmp_path / "w.png").stat().st_size > 0
+    with pytest.raises(SystemExit) as exit_:
+        main(["petab", str(tmp_path / "nowhere.yaml")])
+    assert exit_.value.code == 2
+    assert "path: no PEtab YAML file" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["petab", str(path), "--starts", "0"])
+    assert "argument --starts: expected an integer >= 1, got '0'" in capsys.readouterr().err

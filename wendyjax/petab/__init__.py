@@ -1,0 +1,15 @@
+"""PEtab problems: read the systems-biology standard (an SBML model and tables of conditions,
+observables, measurements and parameters) into JAX, evaluate its log-likelihood, and fit it
+by batched multistart. Needs the `petab` extra: `pip install wendyjax[petab]`."""
+
+try:
+    import libsbml as _libsbml  # noqa: F401
+    import petab.v1 as _petab  # noqa: F401
+    import sbmlmath as _sbmlmath  # noqa: F401
+except ImportError as error:
+    raise ImportError(f"wendyjax.petab needs the petab extra ({error.name} is missing): "
+                      f"pip install 'wendyjax[petab]'.") from error
+
+from ._multistart import MultistartResult as MultistartResult, multistart as multistart
+from ._problem import PetabProblem as PetabProblem, load as load
+from ._sbml import PetabError as PetabError

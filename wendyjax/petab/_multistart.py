@@ -1,0 +1,162 @@
+"""Multistart fits of a PEtab problem as one batched, compiled call: starts drawn in the box,
+each fitted by the box-constrained trust region with the Fisher information as its Hessian."""
+
+import math
+import time
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from .._checks import as_count, as_key
+from .._compile import cpu_safe_jit
+from ..estimators import RESULTS, TrustRegion
+from ._problem import PetabProblem
+
+# Fisher information of the noise scale's logarithm, per measurement: normal 2, Laplace 1.
+_SCALE_INFORMATION = {False: 2.0, True: 1.0}
+
+
+def _value_gradient_fisher(x, problem: PetabProblem):
+    """The objective, its gradient, and the Fisher information (plus the prior's Hessian) at
+    `x`: one forward-mode pass through the ODE solves (n tangents)."""
+
+    def outputs(x):
+        sim, log_sigma, ok = problem._outputs(x, forward=True)
+        return (sim, log_sigma), ok
+
+    (sim, log_sigma), (j_sim, j_sigma), ok = _jacobian(outputs, x)
+    terms = problem._nll_terms(sim, log_sigma)
+    m, _ = problem._measured_scaled()
+    inv = jnp.exp(-log_sigma)
+    r = (m - sim) * inv
+    laplace = problem._laplace
+    d_sim = jnp.where(laplace, -jnp.sign(r), -r) * inv
+    d_sigma = 1.0 - jnp.where(laplace, jnp.abs(r), r**2)
+    weight = jnp.where(laplace, _SCALE_INFORMATION[True], _SCALE_INFORMATION[False])
+    prior, prior_grad = jax.value_and_grad(problem.log_prior)(x)
+    prior_hess = jax.hessian(problem.log_prior)(x)
+    value = jnp.sum(terms) - prior
+    grad = j_sim.T @ d_sim + j_sigma.T @ d_sigma - prior_grad
+    fisher = (j_sim * inv[:, None] ** 2).T @ j_sim + (j_sigma * weight[:, None]).T @ j_sigma - prior_hess
+    value = jnp.where(ok, value, jnp.inf)
+    return value, grad, 0.5 * (fisher + fisher.T)
+
+
+def _jacobian(fn, x):
+    """Values, forward-mode Jacobians and aux of `fn(x) -> (outputs, aux)`."""
+    values, pushforward, aux = jax.linearize(fn, x, has_aux=True)
+    return values, jax.vmap(pushforward, out_axes=-1)(jnp.eye(x.size, dtype=x.dtype)), aux
+
+
+class MultistartResult(eqx.Module):
+    """The fits of [`multistart`][wendyjax.petab.multistart], in the order of their starts:
+    `starts` and `params` on the parameters' scales, final `objectives` (negative
+    log-posterior; `inf` where the ODE solve failed), `num_steps`, `result` (status per
+    start) and the wall time `seconds`."""
+
+    parameter_names: tuple[str, ...] = eqx.field(static=True)
+    starts: Float[Array, "s n"]
+    params: Float[Array, "s n"]
+    objectives: Float[Array, " s"]
+    num_steps: Array
+    result: RESULTS
+    seconds: float = eqx.field(static=True)
+
+    @property
+    def converged(self) -> np.ndarray:
+        """Whether each start converged (status successful, finite objective)."""
+        ok = np.asarray(self.result._value) == np.asarray(RESULTS.successful._value)
+        return ok & np.isfinite(np.asarray(self.objectives))
+
+    @property
+    def best(self) -> Float[Array, " n"]:
+        """The parameters of the lowest objective reached."""
+        return self.params[int(np.nanargmin(np.asarray(self.objectives)))]
+
+    @property
+    def best_objective(self) -> float:
+        """The lowest objective reached."""
+        return float(np.nanmin(np.asarray(self.objectives)))
+
+    def fraction_within(self, reference: float, tolerance: float = 0.1) -> float:
+        """Fraction of starts whose objective lies within `tolerance` of `reference`."""
+        return float(np.mean(np.asarray(self.objectives) <= reference + tolerance))
+
+    def waterfall(self, ax=None, *, tolerance: float = 0.1):
+        """Plot the sorted final objectives (a waterfall plot, as pyPESTO draws it) on a log
+        axis, offset so that the best is 1; the starts within `tolerance` of the best are
+        highlighted. Returns the matplotlib axes."""
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            _, ax = plt.subplots(figsize=(5, 3.5))
+        values = np.sort(np.asarray(self.objectives))
+        finite = values[np.isfinite(values)]
+        shifted = finite - finite[0] + 1.0
+        best = finite - finite[0] <= tolerance
+        order = np.arange(1, finite.size + 1)
+        ax.plot(order, shifted, color="0.6", lw=1)
+        ax.scatter(order[~best], shifted[~best], s=12, color="tab:blue", label="other starts")
+        ax.scatter(order[best], shifted[best], s=12, color="tab:red", label=f"within {tolerance} of the best")
+        ax.set_yscale("log")
+        ax.set_xlabel("start (sorted by final objective)")
+        ax.set_ylabel("objective − best + 1")
+        failed = values.size - finite.size
+        ax.set_title(f"{finite.size} starts" + (f" ({failed} failed)" if failed else ""))
+        ax.legend(frameon=False, fontsize="small")
+        return ax
+
+
+@cpu_safe_jit
+def _fit_all(problem: PetabProblem, starts, solver: TrustRegion, max_steps: int):
+    def one(x0):
+        return solver.minimise(_value_gradient_fisher, x0, problem.lower, problem.upper, problem, max_steps=max_steps)
+
+    return jax.vmap(one)(starts)
+
+
+def multistart(
+    problem: PetabProblem,
+    n_starts: int = 100,
+    *,
+    key: PRNGKeyArray | int = 0,
+    solver: TrustRegion = TrustRegion(rtol=1e-8, atol=1e-8),
+    max_steps: int = 200,
+    devices=None,
+) -> MultistartResult:
+    """Fit `problem` from `n_starts` starts drawn uniformly in its box (on the parameters'
+    scales) in one compiled, vmapped call, sharded over `devices` (default: all of the
+    default backend's). Each start runs the box-constrained trust region `solver` with the
+    Fisher information (plus the priors' Hessian) as its Hessian, for at most `max_steps`
+    steps.
+    """
+    if not isinstance(problem, PetabProblem):
+        raise TypeError(f"problem must be a PetabProblem from wendyjax.petab.load, got {type(problem).__name__}.")
+    n_starts = as_count("n_starts", n_starts, 1)
+    max_steps = as_count("max_steps", max_steps, 1)
+    if not isinstance(solver, TrustRegion):
+        raise TypeError(f"solver must be a wendyjax.TrustRegion, got {type(solver).__name__}.")
+    key = as_key(key)
+    devices = jax.devices() if devices is None else list(devices)
+    padded = math.ceil(n_starts / len(devices)) * len(devices)
+    starts = jax.random.uniform(key, (n_starts, problem.n_parameters), minval=problem.lower, maxval=problem.upper)
+    batch = jnp.concatenate([starts, jnp.repeat(starts[-1:], padded - n_starts, axis=0)])
+    if len(devices) > 1:
+        batch = jax.device_put(batch, NamedSharding(Mesh(np.asarray(devices), ("starts",)), PartitionSpec("starts")))
+    begin = time.perf_counter()
+    solution = jax.block_until_ready(_fit_all(problem, batch, solver, max_steps))
+    seconds = time.perf_counter() - begin
+    solution = jax.tree_util.tree_map(lambda a: a[:n_starts], solution)
+    return MultistartResult(
+        parameter_names=problem.parameter_names,
+        starts=starts,
+        params=solution.params,
+        objectives=solution.objective,
+        num_steps=solution.num_steps,
+        result=solution.result,
+        seconds=seconds,
+    )
