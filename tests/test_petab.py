@@ -294,3 +294,52 @@ def test_the_command_line_loads_checks_and_fits_a_problem(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["petab", str(path), "--starts", "0"])
     assert "argument --starts: expected an integer >= 1, got '0'" in capsys.readouterr().err
+
+
+def test_profile_and_bootstrap_of_the_best_fit_cover_the_truth(tmp_path):
+    # The problem written here, fitted from 4 starts; then the profile of k (grid points
+    # re-fitted together) and a parametric bootstrap (refits together). The truth lies in
+    # both 95 % intervals (a fixed seed; one data set, so a check of plumbing and scale, not
+    # of coverage), the profile is 0 at the best fit and rises on both sides, and the
+    # bootstrap's percentile interval is of the same size as the profile's.
+    problem = wp.load(_write_problem(tmp_path / "p"), rtol=1e-10, atol=1e-12)
+    best = wp.multistart(problem, 4, key=0, max_steps=100).best
+    prof = wp.profile(problem, best, "k", n_points=11)
+    excess = np.asarray(prof.objectives) - prof.best_objective
+    assert prof.values.shape == (11,) and excess.min() >= -1e-6 and excess[0] > 1.92 and excess[-1] > 1.92
+    truth = math.log10(_TRUTH["k"])
+    assert prof.lower < truth < prof.upper and prof.lower < float(best[0]) < prof.upper
+    np.testing.assert_allclose(np.asarray(prof.params)[:, 0], np.asarray(prof.values))  # k held at each point
+    boot = wp.bootstrap(problem, best, 40, key=0)
+    assert boot.usable.sum() >= 36
+    assert boot.lower[0] < truth < boot.upper[0]
+    assert 0.5 < (boot.upper[0] - boot.lower[0]) / (prof.upper - prof.lower) < 2.0
+    with pytest.raises(ValueError, match="name must be an estimated parameter of problem"):
+        wp.profile(problem, best, "kk")
+    with pytest.raises(ValueError, match="level must be a number in"):
+        wp.bootstrap(problem, best, 10, level=95)
+
+
+def test_multistart_shards_its_starts_over_devices(tmp_path):
+    # Two XLA CPU devices in a fresh process: the starts are split between them, and the
+    # fits equal the single-device ones.
+    import subprocess
+    import sys
+
+    path = _write_problem(tmp_path / "p")
+    script = (
+        "import jax, sys, numpy as np\n"
+        "jax.config.update('jax_enable_x64', True)\n"
+        "import wendyjax.petab as wp\n"
+        "p = wp.load(sys.argv[1], rtol=1e-10, atol=1e-12)\n"
+        "assert jax.device_count() == 2\n"
+        "two = wp.multistart(p, 3, key=0, max_steps=60)\n"
+        "one = wp.multistart(p, 3, key=0, max_steps=60, devices=jax.devices()[:1])\n"
+        "np.testing.assert_allclose(two.objectives, one.objectives, rtol=1e-9)\n"
+        "print('ok', len(two.params.sharding.device_set) if hasattr(two.params, 'sharding') else 0)\n"
+    )
+    env = dict(__import__("os").environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    run = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, env=env,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["ok", "2"]

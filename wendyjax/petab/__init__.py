@@ -13,3 +13,16 @@ except ImportError as error:
 from ._multistart import MultistartResult as MultistartResult, multistart as multistart
 from ._problem import PetabProblem as PetabProblem, load as load
 from ._sbml import PetabError as PetabError
+from ._uncertainty import Bootstrap as Bootstrap, Profile as Profile, bootstrap as bootstrap, profile as profile
+
+__all__ = [
+    "load",
+    "PetabProblem",
+    "PetabError",
+    "multistart",
+    "MultistartResult",
+    "profile",
+    "Profile",
+    "bootstrap",
+    "Bootstrap",
+]
