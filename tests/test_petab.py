@@ -269,6 +269,13 @@ def test_bad_tables_are_refused_with_file_row_and_column(tmp_path):
 
 
 def test_bad_arguments_are_refused_before_any_work(boehm):
+    path = _yaml("Boehm_JProteomeRes2014")
+    with pytest.raises(ValueError, match="rtol must be a number"):
+        wp.load(path, rtol="tight")
+    with pytest.raises(ValueError, match="atol must be a finite number > 0"):
+        wp.load(path, atol=0.0)
+    with pytest.raises(TypeError, match="solver must be a diffrax solver"):
+        wp.load(path, solver="kvaerno5")
     with pytest.raises(ValueError, match=r"params must be a vector of the 9 estimated parameters"):
         boehm.log_likelihood(np.zeros(3))
     with pytest.raises(ValueError, match="n_starts must be an integer >= 1"):
@@ -316,7 +323,7 @@ def test_profile_and_bootstrap_of_the_best_fit_cover_the_truth(tmp_path):
     assert 0.5 < (boot.upper[0] - boot.lower[0]) / (prof.upper - prof.lower) < 2.0
     with pytest.raises(ValueError, match="name must be an estimated parameter of problem"):
         wp.profile(problem, best, "kk")
-    with pytest.raises(ValueError, match="level must be a number in"):
+    with pytest.raises(ValueError, match="level must lie strictly between 0 and 1"):
         wp.bootstrap(problem, best, 10, level=95)
 
 

@@ -16,6 +16,7 @@ import sympy as sp
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 from petab.v1.math import sympify_petab
 
+from .._checks import as_count, as_ratio
 from .._compile import cpu_safe_jit
 from ._sbml import TIME, PetabError, read_sbml
 from ._tables import DISTRIBUTIONS, PRIORS, SCALES, Table, number, read_tables
@@ -332,6 +333,10 @@ def load(
     measurements, events, algebraic rules, delays, and noise models other than normal and
     Laplace on the lin, log or log10 scale.
     """
+    rtol, atol = as_ratio("rtol", rtol), as_ratio("atol", atol)
+    max_steps = as_count("max_steps", max_steps, 1)
+    if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
+        raise TypeError(f"solver must be a diffrax solver (e.g. diffrax.Kvaerno5()), got {type(solver).__name__}.")
     tables = read_tables(path)
     name = tables.name
     measurement = tables.measurement

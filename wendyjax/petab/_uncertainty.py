@@ -10,7 +10,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 from scipy import stats
 
-from .._checks import as_count, as_key
+from .._checks import as_count, as_key, as_level
 from .._compile import cpu_safe_jit
 from ..estimators import RESULTS, TrustRegion
 from ._multistart import _value_gradient_fisher
@@ -19,12 +19,10 @@ from ._problem import PetabProblem, _outputs
 _fisher_at = cpu_safe_jit(_value_gradient_fisher)
 
 
-def _check(problem, params, level) -> Float[Array, " n"]:
+def _check(problem, params, level) -> tuple[Float[Array, " n"], float]:
     if not isinstance(problem, PetabProblem):
         raise TypeError(f"problem must be a PetabProblem from wendyjax.petab.load, got {type(problem).__name__}.")
-    if not (isinstance(level, float) and 0 < level < 1):
-        raise ValueError(f"level must be a number in (0, 1), e.g. 0.95, got {level!r}.")
-    return problem._as_params(params)
+    return problem._as_params(params), as_level(level)
 
 
 class Profile(eqx.Module):
@@ -98,7 +96,7 @@ def profile(
     box where the information is singular), each with the other parameters re-fitted from
     `params`, all grid points in one batched call. The interval is where the objective
     stays within χ²₁(`level`)/2 of the best (Raue et al. 2009)."""
-    x = _check(problem, params, level)
+    x, level = _check(problem, params, level)
     if name not in problem.parameter_names:
         raise ValueError(f"name must be an estimated parameter of {problem.name} (problem.parameter_names), "
                          f"got {name!r}.")
@@ -175,7 +173,7 @@ def bootstrap(
     """Parametric bootstrap of the fit `params`: `n_boot` data sets simulated from it (each
     measurement's noise model: normal or Laplace on its observable's scale, with the fitted
     noise scale), each refitted from `params`, all in one batched call."""
-    x = _check(problem, params, level)
+    x, level = _check(problem, params, level)
     n_boot = as_count("n_boot", n_boot, 2)
     sim, log_sigma, ok = _outputs(problem, x)
     if not bool(ok):
