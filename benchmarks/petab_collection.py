@@ -28,10 +28,13 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_COLLECTION = ROOT.parent / "shared" / "data" / "petab-benchmark"
@@ -108,9 +111,35 @@ def one(folder: Path, starts: int, rtol: float, atol: float, max_steps: int) -> 
         converged = int(result.converged.sum())
         row |= {"starts": starts, "best_objective": result.best_objective, "nominal_objective": nominal,
                 "within_0.1": result.fraction_within(best_known), "converged": converged,
+                "objectives": [float(v) for v in np.asarray(result.objectives)],
                 "multistart_s": result.seconds, "s_per_converged": result.seconds / max(converged, 1),
                 "median_steps": float(np.median(np.asarray(result.num_steps)))}
     return row
+
+
+def _pypesto(args, folder: Path, row: dict) -> dict:
+    """pyPESTO + AMICI on the same problem, starts and step budget (benchmarks/_pypesto_petab.py
+    in the interpreter `--pypesto-python`)."""
+    yaml_file = sorted(folder.glob("*.yaml"))[0]
+    command = [args.pypesto_python, str(ROOT / "benchmarks" / "_pypesto_petab.py"), str(yaml_file), str(args.starts),
+               str(args.max_steps)]
+    try:
+        # its environment's bin first: AMICI compiles the model with that environment's swig
+        env = dict(os.environ, PATH=f"{Path(args.pypesto_python).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+        out = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, cwd=ROOT, env=env)
+    except subprocess.TimeoutExpired:
+        return {"pypesto_error": f"timeout ({args.timeout:.0f} s)"}
+    if out.returncode:
+        return {"pypesto_error": (out.stderr.strip().splitlines() or ["?"])[-1][:300]}
+    theirs = json.loads(out.stdout.strip().splitlines()[-1])
+    theirs["rel_amici_here"] = (row["llh"] - theirs["amici_llh"]) / abs(theirs["amici_llh"])
+    if "pypesto_fvals" in theirs and "best_objective" in row:
+        best_known = min(row["nominal_objective"], row["best_objective"], theirs["pypesto_best"])
+        fvals = np.array(theirs["pypesto_fvals"], dtype=float)
+        theirs["pypesto_within_0.1"] = float(np.mean(fvals <= best_known + 0.1))
+        row["within_0.1"] = float(np.mean(np.array(row["objectives"]) <= best_known + 0.1))
+        theirs["best_known"] = best_known
+    return theirs
 
 
 def _fmt(value, spec):
@@ -127,6 +156,8 @@ def main() -> None:
     parser.add_argument("--atol", type=float, default=1e-12)
     parser.add_argument("--timeout", type=float, default=900, help="seconds per problem")
     parser.add_argument("--name", default="petab_collection")
+    parser.add_argument("--pypesto-python", help="a Python interpreter with amici, pypesto, fides and petab: runs "
+                                                 "pyPESTO + AMICI on every loaded problem beside wendyjax")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -148,6 +179,8 @@ def main() -> None:
                 {"problem": name, "status": "error", "reason": out.stderr.strip().splitlines()[-1][:300]}
         except subprocess.TimeoutExpired:
             row = {"problem": name, "status": f"timeout ({args.timeout:.0f} s)", "amici": AMICI.get(name)}
+        if args.pypesto_python and row["status"] == "loaded":
+            row |= _pypesto(args, args.collection / name, row)
         row["wall_s"] = time.perf_counter() - start
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -159,19 +192,22 @@ def main() -> None:
     lines = [f"# PEtab collection through wendyjax.petab\n\nMachine: {machine}. Command: `python "
              f"benchmarks/petab_collection.py {' '.join(sys.argv[1:])}`; ODE tolerances rtol {args.rtol:g}, atol "
              f"{args.atol:g}.\n",
-             "| problem | status | params | conditions | llh (wendyjax) | AMICI | rel. diff "
-             "| rel. diff vs simulatedData | llh s (incl. compile) | starts | best objective | within 0.1 "
-             "| s per converged start |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| problem | status | params | conditions | llh (wendyjax) | AMICI published | rel. diff | rel. diff vs "
+             "AMICI here | rel. diff vs simulatedData | llh s (incl. compile) | starts | best objective | within 0.1 "
+             "| s per converged start | pyPESTO best | pyPESTO within 0.1 | pyPESTO s per converged start |",
+             "|" + "---|" * 17]
     for r in rows:
-        status = r["status"] if r["status"] != "refused" else "refused: " + r["reason"].split(" which ")[0][-90:]
-        lines.append(f"| {r['problem']} | {status} | {_fmt(r.get('parameters'), 'd')} | "
-                     f"{_fmt(r.get('conditions'), 'd')} | {_fmt(r.get('llh'), '.10g')} | "
-                     f"{_fmt(r.get('amici'), '.10g')} | {_fmt(r.get('rel_amici'), '.1e')} | "
-                     f"{_fmt(r.get('rel_simulated_data'), '.1e')} | "
-                     f"{_fmt(r.get('llh_s'), '.1f')} | {_fmt(r.get('starts'), 'd')} | "
-                     f"{_fmt(r.get('best_objective'), '.6g')} | {_fmt(r.get('within_0.1'), '.0%')} | "
-                     f"{_fmt(r.get('s_per_converged'), '.2f')} |")
+        feature = re.search(r"\b(uses|has) ([^(]+)", r.get("reason", ""))
+        status = f"refused: {feature.group(1)} {feature.group(2).strip()}" if r["status"] == "refused" and feature \
+            else r["status"]
+        cells = [r["problem"], status, _fmt(r.get("parameters"), "d"), _fmt(r.get("conditions"), "d"),
+                 _fmt(r.get("llh"), ".10g"), _fmt(r.get("amici"), ".10g"), _fmt(r.get("rel_amici"), ".1e"),
+                 _fmt(r.get("rel_amici_here"), ".1e"), _fmt(r.get("rel_simulated_data"), ".1e"),
+                 _fmt(r.get("llh_s"), ".1f"), _fmt(r.get("starts"), "d"), _fmt(r.get("best_objective"), ".6g"),
+                 _fmt(r.get("within_0.1"), ".0%"), _fmt(r.get("s_per_converged"), ".2f"),
+                 _fmt(r.get("pypesto_best"), ".6g"), _fmt(r.get("pypesto_within_0.1"), ".0%"),
+                 _fmt(r.get("pypesto_s_per_converged"), ".2f")]
+        lines.append("| " + " | ".join(cells) + " |")
     matched = [r for r in rows if r.get("rel_amici") is not None and abs(r["rel_amici"]) <= 1e-6]
     loaded = [r for r in rows if r["status"] == "loaded"]
     lines.append(f"\n{len(loaded)} of {len(rows)} problems loaded; {len(matched)} match AMICI's published "

@@ -1,0 +1,52 @@
+"""pyPESTO + AMICI side of `petab_collection.py` (run by it with `--pypesto-python`, in an
+environment where `pip install amici pypesto fides petab` succeeded): one problem's AMICI
+log-likelihood at the nominal parameters and a fides multistart, printed as one JSON line.
+
+    python benchmarks/_pypesto_petab.py PROBLEM.yaml STARTS MAX_STEPS
+"""
+
+import json
+import sys
+import tempfile
+import time
+import warnings
+
+warnings.filterwarnings("ignore")
+import logging  # noqa: E402
+
+logging.disable(logging.WARNING)
+
+import numpy as np  # noqa: E402
+import petab.v1 as petab  # noqa: E402
+import pypesto  # noqa: E402
+import pypesto.optimize as optimize  # noqa: E402
+import pypesto.petab  # noqa: E402
+
+
+def main() -> None:
+    path, starts, max_steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    begin = time.perf_counter()
+    problem = petab.Problem.from_yaml(path)
+    importer = pypesto.petab.PetabImporter(problem, output_folder=tempfile.mkdtemp(prefix="amici_"))
+    pp = importer.create_problem()
+    compiled = time.perf_counter()
+    nominal = float(pp.objective(np.asarray(problem.x_nominal_free_scaled)))
+    row = {"amici_import_s": compiled - begin, "amici_llh": -nominal}
+    if starts:
+        # one process: pyPESTO's process pool pickles the AMICI objective, which needs an AMICI
+        # built with HDF5 (the PyPI build here has none)
+        engine = pypesto.engine.SingleCoreEngine()
+        optimizer = optimize.FidesOptimizer(options={"maxiter": max_steps}, verbose=logging.ERROR)
+        start = time.perf_counter()
+        result = optimize.minimize(pp, optimizer=optimizer, n_starts=starts, engine=engine, progress_bar=False)
+        seconds = time.perf_counter() - start
+        fvals = np.array([r.fval for r in result.optimize_result.list])
+        converged = int(sum(r.exitflag is not None and r.exitflag > 0 for r in result.optimize_result.list))
+        row |= {"pypesto_best": float(np.nanmin(fvals)), "pypesto_fvals": [float(f) for f in fvals],
+                "pypesto_converged": converged, "pypesto_s": seconds,
+                "pypesto_s_per_converged": seconds / max(converged, 1)}
+    print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()
