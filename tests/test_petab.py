@@ -350,3 +350,66 @@ def test_multistart_shards_its_starts_over_devices(tmp_path):
                          timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split() == ["ok", "2"]
+
+
+def test_sbml_features_against_their_closed_form(tmp_path):
+    # Amount and concentration species in a compartment of size 2, a local parameter, a
+    # function definition, a chain of assignment rules, a rate rule on a parameter and a
+    # piecewise in time, checked against the solution by hand:
+    #   X (amount, 4 at t = 0) -> at rate kf X, kf = 0.5 local:       X = 4 exp(-t / 2)
+    #   -> Y (concentration, amount 6: [Y]0 = 3) at rate cell * twice(k2): [Y] = 3 + 2 k2 t
+    #   Z' = g, g = 2 h, h = k2 (rules), Z(0) = 1:                      Z = 1 + 2 k2 t
+    #   total = X + Y + Z (a rule); stim = 1 before t = 1, else 2.
+    doc = libsbml.SBMLDocument(3, 2)
+    model = doc.createModel()
+    comp = model.createCompartment()
+    comp.setId("cell"), comp.setSize(2.0), comp.setConstant(True)
+    for sid, amounts, amount in (("X", True, 4.0), ("Y", False, 6.0)):
+        s = model.createSpecies()
+        s.setId(sid), s.setCompartment("cell"), s.setInitialAmount(amount), s.setHasOnlySubstanceUnits(amounts)
+        s.setBoundaryCondition(False), s.setConstant(False)
+    for pid, value, constant in (("k2", 0.25, True), ("Z", 1.0, False), ("g", 0.0, False), ("h", 0.0, False),
+                                 ("total", 0.0, False), ("stim", 0.0, False)):
+        q = model.createParameter()
+        q.setId(pid), q.setValue(value), q.setConstant(constant)
+    fn = model.createFunctionDefinition()
+    fn.setId("twice"), fn.setMath(libsbml.parseL3Formula("lambda(a, 2 * a)"))
+    for kind, target, formula in (("assignment", "g", "2 * h"), ("assignment", "h", "k2"), ("rate", "Z", "g"),
+                                  ("assignment", "total", "X + Y + Z"),
+                                  ("assignment", "stim", "piecewise(1, time < 1, 2)")):
+        rule = model.createAssignmentRule() if kind == "assignment" else model.createRateRule()
+        rule.setVariable(target), rule.setMath(libsbml.parseL3Formula(formula))
+    r1 = model.createReaction()
+    r1.setId("r1"), r1.setReversible(False)
+    ref = r1.createReactant()
+    ref.setSpecies("X"), ref.setStoichiometry(1.0), ref.setConstant(True)
+    law = r1.createKineticLaw()
+    local = law.createLocalParameter()
+    local.setId("kf"), local.setValue(0.5)
+    law.setMath(libsbml.parseL3Formula("kf * X"))
+    r2 = model.createReaction()
+    r2.setId("r2"), r2.setReversible(False)
+    ref = r2.createProduct()
+    ref.setSpecies("Y"), ref.setStoichiometry(1.0), ref.setConstant(True)
+    r2.createKineticLaw().setMath(libsbml.parseL3Formula("cell * twice(k2)"))
+    folder = tmp_path / "features"
+    folder.mkdir()
+    libsbml.writeSBMLToFile(doc, str(folder / "model.xml"))
+    pd.DataFrame({"conditionId": ["c0"]}).to_csv(folder / "conditions.tsv", sep="\t", index=False)
+    pd.DataFrame({"observableId": ["obs_total", "obs_stim"], "observableFormula": ["total", "stim"],
+                  "noiseFormula": ["0.1", "0.1"]}).to_csv(folder / "observables.tsv", sep="\t", index=False)
+    times = [0.0, 0.5, 1.5, 3.0]
+    pd.DataFrame({"observableId": ["obs_total"] * 4 + ["obs_stim"] * 4, "simulationConditionId": "c0",
+                  "measurement": 1.0, "time": times * 2}).to_csv(folder / "measurements.tsv", sep="\t", index=False)
+    pd.DataFrame({"parameterId": ["k2"], "parameterScale": ["lin"], "lowerBound": [0.0], "upperBound": [1.0],
+                  "nominalValue": [0.25], "estimate": [1]}).to_csv(folder / "parameters.tsv", sep="\t", index=False)
+    (folder / "problem.yaml").write_text(
+        "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- condition_files: [conditions.tsv]\n"
+        "  measurement_files: [measurements.tsv]\n  observable_files: [observables.tsv]\n  sbml_files: [model.xml]\n")
+    problem = wp.load(folder / "problem.yaml", rtol=1e-12, atol=1e-14)
+    assert problem.states == ("X", "Y", "Z")
+    for k2 in (0.25, 0.6):
+        sim = problem.simulate([k2])["simulation"].to_numpy()
+        t = np.array(times)
+        np.testing.assert_allclose(sim[:4], 4 * np.exp(-t / 2) + (3 + 2 * k2 * t) + (1 + 2 * k2 * t), rtol=1e-9)
+        np.testing.assert_allclose(sim[4:], np.where(t < 1, 1.0, 2.0))

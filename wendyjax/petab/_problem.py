@@ -446,6 +446,10 @@ def load(
                     raise PetabError(f"{ctable.where(i, column)}: {entry!r} is neither a number nor a parameter of the "
                                      f"parameter table.") from None
                 target[0][c, target[2]] = index[entry]
+    for i, state in enumerate(ode.states):
+        if ode.initial[i].has(sp.nan) and (x0_source[:, i] == _DEFAULT).any():
+            raise PetabError(f"{name}: {state} has no initial value in the SBML model, and the condition table does "
+                             f"not set one for condition {used[int(np.argmax(x0_source[:, i] == _DEFAULT))]}.")
     if np.isnan(par_value).any():
         raise PetabError(f"{name}: a condition sets a model parameter to NaN.")
 
