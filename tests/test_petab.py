@@ -413,3 +413,13 @@ def test_sbml_features_against_their_closed_form(tmp_path):
         t = np.array(times)
         np.testing.assert_allclose(sim[:4], 4 * np.exp(-t / 2) + (3 + 2 * k2 * t) + (1 + 2 * k2 * t), rtol=1e-9)
         np.testing.assert_allclose(sim[4:], np.where(t < 1, 1.0, 2.0))
+
+
+def test_a_species_without_an_initial_value_is_refused(tmp_path):
+    path = _write_problem(tmp_path / "p")
+    doc = libsbml.readSBMLFromFile(str(path.parent / "model.xml"))
+    doc.getModel().getSpecies("B").unsetInitialConcentration()
+    libsbml.writeSBMLToFile(doc, str(path.parent / "model.xml"))
+    with pytest.raises(wp.PetabError, match="B has no initial value in the SBML model, and the condition table does "
+                                            "not set one for condition low"):
+        wp.load(path)
