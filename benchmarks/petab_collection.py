@@ -52,13 +52,15 @@ AMICI = {
 }
 
 
-def one(folder: Path, starts: int, rtol: float, atol: float, max_steps: int) -> dict:
+def one(folder: Path, starts: int, rtol: float, atol: float, max_steps: int, cpu_devices: int = 1) -> dict:
     """Everything measured on one problem, as a JSON-able dict."""
     import warnings
 
     import jax
 
     jax.config.update("jax_enable_x64", True)
+    if cpu_devices > 1:  # the multistart's starts sharded over this many XLA CPU devices (one per core)
+        jax.config.update("jax_num_cpu_devices", cpu_devices)
     warnings.filterwarnings("ignore")
     import numpy as np
     import pandas as pd
@@ -91,25 +93,31 @@ def one(folder: Path, starts: int, rtol: float, atol: float, max_steps: int) -> 
         reference = petab.Problem.from_yaml(yamls[0])
         sim = pd.read_csv(simulated[0], sep="\t")
         measured = reference.measurement_df
-        try:
-            # the collection's simulations row by row beside the measurements they belong to
-            same = len(sim) == len(measured) and (sim["observableId"].to_numpy() == measured["observableId"].to_numpy()
-                                                  ).all() and np.allclose(sim["time"], measured["time"])
-            if not same:
-                raise ValueError("its rows do not line up with the measurement table")
-            table = measured.rename(columns={"measurement": "simulation"})
-            table["simulation"] = sim["simulation"].to_numpy()
-            row["llh_simulated_data"] = float(petab.calculate_llh(measured, table, reference.observable_df,
+        try:  # petab matches simulations to measurements by their columns ...
+            row["llh_simulated_data"] = float(petab.calculate_llh(measured, sim, reference.observable_df,
                                                                   reference.parameter_df))
+        except Exception:  # ... which fails on some tables (empty preequilibration ids): then row by row
+            try:
+                same = len(sim) == len(measured) and (
+                    sim["observableId"].to_numpy() == measured["observableId"].to_numpy()).all() and np.allclose(
+                    sim["time"], measured["time"])
+                if not same:
+                    raise ValueError("its rows do not line up with the measurement table") from None
+                table = measured.rename(columns={"measurement": "simulation"})
+                table["simulation"] = sim["simulation"].to_numpy()
+                row["llh_simulated_data"] = float(petab.calculate_llh(measured, table, reference.observable_df,
+                                                                      reference.parameter_df))
+            except Exception as error:  # the collection's table belongs to another version of the problem
+                row["simulated_data_error"] = f"{type(error).__name__}: {error}"[:200]
+        if "llh_simulated_data" in row:
             row["rel_simulated_data"] = (llh - row["llh_simulated_data"]) / abs(row["llh_simulated_data"])
-        except Exception as error:  # the collection's table does not line up with its measurements
-            row["simulated_data_error"] = f"{type(error).__name__}: {error}"[:200]
     if starts:
         result = wp.multistart(problem, starts, key=0, max_steps=max_steps)
         nominal = -llh - float(problem.log_prior())
         best_known = min(nominal, result.best_objective)
         converged = int(result.converged.sum())
-        row |= {"starts": starts, "best_objective": result.best_objective, "nominal_objective": nominal,
+        row |= {"starts": starts, "devices": jax.device_count(), "best_objective": result.best_objective,
+                "nominal_objective": nominal,
                 "within_0.1": result.fraction_within(best_known), "converged": converged,
                 "objectives": [float(v) for v in np.asarray(result.objectives)],
                 "multistart_s": result.seconds, "s_per_converged": result.seconds / max(converged, 1),
@@ -158,10 +166,13 @@ def main() -> None:
     parser.add_argument("--name", default="petab_collection")
     parser.add_argument("--pypesto-python", help="a Python interpreter with amici, pypesto, fides and petab: runs "
                                                  "pyPESTO + AMICI on every loaded problem beside wendyjax")
+    parser.add_argument("--cpu-devices", type=int, default=1,
+                        help="XLA CPU devices to shard the starts over (e.g. 2 on a 2-core machine; default 1)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one(args.collection / args.one, args.starts, args.rtol, args.atol, args.max_steps)))
+        print(json.dumps(one(args.collection / args.one, args.starts, args.rtol, args.atol, args.max_steps,
+                             args.cpu_devices)))
         return
     if not args.collection.is_dir():
         parser.error(f"--collection: no folder {args.collection} (give the collection's Benchmark-Models folder)")
@@ -171,7 +182,7 @@ def main() -> None:
     for name in names:
         command = [sys.executable, __file__, "--one", name, "--collection", str(args.collection), "--starts",
                    str(args.starts), "--max-steps", str(args.max_steps), "--rtol", str(args.rtol), "--atol",
-                   str(args.atol)]
+                   str(args.atol), "--cpu-devices", str(args.cpu_devices)]
         start = time.perf_counter()
         try:
             out = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, cwd=ROOT)
