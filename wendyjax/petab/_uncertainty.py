@@ -87,6 +87,7 @@ def profile(
     *,
     n_points: int = 21,
     level: float = 0.95,
+    passes: int = 2,
     solver: TrustRegion = TrustRegion(rtol=1e-8, atol=1e-8),
     max_steps: int = 200,
 ) -> Profile:
@@ -94,13 +95,16 @@ def profile(
     parameters' scales, e.g. `multistart(...).best`): `n_points` values of `name` spanning
     ±4 Wald standard errors (Fisher information at `params`), clipped to its box (the whole
     box where the information is singular), each with the other parameters re-fitted from
-    `params`, all grid points in one batched call. The interval is where the objective
-    stays within χ²₁(`level`)/2 of the best (Raue et al. 2009)."""
+    `params`, all grid points in one batched call; each further of the `passes` re-fits
+    every point from its better neighbour's optimum (a batched continuation that repairs
+    points stuck in a worse local minimum) and keeps the lower objective. The interval is
+    where the objective stays within χ²₁(`level`)/2 of the best (Raue et al. 2009)."""
     x, level = _check(problem, params, level)
     if name not in problem.parameter_names:
         raise ValueError(f"name must be an estimated parameter of {problem.name} (problem.parameter_names), "
                          f"got {name!r}.")
     n_points = as_count("n_points", n_points, 3)
+    passes = as_count("passes", passes, 1)
     i = problem.parameter_names.index(name)
     value, _, fisher = _fisher_at(x, problem)
     variance = float(np.linalg.pinv(np.asarray(fisher))[i, i])
@@ -111,6 +115,16 @@ def profile(
     lower = jnp.repeat(problem.lower[None], n_points, axis=0).at[:, i].set(grid)
     upper = jnp.repeat(problem.upper[None], n_points, axis=0).at[:, i].set(grid)
     fits = _pinned_fits(problem, starts, lower, upper, solver, max_steps)
+    for _ in range(passes - 1):
+        # every point again from its better neighbour's optimum (the pinned value its own): a
+        # batched continuation that repairs points stuck in a worse local minimum
+        f = np.where(np.isfinite(np.asarray(fits.objective)), np.asarray(fits.objective), np.inf)
+        left, right = np.r_[np.inf, f[:-1]], np.r_[f[1:], np.inf]
+        source = np.where(left <= right, np.arange(n_points) - 1, np.arange(n_points) + 1).clip(0, n_points - 1)
+        again = _pinned_fits(problem, fits.params[source].at[:, i].set(grid), lower, upper, solver, max_steps)
+        better = np.asarray(again.objective) < f
+        fits = jax.tree_util.tree_map(
+            lambda a, b, keep=better: jnp.where(keep.reshape((-1,) + (1,) * (a.ndim - 1)), b, a), fits, again)
     objectives = np.asarray(fits.objective)
     best = float(min(np.nanmin(objectives), float(value)))
     threshold = stats.chi2.ppf(level, 1) / 2
