@@ -22,6 +22,7 @@ from ._sbml import TIME, PetabError, read_sbml
 from ._tables import DISTRIBUTIONS, PRIORS, SCALES, Table, number, read_tables
 
 _CONSTANT, _DEFAULT = -1, -2  # sources other than a parameter of the table: a number; the model's own value
+_HUGE = 1e30
 
 
 def _scale(value: np.ndarray, scale: str) -> np.ndarray:
@@ -127,9 +128,18 @@ class PetabProblem(eqx.Module):
         x0 = jnp.where(self._x0_source == _DEFAULT, x0, pick(self._x0_source, self._x0_value))
         rhs = self._functions.rhs
 
+        def guarded(t, u, args):
+            # A non-finite right-hand side (a fractional power of a concentration that a
+            # trial step drove negative, an overflow) becomes a huge finite one: the step-size
+            # controller rejects the step, and the implicit solver's Newton iteration and its
+            # forward-mode derivative (a linear solve that refuses non-finite input) never
+            # see NaN. Accepted steps, whose right-hand side is finite, are unchanged.
+            f = rhs(t, u, args)
+            return jnp.where(jnp.isfinite(f), f, _HUGE)
+
         def solve(p, x0, ts):
             solution = diffrax.diffeqsolve(
-                diffrax.ODETerm(lambda t, u, args: rhs(t, u, args)),
+                diffrax.ODETerm(guarded),
                 self.solver,
                 t0=0.0,
                 t1=jnp.maximum(ts[-1], 1e-12),
