@@ -168,11 +168,17 @@ def main() -> None:
                                                  "pyPESTO + AMICI on every loaded problem beside wendyjax")
     parser.add_argument("--cpu-devices", type=int, default=1,
                         help="XLA CPU devices to shard the starts over (e.g. 2 on a 2-core machine; default 1)")
+    parser.add_argument("--rows", type=Path, help="write the reports from the rows a run printed (one JSON object "
+                                                  "per line, e.g. of a run stopped early) instead of running")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(one(args.collection / args.one, args.starts, args.rtol, args.atol, args.max_steps,
                              args.cpu_devices)))
+        return
+    if args.rows:
+        rows = [json.loads(line) for line in args.rows.read_text().splitlines() if line.startswith("{")]
+        _write(rows, args)
         return
     if not args.collection.is_dir():
         parser.error(f"--collection: no folder {args.collection} (give the collection's Benchmark-Models folder)")
@@ -195,6 +201,10 @@ def main() -> None:
         row["wall_s"] = time.perf_counter() - start
         rows.append(row)
         print(json.dumps(row), flush=True)
+    _write(rows, args)
+
+
+def _write(rows: list[dict], args) -> None:
     out = ROOT / "benchmarks" / "results"
     machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                f"Python {platform.python_version()}")
@@ -202,7 +212,8 @@ def main() -> None:
         "collection": str(args.collection)}, "rows": rows}, indent=1, default=str))
     lines = [f"# PEtab collection through wendyjax.petab\n\nMachine: {machine}. Command: `python "
              f"benchmarks/petab_collection.py {' '.join(sys.argv[1:])}`; ODE tolerances rtol {args.rtol:g}, atol "
-             f"{args.atol:g}.\n",
+             f"{args.atol:g}." + (" Rows printed by an earlier run, that command's options repeated." if args.rows
+                                  else "") + "\n",
              "| problem | status | params | conditions | llh (wendyjax) | AMICI published | rel. diff | rel. diff vs "
              "AMICI here | rel. diff vs simulatedData | llh s (incl. compile) | starts | best objective | within 0.1 "
              "| s per converged start | pyPESTO best | pyPESTO within 0.1 | pyPESTO s per converged start |",
