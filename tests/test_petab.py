@@ -208,12 +208,6 @@ def test_multistart_reaches_the_optimum_of_the_problem_written_here(tmp_path):
     plt.close(ax.figure)
 
 
-@pytest.mark.slow
-def test_a_batched_multistart_of_boehm_reaches_the_best_known_objective(boehm):
-    result = wp.multistart(boehm, 8, key=0, max_steps=200)
-    assert result.best_objective == pytest.approx(-AMICI["Boehm_JProteomeRes2014"], abs=0.1)
-
-
 @pytest.mark.parametrize(
     ("kind", "message"),
     [
