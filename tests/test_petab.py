@@ -254,6 +254,31 @@ def test_bad_tables_are_refused_with_file_row_and_column(tmp_path):
         path = _edit(_write_problem(folder), table, edit)
         with pytest.raises(wp.PetabError, match=re.escape(message)):
             wp.load(path)
+    for table, edit, message in [
+        ("parameters.tsv", lambda f: f.__setitem__("estimate", ["yes", "1", "1", "1"]),
+         "parameters.tsv, row 2, column estimate: expected 0 or 1, got 'yes'"),
+        ("parameters.tsv", lambda f: f.__setitem__("lowerBound", ["-1", "0.1", "0.01", "0.001"]),
+         "parameters.tsv, row 2, column lowerBound: bounds [-1.0, 100.0] are not an interval on the log10 scale"),
+        ("parameters.tsv", lambda f: f.__setitem__("objectivePriorType", ["cauchy", "", "", ""]),
+         "parameters.tsv, row 2, column objectivePriorType: prior 'cauchy' is not supported"),
+        ("conditions.tsv", lambda f: f.__setitem__("C", ["1", "2"]),
+         "conditions.tsv, column C: not a parameter, compartment or species of the model"),
+        ("measurements.tsv", lambda f: f.__setitem__("time", ["-1"] + list(f.time[1:])),
+         "has negative times (measurements.tsv, row 2, column time)"),
+        ("measurements.tsv", lambda f: f.__setitem__("measurement", ["-2"] + list(f.measurement[1:])),
+         "measurements.tsv, row 2, column measurement: -2.0 is not positive, but observable obs_a is on the log10"),
+        ("observables.tsv", lambda f: f.__setitem__("noiseFormula", ["", "noiseParameter1_obs_b"]),
+         "observables.tsv, row 2, column noiseFormula: empty noise formula"),
+    ]:
+        path = _edit(_write_problem(tmp_path / f"more{len(table)}{len(message)}"), table, edit)
+        with pytest.raises(wp.PetabError, match=re.escape(message)):
+            wp.load(path)
+    (tmp_path / "notpetab.yaml").write_text("format_version: 2\nparameter_file: p.tsv\nproblems: []\n")
+    with pytest.raises(wp.PetabError, match="PEtab format_version 2 is not supported"):
+        wp.load(tmp_path / "notpetab.yaml")
+    (tmp_path / "list.yaml").write_text("- a\n- b\n")
+    with pytest.raises(wp.PetabError, match="list.yaml: not a PEtab problem file"):
+        wp.load(tmp_path / "list.yaml")
     (tmp_path / "broken").mkdir()
     shutil.copy(_write_problem(tmp_path / "ok"), tmp_path / "broken" / "problem.yaml")
     with pytest.raises(wp.PetabError, match="The condition table .* does not exist"):
@@ -276,6 +301,18 @@ def test_bad_arguments_are_refused_before_any_work(boehm):
         wp.multistart(boehm, 0)
     with pytest.raises(TypeError, match="problem must be a PetabProblem"):
         wp.multistart("Boehm.yaml", 10)
+    with pytest.raises(TypeError, match="solver must be a wendyjax.TrustRegion"):
+        wp.multistart(boehm, 10, solver="fides")
+    with pytest.raises(ValueError, match="max_steps must be an integer >= 1"):
+        wp.multistart(boehm, 10, max_steps=0)
+    with pytest.raises(ValueError, match="max_steps must be an integer >= 1"):
+        wp.load(path, max_steps=0)
+    with pytest.raises(ValueError, match="n_points must be an integer >= 3"):
+        wp.profile(boehm, boehm.nominal, "k_phos", n_points=2)
+    with pytest.raises(ValueError, match="passes must be an integer >= 1"):
+        wp.profile(boehm, boehm.nominal, "k_phos", passes=0)
+    with pytest.raises(ValueError, match="n_boot must be an integer >= 2"):
+        wp.bootstrap(boehm, boehm.nominal, 1)
 
 
 def test_the_command_line_loads_checks_and_fits_a_problem(tmp_path, capsys):
