@@ -221,11 +221,17 @@ class PetabProblem(eqx.Module):
         sim, log_sigma, ok = _outputs(self, x)
         if not bool(ok):
             raise RuntimeError(f"{self.name}: the ODE solve failed at these parameters.")
-        sim = np.array(sim)
+        return self.measurements.assign(simulation=np.asarray(self._untransformed(sim)),
+                                        sigma=np.exp(np.asarray(log_sigma)))
+
+    def _untransformed(self, values: Float[Array, "*b m"]) -> Float[Array, "*b m"]:
+        """Values on the observables' transformed scales (last axis: measurements) back on the
+        linear scale."""
+        out = values
         for o, rows in enumerate(self._groups):
-            rows = np.asarray(rows)
-            sim[rows] = {"lin": sim[rows], "log": np.exp(sim[rows]), "log10": 10 ** sim[rows]}[self._transforms[o]]
-        return self.measurements.assign(simulation=sim, sigma=np.exp(np.asarray(log_sigma)))
+            v = values[..., rows]
+            out = out.at[..., rows].set({"lin": v, "log": jnp.exp(v), "log10": 10.0**v}[self._transforms[o]])
+        return out
 
     def _as_params(self, params) -> Float[Array, " n"]:
         if params is None:

@@ -196,12 +196,6 @@ def bootstrap(
     shape = (n_boot, sim.shape[0])
     noise = jnp.where(problem._laplace, jax.random.laplace(k_laplace, shape),
                       jax.random.normal(k_normal, shape)) * jnp.exp(log_sigma)
-    scaled = sim + noise
-    measured = jnp.zeros_like(scaled)
-    for o, rows in enumerate(problem._groups):
-        t = problem._transforms[o]
-        measured = measured.at[:, rows].set({"lin": scaled[:, rows], "log": jnp.exp(scaled[:, rows]),
-                                             "log10": 10.0 ** scaled[:, rows]}[t])
-    fits = _refits(problem, measured, x, solver, max_steps)
+    fits = _refits(problem, problem._untransformed(sim + noise), x, solver, max_steps)
     return Bootstrap(parameter_names=problem.parameter_names, params=fits.params, objectives=fits.objective,
                      result=fits.result, level=level)
