@@ -68,7 +68,10 @@ def test_simulations_match_the_collections_simulated_data(boehm):
 _TRUTH = {"k": 0.7, "A0_high": 3.0, "scale_a": 2.0, "sigma_b": 0.1}
 
 
-def _write_problem(folder: Path, *, event: bool = False, preequilibration: bool = False, prior: bool = False) -> Path:
+def _write_problem(folder: Path, *, event: bool = False, preequilibration: bool = False, prior: bool = False,
+                   laplace: bool = True, direct: bool = False) -> Path:
+    """The problem above; `laplace=False`: normal noise on obs_b; `direct`: A and B themselves
+    observed (normal noise, 0.05) on a grid of 41 times, A0 = 3 in condition high, k alone estimated."""
     doc = libsbml.SBMLDocument(3, 2)
     model = doc.createModel()
     comp = model.createCompartment()
@@ -95,22 +98,27 @@ def _write_problem(folder: Path, *, event: bool = False, preequilibration: bool 
         a.setVariable("A"), a.setMath(libsbml.parseL3Formula("1"))
     folder.mkdir(parents=True, exist_ok=True)
     libsbml.writeSBMLToFile(doc, str(folder / "model.xml"))
-    pd.DataFrame({"conditionId": ["low", "high"], "A": ["1.0", "A0_high"]}).to_csv(
+    pd.DataFrame({"conditionId": ["low", "high"], "A": ["1.0", "3.0" if direct else "A0_high"]}).to_csv(
         folder / "conditions.tsv", sep="\t", index=False)
     pd.DataFrame({
         "observableId": ["obs_a", "obs_b"],
-        "observableFormula": ["observableParameter1_obs_a * A", "B"],
-        "noiseFormula": ["0.05", "noiseParameter1_obs_b"],
-        "observableTransformation": ["log10", "lin"],
-        "noiseDistribution": ["normal", "laplace"],
+        "observableFormula": ["A" if direct else "observableParameter1_obs_a * A", "B"],
+        "noiseFormula": ["0.05", "0.05" if direct else "noiseParameter1_obs_b"],
+        "observableTransformation": ["lin" if direct else "log10", "lin"],
+        "noiseDistribution": ["normal", "laplace" if laplace and not direct else "normal"],
     }).to_csv(folder / "observables.tsv", sep="\t", index=False)
     rng = np.random.default_rng(0)
     rows = []
     for cond, a0 in (("low", 1.0), ("high", _TRUTH["A0_high"])):
-        for t in (0.5, 1.0, 2.0, 4.0):
+        for t in np.linspace(0.0, 8.0, 41) if direct else (0.5, 1.0, 2.0, 4.0):
             a = a0 * math.exp(-_TRUTH["k"] * t / 2)
+            if direct:
+                rows.append(["obs_a", cond, a + 0.05 * rng.standard_normal(), t, "", ""])
+                rows.append(["obs_b", cond, a0 - a + 0.05 * rng.standard_normal(), t, "", ""])
+                continue
             rows.append(["obs_a", cond, _TRUTH["scale_a"] * a * 10 ** (0.05 * rng.standard_normal()), t, "scale_a", ""])
-            rows.append(["obs_b", cond, a0 - a + rng.laplace(0, _TRUTH["sigma_b"]), t, "", "sigma_b"])
+            noise = rng.laplace(0, _TRUTH["sigma_b"]) if laplace else _TRUTH["sigma_b"] * rng.standard_normal()
+            rows.append(["obs_b", cond, a0 - a + noise, t, "", "sigma_b"])
     measurements = pd.DataFrame(rows, columns=["observableId", "simulationConditionId", "measurement", "time",
                                                "observableParameters", "noiseParameters"])
     if preequilibration:
@@ -122,7 +130,7 @@ def _write_problem(folder: Path, *, event: bool = False, preequilibration: bool 
         "lowerBound": [1e-3, 0.1, 0.01, 1e-3],
         "upperBound": [1e2, 10.0, 100.0, 10.0],
         "nominalValue": [_TRUTH[n] for n in ("k", "A0_high", "scale_a", "sigma_b")],
-        "estimate": [1, 1, 1, 1],
+        "estimate": [1, 0, 0, 0] if direct else [1, 1, 1, 1],
     })
     if prior:
         parameters["objectivePriorType"] = ["logNormal", "", "", ""]
@@ -454,3 +462,74 @@ def test_a_species_without_an_initial_value_is_refused(tmp_path):
     with pytest.raises(wp.PetabError, match="B has no initial value in the SBML model, and the condition table does "
                                             "not set one for condition low"):
         wp.load(path)
+
+
+def test_output_error_through_the_observables_is_petabs_maximum_likelihood(tmp_path):
+    from scipy.optimize import minimize
+
+    import wendyjax as wj
+
+    def replicate(frame):  # a second measurement of obs_b in condition high at t = 2
+        frame.loc[len(frame)] = frame.iloc[13].to_dict() | {"measurement": "1.6"}
+
+    problem = wp.load(_edit(_write_problem(tmp_path / "p", laplace=False), "measurements.tsv", replicate),
+                      rtol=1e-12, atol=1e-14)
+    inputs = wp.experiments(problem)
+    # sigma_b enters only the noise formula: held at its nominal value; the others are fitted on their scales
+    assert inputs.model.param_names == ("log10(k)", "A0_high", "log(scale_a)")
+    assert inputs.held == {"log10(sigma_b)": pytest.approx(-1.0)}
+    assert inputs.model.state_names == ("A[low]", "B[low]", "A[high]", "B[high]")
+    # t = 0 and four times, a column per condition and observable; the replicate in a second trajectory
+    assert inputs.data[0].u.shape == (5, 4) and len(inputs.data) == 2
+    assert np.count_nonzero(np.isfinite(inputs.data[1].u)) == 1 and inputs.data[1].u[3, 3] == 1.6
+    assert inputs.options["noise"] == ["lognormal", "gaussian", "lognormal", "gaussian"]
+    np.testing.assert_allclose(inputs.options["sigma"], [0.05 * math.log(10), 0.1] * 2, rtol=1e-12)
+    estimator = wj.OutputError(ode_rtol=1e-12, ode_atol=1e-14)  # PEtab's solves have these tolerances
+    setup = estimator.problem(inputs.model, inputs.data, **inputs.options)
+    # output error's objective is PEtab's negative log-likelihood less a constant
+    gaps = [float(estimator.objective(setup, jnp.asarray(q))) + float(problem.log_likelihood(inputs.params(q)))
+            for q in (inputs.p0, inputs.p0 + jnp.array([0.1, -0.5, 0.2]))]
+    assert gaps[0] == pytest.approx(gaps[1], rel=1e-9)
+    fit = inputs.fit(estimator)
+    assert fit.successful
+    # the same maximum as an independent optimiser of PEtab's objective over the same parameters
+    free = jax.jit(jax.value_and_grad(lambda q: problem.objective(inputs.params(q))[0]))
+    reference = minimize(lambda q: tuple(np.asarray(v, dtype=float) for v in free(jnp.asarray(q))), inputs.p0,
+                         jac=True, method="L-BFGS-B", options={"ftol": 1e-14, "gtol": 1e-10})
+    np.testing.assert_allclose(fit.params, reference.x, rtol=1e-4, atol=1e-6)
+    assert float(problem.objective(inputs.params(fit.params))[0]) <= reference.fun + 1e-8
+    with pytest.raises(ValueError, match=r"params: a vector of the model's 3 parameters"):
+        inputs.params(np.zeros(4))
+
+
+def test_the_weak_form_and_the_hybrid_fit_a_problem_whose_states_are_observed(tmp_path):
+    import wendyjax as wj
+
+    problem = wp.load(_write_problem(tmp_path / "p", direct=True), rtol=1e-12, atol=1e-14)
+    inputs = wp.experiments(problem)
+    assert "observe" not in inputs.options and inputs.options["noise"] == "gaussian"
+    assert inputs.data[0].u.shape == (41, 4)
+    estimates = {}
+    for estimator in (wj.MLE(), wj.Hybrid(), wj.OutputError(ode_rtol=1e-10, ode_atol=1e-12)):
+        fit = inputs.fit(estimator)
+        assert fit.successful
+        estimates[type(estimator).__name__] = float(fit.params[0])
+    # k = 0.7 from 164 values with noise 0.05: its standard error on the log10 scale is about 0.004
+    for name, value in estimates.items():
+        assert abs(10**value - 0.7) < 0.03, name
+    assert estimates["Hybrid"] == pytest.approx(estimates["OutputError"], abs=1e-6)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (None, "Laplace noise \\(observable obs_b\\)"),
+    ("state_noise", "depends on the states or time \\(observable obs_a\\)"),
+    ("prior", "objective priors \\(parameter k\\)"),
+])
+def test_what_the_estimators_cannot_represent_is_refused(tmp_path, edit, message):
+    path = _write_problem(tmp_path / "p", laplace=edit is None, prior=edit == "prior")
+    if edit == "state_noise":
+        path = _edit(path, "observables.tsv", lambda f: f.__setitem__("noiseFormula", ["0.05 * A", "noiseParameter1_obs_b"]))
+    with pytest.raises(wp.PetabError, match=message):
+        wp.experiments(wp.load(path))
+    with pytest.raises(TypeError, match="problem must be a PetabProblem"):
+        wp.experiments(str(path))

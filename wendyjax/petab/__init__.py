@@ -10,6 +10,7 @@ except ImportError as error:
     raise ImportError(f"wendyjax.petab needs the petab extra ({error.name} is missing): "
                       f"pip install 'wendyjax[petab]'.") from error
 
+from ._experiments import PetabExperiments as PetabExperiments, experiments as experiments
 from ._multistart import MultistartResult as MultistartResult, multistart as multistart
 from ._problem import PetabProblem as PetabProblem, load as load
 from ._sbml import PetabError as PetabError
@@ -19,6 +20,8 @@ __all__ = [
     "load",
     "PetabProblem",
     "PetabError",
+    "experiments",
+    "PetabExperiments",
     "multistart",
     "MultistartResult",
     "profile",

@@ -14,7 +14,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from .._checks import as_count, as_key
 from .._compile import cpu_safe_jit
 from ..estimators import RESULTS, TrustRegion
-from ._problem import PetabProblem
+from ._problem import PetabProblem, require_problem
 
 # Fisher information of the noise scale's logarithm, per measurement: normal 2, Laplace 1.
 _SCALE_INFORMATION = {False: 2.0, True: 1.0}
@@ -134,8 +134,7 @@ def multistart(
     Fisher information (plus the priors' Hessian) as its Hessian, for at most `max_steps`
     steps.
     """
-    if not isinstance(problem, PetabProblem):
-        raise TypeError(f"problem must be a PetabProblem from wendyjax.petab.load, got {type(problem).__name__}.")
+    require_problem(problem)
     n_starts = as_count("n_starts", n_starts, 1)
     max_steps = as_count("max_steps", max_steps, 1)
     if not isinstance(solver, TrustRegion):

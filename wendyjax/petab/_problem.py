@@ -101,6 +101,9 @@ class PetabProblem(eqx.Module):
     _laplace: Bool[Array, " m"]
     _priors: tuple[str | None, ...] = eqx.field(static=True)
     _prior_parameters: Float[Array, "n 2"]
+    _dynamic: tuple[bool, ...] = eqx.field(static=True)
+    _direct: tuple[int | None, ...] = eqx.field(static=True)
+    _noise_static: tuple[bool, ...] = eqx.field(static=True)
 
     @property
     def measurements(self) -> pd.DataFrame:
@@ -117,29 +120,29 @@ class PetabProblem(eqx.Module):
         lin = jnp.stack([_unscale(x[i], s) for i, s in enumerate(self.scales)]) if self.scales else x
         return self._values.at[self._estimated].set(lin)
 
-    def _trajectories(self, x, forward: bool):
+    def _parameters(self, x):
+        """Every table parameter's value, and per condition the model parameters `(C, Q)` and
+        initial states `(C, S)`, from the estimated parameters `x` on their scales."""
         values = self._full(x)
-
-        def pick(source, value):
-            return jnp.where(source >= 0, values[jnp.maximum(source, 0)], value)
-
-        p = pick(self._par_source, self._par_value)
+        p = _pick(values, self._par_source, self._par_value)
         x0 = jax.vmap(self._functions.initial)(p)
-        x0 = jnp.where(self._x0_source == _DEFAULT, x0, pick(self._x0_source, self._x0_value))
-        rhs = self._functions.rhs
+        return values, p, jnp.where(self._x0_source == _DEFAULT, x0, _pick(values, self._x0_source, self._x0_value))
 
-        def guarded(t, u, args):
-            # A non-finite right-hand side (a fractional power of a concentration that a
-            # trial step drove negative, an overflow) becomes a huge finite one: the step-size
-            # controller rejects the step, and the implicit solver's Newton iteration and its
-            # forward-mode derivative (a linear solve that refuses non-finite input) never
-            # see NaN. Accepted steps, whose right-hand side is finite, are unchanged.
-            f = rhs(t, u, args)
-            return jnp.where(jnp.isfinite(f), f, _HUGE)
+    def _field(self, t, u, p):
+        """The model's right-hand side, guarded: a non-finite value (a fractional power of a
+        concentration that a trial step drove negative, an overflow) becomes a huge finite one,
+        so the step-size controller rejects the step and the implicit solver's Newton iteration
+        and its forward-mode derivative (a linear solve that refuses non-finite input) never
+        see NaN. Accepted steps, whose right-hand side is finite, are unchanged."""
+        f = self._functions.rhs(t, u, p)
+        return jnp.where(jnp.isfinite(f), f, _HUGE)
+
+    def _trajectories(self, x, forward: bool):
+        values, p, x0 = self._parameters(x)
 
         def solve(p, x0, ts):
             solution = diffrax.diffeqsolve(
-                diffrax.ODETerm(guarded),
+                diffrax.ODETerm(self._field),
                 self.solver,
                 t0=0.0,
                 t1=jnp.maximum(ts[-1], 1e-12),
@@ -155,17 +158,17 @@ class PetabProblem(eqx.Module):
             return solution.ys, solution.result == diffrax.RESULTS.successful
 
         states, ok = jax.vmap(solve)(p, x0, self._times)
-        return p, states, pick, jnp.all(ok)
+        return values, p, states, jnp.all(ok)
 
     def _outputs(self, x: Float[Array, " n"], forward: bool = False):
         """Per measurement: the transformed simulation and the log of
         the noise scale; and whether every solve succeeded. `forward`: solves differentiated
         in forward mode (diffrax.ForwardMode), else in reverse."""
-        p, states, pick, ok = self._trajectories(x, forward)
+        values, p, states, ok = self._trajectories(x, forward)
         u = states[self._condition, self._time_index]
         pm = p[self._condition]
-        obs = pick(self._obs_source, self._obs_value)
-        noise = pick(self._noise_source, self._noise_value)
+        obs = _pick(values, self._obs_source, self._obs_value)
+        noise = _pick(values, self._noise_source, self._noise_value)
         sim = jnp.zeros_like(self._measured)
         sigma = jnp.ones_like(self._measured)
         for o, rows in enumerate(self._groups):
@@ -241,6 +244,17 @@ class PetabProblem(eqx.Module):
             raise ValueError(f"params must be a vector of the {self.n_parameters} estimated parameters on their scales "
                              f"(order: problem.parameter_names), got shape {x.shape}.")
         return x
+
+
+def require_problem(problem) -> None:
+    """Raise the clear error for a `problem` that is not a [`PetabProblem`][wendyjax.petab.PetabProblem]."""
+    if not isinstance(problem, PetabProblem):
+        raise TypeError(f"problem must be a PetabProblem from wendyjax.petab.load, got {type(problem).__name__}.")
+
+
+def _pick(values, source, value):
+    """`values[source]` where `source` names a parameter of the table, else `value`."""
+    return jnp.where(source >= 0, values[jnp.maximum(source, 0)], value)
 
 
 def _unscale(x, scale):
@@ -476,7 +490,8 @@ def load(
         if o not in observables:
             raise PetabError(f"{measurement.where(i, 'observableId')}: observable {o!r} is not in the observable "
                              f"table ({otable.frame['_file'].iloc[0]}).")
-    obs_functions, noise_functions, transforms, distributions = [], [], [], []
+    obs_functions, noise_functions, transforms, distributions, direct, noise_static = [], [], [], [], [], []
+    used_symbols = set()
     n_obs = n_noise = 1
     placeholders = {}
     for i, o in enumerate(observables):
@@ -494,6 +509,10 @@ def load(
         noise_own = {f"noiseParameter{k + 1}_{o}": b_sym[k] for k in range(n_noise)}
         y = _formula(otable, i, "observableFormula", known | own)
         s = _formula(otable, i, "noiseFormula", known | own | noise_own)
+        used_symbols |= y.free_symbols
+        # an observable that is one state itself; a noise level that depends on neither states nor time
+        direct.append(list(x_sym.values()).index(y) if y in x_sym.values() else None)
+        noise_static.append(not s.free_symbols & (set(x_sym.values()) | {t_sym}))
         obs_functions.append(_lambdify([t_sym, x_args, p_args, sp.Matrix(a_sym)], [y]))
         noise_functions.append(_lambdify([t_sym, x_args, p_args, sp.Matrix(a_sym), sp.Matrix(b_sym)], [s]))
         transform = otable.frame["observableTransformation"].iloc[i] if "observableTransformation" in otable.frame \
@@ -534,8 +553,15 @@ def load(
     noise_source, noise_value = _overrides(measurement, "noiseParameters", counts["noise"], index)
     groups = tuple(jnp.asarray(np.flatnonzero(observable_of == o)) for o in range(len(observables)))
 
-    x0 = _lambdify([p_args], [e.xreplace(rename) for e in ode.initial])
-    rhs = _lambdify([t_sym, x_args, p_args], [e.xreplace(rename) for e in ode.rhs])
+    initial_exprs = [e.xreplace(rename) for e in ode.initial]
+    rhs_exprs = [e.xreplace(rename) for e in ode.rhs]
+    x0 = _lambdify([p_args], initial_exprs)
+    rhs = _lambdify([t_sym, x_args, p_args], rhs_exprs)
+    # the table parameters the dynamics and observables depend on (the others enter only the noise)
+    for e in initial_exprs + rhs_exprs:
+        used_symbols |= e.free_symbols
+    needed = [j for j, q in enumerate(model_parameters) if p_sym[q] in used_symbols]
+    dynamic = set(par_source[:, needed].ravel()) | set(x0_source.ravel()) | set(obs_source.ravel())
     lower, upper = np.array(lower, dtype=float), np.array(upper, dtype=float)
     nominal = np.array([_scale(values[i], s) for i, s in zip(estimated, scales, strict=True)], dtype=float)
     return PetabProblem(
@@ -574,4 +600,7 @@ def load(
         _laplace=jnp.asarray(np.array([distributions[o] == "laplace" for o in observable_of], dtype=bool)),
         _priors=tuple(priors),
         _prior_parameters=jnp.asarray(np.array(prior_parameters, dtype=float).reshape(-1, 2)),
+        _dynamic=tuple(i in dynamic for i in estimated),
+        _direct=tuple(direct),
+        _noise_static=tuple(noise_static),
     )

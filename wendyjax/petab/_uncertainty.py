@@ -14,14 +14,13 @@ from .._checks import as_count, as_key, as_level
 from .._compile import cpu_safe_jit
 from ..estimators import RESULTS, TrustRegion
 from ._multistart import _value_gradient_fisher
-from ._problem import PetabProblem, _outputs
+from ._problem import PetabProblem, _outputs, require_problem
 
 _fisher_at = cpu_safe_jit(_value_gradient_fisher)
 
 
 def _check(problem, params, level) -> tuple[Float[Array, " n"], float]:
-    if not isinstance(problem, PetabProblem):
-        raise TypeError(f"problem must be a PetabProblem from wendyjax.petab.load, got {type(problem).__name__}.")
+    require_problem(problem)
     return problem._as_params(params), as_level(level)
 
 
