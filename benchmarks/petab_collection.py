@@ -14,12 +14,14 @@ beside the repository, when it exists). Each problem runs in its own process, un
    (AMICI-dev/AMICI, tests/benchmark_models/benchmark_models.yaml) and against petab's own
    `calculate_llh` on the collection's `simulatedData_*.tsv` (where the problem has one: the
    simulations of the collection's reference tool);
-3. with `--starts N`: `wendyjax.petab.multistart` (N starts drawn in the box, one batched call):
+3. with `--starts N`: `wendyjax.petab.multistart` (N starts drawn in the box, one compiled call):
    the best objective, the fraction of starts within 0.1 of the best known objective (the lower of
-   the nominal one and the best reached), and the wall time per converged start (compilation included).
+   the nominal one and the best reached), and the wall time per converged start (compilation included);
+   with `--vectorize both` also the same starts vmapped (`vectorize=True`), in the same process.
 
-pyPESTO + AMICI are not run here (AMICI compiles every model with a C++ toolchain and SWIG; not set up
-on this machine): the comparison is with AMICI's published values. Results go to
+With `--pypesto-python PYTHON` (an interpreter with amici, pypesto, fides and petab; AMICI compiles
+every model with a C++ toolchain and SWIG) pyPESTO + AMICI run the same problem, starts and step
+budget beside wendyjax (`benchmarks/_pypesto_petab.py`). Results go to
 `benchmarks/results/petab_collection.{json,md}` (`--name` for another stem).
 """
 
@@ -52,7 +54,8 @@ AMICI = {
 }
 
 
-def one(folder: Path, starts: int, rtol: float, atol: float, max_steps: int, cpu_devices: int = 1) -> dict:
+def one(folder: Path, starts: int, rtol: float, atol: float, max_steps: int, cpu_devices: int = 1,
+        vectorize: str = "auto") -> dict:
     """Everything measured on one problem, as a JSON-able dict."""
     import warnings
 
@@ -122,6 +125,12 @@ def one(folder: Path, starts: int, rtol: float, atol: float, max_steps: int, cpu
                 "objectives": [float(v) for v in np.asarray(result.objectives)],
                 "multistart_s": result.seconds, "s_per_converged": result.seconds / max(converged, 1),
                 "median_steps": float(np.median(np.asarray(result.num_steps)))}
+        if vectorize == "both":
+            vmapped = wp.multistart(problem, starts, key=0, max_steps=max_steps, vectorize=True)
+            row |= {"multistart_vmap_s": vmapped.seconds,
+                    "s_per_converged_vmap": vmapped.seconds / max(int(vmapped.converged.sum()), 1),
+                    "vmap_max_objective_diff": float(np.nanmax(np.abs(np.asarray(vmapped.objectives)
+                                                                      - np.asarray(result.objectives))))}
     return row
 
 
@@ -168,13 +177,15 @@ def main() -> None:
                                                  "pyPESTO + AMICI on every loaded problem beside wendyjax")
     parser.add_argument("--cpu-devices", type=int, default=1,
                         help="XLA CPU devices to shard the starts over (e.g. 2 on a 2-core machine; default 1)")
+    parser.add_argument("--vectorize", choices=("auto", "both"), default="auto",
+                        help="both: the multistart also vmapped (vectorize=True), timed beside the default")
     parser.add_argument("--rows", type=Path, help="write the reports from the rows a run printed (one JSON object "
                                                   "per line, e.g. of a run stopped early) instead of running")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(one(args.collection / args.one, args.starts, args.rtol, args.atol, args.max_steps,
-                             args.cpu_devices)))
+                             args.cpu_devices, args.vectorize)))
         return
     if args.rows:
         rows = [json.loads(line) for line in args.rows.read_text().splitlines() if line.startswith("{")]
@@ -188,7 +199,7 @@ def main() -> None:
     for name in names:
         command = [sys.executable, __file__, "--one", name, "--collection", str(args.collection), "--starts",
                    str(args.starts), "--max-steps", str(args.max_steps), "--rtol", str(args.rtol), "--atol",
-                   str(args.atol), "--cpu-devices", str(args.cpu_devices)]
+                   str(args.atol), "--cpu-devices", str(args.cpu_devices), "--vectorize", args.vectorize]
         start = time.perf_counter()
         try:
             out = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, cwd=ROOT)
@@ -216,8 +227,9 @@ def _write(rows: list[dict], args) -> None:
                                   else "") + "\n",
              "| problem | status | params | conditions | llh (wendyjax) | AMICI published | rel. diff | rel. diff vs "
              "AMICI here | rel. diff vs simulatedData | llh s (incl. compile) | starts | best objective | within 0.1 "
-             "| s per converged start | pyPESTO best | pyPESTO within 0.1 | pyPESTO s per converged start |",
-             "|" + "---|" * 17]
+             "| s per converged start | vmapped: s per converged start | pyPESTO best | pyPESTO within 0.1 | pyPESTO s "
+             "per converged start |",
+             "|" + "---|" * 18]
     for r in rows:
         feature = re.search(r"\b(uses|has) ([^(]+)", r.get("reason", ""))
         status = f"refused: {feature.group(1)} {feature.group(2).strip()}" if r["status"] == "refused" and feature \
@@ -227,6 +239,7 @@ def _write(rows: list[dict], args) -> None:
                  _fmt(r.get("rel_amici_here"), ".1e"), _fmt(r.get("rel_simulated_data"), ".1e"),
                  _fmt(r.get("llh_s"), ".1f"), _fmt(r.get("starts"), "d"), _fmt(r.get("best_objective"), ".6g"),
                  _fmt(r.get("within_0.1"), ".0%"), _fmt(r.get("s_per_converged"), ".2f"),
+                 _fmt(r.get("s_per_converged_vmap"), ".2f"),
                  _fmt(r.get("pypesto_best"), ".6g"), _fmt(r.get("pypesto_within_0.1"), ".0%"),
                  _fmt(r.get("pypesto_s_per_converged"), ".2f")]
         lines.append("| " + " | ".join(cells) + " |")

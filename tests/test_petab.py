@@ -16,6 +16,7 @@ import pytest
 
 libsbml = pytest.importorskip("libsbml")
 petab_v1 = pytest.importorskip("petab.v1")
+import wendyjax as wj  # noqa: E402
 import wendyjax.petab as wp  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "petab"
@@ -25,7 +26,7 @@ AMICI = {"Boehm_JProteomeRes2014": -138.22199693517703, "Fujita_SciSignal2010": 
 
 
 def _yaml(name: str) -> Path:
-    return DATA / name / f"{name}.yaml"
+    return wj.datasets.boehm_petab() if name == "Boehm_JProteomeRes2014" else DATA / name / f"{name}.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +58,7 @@ def test_log_likelihood_equals_amicis_and_petabs_own_on_our_simulations(name):
 
 def test_simulations_match_the_collections_simulated_data(boehm):
     ours = boehm.simulate()
-    theirs = pd.read_csv(DATA / "Boehm_JProteomeRes2014" / "simulatedData_Boehm_JProteomeRes2014.tsv", sep="\t")
+    theirs = pd.read_csv(_yaml("Boehm_JProteomeRes2014").parent / "simulatedData_Boehm_JProteomeRes2014.tsv", sep="\t")
     np.testing.assert_allclose(ours["simulation"], theirs["simulation"], rtol=1e-6, atol=1e-6)
 
 
@@ -467,8 +468,6 @@ def test_a_species_without_an_initial_value_is_refused(tmp_path):
 def test_output_error_through_the_observables_is_petabs_maximum_likelihood(tmp_path):
     from scipy.optimize import minimize
 
-    import wendyjax as wj
-
     def replicate(frame):  # a second measurement of obs_b in condition high at t = 2
         frame.loc[len(frame)] = frame.iloc[13].to_dict() | {"measurement": "1.6"}
 
@@ -503,8 +502,6 @@ def test_output_error_through_the_observables_is_petabs_maximum_likelihood(tmp_p
 
 
 def test_the_weak_form_and_the_hybrid_fit_a_problem_whose_states_are_observed(tmp_path):
-    import wendyjax as wj
-
     problem = wp.load(_write_problem(tmp_path / "p", direct=True), rtol=1e-12, atol=1e-14)
     inputs = wp.experiments(problem)
     assert "observe" not in inputs.options and inputs.options["noise"] == "gaussian"

@@ -45,3 +45,28 @@ def cpu_safe_jit(fun):
             return plain(*args, **kwargs)
 
     return call
+
+
+def per_run(vectorize: bool, fn, *args):
+    """`fn` over the leading axis of `args`: vmapped, or one run after another inside the
+    compiled call (`lax.map`), which is faster on CPU, where batched small matrix products
+    and factorisations are slower per run than unbatched ones."""
+    if vectorize:
+        return jax.vmap(fn)(*args)
+    return jax.lax.map(lambda a: fn(*a), args)
+
+
+def resolve_vectorize(vectorize, devices) -> bool:
+    """`vectorize` ("auto", True or False) as a bool for `devices`: "auto" vectorizes on
+    accelerators and maps on CPU; True on several CPU devices is refused."""
+    if vectorize == "auto":
+        return any(d.platform != "cpu" for d in devices)
+    if not isinstance(vectorize, bool):
+        raise ValueError(f"vectorize must be 'auto', True or False, got {vectorize!r}.")
+    if vectorize and sum(d.platform == "cpu" for d in devices) > 1:
+        # jaxlib 0.10's batched LAPACK kernels (a vmapped Cholesky) split the batch over
+        # XLA:CPU's thread pool and wait for the pieces; with every pool thread running one
+        # device's shard, all of them wait forever (measured: 2 CPU devices on 2 cores)
+        raise ValueError("vectorize=True with several CPU devices deadlocks XLA:CPU's batched LAPACK kernels; "
+                         "use vectorize=False (the CPU default) or one CPU device.")
+    return vectorize

@@ -1,6 +1,7 @@
 """Real datasets used by the papers, shipped with the package."""
 
 from importlib import resources
+from pathlib import Path
 
 import numpy as np
 
@@ -81,6 +82,22 @@ def boarding_school() -> Trajectory:
     return Trajectory(day, u)
 
 
+#: AMICI's log-likelihood of `boehm_petab()` at its nominal parameters (AMICI-dev/AMICI's test
+#: suite, tests/benchmark_models/benchmark_models.yaml).
+BOEHM_AMICI_LOG_LIKELIHOOD = -138.22199693517703
+
+
+def boehm_petab() -> Path:
+    """The YAML file of the PEtab problem of Boehm et al. 2014 (J. Proteome Res.), for
+    [`wendyjax.petab.load`][]: STAT5 dimerisation, 8 states, 9 estimated parameters (log10
+    scale), 48 measurements of 3 observables. The PEtab benchmark collection's copy
+    (Benchmarking-Initiative/Benchmark-Models-PEtab, BSD-3-Clause: `petab/LICENSE` beside
+    it), unchanged; AMICI's value at the nominal parameters is
+    `BOEHM_AMICI_LOG_LIKELIHOOD`."""
+    return Path(str(resources.files(__package__).joinpath(
+        "petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml")))
+
+
 def head_impact_model() -> LinearODE:
     r"""Carey & Ramsay 2021, eq. (2) in the Data2LD code's sign convention:
     $D^2x = \beta_0 x + \beta_1 Dx + \alpha u$, $u$ the unit pulse on [14, 15) ms."""
@@ -122,6 +139,8 @@ def head_impact_basis(start: float = 2.4, stop: float = 57.6, order: int = 6, n_
     return BSplineBasis([start, a, a, a, b, b, *np.linspace(b, stop, n_after)], order=order)
 
 __all__ = [
+    "BOEHM_AMICI_LOG_LIKELIHOOD",
+    "boehm_petab",
     "HUDSON_BAY_PUBLISHED",
     "hudson_bay",
     "IMPACT",

@@ -12,7 +12,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._checks import as_count, as_key
-from .._compile import cpu_safe_jit
+from .._compile import cpu_safe_jit, per_run, resolve_vectorize
 from ..estimators import RESULTS, TrustRegion
 from ._problem import PetabProblem, require_problem
 
@@ -112,11 +112,13 @@ class MultistartResult(eqx.Module):
 
 
 @cpu_safe_jit
-def _fit_all(problem: PetabProblem, starts, solver: TrustRegion, max_steps: int):
+def _fit_all(problem: PetabProblem, starts, solver: TrustRegion, max_steps: int, vectorize: bool):
+    """`starts` `(devices, per device, n)`: each device's starts vmapped, or one after another."""
     def one(x0):
         return solver.minimise(_value_gradient_fisher, x0, problem.lower, problem.upper, problem, max_steps=max_steps)
 
-    return jax.vmap(one)(starts)
+    solution = jax.vmap(lambda chunk: per_run(vectorize, one, chunk))(starts)
+    return jax.tree_util.tree_map(lambda a: a.reshape((-1,) + a.shape[2:]), solution)
 
 
 def multistart(
@@ -127,12 +129,15 @@ def multistart(
     solver: TrustRegion = TrustRegion(rtol=1e-8, atol=1e-8),
     max_steps: int = 200,
     devices=None,
+    vectorize: bool | str = "auto",
 ) -> MultistartResult:
     """Fit `problem` from `n_starts` starts drawn uniformly in its box (on the parameters'
-    scales) in one compiled, vmapped call, sharded over `devices` (default: all of the
-    default backend's). Each start runs the box-constrained trust region `solver` with the
-    Fisher information (plus the priors' Hessian) as its Hessian, for at most `max_steps`
-    steps.
+    scales) in one compiled call, sharded over `devices` (default: all of the default
+    backend's). Each start runs the box-constrained trust region `solver` with the Fisher
+    information (plus the priors' Hessian) as its Hessian, for at most `max_steps` steps.
+    `vectorize`: each device's starts vmapped side by side (True; "auto" on accelerators), or
+    one after another inside the compiled call (False; "auto" on CPU, where a vmapped start
+    waits for the slowest one's ODE solves and iterations).
     """
     require_problem(problem)
     n_starts = as_count("n_starts", n_starts, 1)
@@ -141,13 +146,15 @@ def multistart(
         raise TypeError(f"solver must be a wendyjax.TrustRegion, got {type(solver).__name__}.")
     key = as_key(key)
     devices = jax.devices() if devices is None else list(devices)
+    vectorize = resolve_vectorize(vectorize, devices)
     padded = math.ceil(n_starts / len(devices)) * len(devices)
     starts = jax.random.uniform(key, (n_starts, problem.n_parameters), minval=problem.lower, maxval=problem.upper)
     batch = jnp.concatenate([starts, jnp.repeat(starts[-1:], padded - n_starts, axis=0)])
+    batch = batch.reshape(len(devices), -1, problem.n_parameters)
     if len(devices) > 1:
         batch = jax.device_put(batch, NamedSharding(Mesh(np.asarray(devices), ("starts",)), PartitionSpec("starts")))
     begin = time.perf_counter()
-    solution = jax.block_until_ready(_fit_all(problem, batch, solver, max_steps))
+    solution = jax.block_until_ready(_fit_all(problem, batch, solver, max_steps, vectorize))
     seconds = time.perf_counter() - begin
     solution = jax.tree_util.tree_map(lambda a: a[:n_starts], solution)
     return MultistartResult(

@@ -11,7 +11,7 @@ from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 from scipy import stats
 
 from .._checks import as_count, as_key, as_level
-from .._compile import cpu_safe_jit
+from .._compile import cpu_safe_jit, per_run, resolve_vectorize
 from ..estimators import RESULTS, TrustRegion
 from ._multistart import _value_gradient_fisher
 from ._problem import PetabProblem, _outputs, require_problem
@@ -57,11 +57,11 @@ class Profile(eqx.Module):
 
 
 @cpu_safe_jit
-def _pinned_fits(problem: PetabProblem, starts, lower, upper, solver: TrustRegion, max_steps: int):
+def _pinned_fits(problem: PetabProblem, starts, lower, upper, solver: TrustRegion, max_steps: int, vectorize: bool):
     def one(x0, lo, hi):
         return solver.minimise(_value_gradient_fisher, x0, lo, hi, problem, max_steps=max_steps)
 
-    return jax.vmap(one)(starts, lower, upper)
+    return per_run(vectorize, one, starts, lower, upper)
 
 
 def _crossing(values, excess, threshold, side) -> float:
@@ -89,6 +89,7 @@ def profile(
     passes: int = 2,
     solver: TrustRegion = TrustRegion(rtol=1e-8, atol=1e-8),
     max_steps: int = 200,
+    vectorize: bool | str = "auto",
 ) -> Profile:
     """The profile likelihood of parameter `name` around the fit `params` (on the
     parameters' scales, e.g. `multistart(...).best`): `n_points` values of `name` spanning
@@ -97,8 +98,10 @@ def profile(
     `params`, all grid points in one batched call; each further of the `passes` re-fits
     every point from its better neighbour's optimum (a batched continuation that repairs
     points stuck in a worse local minimum) and keeps the lower objective. The interval is
-    where the objective stays within χ²₁(`level`)/2 of the best (Raue et al. 2009)."""
+    where the objective stays within χ²₁(`level`)/2 of the best (Raue et al. 2009).
+    `vectorize` as in [`multistart`][wendyjax.petab.multistart]."""
     x, level = _check(problem, params, level)
+    vectorize = resolve_vectorize(vectorize, jax.devices())
     if name not in problem.parameter_names:
         raise ValueError(f"name must be an estimated parameter of {problem.name} (problem.parameter_names), "
                          f"got {name!r}.")
@@ -113,14 +116,15 @@ def profile(
     starts = jnp.repeat(x[None], n_points, axis=0).at[:, i].set(grid)
     lower = jnp.repeat(problem.lower[None], n_points, axis=0).at[:, i].set(grid)
     upper = jnp.repeat(problem.upper[None], n_points, axis=0).at[:, i].set(grid)
-    fits = _pinned_fits(problem, starts, lower, upper, solver, max_steps)
+    fits = _pinned_fits(problem, starts, lower, upper, solver, max_steps, vectorize)
     for _ in range(passes - 1):
         # every point again from its better neighbour's optimum (the pinned value its own): a
         # batched continuation that repairs points stuck in a worse local minimum
         f = np.where(np.isfinite(np.asarray(fits.objective)), np.asarray(fits.objective), np.inf)
         left, right = np.r_[np.inf, f[:-1]], np.r_[f[1:], np.inf]
         source = np.where(left <= right, np.arange(n_points) - 1, np.arange(n_points) + 1).clip(0, n_points - 1)
-        again = _pinned_fits(problem, fits.params[source].at[:, i].set(grid), lower, upper, solver, max_steps)
+        again = _pinned_fits(problem, fits.params[source].at[:, i].set(grid), lower, upper, solver, max_steps,
+                             vectorize)
         better = np.asarray(again.objective) < f
         fits = jax.tree_util.tree_map(
             lambda a, b, keep=better: jnp.where(keep.reshape((-1,) + (1,) * (a.ndim - 1)), b, a), fits, again)
@@ -165,12 +169,12 @@ class Bootstrap(eqx.Module):
 
 
 @cpu_safe_jit
-def _refits(problem: PetabProblem, measured, x, solver: TrustRegion, max_steps: int):
+def _refits(problem: PetabProblem, measured, x, solver: TrustRegion, max_steps: int, vectorize: bool):
     def one(data):
         replica = eqx.tree_at(lambda p: p._measured, problem, data)
         return solver.minimise(_value_gradient_fisher, x, replica.lower, replica.upper, replica, max_steps=max_steps)
 
-    return jax.vmap(one)(measured)
+    return per_run(vectorize, one, measured)
 
 
 def bootstrap(
@@ -182,11 +186,14 @@ def bootstrap(
     level: float = 0.95,
     solver: TrustRegion = TrustRegion(rtol=1e-8, atol=1e-8),
     max_steps: int = 200,
+    vectorize: bool | str = "auto",
 ) -> Bootstrap:
     """Parametric bootstrap of the fit `params`: `n_boot` data sets simulated from it (each
     measurement's noise model: normal or Laplace on its observable's scale, with the fitted
-    noise scale), each refitted from `params`, all in one batched call."""
+    noise scale), each refitted from `params`, all in one compiled call (`vectorize` as in
+    [`multistart`][wendyjax.petab.multistart])."""
     x, level = _check(problem, params, level)
+    vectorize = resolve_vectorize(vectorize, jax.devices())
     n_boot = as_count("n_boot", n_boot, 2)
     sim, log_sigma, ok = _outputs(problem, x)
     if not bool(ok):
@@ -195,6 +202,6 @@ def bootstrap(
     shape = (n_boot, sim.shape[0])
     noise = jnp.where(problem._laplace, jax.random.laplace(k_laplace, shape),
                       jax.random.normal(k_normal, shape)) * jnp.exp(log_sigma)
-    fits = _refits(problem, problem._untransformed(sim + noise), x, solver, max_steps)
+    fits = _refits(problem, problem._untransformed(sim + noise), x, solver, max_steps, vectorize)
     return Bootstrap(parameter_names=problem.parameter_names, params=fits.params, objectives=fits.objective,
                      result=fits.result, level=level)

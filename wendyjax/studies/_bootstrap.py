@@ -15,7 +15,7 @@ from jaxtyping import PRNGKeyArray
 from tqdm.auto import tqdm
 
 from .._checks import as_count, as_key, as_level, user_stacklevel
-from .._compile import cpu_safe_jit
+from .._compile import cpu_safe_jit, resolve_vectorize
 from .._derived import derived_names, derived_values
 from .._results import status_names
 from .._table import fixed_width
@@ -23,7 +23,7 @@ from ..data import Batch, Dataset, Trajectory, as_dataset
 from ..estimators import AbstractEstimator, AbstractFit, OutputError, stack_problems
 from ..noise import AbstractCountNoise, observable_noises
 from ..simulate import integrate, solve
-from ._engine import check_host_memory, check_processes, chunk_size, chunking, fit_batches, resolve_vectorize
+from ._engine import check_host_memory, check_processes, chunk_size, chunking, fit_batches
 from ._fitcheck import check_data, check_fit, fit_options, fit_problem, fitted_u0, has_objective
 from ._timings import timings_text
 

@@ -19,7 +19,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from tqdm.auto import tqdm
 
 from .._checks import as_count
-from .._compile import cpu_safe_jit
+from .._compile import cpu_safe_jit, per_run
 from .._results import status_names
 from ..data import Batch
 from ..estimators import AbstractEstimator
@@ -71,18 +71,9 @@ def _cell_data(bench: Benchmark, cell: Cell, n_runs: int, key) -> tuple[np.ndarr
     return t, clean, keep, np.asarray(noisy)
 
 
-def _per_run(vectorize: bool, fn, *args):
-    """`fn` over the leading axis of `args`: vmapped, or one run after another inside the
-    compiled call (`lax.map`), which is faster on CPU, where batched small matrix products
-    and factorisations are slower per run than unbatched ones."""
-    if vectorize:
-        return jax.vmap(fn)(*args)
-    return jax.lax.map(lambda a: fn(*a), args)
-
-
 def _fit_runs(estimator, liks, p0s, lower, upper, vectorize):
     """The solutions of a chunk's stacked problems from their starts (per run)."""
-    return _per_run(vectorize, lambda lik, p0: estimator.solve(lik, p0, lower, upper), liks, p0s)
+    return per_run(vectorize, lambda lik, p0: estimator.solve(lik, p0, lower, upper), liks, p0s)
 
 
 def _diagnose_runs(estimator, liks, sols, u0s, references, covariances, model, solver, t, vectorize):
@@ -94,7 +85,7 @@ def _diagnose_runs(estimator, liks, sols, u0s, references, covariances, model, s
         err, ok = forward_simulation_error(model, sol.params, u0, t, reference, solver, max_steps=50_000)
         return cov, err, ok
 
-    return _per_run(vectorize, one, liks, sols, u0s, references)
+    return per_run(vectorize, one, liks, sols, u0s, references)
 
 
 _RUNS = P("runs")  # a chunk's arrays are split over the devices along their leading (runs) axis
@@ -185,20 +176,6 @@ def _single_threaded_blas():
     its threads contend with XLA's own and slow the factorisations of the covariances
     down on a machine with few cores."""
     return threadpoolctl.threadpool_limits(limits=1, user_api="blas")
-
-
-def resolve_vectorize(vectorize, devices) -> bool:
-    if vectorize == "auto":
-        return any(d.platform != "cpu" for d in devices)
-    if not isinstance(vectorize, bool):
-        raise ValueError(f"vectorize must be 'auto', True or False, got {vectorize!r}.")
-    if vectorize and sum(d.platform == "cpu" for d in devices) > 1:
-        # jaxlib 0.10's batched LAPACK kernels (a vmapped Cholesky) split the batch over
-        # XLA:CPU's thread pool and wait for the pieces; with every pool thread running one
-        # device's shard, all of them wait forever (measured: 2 CPU devices on 2 cores)
-        raise ValueError("vectorize=True with several CPU devices deadlocks XLA:CPU's batched LAPACK kernels; "
-                         "use vectorize=False (the CPU default) or one CPU device.")
-    return vectorize
 
 
 #: runs per chunk on CPU, where the fits of a chunk run one after another (its size only

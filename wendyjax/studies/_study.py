@@ -19,6 +19,7 @@ from jaxtyping import ArrayLike, PRNGKeyArray
 from tqdm.auto import tqdm
 
 from .._checks import as_count, as_key, as_level, as_ratio
+from .._compile import resolve_vectorize
 from .._table import fixed_width
 from .._version import __version__
 from ..estimators import AbstractEstimator, check_start, get_estimator, model_box
@@ -26,7 +27,7 @@ from ..models import Benchmark
 from ..noise import AbstractNoise
 from ..weak import TestFunctionConfig
 from . import _metrics as metrics
-from ._engine import Cell, CellRuns, check_host_memory, check_processes, forward_errors, resolve_vectorize, run_cells
+from ._engine import Cell, CellRuns, check_host_memory, check_processes, forward_errors, run_cells
 from ._intervals import AbstractIntervals, Wald, as_interval_methods, run_intervals
 from ._timings import timings_text
 
