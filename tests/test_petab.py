@@ -525,7 +525,8 @@ def test_the_weak_form_and_the_hybrid_fit_a_problem_whose_states_are_observed(tm
 def test_what_the_estimators_cannot_represent_is_refused(tmp_path, edit, message):
     path = _write_problem(tmp_path / "p", laplace=edit is None, prior=edit == "prior")
     if edit == "state_noise":
-        path = _edit(path, "observables.tsv", lambda f: f.__setitem__("noiseFormula", ["0.05 * A", "noiseParameter1_obs_b"]))
+        noise = ["0.05 * A", "noiseParameter1_obs_b"]
+        path = _edit(path, "observables.tsv", lambda f: f.__setitem__("noiseFormula", noise))
     with pytest.raises(wp.PetabError, match=message):
         wp.experiments(wp.load(path))
     with pytest.raises(TypeError, match="problem must be a PetabProblem"):
