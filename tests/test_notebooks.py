@@ -26,7 +26,7 @@ EXPECT = {
                                       "output error: every estimate inside the Stan 80 % intervals: True",
                                       "parametric bootstrap: 20 refits", "OE profile", "verdicts: identifiable",
                                       "OE recommended"],
-    "08_petab_boehm.ipynb": ["log-likelihood at the nominal parameters: -138.2219", "8 starts in",
+    "08_petab_boehm.ipynb": ["log-likelihood at the nominal parameters: -138.2219", "4 starts in",
                              "profile of k_phos (log10): 95 % interval", "output error: successful"],
 }
 
