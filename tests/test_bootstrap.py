@@ -99,6 +99,15 @@ def test_output_error_refits_start_from_the_simulated_initial_state():
     assert np.all(np.abs(boot.stderr / oe.stderr - 1) < 0.45)  # 24 refits: ±45 % at > 0.99
 
 
+def test_a_known_noise_level_is_the_one_the_refits_data_are_drawn_with():
+    # sigma given to the fit (e.g. a PEtab problem's noise formulas): drawn with it, not with the residuals' RMS
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        oe = wj.OutputError().fit(BENCH.model, DATA, p0=BENCH.p_true, sigma=0.2)
+    boot = wj.studies.bootstrap(wj.OutputError(), oe, DATA, 4, key=0, progress=False)
+    assert boot.n_failed == 0 and np.array_equal(boot.sigma, [0.2])
+
+
 @pytest.mark.slow
 def test_basic_intervals_cover_where_the_weak_form_is_biased():
     """40 logistic datasets (65 samples, 5 % noise), each fitted by WLS and bootstrapped

@@ -14,7 +14,7 @@ import scipy.stats
 from jaxtyping import PRNGKeyArray
 from tqdm.auto import tqdm
 
-from .._checks import as_count, as_key, as_level, user_stacklevel
+from .._checks import as_count, as_key, as_level, as_sigma, user_stacklevel
 from .._compile import cpu_safe_jit, resolve_vectorize
 from .._derived import derived_names, derived_values
 from .._results import status_names
@@ -379,8 +379,9 @@ def bootstrap(
     given, else the fit's own (output error and the hybrid fit them), else those that
     output error fits with the parameters held at $\\hat p$ (started from the first
     observations and from states solved back from later ones) — on the data's time grid. The
-    noise standard deviation per state is the root mean square of the data's residuals
-    from that solution (of their logarithms under log-normal noise). `n_boot` datasets are
+    noise standard deviation per state is the fit's `sigma` where it was given (a known noise
+    level), else the root mean square of the data's residuals from that solution (of their
+    logarithms under log-normal noise). `n_boot` datasets are
     drawn from that noise model, with the data's missing entries left missing, and refitted
     by `estimator` from $\\hat p$ (with `options`, e.g. `test_functions`; the fit's noise
     model; output error's initial states from those the data were simulated from), in
@@ -440,6 +441,8 @@ def bootstrap(
                                   tr.u - c), 0.0) for tr, c, m in zip(data, clean, masks)]
     squares = sum(np.sum(r**2, axis=0) for r in resid)
     sigma = np.sqrt(np.divide(squares, count, out=np.full(count.shape, np.nan), where=count > 0))  # NaN: unobserved
+    if options.get("sigma") is not None and options.get("weighted", True):  # a known noise level: the fit's own
+        sigma = as_sigma(options["sigma"], sigma.size, zero_ok=False)
     sigma = np.where(counting, np.nan, sigma)  # counts: their likelihood's own variance
     clean = tuple(jnp.asarray(c) for c in clean)
     timings["simulate_s"] = time.perf_counter() - start
