@@ -221,10 +221,11 @@ def _write(rows: list[dict], args) -> None:
                f"Python {platform.python_version()}")
     (out / f"{args.name}.json").write_text(json.dumps({"machine": machine, "settings": vars(args) | {
         "collection": str(args.collection)}, "rows": rows}, indent=1, default=str))
+    on_error = os.environ.get("EQX_ON_ERROR")
     lines = [f"# PEtab collection through wendyjax.petab\n\nMachine: {machine}. Command: `python "
              f"benchmarks/petab_collection.py {' '.join(sys.argv[1:])}`; ODE tolerances rtol {args.rtol:g}, atol "
-             f"{args.atol:g}." + (" Rows printed by an earlier run, that command's options repeated." if args.rows
-                                  else "") + "\n",
+             f"{args.atol:g}." + (f" Environment: EQX_ON_ERROR={on_error}." if on_error else "")
+             + (" Rows printed by an earlier run, that command's options repeated." if args.rows else "") + "\n",
              "| problem | status | params | conditions | llh (wendyjax) | AMICI published | rel. diff | rel. diff vs "
              "AMICI here | rel. diff vs simulatedData | llh s (incl. compile) | starts | best objective | within 0.1 "
              "| s per converged start | vmapped: s per converged start | pyPESTO best | pyPESTO within 0.1 | pyPESTO s "

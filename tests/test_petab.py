@@ -531,3 +531,16 @@ def test_what_the_estimators_cannot_represent_is_refused(tmp_path, edit, message
         wp.experiments(wp.load(path))
     with pytest.raises(TypeError, match="problem must be a PetabProblem"):
         wp.experiments(str(path))
+
+
+def test_a_failed_implicit_step_inside_the_fits_is_explained(tmp_path, monkeypatch):
+    import equinox as eqx
+
+    from wendyjax.petab import _multistart
+
+    def failing(*args):  # what optimistix's tangent solve raises at a trial point whose Newton iteration diverged
+        raise eqx.EquinoxRuntimeError("A linear solver returned non-finite (NaN or inf) output.")
+
+    monkeypatch.setattr(_multistart, "_fit_all", failing)
+    with pytest.raises(RuntimeError, match="EQX_ON_ERROR=nan set before Python starts"):
+        wp.multistart(wp.load(_write_problem(tmp_path / "p")), 2)

@@ -14,7 +14,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from .._checks import as_count, as_key
 from .._compile import cpu_safe_jit, per_run, resolve_vectorize
 from ..estimators import RESULTS, TrustRegion
-from ._problem import PetabProblem, require_problem
+from ._problem import PetabProblem, require_problem, run_fits
 
 # Fisher information of the noise scale's logarithm, per measurement: normal 2, Laplace 1.
 _SCALE_INFORMATION = {False: 2.0, True: 1.0}
@@ -154,7 +154,7 @@ def multistart(
     if len(devices) > 1:
         batch = jax.device_put(batch, NamedSharding(Mesh(np.asarray(devices), ("starts",)), PartitionSpec("starts")))
     begin = time.perf_counter()
-    solution = jax.block_until_ready(_fit_all(problem, batch, solver, max_steps, vectorize))
+    solution = run_fits(_fit_all, problem, batch, solver, max_steps, vectorize)
     seconds = time.perf_counter() - begin
     solution = jax.tree_util.tree_map(lambda a: a[:n_starts], solution)
     return MultistartResult(

@@ -252,6 +252,23 @@ def require_problem(problem) -> None:
         raise TypeError(f"problem must be a PetabProblem from wendyjax.petab.load, got {type(problem).__name__}.")
 
 
+def run_fits(fits: Callable, *args):
+    """`fits(*args)` (a compiled batch of trust-region fits), waited for; the runtime error that
+    a trial point's failed implicit ODE step raises while it is differentiated, explained."""
+    try:
+        return jax.block_until_ready(fits(*args))
+    except eqx.EquinoxRuntimeError as error:
+        if "linear solver returned non-finite" not in str(error):
+            raise
+        raise RuntimeError(
+            "a trial point's implicit ODE step failed (its Newton iteration diverged), and differentiating it raised "
+            "inside the compiled fits (optimistix's implicit-function-theorem derivative solves with throw=True), "
+            "which stops every fit of the batch. Run with the environment variable EQX_ON_ERROR=nan set before "
+            "Python starts: such trial points then get a non-finite objective and the trust region rejects them "
+            "(errors of other kinds inside equinox code become NaN too). Or load the problem with tighter rtol/atol "
+            "or another solver.") from error
+
+
 def _pick(values, source, value):
     """`values[source]` where `source` names a parameter of the table, else `value`."""
     return jnp.where(source >= 0, values[jnp.maximum(source, 0)], value)

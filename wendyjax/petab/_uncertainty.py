@@ -14,7 +14,7 @@ from .._checks import as_count, as_key, as_level
 from .._compile import cpu_safe_jit, per_run, resolve_vectorize
 from ..estimators import RESULTS, TrustRegion
 from ._multistart import _value_gradient_fisher
-from ._problem import PetabProblem, _outputs, require_problem
+from ._problem import PetabProblem, _outputs, require_problem, run_fits
 
 _fisher_at = cpu_safe_jit(_value_gradient_fisher)
 
@@ -116,15 +116,15 @@ def profile(
     starts = jnp.repeat(x[None], n_points, axis=0).at[:, i].set(grid)
     lower = jnp.repeat(problem.lower[None], n_points, axis=0).at[:, i].set(grid)
     upper = jnp.repeat(problem.upper[None], n_points, axis=0).at[:, i].set(grid)
-    fits = _pinned_fits(problem, starts, lower, upper, solver, max_steps, vectorize)
+    fits = run_fits(_pinned_fits, problem, starts, lower, upper, solver, max_steps, vectorize)
     for _ in range(passes - 1):
         # every point again from its better neighbour's optimum (the pinned value its own): a
         # batched continuation that repairs points stuck in a worse local minimum
         f = np.where(np.isfinite(np.asarray(fits.objective)), np.asarray(fits.objective), np.inf)
         left, right = np.r_[np.inf, f[:-1]], np.r_[f[1:], np.inf]
         source = np.where(left <= right, np.arange(n_points) - 1, np.arange(n_points) + 1).clip(0, n_points - 1)
-        again = _pinned_fits(problem, fits.params[source].at[:, i].set(grid), lower, upper, solver, max_steps,
-                             vectorize)
+        again = run_fits(_pinned_fits, problem, fits.params[source].at[:, i].set(grid), lower, upper, solver,
+                         max_steps, vectorize)
         better = np.asarray(again.objective) < f
         fits = jax.tree_util.tree_map(
             lambda a, b, keep=better: jnp.where(keep.reshape((-1,) + (1,) * (a.ndim - 1)), b, a), fits, again)
@@ -202,6 +202,6 @@ def bootstrap(
     shape = (n_boot, sim.shape[0])
     noise = jnp.where(problem._laplace, jax.random.laplace(k_laplace, shape),
                       jax.random.normal(k_normal, shape)) * jnp.exp(log_sigma)
-    fits = _refits(problem, problem._untransformed(sim + noise), x, solver, max_steps, vectorize)
+    fits = run_fits(_refits, problem, problem._untransformed(sim + noise), x, solver, max_steps, vectorize)
     return Bootstrap(parameter_names=problem.parameter_names, params=fits.params, objectives=fits.objective,
                      result=fits.result, level=level)
