@@ -275,7 +275,7 @@ def test_each_observable_has_its_own_noise_model():
     np.testing.assert_allclose(other.x, fit.params, rtol=1e-3)
     assert np.all(np.abs(fit.params - [0.9, 0.4]) < 4 * fit.stderr)
     boot = wj.studies.bootstrap(wj.OutputError(fit_u0=False), fit, data, 8, key=0, progress=False)
-    assert boot.n_failed == 0 and re.search(r"σ = \(1\.\d+, poisson\)", boot.table(0.5))  # σ of the residuals
+    assert boot.n_failed == 0 and re.search(r"σ = \(2, poisson\)", boot.table(0.5))  # the σ given to the fit
     # the fit's per-observable noise may be repeated to its interval methods, not changed
     est = wj.OutputError(fit_u0=False)
     lo, hi = wj.studies.Wald()(est, fit, data, noise=("gaussian", wj.Poisson()))
