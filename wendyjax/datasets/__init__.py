@@ -141,6 +141,9 @@ def head_impact_basis(start: float = 2.4, stop: float = 57.6, order: int = 6, n_
 __all__ = [
     "BOEHM_AMICI_LOG_LIKELIHOOD",
     "boehm_petab",
+    "BOARDING_SCHOOL_N",
+    "BOARDING_SCHOOL_PUBLISHED",
+    "boarding_school",
     "HUDSON_BAY_PUBLISHED",
     "hudson_bay",
     "IMPACT",
