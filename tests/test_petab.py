@@ -257,13 +257,6 @@ def test_bad_tables_are_refused_with_file_row_and_column(tmp_path):
         ("measurements.tsv",
          lambda f: f.__setitem__("observableParameters", ["scale_a;2"] + list(f.observableParameters[1:])),
          "measurements.tsv, row 2, column observableParameters: 2 values for the 1 placeholders of observable obs_a"),
-    ]
-    for table, edit, message in cases:
-        folder = tmp_path / f"case{cases.index((table, edit, message))}"
-        path = _edit(_write_problem(folder), table, edit)
-        with pytest.raises(wp.PetabError, match=re.escape(message)):
-            wp.load(path)
-    for table, edit, message in [
         ("parameters.tsv", lambda f: f.__setitem__("estimate", ["yes", "1", "1", "1"]),
          "parameters.tsv, row 2, column estimate: expected 0 or 1, got 'yes'"),
         ("parameters.tsv", lambda f: f.__setitem__("lowerBound", ["-1", "0.1", "0.01", "0.001"]),
@@ -278,8 +271,9 @@ def test_bad_tables_are_refused_with_file_row_and_column(tmp_path):
          "measurements.tsv, row 2, column measurement: -2.0 is not positive, but observable obs_a is on the log10"),
         ("observables.tsv", lambda f: f.__setitem__("noiseFormula", ["", "noiseParameter1_obs_b"]),
          "observables.tsv, row 2, column noiseFormula: empty noise formula"),
-    ]:
-        path = _edit(_write_problem(tmp_path / f"more{len(table)}{len(message)}"), table, edit)
+    ]
+    for i, (table, edit, message) in enumerate(cases):
+        path = _edit(_write_problem(tmp_path / f"case{i}"), table, edit)
         with pytest.raises(wp.PetabError, match=re.escape(message)):
             wp.load(path)
     (tmp_path / "notpetab.yaml").write_text("format_version: 2\nparameter_file: p.tsv\nproblems: []\n")
