@@ -316,6 +316,12 @@ def test_bad_arguments_are_refused_before_any_work(boehm):
         wp.profile(boehm, boehm.nominal, "k_phos", passes=0)
     with pytest.raises(ValueError, match="n_boot must be an integer >= 2"):
         wp.bootstrap(boehm, boehm.nominal, 1)
+    with pytest.raises(ValueError, match="vectorize must be 'auto', True or False"):
+        wp.multistart(boehm, 2, vectorize="yes")
+    with pytest.raises(ValueError, match=r"params must be a vector of the 9 estimated parameters"):
+        wp.experiments(boehm, np.zeros(3))
+    with pytest.raises(TypeError, match="estimator must be a wendyjax estimator"):
+        wp.experiments(boehm).fit("output_error")
 
 
 def test_the_command_line_loads_checks_and_fits_a_problem(tmp_path, capsys):
@@ -525,6 +531,14 @@ def test_what_the_estimators_cannot_represent_is_refused(tmp_path, edit, message
         wp.experiments(wp.load(path))
     with pytest.raises(TypeError, match="problem must be a PetabProblem"):
         wp.experiments(str(path))
+
+
+def test_a_noise_level_that_is_not_positive_is_refused(tmp_path):
+    path = _edit(_write_problem(tmp_path / "p", laplace=False), "parameters.tsv",
+                 lambda f: f.__setitem__("parameterScale", ["log10", "lin", "log", "lin"]))
+    problem = wp.load(path)
+    with pytest.raises(wp.PetabError, match="a noise level must be positive"):
+        wp.experiments(problem, problem.nominal.at[3].set(-0.1))
 
 
 def test_a_failed_implicit_step_inside_the_fits_is_explained(tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._compile import cpu_safe_jit
 from ..data import Dataset, Trajectory
+from ..estimators import AbstractEstimator
 from ..model import ODEModel
 from ._problem import PetabProblem, _pick, require_problem
 from ._sbml import PetabError
@@ -129,6 +130,9 @@ class PetabExperiments:
         """`estimator.fit(model, data, p0, **options)` with the options it takes (`u0` and
         `observe` only where it has them: the weak form solves no ODE) and `kwargs` on top;
         `p0` defaults to `self.p0`."""
+        if not isinstance(estimator, AbstractEstimator):
+            raise TypeError(f"estimator must be a wendyjax estimator (e.g. wj.OutputError()), got "
+                            f"{type(estimator).__name__}.")
         mine = {k: v for k, v in self.options.items() if k in estimator.options() or k == "observe"}
         return estimator.fit(self.model, self.data, self.p0 if p0 is None else p0, **(mine | kwargs))
 
