@@ -11,6 +11,7 @@ import optax
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
 from .._compile import cpu_safe_jit
+from .._progress import progress_bar
 from .._results import RESULTS
 from ..library import PolynomialLibrary
 from ._im_problem import IntegralMatchingProblem, integral_matching_loss
@@ -175,11 +176,10 @@ class Gradient(eqx.Module):
         if not progress:
             state = self.start(loss, args, params, key, max_steps)
             return jax.lax.while_loop(self.running, lambda s: self.advance(loss, args, n_sub, lower, upper, s), state)
-        from tqdm.auto import tqdm
 
         state = cpu_safe_jit(self.start)(loss, args, params, key, max_steps)
         advance = cpu_safe_jit(self.advance)
-        with tqdm(total=max_steps, desc="integral matching", unit="step") as bar:
+        with progress_bar(total=max_steps, desc="integral matching", unit="step") as bar:
             while bool(self.running(state)):
                 state = advance(loss, args, n_sub, lower, upper, state)
                 bar.update(self.chunk)

@@ -12,11 +12,11 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.stats
 from jaxtyping import PRNGKeyArray
-from tqdm.auto import tqdm
 
 from .._checks import as_count, as_key, as_level, as_sigma, user_stacklevel
 from .._compile import cpu_safe_jit, resolve_vectorize
 from .._derived import derived_names, derived_values
+from .._progress import progress_bar
 from .._results import status_names
 from .._table import fixed_width
 from ..data import Batch, Dataset, Trajectory, as_dataset
@@ -468,7 +468,7 @@ def bootstrap(
         timings["build_s"] += time.perf_counter() - built
         if size is None:
             size = chunk_size(batch_size, make, n_boot, devices)
-            bar = tqdm(total=sum(chunking(len(b), size, len(devices))[0] for b in blocks),
+            bar = progress_bar(total=sum(chunking(len(b), size, len(devices))[0] for b in blocks),
                        desc=f"{model.name} bootstrap", unit="chunk", disable=not progress or jax.process_index() != 0)
         sol, _, _, _ = fit_batches(estimator, model, make, np.broadcast_to(p, (len(block), p.size)), (lower, upper),
                                    batch_size=chunking(len(block), size, len(devices))[1], devices=devices,

@@ -16,10 +16,10 @@ import numpy as np
 import threadpoolctl
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-from tqdm.auto import tqdm
 
 from .._checks import as_count
 from .._compile import cpu_safe_jit, per_run
+from .._progress import progress_bar
 from .._results import status_names
 from ..data import Batch
 from ..estimators import AbstractEstimator
@@ -354,7 +354,7 @@ def run_cells(
         built.append((which, batch, make, notes))
     size = chunk_size(batch_size, built[0][2], n_runs * max(len(w) for w, _, _, _ in built), devices)
     chunks = [chunking(n_runs * len(which), size, len(devices)) for which, _, _, _ in built]
-    bar = tqdm(total=sum(n for n, _ in chunks), desc=f"{model.name} study", unit="chunk",
+    bar = progress_bar(total=sum(n for n, _ in chunks), desc=f"{model.name} study", unit="chunk",
                disable=not progress or jax.process_index() != 0)
     out, extras = [None] * len(cells), [None] * len(cells)
     for (which, batch, make, notes), (_, per_chunk) in zip(built, chunks):

@@ -16,10 +16,10 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.stats
 from jaxtyping import ArrayLike, PRNGKeyArray
-from tqdm.auto import tqdm
 
 from .._checks import as_count, as_key, as_level, as_ratio
 from .._compile import resolve_vectorize
+from .._progress import progress_bar
 from .._table import fixed_width
 from .._version import __version__
 from ..estimators import AbstractEstimator, check_start, get_estimator, model_box
@@ -439,7 +439,7 @@ def _study_intervals(bench, estimator, runs, extras, methods, key, lo, hi, covar
     options = {k: v for k, v in {"noise": noise, "test_functions": test_functions}.items()
                if k in estimator.options()}
     refitting = [m for m in methods if not isinstance(m, Wald)]
-    bar = tqdm(total=sum(len(r.params) for r in runs) * len(refitting), desc=f"{bench.model.name} intervals",
+    bar = progress_bar(total=sum(len(r.params) for r in runs) * len(refitting), desc=f"{bench.model.name} intervals",
                unit="interval", disable=not progress or not refitting)
     seconds = dict.fromkeys((m.name for m in refitting), 0.0)
     errors = {}
