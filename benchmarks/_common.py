@@ -1,18 +1,11 @@
-"""What the benchmark scripts share: float64, the machine description, CPU contention,
-timing, Markdown tables, the results files under `benchmarks/results/`, and the
-Monte Carlo tolerances and study files of the paper suites.
+"""Shared by the benchmark scripts: float64, the machine description, timing, Markdown tables,
+the results files under `benchmarks/results/` and the paper suites' Monte Carlo tolerances.
 
-Every script runs as `python benchmarks/NAME.py` from the repository root, which puts
-`benchmarks/` first on `sys.path`, so this module (and the other shared ones,
-`_scipy_oe.py`, `_data2ld_competitors.py`) import as plain modules: `from _common import
-RESULTS`. Importing it turns on float64 (`jax_enable_x64`) before wendyjax is imported
-(isort puts `from _common import ...` above the first-party `import wendyjax`); it touches
-no device, so a script can still set `jax_num_cpu_devices` afterwards. It also asks XLA:CPU
-for its memory-optimised scheduler for the whole process (`XLA_FLAGS`), because the scripts
-compile vmapped fits under their own `jit`, where wendyjax's per-program option does not
-reach and the default scheduler can deadlock (`results/cpu_scheduler.md`); a scheduler
-already chosen in `XLA_FLAGS`, or `WENDYJAX_BENCHMARK_KEEP_XLA_FLAGS=1` (`cpu_scheduler.py`'s
-workers, which compare the schedulers), leaves `XLA_FLAGS` as it is.
+Scripts run as `python benchmarks/NAME.py`, so `from _common import ...` finds this module.
+Importing it turns on float64 and asks XLA:CPU for its memory-optimised scheduler for the
+whole process (`XLA_FLAGS`, unless a scheduler is chosen there already): the scripts jit
+vmapped fits themselves, where `wj.CPU_COMPILER_OPTIONS` does not reach, and the default
+scheduler can deadlock such programs.
 """
 
 import datetime
@@ -27,7 +20,7 @@ import time
 from pathlib import Path
 
 _FLAGS = os.environ.get("XLA_FLAGS", "")
-if not os.environ.get("WENDYJAX_BENCHMARK_KEEP_XLA_FLAGS") and "scheduler" not in _FLAGS:
+if "scheduler" not in _FLAGS:
     os.environ["XLA_FLAGS"] = f"{_FLAGS} --xla_cpu_scheduler_type=CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED".strip()
 
 import jax  # noqa: E402
@@ -42,9 +35,6 @@ RESULTS = Path(os.environ.get("WENDYJAX_BENCHMARK_RESULTS") or Path(__file__).re
 # threading knobs that change CPU timings (LAPACK kernels of jax's CPU backend run in
 # scipy's OpenBLAS, whose threads compete with XLA's own thread pool)
 TIMING_ENV = ("OPENBLAS_NUM_THREADS", "OPENBLAS_THREAD_TIMEOUT", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "XLA_FLAGS")
-
-
-# ----------------------------------------------------------------------------- machine
 
 
 def cpu_busy_seconds():
@@ -91,18 +81,11 @@ def machine_info() -> dict:
         "devices": [str(d) if d.platform == "cpu" else f"{d} ({d.device_kind})" for d in jax.devices()],
         "x64": bool(jax.config.jax_enable_x64),
     }
-    try:
-        import jaxlib
-
-        info["jaxlib"] = jaxlib.__version__
-    except Exception:  # noqa: BLE001
-        pass
-    try:
-        import equinox
-
-        info["equinox"] = equinox.__version__
-    except Exception:  # noqa: BLE001
-        pass
+    for module in ("jaxlib", "equinox"):
+        try:
+            info[module] = __import__(module).__version__
+        except Exception:  # noqa: BLE001
+            pass
     model = _cpu_model()
     if model:
         info["cpu_model"] = model
@@ -149,9 +132,6 @@ def command() -> str:
 def utc_now() -> str:
     """The current UTC time, ISO 8601 to the second."""
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-# ----------------------------------------------------------------------------- timing
 
 
 def _block(x):
@@ -201,9 +181,6 @@ def bench(fn, *args, cfg):
     }
 
 
-# ----------------------------------------------------------------------------- reports
-
-
 def markdown_table(header: list, rows: list[list]) -> list[str]:
     """The lines of a Markdown table; floats as 3 significant digits, NaN as "—"."""
     def fmt(v):
@@ -213,17 +190,6 @@ def markdown_table(header: list, rows: list[list]) -> list[str]:
 
     return ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header),
             *("| " + " | ".join(fmt(v) for v in row) + " |" for row in rows)]
-
-
-def fmt_table(header: list, rows: list[list]) -> str:
-    """A plain-text table for the terminal, columns aligned (the first left, the others right)."""
-    cols = list(zip(*([header] + rows)))
-    widths = [max(len(str(c)) for c in col) for col in cols]
-
-    def line(r):
-        return "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
-
-    return "\n".join([line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in rows])
 
 
 def write_results(stem: str, data=None, markdown=None, *, indent: int = 1, default=None) -> list[Path]:
@@ -245,25 +211,11 @@ def write_results(stem: str, data=None, markdown=None, *, indent: int = 1, defau
     return written
 
 
-# ----------------------------------------------------------------------------- paper suites
-
-
-def mse_tolerance(n_runs: int) -> float:
-    """Relative 3-sd Monte Carlo band of a mean-squared quantity from `n_runs` runs
-    (sd of a χ²-type mean ≈ √(2/N) of its value)."""
-    return 3.0 * math.sqrt(2.0 / n_runs)
-
-
-def coverage_tolerance(n_runs: int, nominal: float = 0.95) -> float:
-    """3 binomial standard deviations of a coverage estimate at `nominal`."""
-    return 3.0 * math.sqrt(nominal * (1 - nominal) / n_runs)
-
-
 def matches(ours: dict, paper: dict, n_runs: int) -> bool:
-    """Rummel et al. 2025's medians matched: our MSE ≤ the paper's × (1 + 3√(2/N)) and our 2√C coverage ≥
-    the paper's − 3 binomial sd (keys "mse", "cov")."""
-    return (ours["mse"] <= paper["mse"] * (1 + mse_tolerance(n_runs))
-            and ours["cov"] >= paper["cov"] - coverage_tolerance(n_runs))
+    """Rummel et al. 2025's medians matched (keys "mse", "cov"): our MSE ≤ the paper's × (1 + 3√(2/N)),
+    3 sd of a χ²-type mean, and our 2√C coverage ≥ the paper's − 3 binomial sd of a 95 % coverage."""
+    return (ours["mse"] <= paper["mse"] * (1 + 3.0 * math.sqrt(2.0 / n_runs))
+            and ours["cov"] >= paper["cov"] - 3.0 * math.sqrt(0.95 * 0.05 / n_runs))
 
 
 def timed_study(fn, **kwargs):

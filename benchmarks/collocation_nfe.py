@@ -45,6 +45,7 @@ Writes `benchmarks/results/collocation_nfe.{json,md,png}`.
 
 import argparse
 import time
+import types
 
 import diffrax
 import equinox as eqx
@@ -76,9 +77,6 @@ PAPER = {  # Anonymous 2025 Table 5 (Lorenz-63, T = 1)
 DIFFRAX = {"Dopri5": (diffrax.Dopri5, "Dormand–Prince"), "Kvaerno5": (diffrax.Kvaerno5, "Radau 5"),
            "Kvaerno3": (diffrax.Kvaerno3, "BDF")}
 SCIPY = {"RK45": "Dormand–Prince", "Radau": "Radau 5", "BDF": "BDF"}
-
-
-# ----------------------------------------------------------------------------- system
 
 
 def lorenz_np(p):
@@ -132,14 +130,6 @@ def pm(s, digits=0):
     return f"{s['mean']:.{digits}f} ± {s['sd']:.{digits}f}"
 
 
-# ----------------------------------------------------------------------------- adaptive solvers
-
-
-class _Counts:
-    def __init__(self):
-        self.f = self.jvp = 0
-
-
 def counted_term(rhs, counts):
     """diffrax term whose right-hand side reports each evaluation that XLA keeps (pure callbacks:
     a primal result nobody uses, e.g. inside `jacfwd`, is eliminated with its callback). Under
@@ -175,7 +165,7 @@ def _adaptive(term, solver, y0, p, tol):
 
 
 def run_diffrax(bench, ics, refs, name):
-    counts = _Counts()
+    counts = types.SimpleNamespace(f=0, jvp=0)
     term = counted_term(bench.model.rhs, counts)
     solver = DIFFRAX[name][0]()
     out = {}
@@ -321,9 +311,6 @@ def largest_h(hs, errs, tol):
     return best
 
 
-# ----------------------------------------------------------------------------- solved collocation
-
-
 def radau_solve(lgr, f, jac, y0, n, tol):
     """Fixed-step Radau IIA (K stages) from y0 over [0, T] with n steps; simplified Newton. Returns
     (y(T), evaluations, Newton iterations) or None when a step's iteration does not converge."""
@@ -410,9 +397,6 @@ def run_dopri5_fixed(f, refs):
     return out
 
 
-# ----------------------------------------------------------------------------- report
-
-
 def plot(hs, curves, path):
     import matplotlib
 
@@ -442,13 +426,10 @@ def fmt_n(x):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--n-ic", type=int, default=None, help="initial conditions (default 50, quick 8)")
-    ap.add_argument("--n-ic-implicit", type=int, default=None,
-                    help="ICs for diffrax Kvaerno5/3 (slow under counting callbacks; default 16, quick 3)")
+    ap.add_argument("--quick", action="store_true", help="8 initial conditions (3 for diffrax's implicit solvers)")
     args = ap.parse_args()
-    n_ic = args.n_ic or (8 if args.quick else N_DRAW)
-    n_imp = min(n_ic, args.n_ic_implicit or (3 if args.quick else 16))
+    n_ic = 8 if args.quick else N_DRAW
+    n_imp = 3 if args.quick else 16  # diffrax's Kvaerno5/3 are slow under the counting callbacks
     t_start = time.perf_counter()
     bench = wj.models.lorenz()
     f, jac = lorenz_np(np.asarray(bench.p_true))

@@ -15,6 +15,7 @@ Writes `benchmarks/results/data2ld_head_impact.{json,md}` and the figures
 `data2ld_head_impact_bands.png` (Fig. 4) and `data2ld_head_impact_path.png` (Fig. 3).
 """
 
+import argparse
 import datetime
 import time
 
@@ -96,4 +97,5 @@ def main():
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # --help; no options
     main()

@@ -17,6 +17,8 @@ depends on the noise draw (seed002 digest §3.1).
 Writes `benchmarks/results/data2ld_landscape.{json,md,png}`.
 """
 
+import argparse
+
 import jax
 import jax.numpy as jnp
 import matplotlib
@@ -82,4 +84,5 @@ def main():
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # --help; no options
     main()

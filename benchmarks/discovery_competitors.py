@@ -1,70 +1,27 @@
-r"""Equation-discovery competitors on Meissner & Glasner 2024's ODE protocols: weak SINDy (pysindy) and
-integral matching with sequential thresholding (ours, Anonymous 2025), on exactly the data of
-`benchmarks/discovery_ode.py` (Meissner & Glasner 2024 Tables 1–2), beside our sparse state-and-parameter
-regression (Meissner & Glasner 2024) read from `benchmarks/results/discovery_ode.json` and the paper's row.
+"""Weak SINDy (pysindy) and integral matching with thresholding on Meissner & Glasner 2024's ODE data.
 
-Run from the repository root::
+Beside our sparse state-and-parameter regression (`discovery_ode.py`) and the paper's rows.
 
-    python benchmarks/discovery_competitors.py [--seeds 5]
+Run from the repository root (after `discovery_ode.py`, whose rows it reads)::
 
-Data: `system(name)` and `realisation(clean, noise, missing, seed)` of `discovery_ode.py`
-(Van der Pol μ = 2 on [0, 10], Lorenz (10, 28, 8/3) on [0, 5], Δt = 0.02; Gaussian noise of
-sd = level × each clean component's sd; each entry missing independently with the given
-probability, NaN there) for every (noise, missing) cell of `CELLS` and seeds 0..S−1: the
-same realisations as `discovery_ode.py` for the same seed. Libraries: monomials of degree
-1–3 (Van der Pol) and 1–2 (Lorenz), no constant, 9 features per equation (`library` of
-`system(name)`); truth `library.coefficients(model, p)`.
+    python benchmarks/discovery_competitors.py --seeds 5
 
-Methods (settings fixed once per system before any noisy fit, never per cell):
+Data: the realisations of `discovery_ode.py` (Van der Pol, Lorenz; same cells, same seeds; libraries of
+monomials of degree 1–3 / 1–2 without constant). Settings fixed per system before any noisy fit:
 
-- **Weak SINDy** (pysindy 2.x): `ps.SINDy(feature_library=ps.WeakPDELibrary(
-  function_library=ps.PolynomialLibrary(degree, include_bias=False), spatiotemporal_grid=t,
-  K=100), optimizer=ps.STLSQ(threshold=0.5))`. K = 100 test-function subdomains is
-  pysindy's default (100 weak equations per state for 9 unknowns; each subdomain has
-  pysindy's default half-width H = T/20, i.e. 51 samples (Van der Pol) / 26 samples
-  (Lorenz), so the subdomains cover every sample about 10 times); test functions of
-  pysindy's default degree p = 4; STLSQ otherwise at its defaults (ridge α = 0.05, 20
-  iterations, unbiased refit on the support). pysindy draws the subdomain centres from
-  NumPy's global generator when the library is built: it is seeded with the realisation's
-  seed first. Weak SINDy cannot take missing values: each component's missing entries are
-  filled by linear interpolation in time over that component's observed samples
-  (`np.interp`; constant beyond the first/last observed sample), and the filled series is
-  fitted as if fully observed.
-- **Integral matching with sequential thresholding** (ours, Anonymous 2025):
-  `wj.IntegralMatching(order=15, solver=wj.LeastSquares(threshold=0.5)).fit(library,
-  wj.Trajectory(t, data, mask))`, mask = observed entries. The estimator fills each
-  state's missing entries by linear interpolation between its observed samples (as above)
-  before the Savitzky–Golay smoothing (default: 61 samples, degree 15) and the LGR node
-  fits (until 2026-11-25 it left them out of both fits, and degree-15 fits through the
-  gappy samples amplified the noise across the gaps: 0 of 60 realisations recovered, node
-  values off by up to 2·10³ on Van der Pol, 30 % noise, 40 % missing; the benchmark then
-  carried an 'IM + ST, filled' column doing this filling outside, which the estimator now
-  does itself). Subinterval length h = 1 (Anonymous 2025's default; 51 samples), subintervals
-  every 5 samples (default stride), exact least squares, then: zero every |θ| < 0.5, refit
-  on the support, until the support stops changing (≤ 10 rounds). LGR order K = 15 instead
-  of Anonymous 2025's 30: a degree-K node fit needs K + 1 observed samples of each state in every
-  subinterval, and at 40 % missing the 51-sample subintervals of these realisations keep as
-  few as 19 (with K = 30 the fit raises on every seed 0–4 at 40 % missing, and on Van der
-  Pol seed 3 at 20 %: 28 samples), so K = 15, half the default, for every cell. The JSON
-  records each realisation's fewest observed samples in a subinterval. Other settings at
-  the estimator's defaults.
-- **Threshold** 0.5 for both methods and both systems: half the smallest true coefficient
-  magnitude (1 in both: Van der Pol's ±1 and ±2, Lorenz's −10, 10, 28, −1, −1, 1, −8/3).
-  Both threshold the raw coefficients (no column normalisation).
+- **Weak SINDy** (pysindy 2.x): `ps.WeakPDELibrary(function_library=ps.PolynomialLibrary(degree,
+  include_bias=False), spatiotemporal_grid=t, K=100)` with `ps.STLSQ(threshold=0.5)`, otherwise
+  pysindy's defaults (subdomain centres from NumPy's global generator, seeded with the realisation's
+  seed); missing entries filled by linear interpolation in time (`np.interp`).
+- **Integral matching + thresholding** (ours): `wj.IntegralMatching(order=15,
+  solver=wj.LeastSquares(threshold=0.5)).fit(library, wj.Trajectory(t, data, mask))`; it fills
+  missing entries by the same interpolation. Order 15, not Anonymous 2025's 30: a degree-K node fit
+  needs K + 1 observed samples per subinterval and at 40 % missing some keep only 19.
+- Threshold 0.5: half the smallest true |coefficient| (1 in both systems).
 
-Feature order: pysindy's feature names (`x0`, `x0 x1`, `x0^2 x1`, …) are translated to the
-state names and matched to `library.feature_names`; the script stops unless every name
-matches once and weak SINDy on the noiseless trajectory recovers the true coefficient
-matrix (exact support, relative error < 1 %) through that mapping.
-
-Per fit: missing terms (true ≠ 0, fitted = 0) and extra terms (true = 0, fitted ≠ 0), the
-largest relative coefficient error and the relative ‖·‖₂ coefficient error on the true
-support (`Discovery.compare`'s definitions, the support being the fitted nonzeros), and
-the wall time from the raw data array to the coefficient matrix (filling and library
-set-up included for weak SINDy, `Trajectory` construction for ours), after one untimed
-warm-up fit per system and method (JAX compilation). Failures (an exception) are
-recorded with the message and count as not recovered.
-
+The feature mapping to pysindy's names is checked by weak SINDy on the noiseless data (exact support,
+error < 1 %). Per fit: missing and extra terms, largest and ‖·‖₂ relative coefficient errors on the
+true support, wall time after one untimed warm-up per system and method; an exception is a failure.
 Writes `benchmarks/results/discovery_competitors.{json,md}`.
 """
 
@@ -85,7 +42,7 @@ DT = 0.02
 DEGREE = {"van_der_pol": 3, "lorenz": 2}
 THRESHOLD = {"van_der_pol": 0.5, "lorenz": 0.5}  # half the smallest true |coefficient| (1 in both)
 K_DOMAINS = {"van_der_pol": 100, "lorenz": 100}  # pysindy's default
-ORDER = 15  # LGR order of integral matching (see the docstring)
+ORDER = 15  # LGR order of integral matching (the docstring says why not 30)
 LENGTH = 1.0  # subinterval length h of integral matching (Anonymous 2025's default)
 METHODS = ("weak_sindy", "integral_matching")
 LABELS = {"weak_sindy": "weak SINDy", "integral_matching": "IM + ST (ours)"}

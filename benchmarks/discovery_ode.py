@@ -1,5 +1,6 @@
-"""Sparse state-and-parameter regression (Meissner & Glasner 2024) on its ODE protocols: Van der Pol
-(Table 1) and Lorenz (Table 2), noise 30/50/70 %, missing 20/40 %, (λ, R) = (1e-2, 1e-4).
+"""Sparse state-and-parameter regression on Meissner & Glasner 2024's ODE protocols (Tables 1–2).
+
+Van der Pol (Table 1) and Lorenz (Table 2), noise 30/50/70 %, missing 20/40 %, (λ, R) = (1e-2, 1e-4).
 
 Run from the repository root::
 

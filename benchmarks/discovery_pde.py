@@ -1,7 +1,8 @@
-r"""Sparse state-and-parameter regression (Meissner & Glasner 2024) on its PDE protocols: Kuramoto–Sivashinsky
-(Table 3: noise 30/50/100 %, missing 40/60 %, (λ, R) = (1e-2, 1e-4)) and 2-D Allen–Cahn from two
-snapshots (Table 4: noise 10/20/30 % with nothing missing and 10 % with 10 % missing,
-(λ, R) = (1e-2, 1e-6)).
+r"""Sparse state-and-parameter regression on Meissner & Glasner 2024's PDE protocols (Tables 3–4).
+
+Kuramoto–Sivashinsky (Table 3: noise 30/50/100 %, missing 40/60 %, (λ, R) = (1e-2, 1e-4)) and 2-D
+Allen–Cahn from two snapshots (Table 4: noise 10/20/30 % with nothing missing and 10 % with 10 %
+missing, (λ, R) = (1e-2, 1e-6)).
 
 Run from the repository root::
 
@@ -28,15 +29,11 @@ Meissner & Glasner 2024 eqs. 21 and 23 (9 and 10 terms), second-order centred di
 boundary condition assumed.
 
 Solver settings: Gauss–Newton Hessian (the true Hessian of these residuals is indefinite
-away from the minimum); at most 100 Levenberg–Marquardt steps per fit (`--max-steps`; the 1- and 2-term
-models of the KS search otherwise run their 500 steps without converging: 300 s of a 323 s
-run). KS: Cholesky on the coloured block-tridiagonal Hessian, α0 = 1e-4 (the estimator's
-default), θ0 = 1 for every term except θ0 = −1 for u_xxxx (the start of Meissner & Glasner 2024's code). AC: a
-sparse LU of the state block (two levels of N² states are too large for dense blocks;
-Meissner & Glasner 2024 §5.2.2 used CG, which crawled here: see the README), with the paper's code's α0 = 100 and
-θ0 = 1 for every term. Chosen after the defaults (α0 = 1e-4, θ0 = 0.1) took the 10 %-noise
-true-support fit to θ ≈ 0 (loss 4.09e-5) where these reach the minimum near the truth
-(loss 4.05e-5, the point a fit from the clean states and the true θ converges to).
+away from the minimum); at most 100 Levenberg–Marquardt steps per fit (`--max-steps`). KS:
+Cholesky on the coloured block-tridiagonal Hessian, α0 = 1e-4, θ0 = 1 for every term except
+θ0 = −1 for u_xxxx (the start of Meissner & Glasner 2024's code). AC: a sparse LU of the state
+block (Meissner & Glasner 2024 §5.2.2 used conjugate gradients, which did not converge in 1000
+steps here), with the paper's code's α0 = 100 and θ0 = 1 for every term.
 
 Writes `benchmarks/results/discovery_pde.{json,md}`.
 """

@@ -4,7 +4,6 @@ Run from the repository root::
 
     python benchmarks/hidden_lorenz.py           # noise 0 and 1 % (a few minutes)
     python benchmarks/hidden_lorenz.py --quick   # noiseless only
-    python benchmarks/hidden_lorenz.py --report  # rewrite the Markdown from the saved JSON
 
 Protocol (Anonymous 2025 §5.1): Lorenz-63, p* = (10, 28, 8/3), observations of x and y on [0, 20]
 every Δt = 0.01 from u(0) = (−8, 7, 27) (on the attractor), z never observed; LGR order
@@ -39,12 +38,11 @@ Writes `benchmarks/results/hidden_lorenz.{json,md}`.
 
 import argparse
 import datetime
-import json
 
 import jax
 import numpy as np
 import optax
-from _common import RESULTS, machine_info, machine_line, markdown_table, write_results
+from _common import machine_info, machine_line, markdown_table, write_results
 
 import wendyjax as wj
 
@@ -107,9 +105,8 @@ def run(kind, method, noise):
     return row
 
 
-def write(out, save_json=True):
-    if save_json:
-        write_results("hidden_lorenz", out, indent=2)
+def write(out):
+    write_results("hidden_lorenz", out, indent=2)
     cols = ["model", "method", "noise", "status", "steps", "1 − R² z", "1 − R² z (affine)", "max rel param err",
             "sim err [0,20]", "sim err [20,22]", "seconds"]
     rows = [{**r, "1 − R² z": 1 - r["R2 z"], "1 − R² z (affine)": 1 - r["R2 z (affine)"],
@@ -125,10 +122,7 @@ def write(out, save_json=True):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--report", action="store_true", help="only rewrite the Markdown from the saved JSON")
     args = parser.parse_args()
-    if args.report:
-        return write(json.loads((RESULTS / "hidden_lorenz.json").read_text()), save_json=False)
     runs = [("ODEModel", "gauss_newton"), ("library", "gauss_newton"), ("ODEModel", "gradient"),
             ("library", "gradient"), ("MLP", "gradient")]
     rows = [run(kind, method, noise) for noise in ([0.0] if args.quick else [0.0, 0.01]) for kind, method in runs]

@@ -2,24 +2,15 @@
 
 Run from the repository root::
 
-    python benchmarks/likelihood.py           # full run (a few minutes on 2 CPU cores)
+    python benchmarks/likelihood.py           # a few minutes on 2 CPU cores
     python benchmarks/likelihood.py --quick   # smoke run, few repeats
 
-Measures, in one process and on the same data:
-
-1. the library's ℓ, ∇ℓ, ∇²ℓ (`wendyjax.weak.nll`, `nll_grad`, `nll_hessian`) at p* for
-   Lorenz (default linear-in-parameters path and the general path) and Goodwin-3D
-   (general path, log-normal noise), K ≈ 200 test functions, M + 1 = 1025 samples;
-2. a naive reference: dense residual Jacobian L = ∂r/∂vec(U) by `jax.jacfwd`,
-   S = L Σ Lᵀ, Cholesky, and its `jax.grad` / `jax.hessian`;
-3. on the general path, ∇²ℓ against forward-over-reverse autodiff of the library's ℓ
-   (`jax.jacfwd(jax.grad(nll))`, the general path's Hessian before 2026-11-27);
-4. the float64 matmul peak of this machine, and the achieved GFLOP/s of the NiP
-   likelihood from an analytic flop count of the covariance assembly.
-
-Times are medians of repeated calls after compilation (each call ends with
-`block_until_ready`); "compile" is the first call's time minus the median (trace +
-compile). Results go to `benchmarks/results/likelihood.{json,md}`.
+In one process, on the same data (K ≈ 200 test functions, M + 1 = 1025 samples): the library's ℓ,
+∇ℓ, ∇²ℓ at p* for Lorenz (linear-in-parameters path and general path) and Goodwin-3D (general,
+log-normal); a naive reference (dense L = ∂r/∂vec(U) by `jax.jacfwd`, S = LΣLᵀ, `jax.grad` /
+`jax.hessian`); the general path's ∇²ℓ against forward-over-reverse autodiff of ℓ; and the
+float64 matmul peak, against which the general-path ℓ's GFLOP/s (analytic flop count) are set.
+Medians of repeated calls after compilation. Results: `benchmarks/results/likelihood.{json,md}`.
 """
 
 import argparse
@@ -33,9 +24,9 @@ import jax.numpy as jnp
 import numpy as np
 from _common import (
     bench,
+    command,
     cpu_busy_seconds,
     env_prefix,
-    fmt_table,
     idle_check,
     machine_info,
     markdown_table,
@@ -60,9 +51,6 @@ TARGETS = {
 def autodiff_hessian(lik, p):
     """∇²ℓ by forward-over-reverse autodiff of ℓ: the general path's Hessian before 2026-11-27."""
     return jax.jacfwd(jax.grad(wj.weak.nll, argnums=1), argnums=1)(lik, p)
-
-
-# ----------------------------------------------------------------------------- naive reference
 
 
 def make_naive(rhs):
@@ -91,76 +79,41 @@ def make_naive(rhs):
         logdet = 2.0 * jnp.sum(jnp.log(jnp.diagonal(C)))
         return 0.5 * (logdet + w @ w + dk * math.log(2.0 * math.pi))
 
-    return {
-        "nll": jax.jit(nll),
-        "grad": jax.jit(jax.grad(nll)),
-        "hessian": jax.jit(jax.hessian(nll)),
-        "residual": jax.jit(weak_residual),
-    }
+    return {"nll": jax.jit(nll), "grad": jax.jit(jax.grad(nll)), "hessian": jax.jit(jax.hessian(nll)),
+            "residual": jax.jit(weak_residual)}
 
 
 def naive_args(lik, p):
     """(p, Φ, Φ̇, U, t, σ²) of trajectory 0, real test functions only."""
     prob = lik.problem
     mask = np.asarray(prob.kmask[0]) > 0
-    return (
-        p,
-        jnp.asarray(np.asarray(prob.phi[0])[mask]),
-        jnp.asarray(np.asarray(prob.dphi[0])[mask]),
-        prob.u[0],
-        prob.t[0],
-        prob.sigma[0] ** 2,
-    )
+    return (p, jnp.asarray(np.asarray(prob.phi[0])[mask]), jnp.asarray(np.asarray(prob.dphi[0])[mask]),
+            prob.u[0], prob.t[0], prob.sigma[0] ** 2)
 
 
-# ----------------------------------------------------------------------------- flops
+def _with_total(parts):
+    return {**parts, "total": sum(parts.values())}
 
 
 def nip_flops(K, N, D):
-    """Analytic flop count of one general-path ℓ evaluation (one trajectory).
-
-    `covariance_blocks` does two weighted-Gram families, each one product
-    (K×N)·(N×D²K): the Φ–Φ family and the Φ̇–Φ family. Then Cholesky of the DK×DK
-    matrix, one triangular solve, and g = vec(Φ F).
-    """
-    fam = 2 * K * N * D * D * K
-    dk = D * K
-    parts = {
-        "gram_phi_phi": fam,
-        "gram_dphi_phi": fam,
-        "cholesky": dk**3 / 3,
-        "triangular_solve": dk**2,
-        "phi_F": 2 * K * N * D,
-    }
-    parts["total"] = sum(parts.values())
-    return parts
+    """Flops of one general-path ℓ (one trajectory): two weighted-Gram families (Φ–Φ and Φ̇–Φ), each
+    one product (K×N)·(N×D²K), Cholesky of the DK×DK matrix, one triangular solve, g = vec(Φ F)."""
+    fam, dk = 2 * K * N * D * D * K, D * K
+    return _with_total({"gram_phi_phi": fam, "gram_dphi_phi": fam, "cholesky": dk**3 / 3,
+                        "triangular_solve": dk**2, "phi_F": 2 * K * N * D})
 
 
 def lip_flops(K, D, J):
     """Flops of one LiP ℓ: S = Σ_q c_q Ŝ_q (2 per entry and block), g = Gp, Cholesky, solve."""
-    dk = D * K
-    q = (J + 1) * (J + 2) // 2
-    parts = {
-        "S_sum": 2 * q * dk * dk,
-        "g": 2 * dk * J,
-        "cholesky": dk**3 / 3,
-        "triangular_solve": dk**2,
-    }
-    parts["total"] = sum(parts.values())
-    return parts
+    dk, q = D * K, (J + 1) * (J + 2) // 2
+    return _with_total({"S_sum": 2 * q * dk * dk, "g": 2 * dk * J, "cholesky": dk**3 / 3, "triangular_solve": dk**2})
 
 
 def naive_flops(K, N, D):
     """Dominant flops of the naive ℓ: jacfwd of Φ F and Φ̇ U over DN tangents, L Σ Lᵀ."""
     dn, dk = D * N, D * K
-    parts = {
-        "jacfwd_phi_F": 2 * K * N * D * dn,
-        "jacfwd_dphi_U": 2 * K * N * D * dn,
-        "L_Sigma_LT": 2 * dk * dk * dn,
-        "cholesky": dk**3 / 3,
-    }
-    parts["total"] = sum(parts.values())
-    return parts
+    return _with_total({"jacfwd_phi_F": 2 * K * N * D * dn, "jacfwd_dphi_U": 2 * K * N * D * dn,
+                        "L_Sigma_LT": 2 * dk * dk * dn, "cholesky": dk**3 / 3})
 
 
 def matmul_peak(cfg, sizes=(1024, 2048)):
@@ -178,9 +131,6 @@ def matmul_peak(cfg, sizes=(1024, 2048)):
     return out, best
 
 
-# ----------------------------------------------------------------------------- helpers
-
-
 def contention(entry):
     """Max over ℓ/∇ℓ/∇²ℓ of the cores other processes used while they were timed."""
     vals = [entry[k].get("other_processes_cores") for k in ("nll", "grad", "hessian")]
@@ -195,9 +145,6 @@ def rel(a, b):
 
 def ms(s):
     return f"{1e3 * s:.2f}"
-
-
-# ----------------------------------------------------------------------------- main
 
 
 def main():
@@ -355,16 +302,10 @@ def main():
                      "/".join(f"{nr[k]['compile_s']:.2f}" for k in ("nll", "grad", "hessian")),
                      "/".join(str(nr[k]["repeats"]) for k in ("nll", "grad", "hessian")),
                      contention(nr)])
-    print("Timings (medians after compilation; compile = first call − median)")
-    print(fmt_table(header, rows))
-    print()
     aheader = ["general path", "∇²ℓ ms", "autodiff ∇²ℓ ms", "speed-up", "max rel. diff"]
     arows = [[f"{c['model']} [{c['path']}]", ms(c["hessian"]["median_s"]),
               ms(c["autodiff_hessian"]["median_s"]), f"{c['hess_speedup_vs_autodiff']:.2f}x",
               f"{c['autodiff_hessian_rel']:.1e}"] for c in cases if "autodiff_hessian" in c]
-    print("General-path ∇²ℓ vs the forward-over-reverse autodiff of ℓ it replaced (same data, same run)")
-    print(fmt_table(aheader, arows))
-    print()
 
     # --- targets
     lor_lip = next(c for c in cases if c["model"] == "lorenz" and c["linear"])
@@ -389,9 +330,6 @@ def main():
             "shown": f"{c['grad_over_nll']:.2f}",
         })
     trows = [[t["name"], t["shown"], t["target"], "PASS" if t["met"] else "MISS"] for t in targets]
-    print("Targets")
-    print(fmt_table(["target", "measured", "required", "result"], trows))
-    print()
 
     # --- flop breakdown of the NiP likelihood
     frows = []
@@ -405,9 +343,6 @@ def main():
                       f"{c['gflops_nll']:.1f}", f"{100 * c['peak_fraction_nll']:.1f}%"])
     fheader = ["general-path ℓ", "Φ-Φ GF", "Φ̇-Φ GF", "chol GF", "total GF", "ℓ ms",
                "GFLOP/s", "of peak"]
-    print(f"Flops of the general-path ℓ (2·K·N·D²·K per Gram family, (DK)³/3 Cholesky); "
-          f"peak {peak:.1f} GFLOP/s")
-    print(fmt_table(fheader, frows))
     total_s = time.perf_counter() - t_start
     if hasattr(os, "getloadavg"):
         info["loadavg_at_end"] = os.getloadavg()
@@ -419,69 +354,40 @@ def main():
     print(f"\ntotal benchmark time {total_s:.1f} s")
 
     # --- write results
-    result = {
-        "script": "benchmarks/likelihood.py",
-        "date": utc_now(),
-        "quick": args.quick,
-        "repeat_config": {"library": cfg, "naive": naive_cfg},
-        "machine": info,
-        "matmul_float64": {"sizes": mm_times, "peak_gflops": peak},
-        "test_functions": {"min_info": 1.0, "k_max": 200},
-        "cases": cases,
-        "naive": naive_res,
-        "targets": targets,
-        "total_time_s": total_s,
-    }
+    result = {"script": "benchmarks/likelihood.py", "date": utc_now(), "quick": args.quick,
+              "repeat_config": {"library": cfg, "naive": naive_cfg}, "machine": info,
+              "matmul_float64": {"sizes": mm_times, "peak_gflops": peak},
+              "test_functions": {"min_info": 1.0, "k_max": 200}, "cases": cases, "naive": naive_res,
+              "targets": targets, "total_time_s": total_s}
     paths = write_results(args.name, result, indent=2, default=float)  # the data first
-    command = " ".join(
-        x for x in (env_prefix(), "python benchmarks/likelihood.py", "--quick" if args.quick else "",
-                    f"--name {args.name}" if args.name != "likelihood" else "") if x
-    )
-    table = lambda header, rows: "\n".join(markdown_table(header, rows))  # noqa: E731
+    agreement = [[m, *(f"{nr['agreement'][k]:.1e}" for k in ("nll_rel", "residual_rel", "grad_rel", "hessian_rel"))]
+                 for m, nr in naive_res.items()]
     md = [
-        "# Weak likelihood benchmark",
-        "",
-        f"Generated by `{command}` on {result['date']}.",
-        "",
+        "# Weak likelihood benchmark", "",
+        f"Generated by `{' '.join(x for x in (env_prefix(), command()) if x)}` on {result['date']}.", "",
         f"Machine: {info.get('cpu_model', info['processor'])}, {info['cpu_count']} CPUs, "
         f"{info['uname']['system']} {info['uname']['release']} ({info['uname']['machine']}), "
         f"jax {info['jax']}, devices {', '.join(info['devices'])}; float64.",
         f"float64 matmul peak: **{peak:.1f} GFLOP/s** ("
         + "; ".join(f"{when}: " + ", ".join(f"n={n}: {v['gflops']:.1f}" for n, v in d.items())
                     for when, d in mm_times.items()) + ").",
-        "" if other is None else
-        f"Other processes used {other:.2f} cores on average during the run"
-        + (" (timings contended)." if other > 0.1 else "."),
-        "",
+        "" if other is None else f"Other processes used {other:.2f} cores on average during the run"
+        + (" (timings contended)." if other > 0.1 else "."), "",
         "Medians after compilation; compile = first call − median. Naive = dense "
         "L = ∂r/∂vec(U) by `jax.jacfwd`, S = LΣLᵀ, `jax.grad`/`jax.hessian`. GFLOP/s ℓ is an "
         "analytic flop count (general path: two Gram families + Cholesky; LiP: Σ_q c_q Ŝ_q + "
         "Cholesky; naive: jacfwd products + LΣLᵀ + Cholesky) over the median time. "
-        "'others' cores': CPU used by other processes while that row was timed.",
-        "",
-        table(header, rows),
-        "",
-        "## General-path ∇²ℓ vs the forward-over-reverse autodiff it replaced",
-        "",
-        table(aheader, arows),
-        "",
-        "## Agreement of the naive reference with the library",
-        "",
-        table(["model", "ℓ rel", "residual rel", "∇ℓ rel", "∇²ℓ rel"],
-                 [[m, f"{nr['agreement']['nll_rel']:.1e}", f"{nr['agreement']['residual_rel']:.1e}",
-                   f"{nr['agreement']['grad_rel']:.1e}", f"{nr['agreement']['hessian_rel']:.1e}"]
-                  for m, nr in naive_res.items()]),
-        "",
-        "## Targets",
-        "",
-        table(["target", "measured", "required", "result"], trows),
-        "",
-        "## Flops of the general-path ℓ",
-        "",
-        table(fheader, frows),
-        "",
+        "'others' cores': CPU used by other processes while that row was timed.", "",
+        *markdown_table(header, rows), "",
+        "## General-path ∇²ℓ vs the forward-over-reverse autodiff it replaced", "",
+        *markdown_table(aheader, arows), "",
+        "## Agreement of the naive reference with the library", "",
+        *markdown_table(["model", "ℓ rel", "residual rel", "∇ℓ rel", "∇²ℓ rel"], agreement), "",
+        "## Targets", "", *markdown_table(["target", "measured", "required", "result"], trows), "",
+        "## Flops of the general-path ℓ", "", *markdown_table(fheader, frows), "",
     ]
     paths += write_results(args.name, markdown=md)
+    print("\n".join(md))
     print(f"wrote {' and '.join(map(str, paths))}")
 
 

@@ -1,6 +1,6 @@
 """Output error (OE) vs WENDy-MLE vs the WENDy → OE hybrid, on Rummel et al. 2025's protocols.
 
-Run from the repository root (needs matplotlib: `pip install -e ".[bench]"`)::
+Run from the repository root::
 
     python benchmarks/output_error.py                  # Lorenz T sweep + Goodwin 2D/3D
     python benchmarks/output_error.py --part lorenz    # only Rummel et al. 2025 §3.5

@@ -179,17 +179,11 @@ def main() -> None:
                         help="XLA CPU devices to shard the starts over (e.g. 2 on a 2-core machine; default 1)")
     parser.add_argument("--vectorize", choices=("auto", "both"), default="auto",
                         help="both: the multistart also vmapped (vectorize=True), timed beside the default")
-    parser.add_argument("--rows", type=Path, help="write the reports from the rows a run printed (one JSON object "
-                                                  "per line, e.g. of a run stopped early) instead of running")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(one(args.collection / args.one, args.starts, args.rtol, args.atol, args.max_steps,
                              args.cpu_devices, args.vectorize)))
-        return
-    if args.rows:
-        rows = [json.loads(line) for line in args.rows.read_text().splitlines() if line.startswith("{")]
-        _write(rows, args)
         return
     if not args.collection.is_dir():
         parser.error(f"--collection: no folder {args.collection} (give the collection's Benchmark-Models folder)")
@@ -225,7 +219,7 @@ def _write(rows: list[dict], args) -> None:
     lines = [f"# PEtab collection through wendyjax.petab\n\nMachine: {machine}. Command: `python "
              f"benchmarks/petab_collection.py {' '.join(sys.argv[1:])}`; ODE tolerances rtol {args.rtol:g}, atol "
              f"{args.atol:g}." + (f" Environment: EQX_ON_ERROR={on_error}." if on_error else "")
-             + (" Rows printed by an earlier run, that command's options repeated." if args.rows else "") + "\n",
+             + "\n",
              "| problem | status | params | conditions | llh (wendyjax) | AMICI published | rel. diff | rel. diff vs "
              "AMICI here | rel. diff vs simulatedData | llh s (incl. compile) | starts | best objective | within 0.1 "
              "| s per converged start | vmapped: s per converged start | pyPESTO best | pyPESTO within 0.1 | pyPESTO s "

@@ -1,5 +1,6 @@
-"""Neural ODE on the damped spiral: integral matching vs diffrax backprop and adjoint
-(Anonymous 2025 Table 3, Fig. 1).
+"""Neural ODE on the damped spiral: integral matching vs diffrax backprop and adjoint (Anonymous 2025 Table 3).
+
+Also Anonymous 2025 Fig. 1 (training curves).
 
 Run from the repository root::
 

@@ -22,12 +22,11 @@ side in one process, the same WENDy-MLE fits from the same box-drawn starts are 
 Each is timed `--repeats` times after a compile call; medians are reported as fits per
 second, with the ratios to the loop. The issue-4 target is vmap/loop >= 3. Host BLAS
 (OpenBLAS, used by XLA:CPU for Cholesky and triangular solves) is limited to one thread
-as in the studies, unless `--blas-threads` is given. Results go to
+as in the studies. Results go to
 `benchmarks/results/study_throughput.{json,md}` (`--name` for another stem, e.g. a GPU run).
 """
 
 import argparse
-import contextlib
 import statistics
 import time
 
@@ -106,7 +105,6 @@ def main():
     ap.add_argument("--runs", type=int, default=32)
     ap.add_argument("--subsample", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--blas-threads", action="store_true", help="leave host BLAS threading at its default")
     ap.add_argument("--name", default="study_throughput",
                     help="results file stem under benchmarks/results/ (default: study_throughput)")
     ap.add_argument("--devices", type=int, default=1,
@@ -116,8 +114,7 @@ def main():
         jax.config.update("jax_num_cpu_devices", args.devices)
     info = machine_info()
     rows = []
-    limit = contextlib.nullcontext() if args.blas_threads else threadpoolctl.threadpool_limits(1, user_api="blas")
-    with limit:
+    with threadpoolctl.threadpool_limits(1, user_api="blas"):  # host BLAS on one thread, as in the studies
         for name in args.models:
             row = run(name, args.runs, args.subsample, args.repeats)
             rows.append(row)
@@ -128,7 +125,7 @@ def main():
                   + (f"; sharded over {row['devices']} devices {row['sharded_fits_per_s']:.1f} fits/s, "
                      f"sharded/loop {row['sharded_ratio']:.2f}" if "devices" in row else ""))
     cmd = command()
-    blas = "default" if args.blas_threads else "1 thread"
+    blas = "1 thread"
     write_results(args.name, {"command": cmd, "machine": info, "blas_threads": blas, "rows": rows}, indent=2,
                   default=float)
     lines = ["# Study throughput: vmapped and sequential chunks vs a Python loop of jitted single fits", "",

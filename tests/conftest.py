@@ -11,8 +11,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # XLA's classic CPU emitters instead of its MLIR fusion emitters, and otherwise its defaults
 # (no persistent compilation cache): three compile-heavy tests take 55 s instead of 76 s on a
-# 2-core AMD EPYC without AVX-512 (benchmarks/test_xla_flags.sh). Flags tried before broke the
-# suite: with --xla_backend_optimization_level=0, StateParameterRegression's fits of
+# 2-core AMD EPYC without AVX-512 (the docs' Validation page, "The test suite's XLA flags").
+# Flags tried before broke the suite: with --xla_backend_optimization_level=0, StateParameterRegression's fits of
 # test_discovery's oscillator diverged at their first step, and with the persistent cache,
 # xdist workers segfaulted while serialising executables. Workers still die now and then
 # inside XLA compilation with XLA's defaults too, locally and on CI; pyproject.toml reruns
