@@ -1,4 +1,6 @@
-"""MkDocs hook: the repository's notebooks become pages under notebooks/.
+"""MkDocs hooks: the repository's notebooks become pages under notebooks/, and MathJax comes
+from the installed `django-static-mathjax` package (MathJax 3, no Django needed), copied under
+javascripts/mathjax/, so formulas render offline.
 
 With WENDYJAX_DOCS_EXECUTE=1 each notebook first runs top to bottom at toy sizes (SMALL =
 True after its `parameters` cell, as tests/test_notebooks.py runs them), so that its page
@@ -43,6 +45,18 @@ def executed(path: Path) -> Path:
     return out
 
 
+def _mathjax_files(config) -> list[File]:
+    import mathjax  # the django-static-mathjax package: MathJax's es5 build as static files
+
+    es5 = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
+    # the component the site loads, its fonts, the TeX extensions it loads on demand, its menu
+    paths = [es5 / "tex-mml-chtml.js"]
+    for folder in ["output/chtml/fonts/woff-v2", "input/tex/extensions", "ui", "a11y"]:
+        paths += sorted(p for p in (es5 / folder).rglob("*") if p.is_file())
+    return [File.generated(config, f"javascripts/mathjax/{p.relative_to(es5).as_posix()}", abs_src_path=str(p))
+            for p in paths]
+
+
 @mkdocs.plugins.event_priority(100)  # before mkdocs-jupyter turns notebook files into pages
 def on_files(files, config):
     execute = os.environ.get("WENDYJAX_DOCS_EXECUTE") == "1"
@@ -50,4 +64,6 @@ def on_files(files, config):
         source = executed(path) if execute else path  # .../notebooks/NAME.ipynb
         files.append(File(f"notebooks/{path.name}", str(source.parents[1]), config["site_dir"],
                           config["use_directory_urls"]))
+    for file in _mathjax_files(config):
+        files.append(file)
     return files

@@ -1,7 +1,9 @@
-"""The documentation site builds with `--strict` (a broken reference fails), offline, and
-its API reference has a section for every public name."""
+"""The documentation site builds with `--strict` (a broken reference fails), its API
+reference has a section for every public name, and in a browser cut off from the network
+its formulas render and its figures show (docs/browser_check.py)."""
 
 import importlib
+import importlib.util
 import inspect
 import os
 import re
@@ -11,6 +13,10 @@ from pathlib import Path
 
 import pytest
 
+_spec = importlib.util.spec_from_file_location("wendyjax_browser_check", Path(__file__).parents[1] / "docs" /
+                                               "browser_check.py")
+browser_check = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(browser_check)
 pytestmark = pytest.mark.slow  # a whole site build
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = ["wendyjax", "wendyjax.estimators", "wendyjax.weak", "wendyjax.inference", "wendyjax.studies",
@@ -46,21 +52,35 @@ def _public(module_name: str) -> list[str]:
 
 def test_every_public_name_has_a_section_in_the_api_reference(site):
     ids = set()
-    for page in (site / "api").rglob("index.html"):
+    for page in (site / "api").rglob("*.html"):
         ids |= set(re.findall(r'id="(wendyjax[\w.]*)"', page.read_text()))
     missing = [f"{m}.{n}" for m in MODULES for n in _public(m) if not any(i.endswith("." + n) for i in ids)]
     assert not missing, f"no API section for {missing}"
 
 
 def test_pages_notebooks_and_search_are_built(site):
-    for page in ["index.html", "guides/uncertainty/index.html", "papers/rummel2025/index.html", "changes/index.html",
-                 "api/estimators/index.html"]:
+    for page in ["index.html", "guides/uncertainty.html", "papers/rummel2025.html", "changes.html",
+                 "api/estimators.html"]:
         assert (site / page).is_file(), page
     for nb in (ROOT / "notebooks").glob("*.ipynb"):
-        html = (site / "notebooks" / nb.stem / "index.html").read_text()
+        html = (site / "notebooks" / f"{nb.stem}.html").read_text()
         assert "jupyter-wrapper" in html or "jp-Notebook" in html, nb.name
     index = (site / "search" / "search_index.json").read_text()
     assert "WENDy-MLE" in index and "AbstractEstimator" in index
     for page in site.rglob("*.html"):  # an autoref that did not resolve leaves its markdown behind
         text = page.read_text()
         assert "][]" not in text and "<autoref" not in text, page
+
+
+def test_formulas_and_figures_show_in_a_browser_without_network(site):
+    if not Path(browser_check.CHROMIUM).exists():
+        if os.environ.get("CI"):  # .ci/run installs it
+            pytest.fail(f"{browser_check.CHROMIUM} is missing: apt-get install chromium")
+        pytest.skip("no chromium here (apt-get install chromium)")
+    pages = ["index.html", "papers/rummel2025.html", "guides/uncertainty.html", "guides/real-data.html",
+             "api/weak.html", "notebooks/07_hudson_bay_lynx_hare.html"]
+    report, hits = browser_check.check(site, pages)
+    assert not browser_check.problems(report)
+    assert report["papers/rummel2025.html"]["typeset"] > 100  # formulas there, and typeset
+    assert report["guides/real-data.html"]["drawn"] >= 1  # the outbreak's figure
+    assert hits > 0
