@@ -22,7 +22,7 @@ CACHE = Path(__file__).resolve().parent / "_build" / "notebooks"
 
 
 def _fingerprint(path: Path) -> str:
-    h = hashlib.sha256(path.read_bytes())
+    h = hashlib.sha256(path.read_bytes() + Path(__file__).read_bytes())  # the notebook and how it is run
     for source in sorted((ROOT / "wendyjax").rglob("*.py")):
         h.update(source.read_bytes())
     return h.hexdigest()[:16]
@@ -40,7 +40,12 @@ def executed(path: Path) -> Path:
     (i,) = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
     nb.cells.insert(i + 1, nbformat.v4.new_code_cell("SMALL = True  # toy sizes"))
     out.parent.mkdir(parents=True, exist_ok=True)
-    NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(out.parent)}}).execute()
+    backend = os.environ.pop("MPLBACKEND", None)  # the kernel inherits it: Agg (the tests') would draw no figures
+    try:
+        NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(out.parent)}}).execute()
+    finally:
+        if backend is not None:
+            os.environ["MPLBACKEND"] = backend
     nbformat.write(nb, out)
     return out
 
