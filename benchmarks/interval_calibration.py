@@ -244,6 +244,10 @@ def markdown(data: dict) -> list[str]:
                       "(the parameters of a run share its data, so this is no binomial count): " + ", ".join(
                           f"{k} {hit / total:.3f} ({hit:.0f}/{total})" for k, (hit, total) in pooled.items() if total)
                       + "."]
+            if rest := [c for c in mine if c["system"] != "goodwin_3d"]:  # WENDy's bias there: no interval covers
+                lines[-1] += (f" Outside Goodwin-3D ({len(rest)} cells): " + ", ".join(
+                    f"{k} {hit / total:.3f} ({hit:.0f}/{total})"
+                    for k, (hit, total) in pooled_coverage(rest, METHODS).items() if total) + ".")
             lines += ["", f"Seconds per interval of {name} (median over its cells; a bootstrap of B refits, a profile "
                       "of every parameter, bootstrap-or-profile both): "
                       + ", ".join(f"{k} {np.median([c['seconds_per_interval'][k] for c in mine]):.2f}"
@@ -278,8 +282,11 @@ def main():
     parser.add_argument("--estimator", choices=list(ESTIMATORS), default="mle")
     parser.add_argument("--timing", action="store_true", help="only the Lorenz M = 1024 bootstrap timing")
     parser.add_argument("--timing-boot", type=int, default=200)
+    parser.add_argument("--report", action="store_true", help="only rewrite the Markdown from the cells in the JSON")
     args = parser.parse_args()
-    if args.timing:
+    if args.report:
+        data = _update()
+    elif args.timing:
         data = _update(timing=lorenz_timing(args.timing_boot))
         print(data["lorenz_timing"])
     else:
