@@ -38,13 +38,19 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # the browser dropped a connection: not news
+            super().handle_error(request, client_address)
+
+
 def check(site: Path, pages: list[str], query: str = "hybrid") -> tuple[dict[str, dict], int]:
     """Per page: formulas on it and typeset, notebook cells with `$...$` left as text, MathJax
     errors, figures and those drawn, requests that left the site (blocked), script errors;
     and the number of search results for `query`."""
     from playwright.sync_api import sync_playwright
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
+    server = _Server(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_port}/"
     report = {}

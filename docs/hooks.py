@@ -42,7 +42,8 @@ def executed(path: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     backend = os.environ.pop("MPLBACKEND", None)  # the kernel inherits it: Agg (the tests') would draw no figures
     try:
-        NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(out.parent)}}).execute()
+        resources = {"metadata": {"path": str(out.parent)}}
+        NotebookClient(nb, timeout=900, kernel_name="python3", resources=resources).execute()
     finally:
         if backend is not None:
             os.environ["MPLBACKEND"] = backend
