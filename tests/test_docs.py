@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location("wendyjax_browser_check", Path(__file__).parents[1] / "docs" /
-                                               "browser_check.py")
-browser_check = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(browser_check)
 pytestmark = pytest.mark.slow  # a whole site build
 ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("wendyjax_browser_check", ROOT / "docs" / "browser_check.py")
+browser_check = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(browser_check)
 MODULES = ["wendyjax", "wendyjax.estimators", "wendyjax.weak", "wendyjax.inference", "wendyjax.studies",
            "wendyjax.models", "wendyjax.datasets", "wendyjax.collocation", "wendyjax.library", "wendyjax.neural",
            "wendyjax.linear", "wendyjax.discovery", "wendyjax.baselines", "wendyjax.plot", "wendyjax.cli",

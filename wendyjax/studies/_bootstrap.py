@@ -469,7 +469,8 @@ def bootstrap(
         if size is None:
             size = chunk_size(batch_size, make, n_boot, devices)
             bar = progress_bar(total=sum(chunking(len(b), size, len(devices))[0] for b in blocks),
-                       desc=f"{model.name} bootstrap", unit="chunk", disable=not progress or jax.process_index() != 0)
+                               desc=f"{model.name} bootstrap", unit="chunk",
+                               disable=not progress or jax.process_index() != 0)
         sol, _, _, _ = fit_batches(estimator, model, make, np.broadcast_to(p, (len(block), p.size)), (lower, upper),
                                    batch_size=chunking(len(block), size, len(devices))[1], devices=devices,
                                    vectorize=vectorize, bar=bar, timings=timings)

@@ -355,7 +355,7 @@ def run_cells(
     size = chunk_size(batch_size, built[0][2], n_runs * max(len(w) for w, _, _, _ in built), devices)
     chunks = [chunking(n_runs * len(which), size, len(devices)) for which, _, _, _ in built]
     bar = progress_bar(total=sum(n for n, _ in chunks), desc=f"{model.name} study", unit="chunk",
-               disable=not progress or jax.process_index() != 0)
+                       disable=not progress or jax.process_index() != 0)
     out, extras = [None] * len(cells), [None] * len(cells)
     for (which, batch, make, notes), (_, per_chunk) in zip(built, chunks):
         p0s = np.concatenate([prepared[c][4] for c in which])

@@ -440,7 +440,7 @@ def _study_intervals(bench, estimator, runs, extras, methods, key, lo, hi, covar
                if k in estimator.options()}
     refitting = [m for m in methods if not isinstance(m, Wald)]
     bar = progress_bar(total=sum(len(r.params) for r in runs) * len(refitting), desc=f"{bench.model.name} intervals",
-               unit="interval", disable=not progress or not refitting)
+                       unit="interval", disable=not progress or not refitting)
     seconds = dict.fromkeys((m.name for m in refitting), 0.0)
     errors = {}
     out = []
