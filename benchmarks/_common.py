@@ -1,11 +1,9 @@
 """Shared by the benchmark scripts: float64, the machine description, timing, Markdown tables,
 the results files under `benchmarks/results/` and the paper suites' Monte Carlo tolerances.
 
-Scripts run as `python benchmarks/NAME.py`, so `from _common import ...` finds this module.
-Importing it turns on float64 and asks XLA:CPU for its memory-optimised scheduler for the
-whole process (`XLA_FLAGS`, unless a scheduler is chosen there already): the scripts jit
-vmapped fits themselves, where `wj.CPU_COMPILER_OPTIONS` does not reach, and the default
-scheduler can deadlock such programs.
+Importing it turns on float64 and selects XLA:CPU's memory-optimised scheduler for the whole
+process (unless `XLA_FLAGS` names one): the default one can deadlock the vmapped fits the
+scripts jit themselves, where `wj.CPU_COMPILER_OPTIONS` does not reach.
 """
 
 import datetime
@@ -23,7 +21,9 @@ _FLAGS = os.environ.get("XLA_FLAGS", "")
 if "scheduler" not in _FLAGS:
     os.environ["XLA_FLAGS"] = f"{_FLAGS} --xla_cpu_scheduler_type=CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED".strip()
 
+import equinox  # noqa: E402
 import jax  # noqa: E402
+import jaxlib  # noqa: E402
 import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
@@ -32,8 +32,7 @@ jax.config.update("jax_enable_x64", True)
 #: variable WENDYJAX_BENCHMARK_RESULTS (`smoke.py` runs everything into a scratch copy).
 RESULTS = Path(os.environ.get("WENDYJAX_BENCHMARK_RESULTS") or Path(__file__).resolve().parent / "results")
 
-# threading knobs that change CPU timings (LAPACK kernels of jax's CPU backend run in
-# scipy's OpenBLAS, whose threads compete with XLA's own thread pool)
+# threading knobs that change CPU timings (jax's CPU LAPACK kernels run in scipy's OpenBLAS)
 TIMING_ENV = ("OPENBLAS_NUM_THREADS", "OPENBLAS_THREAD_TIMEOUT", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "XLA_FLAGS")
 
 
@@ -44,11 +43,9 @@ def cpu_busy_seconds():
             fields = [int(x) for x in f.readline().split()[1:]]
     except (OSError, ValueError):
         return None
-    hz = os.sysconf("SC_CLK_TCK")
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    busy = (sum(fields[:8]) - idle) / hz  # user..steal, without guest (counted in user)
-    own = sum(os.times()[:2])
-    return busy, own
+    busy = (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")  # user..steal, without guest (counted in user)
+    return busy, sum(os.times()[:2])
 
 
 def other_cpu_load(start, end, elapsed):
@@ -58,35 +55,20 @@ def other_cpu_load(start, end, elapsed):
     return max((end[0] - start[0]) - (end[1] - start[1]), 0.0) / elapsed
 
 
-def _cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (Linux), where `platform.processor()` is empty."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return ""
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "")
-
-
 def machine_info() -> dict:
     """The machine, the versions and the timing-relevant environment, for the results files."""
     u = platform.uname()
-    info = {
-        "processor": platform.processor() or _cpu_model(),
-        "uname": {"system": u.system, "node": u.node, "release": u.release,
-                  "version": u.version, "machine": u.machine},
-        "cpu_count": os.cpu_count(),
-        "python": sys.version.split()[0],
-        "jax": jax.__version__,
-        "numpy": np.__version__,
-        "devices": [str(d) if d.platform == "cpu" else f"{d} ({d.device_kind})" for d in jax.devices()],
-        "x64": bool(jax.config.jax_enable_x64),
-    }
-    for module in ("jaxlib", "equinox"):
-        try:
-            info[module] = __import__(module).__version__
-        except Exception:  # noqa: BLE001
-            pass
-    model = _cpu_model()
+    try:  # the CPU's model name (Linux), where `platform.processor()` is empty
+        model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("model name")), "")
+    except OSError:
+        model = ""
+    info = {"processor": platform.processor() or model,
+            "uname": {k: getattr(u, k) for k in ("system", "node", "release", "version", "machine")},
+            "cpu_count": os.cpu_count(), "python": sys.version.split()[0], "jax": jax.__version__,
+            "numpy": np.__version__,
+            "devices": [str(d) if d.platform == "cpu" else f"{d} ({d.device_kind})" for d in jax.devices()],
+            "x64": bool(jax.config.jax_enable_x64), "jaxlib": jaxlib.__version__, "equinox": equinox.__version__}
     if model:
         info["cpu_model"] = model
     if hasattr(os, "sched_getaffinity"):
@@ -134,10 +116,6 @@ def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def _block(x):
-    return jax.tree_util.tree_map(lambda a: a.block_until_ready() if hasattr(a, "block_until_ready") else a, x)
-
-
 def bench(fn, *args, cfg):
     """`fn(*args)` once (trace + compile + run), then repeated timed calls: `(output, timing)`.
 
@@ -148,45 +126,31 @@ def bench(fn, *args, cfg):
     """
     gc.collect()
     t0 = time.perf_counter()
-    out = _block(fn(*args))
+    out = jax.block_until_ready(fn(*args))
     first = time.perf_counter() - t0
     times = []
     cpu0, w0 = cpu_busy_seconds(), time.perf_counter()
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        while True:
+        while not times or not ((len(times) >= cfg["min_reps"] and sum(times) >= cfg["min_time"])
+                                or (sum(times) >= cfg["max_time"] and len(times) >= cfg["floor_reps"])):
             t0 = time.perf_counter()
-            _block(fn(*args))
+            jax.block_until_ready(fn(*args))
             times.append(time.perf_counter() - t0)
-            total = sum(times)
-            n = len(times)
-            if n >= cfg["min_reps"] and total >= cfg["min_time"]:
-                break
-            if total >= cfg["max_time"] and n >= cfg["floor_reps"]:
-                break
     finally:
         if gc_was_enabled:
             gc.enable()
     other = other_cpu_load(cpu0, cpu_busy_seconds(), time.perf_counter() - w0)
     med = statistics.median(times)
-    return out, {
-        "other_processes_cores": other,
-        "median_s": med,
-        "min_s": min(times),
-        "max_s": max(times),
-        "repeats": len(times),
-        "first_call_s": first,
-        "compile_s": max(first - med, 0.0),
-    }
+    return out, {"other_processes_cores": other, "median_s": med, "min_s": min(times), "max_s": max(times),
+                 "repeats": len(times), "first_call_s": first, "compile_s": max(first - med, 0.0)}
 
 
 def markdown_table(header: list, rows: list[list]) -> list[str]:
     """The lines of a Markdown table; floats as 3 significant digits, NaN as "—"."""
     def fmt(v):
-        if isinstance(v, float):
-            return "—" if math.isnan(v) else f"{v:.3g}"
-        return str(v)
+        return ("—" if math.isnan(v) else f"{v:.3g}") if isinstance(v, float) else str(v)
 
     return ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header),
             *("| " + " | ".join(fmt(v) for v in row) + " |" for row in rows)]
@@ -196,19 +160,16 @@ def write_results(stem: str, data=None, markdown=None, *, indent: int = 1, defau
     """Write `benchmarks/results/<stem>.json` (`data`, with `json.dumps(..., indent, default)`)
     and `<stem>.md` (`markdown`: a string or a list of lines), either one optional; `stem`
     may name a subfolder ("gpu/x"). Returns the paths written."""
-    written = []
+    texts = {}
     if data is not None:
-        path = RESULTS / f"{stem}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=indent, default=default) + "\n")
-        written.append(path)
+        texts[".json"] = json.dumps(data, indent=indent, default=default) + "\n"
     if markdown is not None:
         text = markdown if isinstance(markdown, str) else "\n".join(markdown)
-        path = RESULTS / f"{stem}.md"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text if text.endswith("\n") else text + "\n")
-        written.append(path)
-    return written
+        texts[".md"] = text if text.endswith("\n") else text + "\n"
+    for suffix, text in texts.items():
+        (RESULTS / f"{stem}{suffix}").parent.mkdir(parents=True, exist_ok=True)
+        (RESULTS / f"{stem}{suffix}").write_text(text)
+    return [RESULTS / f"{stem}{suffix}" for suffix in texts]
 
 
 def matches(ours: dict, paper: dict, n_runs: int) -> bool:

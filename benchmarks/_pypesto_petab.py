@@ -1,19 +1,18 @@
-"""pyPESTO + AMICI side of `petab_collection.py` (run by it with `--pypesto-python`, in an
-environment where `pip install amici pypesto fides petab` succeeded): one problem's AMICI
-log-likelihood at the nominal parameters and a fides multistart, printed as one JSON line.
+"""pyPESTO + AMICI side of `petab_collection.py --pypesto-python PYTHON` (an environment with amici, pypesto,
+fides and petab): one problem's AMICI log-likelihood at the nominal parameters and a fides multistart, as
+one JSON line.
 
     python benchmarks/_pypesto_petab.py PROBLEM.yaml STARTS MAX_STEPS
 """
 
 import json
+import logging
 import sys
 import tempfile
 import time
 import warnings
 
 warnings.filterwarnings("ignore")
-import logging  # noqa: E402
-
 logging.disable(logging.WARNING)
 
 import numpy as np  # noqa: E402
@@ -27,18 +26,15 @@ def main() -> None:
     path, starts, max_steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     begin = time.perf_counter()
     problem = petab.Problem.from_yaml(path)
-    importer = pypesto.petab.PetabImporter(problem, output_folder=tempfile.mkdtemp(prefix="amici_"))
-    pp = importer.create_problem()
-    compiled = time.perf_counter()
-    nominal = float(pp.objective(np.asarray(problem.x_nominal_free_scaled)))
-    row = {"amici_import_s": compiled - begin, "amici_llh": -nominal}
+    pp = pypesto.petab.PetabImporter(problem, output_folder=tempfile.mkdtemp(prefix="amici_")).create_problem()
+    row = {"amici_import_s": time.perf_counter() - begin,
+           "amici_llh": -float(pp.objective(np.asarray(problem.x_nominal_free_scaled)))}
     if starts:
-        # one process: pyPESTO's process pool pickles the AMICI objective, which needs an AMICI
-        # built with HDF5 (the PyPI build here has none)
-        engine = pypesto.engine.SingleCoreEngine()
+        # one process: pyPESTO's process pool pickles the AMICI objective, which needs AMICI built with HDF5
         optimizer = optimize.FidesOptimizer(options={"maxiter": max_steps}, verbose=logging.ERROR)
         start = time.perf_counter()
-        result = optimize.minimize(pp, optimizer=optimizer, n_starts=starts, engine=engine, progress_bar=False)
+        result = optimize.minimize(pp, optimizer=optimizer, n_starts=starts, engine=pypesto.engine.SingleCoreEngine(),
+                                   progress_bar=False)
         seconds = time.perf_counter() - start
         fvals = np.array([r.fval for r in result.optimize_result.list])
         converged = int(sum(r.exitflag is not None and r.exitflag > 0 for r in result.optimize_result.list))

@@ -1,6 +1,6 @@
-"""What users do today: output-error least squares with scipy (`solve_ivp` RK45 inside
-`least_squares` LM), fitting the parameters and the initial state, for any right-hand
-side written with NumPy. Shared by `wendy_vs_fsnls.py` and `output_error_vs_scipy.py`."""
+"""What users do today: output-error least squares with scipy (`solve_ivp` RK45 inside `least_squares` LM),
+fitting the parameters and the initial state of a NumPy right-hand side. Used by `wendy_vs_fsnls.py` and
+`output_error_vs_scipy.py`."""
 
 import time
 import warnings
@@ -29,16 +29,19 @@ class _RhsBudgetExceeded(Exception):
     pass
 
 
-def make_residual(rhs, n_params, t, u_data, rtol, atol, max_rhs, counters):
-    """Residual θ = (p, u0) ↦ u(t; p, u0) − data (flattened); a failed forward solve or
-    one past `max_rhs` evaluations gives `FAIL_RESIDUAL` on the samples it misses."""
-    t = np.asarray(t, float)
-    u_data = np.asarray(u_data, float)
-    span = (float(t[0]), float(t[-1]))
+def rel_err(p, p_true) -> float:
+    p, p_true = np.asarray(p, float), np.asarray(p_true, float)
+    return float(np.linalg.norm(p - p_true) / np.linalg.norm(p_true))
+
+
+def fit_scipy(rhs, data, p0, p_true, rtol, atol, max_nfev, max_rhs):
+    """One timed LM fit of θ = (p, u0) from `p0` and the first data row. The residual is u(t; θ) − data; a
+    forward solve that fails or passes `max_rhs` rhs calls gives `FAIL_RESIDUAL` on the samples it misses."""
+    t, u_data, n_params = np.asarray(data.t, float), np.asarray(data.u, float), len(p0)
+    counts = {"forward_solves": 0, "ivp_failures": 0, "ivp_budget_stops": 0}
 
     def residual(theta):
-        p, u0 = tuple(theta[:n_params]), theta[n_params:]
-        counters["calls"] += 1
+        counts["forward_solves"] += 1
         n_rhs = 0
 
         def budgeted(t, u):
@@ -46,61 +49,28 @@ def make_residual(rhs, n_params, t, u_data, rtol, atol, max_rhs, counters):
             n_rhs += 1
             if n_rhs > max_rhs:
                 raise _RhsBudgetExceeded
-            return rhs(t, u, *p)
+            return rhs(t, u, *theta[:n_params])
 
         sim = np.full_like(u_data, FAIL_RESIDUAL)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # overflow in a diverging solve
-                sol = solve_ivp(budgeted, span, u0, method="RK45", t_eval=t, rtol=rtol, atol=atol)
-        except _RhsBudgetExceeded:
-            counters["ivp_budget_stops"] += 1
-            sol = None
-        n = 0 if sol is None or sol.y.ndim != 2 else sol.y.shape[1]
-        if sol is not None and (sol.status < 0 or n < len(t)):
-            counters["ivp_failures"] += 1
-        if n:
+                sol = solve_ivp(budgeted, (t[0], t[-1]), theta[n_params:], method="RK45", t_eval=t, rtol=rtol,
+                                atol=atol)
+            n = sol.y.shape[1] if sol.y.ndim == 2 else 0
+            counts["ivp_failures"] += sol.status < 0 or n < len(t)
             sim[:n] = sol.y.T[:n]
+        except _RhsBudgetExceeded:
+            counts["ivp_budget_stops"] += 1
         r = sim - u_data
-        bad = ~np.isfinite(r)
-        if bad.any():
-            counters["nonfinite"] += 1
-            r[bad] = FAIL_RESIDUAL
+        r[~np.isfinite(r)] = FAIL_RESIDUAL
         return r.ravel()
 
-    return residual
-
-
-def rel_err(p, p_true) -> float:
-    p, p_true = np.asarray(p, float), np.asarray(p_true, float)
-    return float(np.linalg.norm(p - p_true) / np.linalg.norm(p_true))
-
-
-def fit_scipy(rhs, data, p0, p_true, rtol, atol, max_nfev, max_rhs):
-    """One scipy LM fit of (p, u0) from `p0` and the first data row; timed."""
-    n_params = len(p0)
-    counters = {"calls": 0, "ivp_failures": 0, "ivp_budget_stops": 0, "nonfinite": 0}
-    residual = make_residual(rhs, n_params, data.t, data.u, rtol, atol, max_rhs, counters)
-    theta0 = np.concatenate([np.asarray(p0, float), np.asarray(data.u, float)[0]])
     cpu0, t0 = cpu_busy_seconds(), time.perf_counter()
-    res = least_squares(residual, theta0, method="lm", max_nfev=max_nfev)
+    res = least_squares(residual, np.concatenate([np.asarray(p0, float), u_data[0]]), method="lm", max_nfev=max_nfev)
     wall = time.perf_counter() - t0
-    other = other_cpu_load(cpu0, cpu_busy_seconds(), wall)
-    p_hat = res.x[:n_params]
-    return {
-        "params": p_hat.tolist(),
-        "u0": res.x[n_params:].tolist(),
-        "rel_err": rel_err(p_hat, p_true),
-        "time_s": wall,
-        "nfev": int(res.nfev),
-        "forward_solves": counters["calls"],
-        "ivp_failures": counters["ivp_failures"],
-        "ivp_budget_stops": counters["ivp_budget_stops"],
-        "nonfinite_residuals": counters["nonfinite"],
-        "status": int(res.status),
-        "message": res.message,
-        "hit_cap": bool(res.status == 0),
-        "converged": bool(res.status > 0),
-        "cost": float(res.cost),
-        "other_processes_cores": other,
-    }
+    return {"params": res.x[:n_params].tolist(), "u0": res.x[n_params:].tolist(),
+            "rel_err": rel_err(res.x[:n_params], p_true), "time_s": wall, "nfev": int(res.nfev), **counts,
+            "status": int(res.status), "message": res.message, "hit_cap": bool(res.status == 0),
+            "converged": bool(res.status > 0), "cost": float(res.cost),
+            "other_processes_cores": other_cpu_load(cpu0, cpu_busy_seconds(), wall)}

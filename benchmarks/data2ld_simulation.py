@@ -1,45 +1,17 @@
 """The simulation study of Carey & Ramsay 2021 §5 (Tables 1–3): Data2LD and competitors on model (14).
 
-Run from the repository root::
+    python benchmarks/data2ld_simulation.py          # 1000 replicates per cell, every method (~45 min)
+    python benchmarks/data2ld_simulation.py --replicates 100 --sa-iterations 1000 --sft-iterations 1000
 
-    python benchmarks/data2ld_simulation.py                  # 1000 replicates per cell, every method (~45 min)
-    python benchmarks/data2ld_simulation.py --replicates 100 --sa-iterations 1000 --sft-iterations 1000   # quicker
-
-Truth: D²x = −0.05x − 0.15Dx + 0.39u from rest, u the unit pulse on [14, 15) (the exact
-solution `wj.datasets.head_impact_solution`), N ∈ {21, 51, 101} equally spaced points on
-[0, 60], noise sd σ·range(x) with σ ∈ {0.01, 0.05, 0.10}, seed 0 per cell (NumPy
-`default_rng(1000·N + 100·σ)`). Every method gets the same replicates of a cell, as one
-vmapped compiled call:
-
-- **Data2LD** (order 5, the text's; and order 6, the code's): basis of §4 on [0, 60]
-  (triple breaks at 14 and 15, eleven from 15 to 60), start θ = 0.01 (§3.2 step 1), the
-  code's ρ ladder and ρ̂ rule, Gauss–Newton covariance, t intervals with N − df dof;
-- **PC** (parameter cascading with one smoothing level chosen by GCV, Carey & Ramsay 2021 §2.3): the same
-  basis (order 5) and start, each γ of the ladder solved from the start without warm
-  starts, the γ of least GCV reported (choice made: the paper does not give its λ grid);
-  on the first `--pc-replicates` replicates (22 cold solves per fit);
-- **NLS** (output error, Carey & Ramsay 2021 §2.1): `wj.OutputError` on the companion system x, Dx
-  (Tsit5, rtol 1e-8, atol 1e-10, steps landing on the pulse edges via `jump_ts`), fitting
-  θ and the initial state by unweighted least squares, started at the truth θ and
-  (y₁, 0) (choices made: the paper gives neither start nor whether the initial state is
-  fitted — the truth start favours NLS), normal intervals from the Gauss–Newton covariance;
-  on the first `--nls-replicates` replicates of each cell;
-- **SA** (simulated annealing, Carey & Ramsay 2021 §2.2; `_data2ld_competitors.simulated_annealing`): T₀ = 100,
-  Boltzmann schedule T_k = T₀/log(k + 1), Barker acceptance, energy SSE/2s² with s² the
-  residual variance of a least-squares fit of the same spline basis, adaptive one-coordinate
-  Gaussian steps, `--sa-iterations` (5000) steps from θ = 0.01 with the state at rest, the
-  best point visited; normal intervals from the Gauss–Newton covariance there (choices made:
-  Carey & Ramsay 2021 gives neither steps, proposal, start, energy scale nor how its intervals were formed);
-- **SFT** (smooth functional tempering, Carey & Ramsay 2021 §2.4; `smooth_functional_tempering`): four
-  tempered chains at λ ∈ {10, 10², 10³, 10⁴}, N(0, 1) priors on θ, p(σ²) ∝ 1/σ², Gibbs
-  updates of (c, θ, σ²) from their exact conditionals and neighbour swaps proposed with
-  probability 0.5; `--sft-iterations` (5000, the paper ran 50 000) of which `--sft-burn-in`
-  (1000) are discarded; posterior mean and 2.5 / 97.5 % quantiles of θ in the λ = 10⁴ chain,
-  x̂ from the posterior mean of its spline coefficients (order-5 basis of §4).
-
-Metrics beside the paper's tables: 100·RMSE(θ̂) (Table 1), 95 % coverage in % (Table 2),
-100·RMSE(x̂) at the data points (Table 3), failures, seconds per cell and per fit.
-Writes `benchmarks/results/data2ld_simulation.{json,md}`.
+Truth D²x = −0.05x − 0.15Dx + 0.39u from rest (`wj.datasets.head_impact_solution`), N ∈ {21, 51,
+101} points on [0, 60], noise sd σ·range(x), σ ∈ {0.01, 0.05, 0.1}, NumPy `default_rng(1000·N +
+100·σ)` per cell; every method fits the same replicates in one compiled call. Data2LD (orders 5
+and 6, start 0.01, the code's ρ ladder) and PC (order 5, the ladder's γ of least GCV, each solved
+from the start: the paper gives no λ grid) with t intervals; NLS (`wj.OutputError` fitting θ and
+the initial state, started at the truth and (y₁, 0): the paper gives no start), SA and SFT
+(`_data2ld_competitors.py`, the choices the paper leaves open) with normal or posterior intervals.
+Reports 100·RMSE(θ̂), 95 % coverage, 100·RMSE(x̂) at the data points, failures and seconds beside
+the paper's Tables 1–3 in `benchmarks/results/data2ld_simulation.{json,md}`.
 """
 
 import argparse
@@ -51,19 +23,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.stats
-from _common import machine_info, machine_line, write_results
+from _common import command, machine_info, machine_line, markdown_table, write_results
 from _data2ld_competitors import pulse_response, simulated_annealing, smooth_functional_tempering
 
 import wendyjax as wj
 from wendyjax import RESULTS, datasets as ds, linear as L
 from wendyjax.estimators import output_error_problem, stack_problems
 
-CONTINUATIONS = {"ladder": L.Ladder(), "adaptive": L.Adaptive(), "gcv": L.GCV()}
-
 TRUTH = np.array(ds.SIMULATION_THETA)
 NS, SIGMAS = (21, 51, 101), (0.10, 0.05, 0.01)
+METHODS = ("Data2LD", "Data2LD order 6", "PC", "NLS", "SA", "SFT")
 SFT_LAMBDAS = (10.0, 1e2, 1e3, 1e4)  # Carey & Ramsay 2021 §5: four chains
-# Tables 1–3 of Carey & Ramsay 2021, Data2LD / NLS / PC rows: {σ: {method: [β₀ ×3 N, β₁ ×3, α ×3]}}; Table 3: x̂ per σ, N
+# Carey & Ramsay 2021 Tables 1–2: {σ: {method: [β₀ for N = 21, 51, 101, β₁ ×3, α ×3]}}; Table 3: x̂ per σ, N
 PAPER_RMSE = {
     0.10: {"Data2LD": [0.25, 0.17, 0.11, 1.79, 1.19, 0.12, 4.12, 2.37, 1.69],
            "NLS": [0.61, 0.30, 0.23, 4.63, 2.05, 1.86, 13.19, 4.05, 4.71],
@@ -99,13 +70,6 @@ PAPER_X = {"Data2LD": {0.10: [3.36, 2.30, 1.60], 0.05: [1.82, 1.14, 0.85], 0.01:
            "SFT": {0.10: [7.67, 5.33, 2.94], 0.05: [3.81, 2.22, 1.56], 0.01: [0.65, 0.45, 0.30]}}
 
 
-def replicates(N, sigma, R):
-    t = np.linspace(0, 60, N)
-    x = ds.head_impact_solution(t)
-    rng = np.random.default_rng(int(1000 * N + 100 * sigma))
-    return t, x, x + sigma * np.ptp(x) * rng.standard_normal((R, N))
-
-
 def metrics(theta, lower, upper, xhat, x, ok):
     """100·RMSE(θ̂), coverage %, 100·RMSE(x̂) over the replicates that did not fail."""
     theta, lower, upper, xhat = theta[ok], lower[ok], upper[ok], xhat[ok]
@@ -113,6 +77,13 @@ def metrics(theta, lower, upper, xhat, x, ok):
             "coverage_pct": (100 * np.mean((lower <= TRUTH) & (TRUTH <= upper), axis=0)).tolist(),
             "rmse_x_x100": float(100 * np.sqrt(np.mean((xhat - x) ** 2))),
             "n_ok": int(ok.sum()), "n_failed": int((~ok).sum())}
+
+
+def interval_metrics(theta, cov, q, xhat, x, ok):
+    """`metrics` of the intervals θ̂ ± q·se, se from the covariances; a non-finite se is a failure."""
+    theta, se = np.asarray(theta), np.sqrt(np.diagonal(np.asarray(cov), axis1=1, axis2=2))
+    ok = np.asarray(ok) & np.all(np.isfinite(se), axis=1)
+    return metrics(theta, theta - q * se, theta + q * se, np.asarray(xhat), x, ok)
 
 
 def _timed(fn, *args):
@@ -131,15 +102,12 @@ def _solve_many(est, problem, Y, theta0):
 
 
 def run_data2ld(t, x, Y, order, continuation):
-    est = L.Data2LD(ds.head_impact_basis(0.0, 60.0, order=order), continuation=CONTINUATIONS[continuation])
+    est = L.Data2LD(ds.head_impact_basis(0.0, 60.0, order=order), continuation=continuation)
     problem = L.data2ld_problem(ds.head_impact_model(), est.basis, t, Y[0])
     (sol, cov), seconds, compile_s = _timed(_solve_many, est, problem, jnp.asarray(Y), jnp.full(3, 0.01))
-    se = np.sqrt(np.diagonal(np.asarray(cov), axis1=1, axis2=2))
     q = scipy.stats.t.ppf(0.975, np.asarray(sol.extras["dof"]))[:, None]
-    theta = np.asarray(sol.params)
-    xhat = np.asarray(jax.vmap(lambda c: L.fitted(problem, c))(sol.extras["coef"]))[..., 0]
-    ok = np.asarray(sol.result == RESULTS.successful) & np.all(np.isfinite(se), axis=1)
-    return metrics(theta, theta - q * se, theta + q * se, xhat, x, ok), seconds, compile_s
+    xhat = jax.vmap(lambda c: L.fitted(problem, c))(sol.extras["coef"])[..., 0]
+    return interval_metrics(sol.params, cov, q, xhat, x, sol.result == RESULTS.successful), seconds, compile_s
 
 
 @eqx.filter_jit
@@ -148,9 +116,8 @@ def _nls_batch(est, problems, p0):
 
     def one(problem):
         sol = est.solve(problem, p0, lower, upper)
-        cov = est.covariance(problem, sol)
         xs, _ = est.trajectories(problem, sol.params, sol.extras["u0"])  # Gaussian noise: u0 is the state
-        return sol, cov, xs[0, :, 0]
+        return sol, est.covariance(problem, sol), xs[0, :, 0]
 
     return jax.lax.map(one, problems, batch_size=32)  # batches: a vmapped solve waits for its slowest member
 
@@ -162,11 +129,8 @@ def run_nls(t, x, Y):
     problems = stack_problems([output_error_problem(model, wj.Trajectory(t, np.c_[y, np.zeros_like(y)], observed),
                                                     weighted=False, u0=[y[0], 0.0]) for y in Y])
     (sol, cov, xhat), seconds, compile_s = _timed(_nls_batch, est, problems, jnp.asarray(TRUTH))
-    se = np.sqrt(np.diagonal(np.asarray(cov), axis1=1, axis2=2))
     z = scipy.stats.norm.ppf(0.975)
-    theta = np.asarray(sol.params)
-    ok = np.asarray(sol.result == RESULTS.successful) & np.all(np.isfinite(se), axis=1)
-    return metrics(theta, theta - z * se, theta + z * se, np.asarray(xhat), x, ok), seconds, compile_s
+    return interval_metrics(sol.params, cov, z, xhat, x, sol.result == RESULTS.successful), seconds, compile_s
 
 
 def spline_problem(t):
@@ -175,10 +139,7 @@ def spline_problem(t):
     return L.data2ld_problem(ds.head_impact_model(), ds.head_impact_basis(0.0, 60.0, order=5), t, np.zeros_like(t))
 
 
-def sa_batch(t, n_iter):
-    """The jitted SA fits of replicates on the times `t` (NumPy: static):
-    (keys, Y, phi) ↦ (θ̂, Gauss–Newton covariance, x̂, acceptance rate, SSE)."""
-
+def run_sa(t, x, Y, key, n_iter):
     @jax.jit
     def batch(keys, Y, phi):
         def one(key, y):
@@ -186,23 +147,13 @@ def sa_batch(t, n_iter):
             noise_var = jnp.sum((y - phi @ coef) ** 2) / (t.size - phi.shape[1])
             theta, sse, acc = simulated_annealing(key, t, y, jnp.full(3, 0.01), noise_var, n_iter)
             J = jax.jacfwd(pulse_response)(theta, t)
-            cov = sse / (t.size - theta.size) * jnp.linalg.inv(J.T @ J)
-            return theta, cov, pulse_response(theta, t), acc, sse
+            return theta, sse / (t.size - theta.size) * jnp.linalg.inv(J.T @ J), pulse_response(theta, t), acc
         return jax.vmap(one)(keys, Y)
 
-    return batch
-
-
-def run_sa(t, x, Y, key, n_iter):
-    (theta, cov, xhat, acc, _), seconds, compile_s = _timed(sa_batch(t, n_iter), jax.random.split(key, len(Y)),
-                                                            jnp.asarray(Y), spline_problem(t).phi)
-    se = np.sqrt(np.diagonal(np.asarray(cov), axis1=1, axis2=2))
-    z = scipy.stats.norm.ppf(0.975)
-    theta = np.asarray(theta)
-    ok = np.all(np.isfinite(theta), axis=1) & np.all(np.isfinite(se), axis=1)
-    m = metrics(theta, theta - z * se, theta + z * se, np.asarray(xhat), x, ok)
-    m["acceptance_rate"] = float(np.mean(acc))
-    return m, seconds, compile_s
+    (theta, cov, xhat, acc), seconds, compile_s = _timed(batch, jax.random.split(key, len(Y)), jnp.asarray(Y),
+                                                         spline_problem(t).phi)
+    m = interval_metrics(theta, cov, scipy.stats.norm.ppf(0.975), xhat, x, np.all(np.isfinite(theta), axis=1))
+    return m | {"acceptance_rate": float(np.mean(acc))}, seconds, compile_s
 
 
 @eqx.filter_jit
@@ -216,17 +167,16 @@ def run_sft(t, x, Y, key, n_iter, burn_in):
     (theta, lower, upper, coef, swaps), seconds, compile_s = _timed(
         _sft_batch, jax.random.split(key, len(Y)), jnp.asarray(Y), problem, n_iter, burn_in)
     theta = np.asarray(theta)
-    xhat = np.asarray(coef) @ np.asarray(problem.phi).T
-    m = metrics(theta, np.asarray(lower), np.asarray(upper), xhat, x, np.all(np.isfinite(theta), axis=1))
-    m["swap_acceptance_rate"] = float(np.mean(swaps))
-    return m, seconds, compile_s
+    m = metrics(theta, np.asarray(lower), np.asarray(upper), np.asarray(coef) @ np.asarray(problem.phi).T, x,
+                np.all(np.isfinite(theta), axis=1))
+    return m | {"swap_acceptance_rate": float(np.mean(swaps))}, seconds, compile_s
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicates", type=int, default=1000)
-    parser.add_argument("--nls-replicates", type=int, default=1000)
-    parser.add_argument("--pc-replicates", type=int, default=1000)
+    parser.add_argument("--nls-replicates", type=int, default=1000, help="NLS on the first replicates only")
+    parser.add_argument("--pc-replicates", type=int, default=1000, help="PC on the first replicates only")
     parser.add_argument("--sa-iterations", type=int, default=5000)
     parser.add_argument("--sft-iterations", type=int, default=5000)
     parser.add_argument("--sft-burn-in", type=int, default=1000)
@@ -234,22 +184,24 @@ def main():
     cells = []
     for sigma in SIGMAS:
         for N in NS:
-            t, x, Y = replicates(N, sigma, args.replicates)
+            t = np.linspace(0, 60, N)
+            x = ds.head_impact_solution(t)
+            Y = x + sigma * np.ptp(x) * np.random.default_rng(int(1000 * N + 100 * sigma)).standard_normal(
+                (args.replicates, N))
             key = jax.random.PRNGKey(int(1000 * N + 100 * sigma))
             row = {"sigma": sigma, "N": N, "replicates": args.replicates}
-            for name, run, extra in (("Data2LD", run_data2ld, (5, "ladder")),
-                                     ("Data2LD order 6", run_data2ld, (6, "ladder")),
-                                     ("PC", run_data2ld, (5, "gcv")),
+            for name, run, extra in (("Data2LD", run_data2ld, (5, L.Ladder())),
+                                     ("Data2LD order 6", run_data2ld, (6, L.Ladder())),
+                                     ("PC", run_data2ld, (5, L.GCV())),
                                      ("NLS", run_nls, ()),
                                      ("SA", run_sa, (jax.random.fold_in(key, 1), args.sa_iterations)),
                                      ("SFT", run_sft, (jax.random.fold_in(key, 2), args.sft_iterations,
                                                        args.sft_burn_in))):
-                reps = {"NLS": args.nls_replicates, "PC": args.pc_replicates}.get(name, args.replicates)
-                reps = min(reps, args.replicates)
+                reps = min({"NLS": args.nls_replicates, "PC": args.pc_replicates}.get(name, args.replicates),
+                           args.replicates)
                 m, seconds, compile_s = run(t, x, Y[:reps], *extra)
-                m.update(seconds_cell=seconds, seconds_per_fit=seconds / reps, compile_seconds=compile_s,
-                         replicates=reps)
-                row[name] = m
+                row[name] = m | {"seconds_cell": seconds, "seconds_per_fit": seconds / reps,
+                                 "compile_seconds": compile_s, "replicates": reps}
                 print(f"σ={sigma} N={N} {name}: RMSE×100 {np.round(m['rmse_theta_x100'], 2)} coverage "
                       f"{np.round(m['coverage_pct'], 1)} x̂ {m['rmse_x_x100']:.2f} failed {m['n_failed']} "
                       f"{seconds:.1f} s", flush=True)
@@ -258,62 +210,37 @@ def main():
 
 
 def write(args, cells):
-    """Save the cells done so far (JSON and the Markdown report)."""
+    """Save the cells done so far: the JSON and the report, ours / paper in each cell."""
     out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "args": vars(args), "cells": cells,
            "paper": {"rmse": {str(k): v for k, v in PAPER_RMSE.items()},
                      "coverage": {str(k): v for k, v in PAPER_COVERAGE.items()},
                      "rmse_x": {m: {str(k): v for k, v in d.items()} for m, d in PAPER_X.items()}}}
-    write_results("data2ld_simulation", out, report(out))
-
-
-def report(out) -> str:
-    m = out["machine"]
     lines = ["# Carey & Ramsay 2021 §5 simulation study: ours beside the paper", "",
-             f"{out['date']}, {machine_line(m)}; "
-             f"`python benchmarks/data2ld_simulation.py --replicates {out['args']['replicates']} "
-             f"--nls-replicates {out['args']['nls_replicates']} --pc-replicates {out['args']['pc_replicates']} "
-             f"--sa-iterations {out['args']['sa_iterations']} --sft-iterations {out['args']['sft_iterations']} "
-             f"--sft-burn-in {out['args']['sft_burn_in']}`. "
-             "Each cell: ours / paper.", ""]
-    methods = ("Data2LD", "Data2LD order 6", "PC", "NLS", "SA", "SFT")
+             f"{out['date']}, {machine_line(out['machine'])}; `{command()}`. Each cell: ours / paper.", ""]
+
+    def cell(v, ref):
+        return f"{v:.2f}" + (f" / {ref}" if ref is not None else "")
+
+    by_sigma = {s: [c for c in cells if c["sigma"] == s] for s in SIGMAS if any(c["sigma"] == s for c in cells)}
     for title, key, paper in (("100·RMSE(θ̂) (Table 1)", "rmse_theta_x100", PAPER_RMSE),
                               ("95 % coverage, % (Table 2)", "coverage_pct", PAPER_COVERAGE)):
-        lines += [f"## {title}", "", "| σ | method | β₀ N=21 | 51 | 101 | β₁ 21 | 51 | 101 | α 21 | 51 | 101 |",
-                  "|---|---|" + "---|" * 9]
-        for sigma in SIGMAS:
-            for method in methods:
-                cells = [c for c in out["cells"] if c["sigma"] == sigma]
-                if not cells:
-                    continue
-                ref = paper[sigma].get(method.split(" order")[0]) if method != "Data2LD order 6" else None
-                vals = []
-                for j in range(3):
-                    for i, c in enumerate(cells):
-                        v = c[method][key][j]
-                        vals.append(f"{v:.2f}" + (f" / {ref[3 * j + i]}" if ref else ""))
-                lines.append(f"| {sigma} | {method} | " + " | ".join(vals) + " |")
-        lines.append("")
-    lines += ["## 100·RMSE(x̂) at the data points (Table 3)", "", "| method | σ | N=21 | 51 | 101 |",
-              "|---|---|---|---|---|"]
-    for method in methods:
-        for sigma in SIGMAS:
-            cells = [c for c in out["cells"] if c["sigma"] == sigma]
-            if not cells:
-                continue
-            ref = PAPER_X.get(method, {}).get(sigma)
-            vals = [f"{c[method]['rmse_x_x100']:.2f}" + (f" / {ref[i]}" if ref else "") for i, c in enumerate(cells)]
-            lines.append(f"| {method} | {sigma} | " + " | ".join(vals) + " |")
-    lines += ["", "## Time", "", "| σ | N | method | replicates | s per cell | ms per fit | failed | compile s |",
-              "|---|---|---|---|---|---|---|---|"]
-    for c in out["cells"]:
-        for method in methods:
-            r = c[method]
-            lines.append(f"| {c['sigma']} | {c['N']} | {method} | {r['replicates']} | {r['seconds_cell']:.1f} | "
-                         f"{1000 * r['seconds_per_fit']:.1f} | {r['n_failed']} | {r['compile_seconds']:.1f} |")
-    lines += ["", "Paper (MATLAB, 4 GHz iMac): 3.64 s per Data2LD fit, 284.67 s per NLS fit, 36.65 s per PC fit, "
+        rows = [[sigma, method] + [cell(c[method][key][j], (paper[sigma].get(method) or [None] * 9)[3 * j + i])
+                                   for j in range(3) for i, c in enumerate(cs)]
+                for sigma, cs in by_sigma.items() for method in METHODS]
+        lines += [f"## {title}", "", *markdown_table(["σ", "method", "β₀ N=21", 51, 101, "β₁ 21", 51, 101, "α 21",
+                                                      51, 101], rows), ""]
+    rows = [[method, sigma] + [cell(c[method]["rmse_x_x100"], (PAPER_X.get(method, {}).get(sigma) or [None] * 3)[i])
+                               for i, c in enumerate(cs)] for method in METHODS for sigma, cs in by_sigma.items()]
+    lines += ["## 100·RMSE(x̂) at the data points (Table 3)", "",
+              *markdown_table(["method", "σ", "N=21", 51, 101], rows), "", "## Time", "",
+              *markdown_table(["σ", "N", "method", "replicates", "s per cell", "ms per fit", "failed", "compile s"],
+                              [[c["sigma"], c["N"], m, c[m]["replicates"], f"{c[m]['seconds_cell']:.1f}",
+                                f"{1000 * c[m]['seconds_per_fit']:.1f}", c[m]["n_failed"],
+                                f"{c[m]['compile_seconds']:.1f}"] for c in cells for m in METHODS]),
+              "", "Paper (MATLAB, 4 GHz iMac): 3.64 s per Data2LD fit, 284.67 s per NLS fit, 36.65 s per PC fit, "
               "1844.18 s per SA fit, 3677.57 s per SFT fit.", "",
               "Compile time is measured apart (ahead-of-time `lower().compile()`), then each method runs once."]
-    return "\n".join(lines) + "\n"
+    write_results("data2ld_simulation", out, lines)
 
 
 if __name__ == "__main__":

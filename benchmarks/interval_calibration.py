@@ -1,19 +1,13 @@
 """Calibration of the 95 % intervals of WENDy-MLE and the hybrid: coverage and width per method and cell.
 
-Wald, bootstrap (basic, normal), profile and the recommended bootstrap-or-profile, per system, noise
-level and M, for WENDy-MLE or (`--estimator hybrid`) the hybrid.
-
-Run from the repository root::
-
     python benchmarks/interval_calibration.py --systems logistic --m 256 --runs 40 --boot 50
     python benchmarks/interval_calibration.py --timing    # Lorenz, M = 1024: bootstrap B = 200, profiles
+    python benchmarks/interval_calibration.py --report    # rewrite the Markdown from the JSON's cells
 
-Each cell is one `wj.studies.monte_carlo` with `intervals=` every method; per parameter it records
-coverage, median width over the ideal one (2 × 1.96 × the estimates' sd), bias/sd and seconds per
-interval. Cells accumulate in `results/interval_calibration.json` (a rerun replaces its cells) and the
-Markdown is rebuilt from all of them. A method meets the target when every parameter covers within two
-binomial errors of 95 % at ≤ 1.25 × the ideal width; `consistent`: no exact binomial or χ² test
-rejects it, Šidák-adjusted over the cell's parameters.
+Wald (sandwich, inverse Hessian, Gauss-Newton), bootstrap (basic, normal), profile and bootstrap-or-profile, one
+`wj.studies.monte_carlo` per system, noise level and M. Cells accumulate in `results/interval_calibration.json`
+(a rerun replaces its cell); the Markdown is rebuilt from all of them, with the target (coverage within two
+binomial errors of 95 % at ≤ 1.25 × the ideal width) and the tests of `consistent`.
 """
 
 import argparse
@@ -37,55 +31,42 @@ METHODS = ("sandwich", "hessian", "gauss_newton", "bootstrap_basic", "bootstrap_
 ESTIMATORS = {"mle": (wj.MLE, ("sandwich", "hessian")), "hybrid": (wj.Hybrid, ("gauss_newton",))}
 WALDS = {w for _, walds in ESTIMATORS.values() for w in walds}
 STEM = "interval_calibration"
-# the form of the bias-corrected normal bootstrap interval (`Bootstrap.normal`); cells
-# without the field were measured with z in place of t_{B-1} sqrt(1 + 1/B)
+# the normal bootstrap interval's form (`Bootstrap.normal`); cells without the field used z for t_{B-1} √(1 + 1/B)
 NORMAL_INTERVAL = "t"
+TIMED = ("bootstrap_basic", "profile", "bootstrap_or_profile")
 
 
-def cell(system: str, noise: float, m: int, runs: int, boot: int, points: int, seed: int,
-         estimator: str = "mle") -> dict:
+def cell(system, noise, m, runs, boot, points, seed, estimator="mle") -> dict:
     bench = getattr(wj.models, system)()
-    subsample = (len(bench.t) - 1) // m
     clock = time.perf_counter()
     lo, hi = bench.model.bounds if bench.model.bounds is not None else (None, None)
     box = lo is not None and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))
     make, walds = ESTIMATORS[estimator]
-    study = S.monte_carlo(bench, make(), noise_levels=[noise], subsamples=[subsample], n_runs=runs, key=seed,
-                          covariance=walds[-1], progress=False, p0="box" if box else np.asarray(bench.p_true),
-                          intervals=(*(S.Wald(w) for w in walds), S.BootstrapIntervals(boot),
-                                     S.BootstrapIntervals(boot, kind="normal"),
-                                     S.ProfileIntervals(n_points=points),
-                                     S.BootstrapOrProfile(S.BootstrapIntervals(boot, kind="normal"),
-                                                          S.ProfileIntervals(n_points=points))))
+    normal, profile = S.BootstrapIntervals(boot, kind="normal"), S.ProfileIntervals(n_points=points)
+    study = S.monte_carlo(bench, make(), noise_levels=[noise], subsamples=[(len(bench.t) - 1) // m], n_runs=runs,
+                          key=seed, covariance=walds[-1], progress=False,
+                          p0="box" if box else np.asarray(bench.p_true),
+                          intervals=(*(S.Wald(w) for w in walds), S.BootstrapIntervals(boot), normal, profile,
+                                     S.BootstrapOrProfile(normal, profile)))
     seconds = time.perf_counter() - clock
-    r = study.runs[0]
-    ok = ~study.failed(0)
-    p = r.params[ok]
-    truth = np.asarray(bench.p_true, float)
-    sd = p.std(0, ddof=1)
-    rows = study.rows()
+    r, ok, rows = study.runs[0], ~study.failed(0), study.rows()
+    p, truth = r.params[ok], np.asarray(bench.p_true, float)
     names = [k for k in METHODS if k in walds or k not in WALDS]
     n_ok = int(ok.sum())
-    # runs whose profile interval reaches the box (or is open without one): the likelihood
-    # stays below the threshold to the bound, the data do not determine the parameter
+    # runs whose profile interval reaches the box (or is open without one): the data do not determine the parameter
     prof = r.intervals["profile"][ok]
-    edge_lo, edge_hi = ((np.full(truth.shape, -np.inf), np.full(truth.shape, np.inf)) if lo is None
-                        else (np.asarray(lo, float), np.asarray(hi, float)))
-    open_profile = np.sum((prof[:, 0] <= edge_lo) | (prof[:, 1] >= edge_hi), axis=0)
+    edge_lo, edge_hi = (-np.inf, np.inf) if lo is None else (np.asarray(lo, float), np.asarray(hi, float))
     return {
         "system": system, "estimator": estimator, "noise": noise, "M": int(r.m), "runs": runs, "n_ok": n_ok,
         "boot": boot, "profile_points": points, "seed": seed, "params": list(study.param_names),
         "p0": "uniform in the box" if box else "the true parameters (the model has no box)",
         "binomial_se": math.sqrt(0.95 * 0.05 / max(n_ok, 1)),
-        "coverage": {k: [row[f"coverage_{k}"] for row in rows] for k in names},
-        "width_ratio": {k: [row[f"width_ratio_{k}"] for row in rows] for k in names},
-        "missing": {k: [row[f"missing_{k}"] for row in rows] for k in names},
+        **{f: {k: [row[f"{f}_{k}"] for row in rows] for k in names} for f in ("coverage", "width_ratio", "missing")},
         "ideal_width": [row["ideal_width"] for row in rows],
-        "bias_over_sd": ((p.mean(0) - truth) / sd).tolist(),
-        "skewness": scipy.stats.skew(p, axis=0).tolist(),
-        "at_bound": [row["at_bound"] for row in rows], "open_profile": open_profile.tolist(),
-        "seconds_per_interval": {k: study.settings["interval_s"][k]
-                                 for k in ("bootstrap_basic", "profile", "bootstrap_or_profile")},
+        "bias_over_sd": ((p.mean(0) - truth) / p.std(0, ddof=1)).tolist(),
+        "skewness": scipy.stats.skew(p, axis=0).tolist(), "at_bound": [row["at_bound"] for row in rows],
+        "open_profile": np.sum((prof[:, 0] <= edge_lo) | (prof[:, 1] >= edge_hi), axis=0).tolist(),
+        "seconds_per_interval": {k: study.settings["interval_s"][k] for k in TIMED},
         "interval_errors": study.settings.get("interval_errors", {}), "normal_interval": NORMAL_INTERVAL,
         "study_fit_s": study.timings["fit_s"], "seconds": seconds, "commit": _commit(),
     }
@@ -106,16 +87,9 @@ def _commit() -> str:
 def exact_pass(c: dict) -> float:
     """The chance that intervals covering exactly 95 % meet the coverage criterion in cell `c`
     (every parameter within two binomial errors; the parameters taken as independent)."""
-    n = c["n_ok"]
-    hits = np.arange(n + 1)
-    inside = np.abs(hits / n - 0.95) <= 2 * c["binomial_se"]
-    return float(scipy.stats.binom.pmf(hits[inside], n, 0.95).sum() ** len(c["params"]))
-
-
-def pooled_coverage(cells: list[dict], methods) -> dict:
-    """Per method: (intervals covering, intervals) over every parameter of the cells that have it."""
-    return {k: (sum(np.sum(np.asarray(c["coverage"][k]) * c["n_ok"]) for c in cells if k in c["coverage"]),
-                sum(c["n_ok"] * len(c["params"]) for c in cells if k in c["coverage"])) for k in methods}
+    hits = np.arange(c["n_ok"] + 1)
+    inside = np.abs(hits / c["n_ok"] - 0.95) <= 2 * c["binomial_se"]
+    return float(scipy.stats.binom.pmf(hits[inside], c["n_ok"], 0.95).sum() ** len(c["params"]))
 
 
 def meets(c: dict, method: str) -> bool:
@@ -126,24 +100,17 @@ def meets(c: dict, method: str) -> bool:
 
 
 def consistent(c: dict, method: str, alpha: float = 0.05) -> bool:
-    """Whether the cell's measurements are consistent with the target at level `alpha`, given
-    the Monte Carlo error of both: no parameter's coverage rejects 95 % (exact two-sided
-    binomial test) and no median width rejects a ratio of at most 1.25 to the ideal one (for
-    normal estimates the standard deviation of n runs is σ √(χ²_{n−1}/(n−1)), so a ratio at
-    least r is measured with probability P(χ²_{n−1} ≤ (n−1)(1.25/r)²) when the true one is
-    1.25; the median width's own spread is left out), each test Šidák-adjusted over the cell's
-    parameters. Intervals that meet the target exactly fail it in at most about 2·alpha of
-    the cells; `meets`, which ignores the multiplicity and the ideal width's error, fails
-    them far more often (`exact_pass`)."""
+    """No parameter's coverage rejects 95 % (exact two-sided binomial test) and no median width rejects a ratio
+    of at most 1.25 to the ideal one (the sd of n normal estimates is σ √(χ²_{n−1}/(n−1))), each test
+    Šidák-adjusted over the cell's parameters: exact intervals fail this in about 2·alpha of the cells."""
     if method not in c["coverage"]:
         return False
-    n, k = c["n_ok"], len(c["params"])
-    cov, ratio = np.asarray(c["coverage"][method], float), np.asarray(c["width_ratio"][method], float)
+    n, cov, ratio = c["n_ok"], np.asarray(c["coverage"][method], float), np.asarray(c["width_ratio"][method], float)
     if not (np.all(np.isfinite(cov)) and np.all(np.isfinite(ratio))):
         return False
     p_cov = min(scipy.stats.binomtest(round(x * n), n, 0.95).pvalue for x in cov)
     p_width = scipy.stats.chi2.cdf((n - 1) * (1.25 / ratio.max()) ** 2, n - 1)
-    sidak = 1 - (1 - alpha) ** (1 / k)
+    sidak = 1 - (1 - alpha) ** (1 / len(c["params"]))
     return bool(p_cov > sidak and p_width > sidak)
 
 
@@ -151,20 +118,47 @@ def lorenz_timing(boot: int) -> dict:
     bench = wj.models.lorenz()
     data = bench.simulate(1, 0.10)
     fit = wj.MLE().fit(bench.model, data)
-    clock = time.perf_counter()
-    result = S.bootstrap(wj.MLE(), fit, data, boot, key=0, progress=False)
-    first = time.perf_counter() - clock
-    clock = time.perf_counter()
-    S.bootstrap(wj.MLE(), fit, data, boot, key=1, progress=False)
-    second = time.perf_counter() - clock
-    profile_s = []
-    for _ in range(2):  # the first call compiles
+    calls = [lambda: S.bootstrap(wj.MLE(), fit, data, boot, key=0, progress=False),
+             lambda: S.bootstrap(wj.MLE(), fit, data, boot, key=1, progress=False),
+             *[lambda: S.profile(wj.MLE(), fit, data, n_points=21)] * 2]  # each first call compiles
+    seconds, results = [], []
+    for call in calls:
         clock = time.perf_counter()
-        S.profile(wj.MLE(), fit, data, n_points=21)
-        profile_s.append(time.perf_counter() - clock)
-    return {"M": len(data.t) - 1, "boot": boot, "failed": result.n_failed, "first_call_s": first,
-            "second_call_s": second, "profile_points": 21, "profile_first_s": profile_s[0],
-            "profile_second_s": profile_s[1], "commit": _commit()}
+        results.append(call())
+        seconds.append(time.perf_counter() - clock)
+    return {"M": len(data.t) - 1, "boot": boot, "failed": results[0].n_failed, "first_call_s": seconds[0],
+            "second_call_s": seconds[1], "profile_points": 21, "profile_first_s": seconds[2],
+            "profile_second_s": seconds[3], "commit": _commit()}
+
+
+def _counts(cells, test) -> str:
+    return ", ".join(f"{k} {sum(test(c, k) for c in cells)}/{n}" for k in METHODS
+                     if (n := sum(k in c["coverage"] for c in cells)))
+
+
+def _pooled(cells) -> str:
+    """Per method: the coverage pooled over every parameter of the cells that have it (covering / intervals)."""
+    pooled = {k: (sum(np.sum(np.asarray(c["coverage"][k]) * c["n_ok"]) for c in cells if k in c["coverage"]),
+                  sum(c["n_ok"] * len(c["params"]) for c in cells if k in c["coverage"])) for k in METHODS}
+    return ", ".join(f"{k} {hit / total:.3f} ({hit:.0f}/{total})" for k, (hit, total) in pooled.items() if total)
+
+
+def _miss(c: dict, k: str) -> str:
+    why = []
+    for j, name in enumerate(c["params"]):
+        cov, ratio = c["coverage"][k][j], c["width_ratio"][k][j]
+        if abs(cov - 0.95) > 2 * c["binomial_se"]:
+            why.append(f"{name} covers {cov:.2f} (bias/sd {c['bias_over_sd'][j]:+.2f}, skewness "
+                       f"{c['skewness'][j]:+.1f}, profile open to the box in {c['open_profile'][j]}/{c['n_ok']} runs, "
+                       f"width {ratio:.2f}× ideal)")
+        elif ratio > 1.25:
+            why.append(f"{name} {ratio:.2f}× the ideal width")
+    failed = c["runs"] - c["n_ok"]
+    return (f"- {_where(c)}, {k}: {'; '.join(why)}" + (f" ({failed} failed runs left out)" if failed else "") + ".")
+
+
+def _where(c: dict) -> str:
+    return f"{c['system']}, {_estimator(c)}, {c['noise']:g}, M = {c['M']}"
 
 
 def markdown(data: dict) -> list[str]:
@@ -172,102 +166,86 @@ def markdown(data: dict) -> list[str]:
                                                           list(ESTIMATORS).index(_estimator(c))))
     if not cells:  # only the timing (e.g. `gpu_check.sh`'s run into its own results folder)
         return ["# Lorenz bootstrap and profile timing", "", *_timing_lines(data)]
+    machines = collections.Counter(machine_line(c["machine"]) for c in cells)
+    n_z = sum(c.get("normal_interval", "z") == "z" for c in cells)
     lines = ["# Calibration of the 95 % intervals of WENDy-MLE (and of the hybrid where a cell names it)", "",
-             f"`python benchmarks/interval_calibration.py` (cells as listed; the command and the machine of each in "
-             f"the JSON); {_machines(cells)}; commits {', '.join(sorted({c['commit'] for c in cells}))}.", "",
+             "`python benchmarks/interval_calibration.py` (cells as listed; the command and the machine of each in "
+             "the JSON); " + "; ".join(f"{n} cell{'s' * (n > 1)} on {line}" for line, n in machines.most_common())
+             + f"; commits {', '.join(sorted({c['commit'] for c in cells}))}.", "",
              "Per cell and parameter: coverage of each method's 95 % intervals, and in brackets their median "
              "width over the ideal width (2 × 1.96 × the Monte Carlo standard deviation of the estimates). "
              "± is the binomial standard error of a 95 % coverage over the runs that did not fail; **bold**: the "
              "method meets the target in the cell (every parameter within 2 binomial errors of 0.95, width ≤ "
-             "1.25 × ideal). bias/sd: the estimator's Monte Carlo bias over its spread.", "",
-             *_normal_form_note(cells),
-             "| system | estimator | noise | M | runs ok | B | param | " + " | ".join(METHODS) + " | bias/sd |",
-             "|---|---|---|---|---|---|---|" + "---|" * len(METHODS) + "---|"]
+             "1.25 × ideal). bias/sd: the estimator's Monte Carlo bias over its spread.", ""]
+    if n_z:
+        lines += [f"{n_z} of the {len(cells)} cells measured bootstrap_normal and bootstrap_or_profile with the normal "
+                  "bootstrap's earlier form, z_{(1+c)/2} in place of t_{B−1} √(1 + 1/B) (field `normal_interval`): "
+                  "3.6 % (B = 50) and 6.1 % (B = 30) narrower.", ""]
+    lines += ["| system | estimator | noise | M | runs ok | B | param | " + " | ".join(METHODS) + " | bias/sd |",
+              "|---|---|---|---|---|---|---|" + "---|" * len(METHODS) + "---|"]
     for c in cells:
-        good = {k: meets(c, k) for k in METHODS}
         for j, name in enumerate(c["params"]):
-            vals = []
-            for k in METHODS:
-                if k not in c["coverage"]:
-                    vals.append("–")
-                    continue
-                v = f"{c['coverage'][k][j]:.2f} ({c['width_ratio'][k][j]:.2f})"
-                vals.append(f"**{v}**" if good[k] else v)
+            vals = [("**{}**" if meets(c, k) else "{}").format(
+                f"{c['coverage'][k][j]:.2f} ({c['width_ratio'][k][j]:.2f})") if k in c["coverage"] else "–"
+                for k in METHODS]
             head = (f"{c['system']} | {_estimator(c)} | {c['noise']:g} | {c['M']} | {c['n_ok']}/{c['runs']} ± "
                     f"{c['binomial_se']:.3f} | {c['boot']}" if j == 0 else " | | | | | ")
             lines.append(f"| {head} | {name} | {' | '.join(vals)} | {c['bias_over_sd'][j]:+.2f} |")
     lines += ["", "Where a method misses (automatic: which criterion, with the estimator's bias over its spread and "
               "the failed runs beside it):", ""]
-    for c in cells:
-        for k in METHODS:
-            if meets(c, k) or k not in c["coverage"]:
-                continue
-            why = []
-            for j, name in enumerate(c["params"]):
-                cov, ratio = c["coverage"][k][j], c["width_ratio"][k][j]
-                if abs(cov - 0.95) > 2 * c["binomial_se"]:
-                    bias = c["bias_over_sd"][j]
-                    extra = (f", skewness {c['skewness'][j]:+.1f}, profile open to the box in {c['open_profile'][j]}"
-                             f"/{c['n_ok']} runs" if "skewness" in c else "")
-                    why.append(f"{name} covers {cov:.2f} (bias/sd {bias:+.2f}{extra}, width {ratio:.2f}× ideal)")
-                elif ratio > 1.25:
-                    why.append(f"{name} {ratio:.2f}× the ideal width")
-            failed = c["runs"] - c["n_ok"]
-            lines.append(f"- {c['system']}, {_estimator(c)}, {c['noise']:g}, M = {c['M']}, {k}: {'; '.join(why)}"
-                         + (f" ({failed} failed runs left out)" if failed else "") + ".")
+    lines += [_miss(c, k) for c in cells for k in METHODS if k in c["coverage"] and not meets(c, k)]
     if notes := [c for c in cells if "note" in c]:  # what the run of a cell had to say (added by hand)
-        lines += ["", "Notes on cells:", ""] + [f"- {c['system']}, {_estimator(c)}, {c['noise']:g}, M = {c['M']}: "
-                                                 f"{c['note']}" for c in notes]
+        lines += ["", "Notes on cells:", ""] + [f"- {_where(c)}: {c['note']}" for c in notes]
     for name in ESTIMATORS:
-        if mine := [c for c in cells if _estimator(c) == name]:
-            lines += ["", f"Cells where each method meets the target ({name}): " + ", ".join(
-                f"{k} {sum(meets(c, k) for c in mine)}/{n}" for k in METHODS
-                if (n := sum(k in c['coverage'] for c in mine))) + "."]
-            lines += ["", "Cells whose coverage and width are consistent with the target given their Monte Carlo "
-                      "error (no parameter's coverage rejects 95 % by an exact binomial test, no width rejects "
-                      "1.25 × ideal by the χ² law of the runs' standard deviation, each at 5 % Šidák-adjusted over "
-                      f"the cell's parameters; `consistent`) ({name}): " + ", ".join(
-                          f"{k} {sum(consistent(c, k) for c in mine)}/{n}" for k in METHODS
-                          if (n := sum(k in c['coverage'] for c in mine))) + "."]
-            if off := [c for c in mine if not consistent(c, "bootstrap_or_profile")]:
-                lines[-1] += (" bootstrap_or_profile is not in: " + "; ".join(
-                    f"{c['system']} {c['noise']:g}, M = {c['M']}" for c in off) + ".")
-            pooled = pooled_coverage(mine, METHODS)
-            chance = [exact_pass(c) for c in mine]
-            one = [1 - p ** (1 / len(c["params"])) for p, c in zip(chance, mine)]
-            k = [len(c["params"]) for c in mine]
-            lines += ["", f"Exact 95 % intervals would meet the coverage criterion in {sum(chance):.1f} of these "
-                      f"{len(mine)} cells on average (per cell {min(chance):.2f}–{max(chance):.2f}: with these runs a "
-                      f"parameter misses two binomial errors by chance {min(one):.1%}–{max(one):.1%} of the time, and "
-                      f"a cell has {min(k)}–{max(k)} of them, taken as independent), so a cell missed by one run says "
-                      "little about a method. Coverage pooled over every parameter of every cell "
-                      "(the parameters of a run share its data, so this is no binomial count): " + ", ".join(
-                          f"{k} {hit / total:.3f} ({hit:.0f}/{total})" for k, (hit, total) in pooled.items() if total)
-                      + "."]
-            if rest := [c for c in mine if c["system"] != "goodwin_3d"]:  # WENDy's bias there: no interval covers
-                lines[-1] += (f" Outside Goodwin-3D ({len(rest)} cells): " + ", ".join(
-                    f"{k} {hit / total:.3f} ({hit:.0f}/{total})"
-                    for k, (hit, total) in pooled_coverage(rest, METHODS).items() if total) + ".")
-            lines += ["", f"Seconds per interval of {name} (median over its cells; a bootstrap of B refits, a profile "
-                      "of every parameter, bootstrap-or-profile both): "
-                      + ", ".join(f"{k} {np.median([c['seconds_per_interval'][k] for c in mine]):.2f}"
-                                  for k in ("bootstrap_basic", "profile", "bootstrap_or_profile")) + "."]
-    timing = _timing_lines(data)
-    return lines + ["", *timing] if timing else lines
+        if not (mine := [c for c in cells if _estimator(c) == name]):
+            continue
+        lines += ["", f"Cells where each method meets the target ({name}): {_counts(mine, meets)}.", "",
+                  "Cells whose coverage and width are consistent with the target given their Monte Carlo "
+                  "error (no parameter's coverage rejects 95 % by an exact binomial test, no width rejects "
+                  "1.25 × ideal by the χ² law of the runs' standard deviation, each at 5 % Šidák-adjusted over "
+                  f"the cell's parameters; `consistent`) ({name}): {_counts(mine, consistent)}."]
+        if off := [c for c in mine if not consistent(c, "bootstrap_or_profile")]:
+            lines[-1] += " bootstrap_or_profile is not in: " + "; ".join(
+                f"{c['system']} {c['noise']:g}, M = {c['M']}" for c in off) + "."
+        chance = [exact_pass(c) for c in mine]
+        one = [1 - p ** (1 / len(c["params"])) for p, c in zip(chance, mine)]
+        k = [len(c["params"]) for c in mine]
+        lines += ["", f"Exact 95 % intervals would meet the coverage criterion in {sum(chance):.1f} of these "
+                  f"{len(mine)} cells on average (per cell {min(chance):.2f}–{max(chance):.2f}: with these runs a "
+                  f"parameter misses two binomial errors by chance {min(one):.1%}–{max(one):.1%} of the time, and "
+                  f"a cell has {min(k)}–{max(k)} of them, taken as independent), so a cell missed by one run says "
+                  "little about a method. Coverage pooled over every parameter of every cell "
+                  f"(the parameters of a run share its data, so this is no binomial count): {_pooled(mine)}."]
+        if rest := [c for c in mine if c["system"] != "goodwin_3d"]:  # WENDy's bias there: no interval covers
+            lines[-1] += f" Outside Goodwin-3D ({len(rest)} cells): {_pooled(rest)}."
+        lines += ["", f"Seconds per interval of {name} (median over its cells; a bootstrap of B refits, a profile "
+                  "of every parameter, bootstrap-or-profile both): " + ", ".join(
+                      f"{k} {np.median([c['seconds_per_interval'][k] for c in mine]):.2f}" for k in TIMED) + "."]
+    return lines + ["", *_timing_lines(data)] if "lorenz_timing" in data else lines
 
 
 def _timing_lines(data: dict) -> list[str]:
     """The Lorenz bootstrap and profile timing (`--timing`), if the results hold one."""
-    if "lorenz_timing" not in data:
+    if not (t := data.get("lorenz_timing")):
         return []
-    t = data["lorenz_timing"]
     return [f"Lorenz, M = {t['M']}, 10 % noise, on {machine_line(t['machine'])}: one `wj.studies.bootstrap` "
-            f"of B = {t['boot']} MLE refits "
-            f"took {t['first_call_s']:.1f} s (compilation included) and {t['second_call_s']:.1f} s a second time "
-            f"({t['failed']} failed refits)."
-            + (f" Profiles of all three parameters on {t['profile_points']} points each: "
-               f"{t['profile_first_s']:.1f} s (compilation included), {t['profile_second_s']:.1f} s a second "
-               f"time." if "profile_first_s" in t else "")]
+            f"of B = {t['boot']} MLE refits took {t['first_call_s']:.1f} s (compilation included) and "
+            f"{t['second_call_s']:.1f} s a second time ({t['failed']} failed refits). Profiles of all three "
+            f"parameters on {t['profile_points']} points each: {t['profile_first_s']:.1f} s (compilation "
+            f"included), {t['profile_second_s']:.1f} s a second time."]
+
+
+def _update(key: str | None = None, c: dict | None = None, timing: dict | None = None) -> dict:
+    """Add a cell (or the Lorenz timing), with the machine it ran on, to the results file as
+    it is now, so that runs in parallel keep each other's cells, and rewrite both files."""
+    path = RESULTS / f"{STEM}.json"
+    data = json.loads(path.read_text()) if path.exists() else {"cells": {}}
+    if key is not None:
+        data["cells"][key] = {**c, "machine": machine_info()}
+    if timing is not None:
+        data["lorenz_timing"] = {**timing, "machine": machine_info()}
+    write_results(STEM, data, markdown(data), indent=1)
+    return data
 
 
 def main():
@@ -284,55 +262,20 @@ def main():
     parser.add_argument("--timing-boot", type=int, default=200)
     parser.add_argument("--report", action="store_true", help="only rewrite the Markdown from the cells in the JSON")
     args = parser.parse_args()
-    if args.report:
-        data = _update()
-    elif args.timing:
-        data = _update(timing=lorenz_timing(args.timing_boot))
-        print(data["lorenz_timing"])
-    else:
-        for system in args.systems:
-            for noise in args.noise:
-                for m in args.m:
-                    c = cell(system, noise, m, args.runs, args.boot, args.points, args.seed, args.estimator)
-                    c["command"] = (f"python benchmarks/interval_calibration.py --systems {system} --noise {noise:g} "
-                                    f"--m {m} --runs {args.runs} --boot {args.boot} --points {args.points} "
-                                    f"--seed {args.seed}" + ("" if args.estimator == "mle"
-                                                             else f" --estimator {args.estimator}"))
-                    suffix = "" if args.estimator == "mle" else f"/{args.estimator}"
-                    data = _update(f"{system}/{noise:g}/{m}{suffix}", c)
-                    print(json.dumps({k: c[k] for k in ("system", "noise", "M", "n_ok", "coverage", "width_ratio",
-                                                        "seconds")}), flush=True)
+    if args.report or args.timing:
+        data = _update(timing=lorenz_timing(args.timing_boot) if args.timing else None)
+    for system in () if args.report or args.timing else args.systems:
+        for noise in args.noise:
+            for m in args.m:
+                c = cell(system, noise, m, args.runs, args.boot, args.points, args.seed, args.estimator)
+                hybrid = args.estimator != "mle"
+                c["command"] = (f"python benchmarks/interval_calibration.py --systems {system} --noise {noise:g} "
+                                f"--m {m} --runs {args.runs} --boot {args.boot} --points {args.points} "
+                                f"--seed {args.seed}" + (f" --estimator {args.estimator}" if hybrid else ""))
+                data = _update(f"{system}/{noise:g}/{m}" + (f"/{args.estimator}" if hybrid else ""), c)
+                print(json.dumps({k: c[k] for k in ("system", "noise", "M", "n_ok", "coverage", "width_ratio",
+                                                    "seconds")}), flush=True)
     print("\n".join(markdown(data)))
-
-
-def _normal_form_note(cells: list[dict]) -> list[str]:
-    """Which cells measured the normal bootstrap's z form (`Bootstrap.normal` before its t form)."""
-    z = sum(c.get("normal_interval", "z") == "z" for c in cells)
-    return [f"{z} of the {len(cells)} cells measured bootstrap_normal and bootstrap_or_profile with the normal "
-            "bootstrap's earlier form, z_{(1+c)/2} in place of t_{B−1} √(1 + 1/B) (field `normal_interval`): "
-            "3.6 % (B = 50) and 6.1 % (B = 30) narrower.", ""] if z else []
-
-
-def _machines(cells: list[dict]) -> str:
-    """The machines the cells ran on, each with how many cells."""
-    count = collections.Counter(machine_line(c["machine"]) for c in cells)
-    return "; ".join(f"{n} cell{'s' * (n > 1)} on {line}" for line, n in count.most_common())
-
-
-def _update(key: str | None = None, c: dict | None = None, timing: dict | None = None) -> dict:
-    """Add a cell (or the Lorenz timing), with the machine it ran on, to the results file as
-    it is now, so that runs in parallel keep each other's cells, and rewrite both files."""
-    path = RESULTS / f"{STEM}.json"
-    data = json.loads(path.read_text()) if path.exists() else {"cells": {}}
-    for entry in (c, timing):
-        if entry is not None:
-            entry["machine"] = machine_info()
-    if key is not None:
-        data["cells"][key] = c
-    if timing is not None:
-        data["lorenz_timing"] = timing
-    write_results(STEM, data, markdown(data), indent=1)
-    return data
 
 
 if __name__ == "__main__":

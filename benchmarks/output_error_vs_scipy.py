@@ -1,29 +1,21 @@
 """wendyjax output error vs scipy output error: same data, same start, same objective.
 
-Run from the repository root::
-
     python benchmarks/output_error_vs_scipy.py            # Lorenz and FitzHugh–Nagumo, 10 seeds
     python benchmarks/output_error_vs_scipy.py --quick    # 2 seeds
 
-Per system (Lorenz: M = 1024 on [0, 10], p* = (10, 28, 8/3); FitzHugh–Nagumo: M = 1024 on
-[0, 25], Bortz et al. 2023's p*), 5 % additive noise, seeds 0…n−1 (data key `PRNGKey(seed)`), start
-p₀ = p*·(1 + 0.1·v), v ~ U(−1, 1)⁶ from `default_rng(1000 + seed)` (near the truth: both
-methods should reach the same minimum, so their accuracies are comparable), u₀ from the
-first data row; both fit (p, u₀) by unweighted least squares (Rummel et al. 2025 eq. 11), unbounded:
+Lorenz (M = 1024 on [0, 10]) and FitzHugh–Nagumo (M = 1024 on [0, 25], Bortz et al. 2023's p*), 5 % additive
+noise, seeds 0…n−1 (data key `PRNGKey(seed)`), p₀ = p*·(1 + 0.1·v), v ~ U(−1, 1) from `default_rng(1000 + seed)`
+(near the truth: both reach the same minimum), u₀ from the first data row; both fit (p, u₀) by unweighted least
+squares (Rummel et al. 2025 eq. 11), unbounded. wendyjax: jitted `OutputError().solve` (Tsit5, rtol 1e-6, atol
+1e-8; optimistix LM, tolerances 1e-8), median of repeated calls after the first; compile = first − median. scipy:
+`least_squares(method='lm', max_nfev=600)` around `solve_ivp(RK45, rtol 1e-6, atol 1e-8)` (`_scipy_oe.py`), one
+timed fit per seed.
 
-- **wendyjax**: `OutputError()` (Tsit5, rtol 1e-6, atol 1e-8; Levenberg–Marquardt of
-  optimistix, tolerances 1e-8, forward-mode Jacobians through diffrax), jitted `solve`;
-  time per fit = median of repeated calls after the first; compile = first − median.
-- **scipy**: `least_squares(method="lm")` (2-point Jacobian, default tolerances 1e-8,
-  max_nfev 600) around `solve_ivp(RK45, rtol 1e-6, atol 1e-8, t_eval = samples)` with a
-  NumPy right-hand side; one timed fit per seed.
-
-Target (issue 5): wendyjax ≥ 10× faster per fit after compilation, with equal accuracy.
-Writes `benchmarks/results/output_error_vs_scipy.{json,md}`.
+Target (issue 5): ≥ 10× faster per fit with equal accuracy. Results: `benchmarks/results/output_error_vs_scipy.*`.
 """
 
 import argparse
-import statistics
+from statistics import median
 
 import jax
 import jax.numpy as jnp
@@ -35,11 +27,10 @@ import wendyjax as wj
 from wendyjax.estimators import OutputError, output_error_problem
 
 TARGET = 10.0
-SYSTEMS = {
-    "lorenz": (wj.models.lorenz, lorenz_rhs),
-    "fitzhugh_nagumo": (wj.models.fitzhugh_nagumo, fitzhugh_nagumo_rhs),
-}
+SYSTEMS = {"lorenz": (wj.models.lorenz, lorenz_rhs),
+           "fitzhugh_nagumo": (wj.models.fitzhugh_nagumo, fitzhugh_nagumo_rhs)}
 TIMING = {"min_reps": 3, "min_time": 0.5, "max_time": 10.0, "floor_reps": 2}
+NOTES = " ".join(__doc__.split("\n\n")[2].split())  # the method, for the results
 
 
 def run_system(name, seeds, noise):
@@ -62,35 +53,24 @@ def run_system(name, seeds, noise):
         print(f"  {name} seed {seed}: wendyjax {ours['time_s'] * 1e3:.0f} ms err {ours['rel_err']:.2e} "
               f"({ours['status']}, {ours['steps']} steps) | scipy {theirs['time_s'] * 1e3:.0f} ms err "
               f"{theirs['rel_err']:.2e} (nfev {theirs['nfev']}, converged {theirs['converged']})", flush=True)
-    return runs
-
-
-def summarise(runs):
-    med = lambda xs: float(statistics.median(xs))  # noqa: E731
-    ours_t, scipy_t = med([r["wendyjax"]["time_s"] for r in runs]), med([r["scipy"]["time_s"] for r in runs])
-    return {
-        "wendyjax_time_s": ours_t, "scipy_time_s": scipy_t, "speedup": scipy_t / ours_t,
-        "wendyjax_err": med([r["wendyjax"]["rel_err"] for r in runs]),
-        "scipy_err": med([r["scipy"]["rel_err"] for r in runs]),
-        "compile_s": runs[0]["wendyjax"]["compile_s"],
+    ours, theirs = ([r[k]["time_s"] for r in runs] for k in ("wendyjax", "scipy"))
+    return {"runs": runs, "summary": {
+        "wendyjax_time_s": median(ours), "scipy_time_s": median(theirs), "speedup": median(theirs) / median(ours),
+        "wendyjax_err": median(r["wendyjax"]["rel_err"] for r in runs),
+        "scipy_err": median(r["scipy"]["rel_err"] for r in runs), "compile_s": runs[0]["wendyjax"]["compile_s"],
         "wendyjax_unsuccessful": sum(r["wendyjax"]["status"] != "successful" for r in runs),
         "scipy_not_converged": sum(not r["scipy"]["converged"] for r in runs),
-        "median_speedup_per_seed": med([r["scipy"]["time_s"] / r["wendyjax"]["time_s"] for r in runs]),
-    }
+        "median_speedup_per_seed": median(s / o for s, o in zip(theirs, ours))}}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--noise", type=float, default=0.05)
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="2 seeds")
     args = ap.parse_args()
-    seeds = range(2 if args.quick else args.seeds)
     info = machine_info()
-    results = {}
-    for name in SYSTEMS:
-        runs = run_system(name, seeds, args.noise)
-        results[name] = {"runs": runs, "summary": summarise(runs)}
+    results = {name: run_system(name, range(2 if args.quick else args.seeds), args.noise) for name in SYSTEMS}
     write_results("output_error_vs_scipy", {"args": vars(args), "machine": info, "results": results}, default=str)
     rows, targets = [], []
     for name, res in results.items():
@@ -104,8 +84,7 @@ def main():
                         f"{s['wendyjax_err']:.3g} vs {s['scipy_err']:.3g}", "PASS" if equal else "MISS"])
     lines = [
         "# Output error: wendyjax (diffrax + optimistix) vs scipy (solve_ivp + least_squares)", "",
-        f"Generated by `{command()}` on {utc_now()}; {machine_line(info)}, float64.", "",
-        __doc__.split("\n\n", 2)[2].split("Target")[0].strip(), "",
+        f"Generated by `{command()}` on {utc_now()}; {machine_line(info)}, float64.", "", NOTES, "",
         *markdown_table(["system", "seeds", "wendyjax ms/fit", "compile s", "scipy ms/fit", "speed-up",
                          "wendyjax median err", "scipy median err", "wendyjax unsuccessful", "scipy not converged"],
                         rows), "",

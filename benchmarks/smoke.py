@@ -1,16 +1,12 @@
 """Every benchmark script in its quickest configuration: checks that each still runs (measures nothing).
 
-Run from the repository root::
-
     python benchmarks/smoke.py                 # all of them, one after another
     python benchmarks/smoke.py likelihood spiral_neural
 
-Each script runs in its own process with a time limit, writing into a scratch copy of
-`benchmarks/results` (`WENDYJAX_BENCHMARK_RESULTS`), so the committed results stay as
-they are. Prints one line per script (status and seconds) and exits non-zero if any
-failed. Left out: `discovery_pde` (no quick configuration: one cell takes minutes),
-`paper000_merge` (tests/test_paper000_merge.py runs it), `petab_collection` (it needs the
-PEtab benchmark collection on disk) and `gpu_check.sh` (a GPU).
+Each script runs in its own process under a time limit, writing into a scratch copy of `benchmarks/results`
+(`WENDYJAX_BENCHMARK_RESULTS`); one line per script (status, seconds); exits non-zero if any failed. Left
+out: `discovery_pde` (one cell takes minutes), `petab_collection` (it needs the PEtab benchmark
+collection) and `gpu_check.sh` (a GPU).
 """
 
 import argparse
@@ -29,7 +25,6 @@ HERE = Path(__file__).resolve().parent
 QUICK = {
     "collocation_nfe": ["--quick"],
     "data2ld_head_impact": [],
-    "data2ld_landscape": [],
     "data2ld_simulation": ["--replicates", "4", "--nls-replicates", "2", "--pc-replicates", "2",
                            "--sa-iterations", "50", "--sft-iterations", "50", "--sft-burn-in", "10"],
     "discovery_ode": ["--seeds", "1"],
@@ -38,7 +33,6 @@ QUICK = {
     "integral_matching_sindy": ["--quick"],
     "interval_calibration": ["--systems", "logistic", "--noise", "0.05", "--m", "256", "--runs", "3", "--boot", "40",
                              "--points", "5"],
-    "interval_coverage": ["--quick"],
     "likelihood": ["--quick"],
     "lorenz96_sparse": ["--quick"],
     "output_error": ["--quick"],
@@ -62,8 +56,7 @@ def main() -> int:
     parser.add_argument("scripts", nargs="*", help=f"default: all of {', '.join(QUICK)}")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per script")
     args = parser.parse_args()
-    unknown = sorted(set(args.scripts) - set(QUICK))
-    if unknown:
+    if unknown := sorted(set(args.scripts) - set(QUICK)):
         parser.error(f"unknown script(s) {', '.join(unknown)}; choose from {', '.join(QUICK)}")
     failed = []
     with tempfile.TemporaryDirectory(prefix="wendyjax-smoke-") as scratch:
@@ -78,11 +71,11 @@ def main() -> int:
             try:
                 run = subprocess.run([sys.executable, str(HERE / f"{name}.py"), *QUICK[name]], env=env,
                                      capture_output=True, text=True, timeout=args.timeout)
-                ok, tail = run.returncode == 0, run.stderr.strip().splitlines()[-1:] or [""]
+                ok, tail = run.returncode == 0, (run.stderr.strip().splitlines() or [""])[-1]
             except subprocess.TimeoutExpired:
-                ok, tail = False, [f"no result after {args.timeout:g} s"]
+                ok, tail = False, f"no result after {args.timeout:g} s"
             print(f"{'ok  ' if ok else 'FAIL'} {name:24s} {time.perf_counter() - clock:7.1f} s"
-                  f"{'' if ok else '  ' + tail[0]}", flush=True)
+                  f"{'' if ok else '  ' + tail}", flush=True)
             if not ok:
                 failed.append(name)
     return 1 if failed else 0

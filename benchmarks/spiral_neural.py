@@ -1,6 +1,4 @@
-"""Neural ODE on the damped spiral: integral matching vs diffrax backprop and adjoint (Anonymous 2025 Table 3).
-
-Also Anonymous 2025 Fig. 1 (training curves).
+"""Neural ODE on the damped spiral: integral matching vs diffrax backprop and adjoint (Anonymous 2025 Table 3, Fig. 1).
 
 Run from the repository root::
 
@@ -8,34 +6,11 @@ Run from the repository root::
     python benchmarks/spiral_neural.py --quick    # 1 seed, budgets 15 s
     python benchmarks/spiral_neural.py --t-train 25 --no-per-gradient --name spiral_neural_all  # train on all data
 
-Protocol: the spiral of Chen et al. (2018) (`wj.models.spiral()`: u' = (u³)A, u0 = (2, 0),
-1000 samples on [0, 25]) with 1 % additive noise (Rummel et al. 2025 eq. 19); training data t ≤ 20, the
-last 5 time units held out (`--t-train 25`: all of it, as in Chen et al.'s demo). The
-vector field is Anonymous 2025's network: one hidden layer of 50 ReLU units, fed u³ as in Chen's
-demo (`wj.neural.MLPField(2, 50, 1, input_transform=u³)`,
-252 parameters), the same initialisation (key = seed) for every method.
-
-- **Training** (Anonymous 2025 Fig. 1): integral matching (K = 10, h = 0.5, batches of 64 random
-  subintervals, Adam 1e-2 halved every 2000 steps) to its stopping rule; backprop and
-  adjoint with Adam (1e-3) on Chen et al.'s minibatches (20 random windows of 10 samples,
-  each solved from its first observation: a random network's ODE blows up before t = 20,
-  so the full trajectory cannot be the training loss) until a wall-clock budget; and
-  integral matching's network refined by output error (Levenberg–Marquardt on the whole
-  training trajectory from the first observation, at most 100 steps: from integral
-  matching's network the full trajectory is a usable loss).
-  Held-out quality: relative RMSE of the fitted ODE solved from u0 against the noiseless
-  truth on the held-out window and on all of [0, 25], recorded for loss-vs-time curves.
-- **Per gradient** (median of repeated calls, after compilation), at the network trained
-  by integral matching (where the solves are well behaved): integral matching's ∇ℓ on a
-  batch of 64 subintervals and on all of them, against the gradient of the mean squared
-  trajectory error on [0, 20] (Anonymous 2025 Table 3's quantity) and on one minibatch of windows,
-  by backpropagation through Tsit5 (`RecursiveCheckpointAdjoint`) and by the continuous
-  adjoint (`BacksolveAdjoint`), rtol 1e-6, atol 1e-8. Vector-field evaluations per
-  gradient: counted exactly for the full-trajectory solves
-  (`trajectory_loss_gradient(count=True)`); K·B forward + K·B reverse for integral matching.
-
-Target (issue 6): ≥ 100× faster per gradient than backprop and ≥ 1000× than the adjoint,
-at comparable RMSE. Writes `benchmarks/results/spiral_neural.{json,md,png}` (`--name` for another stem).
+Chen et al.'s spiral with 1 % noise, a 50-unit ReLU field on u³, trained on t ≤ 20: time per gradient (per
+jitted call and inside a compiled loop) of integral matching against backprop through Tsit5 and the
+continuous adjoint, and the training runs (integral matching, refined by output error; Adam on 20-window
+minibatches for the solvers). Protocol: docs/pages/papers/integral-matching2025.md. Target (issue 6): ≥ 100×
+faster per gradient than backprop, ≥ 1000× than the adjoint. Writes `benchmarks/results/spiral_neural.{json,md,png}`.
 """
 
 import argparse
@@ -57,7 +32,7 @@ from wendyjax.estimators import integral_matching_loss
 TIMING = {"min_reps": 5, "min_time": 1.0, "max_time": 20.0, "floor_reps": 3}
 BATCH = 64
 WINDOWS, WINDOW_LEN = 20, 10  # Chen et al.'s batch_size and batch_time
-REFINE_STEPS = 100  # Levenberg–Marquardt steps of the output-error refinement
+RECORD_EVERY = 20  # training steps between points of the solvers' training curves
 
 
 def cube(u):
@@ -65,17 +40,17 @@ def cube(u):
 
 
 def setup(seed, t_train):
+    """The spiral, its training data (1 % noise, t ≤ t_train), the noiseless truth and the initial network."""
     b = wj.models.spiral()
     data = b.simulate(jax.random.key(seed), 0.01)
-    clean = np.asarray(b.simulate(None, 0.0).u)
     train = np.asarray(data.t) <= t_train
     field = wj.neural.MLPField(2, 50, 1, key=jax.random.key(seed), input_transform=cube)
+    clean = np.asarray(b.simulate(None, 0.0).u)
     return b, wj.Trajectory(np.asarray(data.t)[train], np.asarray(data.u)[train]), clean, field
 
 
 def heldout_rmse(field, b, clean, train):
-    """Relative RMSE of the fitted ODE from u0 against the truth: on the samples after the
-    training data (NaN when there are none), and on all."""
+    """Relative RMSE of the fitted ODE from u0 against the truth after the training data (NaN if none) and on all."""
     sim = wj.neural.solve_field(field, b.u0, b.t)
     held = np.asarray(b.t) > float(train.t[-1])
     rel = lambda m: float(np.sqrt(np.mean((sim[m] - clean[m]) ** 2) / np.mean(clean[m] ** 2)))  # noqa: E731
@@ -92,9 +67,7 @@ def windows(train, key):
 
 
 def in_loop(grad, n):
-    """`n` gradient steps p ← p − 1e-9·∇ in one compiled `lax.scan` (each gradient depends on
-    the last, so nothing is hoisted out of the loop): the time per gradient without the
-    per-call dispatch, as a training loop of scanned chunks runs them."""
+    """`n` dependent gradient steps p ← p − 1e-9·∇ in one compiled `lax.scan` (nothing is hoisted out)."""
     @jax.jit
     def run(p, *args):
         def body(p, _):
@@ -133,7 +106,7 @@ def per_gradient(train, field, est):
     return rows
 
 
-def train_solver(b, train, clean, field, mode, budget, record_every, seed):
+def train_solver(b, train, clean, field, mode, budget, seed):
     params, static = eqx.partition(field, eqx.is_inexact_array)
     vf = lambda t, x, p: eqx.combine(p, static)(x, t)  # noqa: E731
     key = jax.random.key(200 + seed)
@@ -153,7 +126,7 @@ def train_solver(b, train, clean, field, mode, budget, record_every, seed):
             break
         params, state = update(grad, state, params)
         steps += 1
-        if steps % record_every == 0:
+        if steps % RECORD_EVERY == 0:
             elapsed = time.perf_counter() - start
             curve.append([elapsed, float(loss), *heldout_rmse(eqx.combine(params, static), b, clean, train)])
             start += time.perf_counter() - start - elapsed  # the evaluation is not training time
@@ -173,13 +146,11 @@ def train_im(b, train, clean, field, est, seed):
             "status": fit.message or "successful", "curve": curve, "field": fit.params}
 
 
-def refine_output_error(b, train, clean, field_im, im_run):
-    """Integral matching's network refined by output error: Levenberg–Marquardt on the
-    whole training trajectory (forward sensitivities, `wj.neural.as_ode_model`), the
-    initial state kept at the first observation. Time: integral matching's plus the
-    refinement's (compiled beforehand, like the others)."""
+def refine(b, train, clean, field_im, im_run):
+    """Levenberg–Marquardt on the whole training trajectory from the first observation; time: integral
+    matching's plus the refinement's (compiled beforehand)."""
     model, p, rebuild = wj.neural.as_ode_model(field_im, 2)
-    oe = wj.OutputError(max_steps=REFINE_STEPS, fit_u0=False)
+    oe = wj.OutputError(max_steps=100, fit_u0=False)
     oe.fit(model, train, p, bounds=None)  # compiles
     start = time.perf_counter()
     fit = oe.fit(model, train, p, bounds=None)
@@ -190,38 +161,31 @@ def refine_output_error(b, train, clean, field_im, im_run):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--no-training", action="store_true",
-                    help="skip the budgeted backprop / adjoint training runs (per-gradient timings only)")
-    ap.add_argument("--t-train", type=float, default=20.0,
-                    help="train on t ≤ T (default 20; 25 uses every sample and leaves nothing held out)")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="1 seed, training budgets 15 s")
+    ap.add_argument("--no-training", action="store_true", help="skip the backprop / adjoint training runs")
     ap.add_argument("--no-per-gradient", action="store_true", help="skip the per-gradient timings")
-    ap.add_argument("--name", default="spiral_neural",
-                    help="results file stem under benchmarks/results/ (default: spiral_neural)")
+    ap.add_argument("--t-train", type=float, default=20.0, help="train on t ≤ T (default 20; the data span [0, 25])")
+    ap.add_argument("--name", default="spiral_neural", help="results file stem (default: spiral_neural)")
     args = ap.parse_args()
-    if not 1.0 <= args.t_train <= 25.0:
-        ap.error(f"--t-train must lie in [1, 25] (the data span [0, 25]), got {args.t_train:g}")
     seeds = [0] if args.quick else [0, 1, 2]
     budget = 15.0 if args.quick else 60.0
     adam = optax.adam(optax.exponential_decay(1e-2, 2000, 0.5))
     est = wj.IntegralMatching(order=10, length=0.5, solver=wj.Gradient(adam, batch_size=BATCH, chunk=250, patience=10),
                               max_steps=20_000)
-    out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "seeds": seeds,
-           "budget_s": budget, "noise": 0.01, "t_train": args.t_train, "order": est.order, "length": est.length,
-           "batch": BATCH, "name": args.name, "per_gradient": [], "training": [],
-           "command": command()}
+    out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "seeds": seeds, "budget_s": budget,
+           "noise": 0.01, "t_train": args.t_train, "order": est.order, "length": est.length, "batch": BATCH,
+           "name": args.name, "per_gradient": [], "training": [], "command": command()}
     for seed in seeds:
         b, train, clean, field = setup(seed, args.t_train)
-        runs = {"integral matching": train_im(b, train, clean, field, est, seed)}
-        field_im = runs["integral matching"].pop("field")
-        runs["integral matching + output error"] = refine_output_error(b, train, clean, field_im,
-                                                                       runs["integral matching"])
+        im = train_im(b, train, clean, field, est, seed)
+        field_im = im.pop("field")
+        runs = {"integral matching": im, "integral matching + output error": refine(b, train, clean, field_im, im)}
         if not args.no_per_gradient:
             out["per_gradient"].append(per_gradient(train, field_im, est))
         for mode, name in () if args.no_training else (("backprop", "backprop through Tsit5"),
                                                         ("backsolve", "continuous adjoint")):
-            runs[name] = train_solver(b, train, clean, field, mode, budget, record_every=20, seed=seed)
+            runs[name] = train_solver(b, train, clean, field, mode, budget, seed)
         out["training"].append(runs)
         print(f"seed {seed}:", {k: (v["seconds"], v["heldout_rmse"]) for k, v in runs.items()}, flush=True)
     write(out)
@@ -249,10 +213,8 @@ def write(out):
                  med("loop_s", n) / im_loop] for n in out["per_gradient"][0]]
         md += ["", "## Time per gradient", "",
                "Per call: one jitted gradient per Python call (median, dispatch included). In a compiled loop: "
-               "the median time of a jitted `lax.scan` of n dependent gradient steps, divided by n (how the "
-               "training loop runs them, in scanned chunks; Anonymous 2025's 1.8e-5 s per integral-matching gradient "
-               "is of "
-               "this kind).", "",
+               "the median time of a jitted `lax.scan` of n dependent gradient steps, divided by n (how the training "
+               "loop runs them; Anonymous 2025's 1.8e-5 s per integral-matching gradient is of this kind).", "",
                *markdown_table(["method", "per call (s)", "in a compiled loop (s)", "f evaluations",
                                 "× IM per call", "× IM in loop"], rows),
                "", "- " + verdict("median_s", im, "per call"), "- " + verdict("loop_s", im_loop, "in a compiled loop")]
@@ -279,11 +241,9 @@ def plot(out):
             ax[0].semilogy(c[:, 0], 100 * c[:, 3], color=color, label=name if i == 0 else None)
     for i, runs in enumerate(out["training"]):
         for name, color in (("integral matching", "tab:blue"), ("integral matching + output error", "tab:green")):
-            if name in runs:
-                ax[0].scatter([runs[name]["seconds"]], [100 * runs[name]["full_rmse"]], color=color,
-                              label=name if i == 0 else None, zorder=3)
-        r = runs["integral matching"]
-        c = np.asarray(r["curve"])
+            ax[0].scatter([runs[name]["seconds"]], [100 * runs[name]["full_rmse"]], color=color,
+                          label=name if i == 0 else None, zorder=3)
+        c = np.asarray(runs["integral matching"]["curve"])
         ax[1].semilogy(c[:, 0], c[:, 1], color="tab:blue", label="integral matching ℓ" if i == 0 else None)
     ax[0].set(xlabel="training wall time (s)", ylabel="RMSE on [0, 25] (%)", title="fitted ODE vs truth")
     ax[1].set(xlabel="wall time (s)", ylabel="integral-matching loss", title="integral matching training")

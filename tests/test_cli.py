@@ -240,7 +240,7 @@ def test_bench_lists_runs_and_rejects_unknown(capsys, monkeypatch):
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
     assert "likelihood" in names and "spiral_neural" in names and "_common" not in names   # helpers hidden
     _fails(["bench", "nope"], capsys, "unknown benchmark 'nope'")
-    assert main(["bench", "interval_coverage", "--", "--help"]) == 0
+    assert main(["bench", "likelihood", "--", "--help"]) == 0
     import wendyjax.cli
 
     monkeypatch.setattr(wendyjax.cli, "_BENCHMARKS", Path("/nonexistent/benchmarks"))

@@ -1,4 +1,4 @@
-"""Merging saved pieces of a paper-000 grid (benchmarks/paper000_merge.py), run as a user
+"""Merging saved pieces of a paper-000 grid (`benchmarks/paper000_suite.py --merge`), run as a user
 runs it: what it accepts and what it refuses."""
 
 import json
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "paper000_merge.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "paper000_suite.py"
 _FIELDS = "noise_ratio,M,n_runs,param,rel_sq_bias,rel_variance,rel_mse,coverage_2se,failure_rate"
 
 
@@ -23,8 +23,8 @@ def _piece(root: Path, study: str, cells, *, n_runs=100, estimator="MLE()", k_ma
 
 def _merge(root: Path, *studies: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "WENDYJAX_BENCHMARK_RESULTS": str(root)}
-    return subprocess.run([sys.executable, str(SCRIPT), "logistic", *studies, "--out", "merged"], env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, str(SCRIPT), "--models", "logistic", "--merge", *studies, "--out", "merged"],
+                          env=env, capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture
