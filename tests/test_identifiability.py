@@ -4,6 +4,7 @@ determine."""
 import warnings
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from _zoo import zoo
@@ -24,6 +25,15 @@ def test_parameters_entering_only_as_a_product_are_undetermined():
     assert report.undetermined == ("a", "b") and not report.ok
     assert np.isnan(report.correlation[0]).all() and report.correlation[2, 2] == pytest.approx(1.0)
     assert "undetermined (no standard error): a, b" in str(report)
+
+
+def test_a_long_list_of_undetermined_parameters_is_cut_short_in_the_warning():
+    """A neural field's hundreds of parameters are not listed one by one: the first few and how many more."""
+    model = wj.ODEModel(lambda u, p, t: jnp.prod(p[:10]) * u + p[10] * u**2, ["u"], [f"p{i}" for i in range(1, 12)],
+                       name="long product")
+    with pytest.warns(RuntimeWarning, match=r"standard errors of p1, p2, p3, p4, p5, p6 and 4 more are NaN"):
+        fit = wj.MLE().fit(model, DATA, [1.0] * 10 + [-1.0], bounds=None)
+    assert len(fit.identifiability().undetermined) == 10
 
 
 def test_a_well_posed_fit_reports_nothing_and_a_bound_is_named():

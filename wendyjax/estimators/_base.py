@@ -262,6 +262,12 @@ class AbstractEstimator(eqx.Module):
         return result
 
 
+def _listed(names, most: int = 8) -> str:
+    """`names` joined by commas; beyond `most`, the first few and how many more."""
+    names = list(names)
+    return ", ".join(names) if len(names) <= most else f"{', '.join(names[:most - 2])} and {len(names) - most + 2} more"
+
+
 def _report(fit, throw: bool, data) -> None:
     """Raise (with `throw`) or warn on a failed solve, warn on a usable but unconverged one,
     on weakly determined parameters and on a covariance that is not finite."""
@@ -292,7 +298,7 @@ def _report(fit, throw: bool, data) -> None:
                       f"estimate, and its warnings may blame the data. Rescale the data to order one (and the "
                       f"parameters with them).", RuntimeWarning, stacklevel=stack)
     if fit.successful and fit.at_bound:
-        warnings.warn(f"the {fit.title} estimate of {', '.join(fit.at_bound)} on model '{fit.model_name}' lies on "
+        warnings.warn(f"the {fit.title} estimate of {_listed(fit.at_bound)} on model '{fit.model_name}' lies on "
                       f"the box's bound: the optimum may lie outside the box, or the fit stopped there from a poor "
                       f"start; try a wider box (bounds=...) or another start (e.g. MLE(start='both')).",
                       RuntimeWarning, stacklevel=stack)
@@ -301,7 +307,7 @@ def _report(fit, throw: bool, data) -> None:
     if fit.covariance is not None and not np.all(np.isfinite(fit.covariance)):
         names = getattr(fit.model, "param_names", None)
         bad = np.flatnonzero(~np.isfinite(np.diagonal(fit.covariance)))
-        which = (", ".join(names[i] for i in bad) if names is not None and 0 < len(bad) < len(names)
+        which = (_listed([names[i] for i in bad]) if names is not None and 0 < len(bad) < len(names)
                  else "all parameters")
         warnings.warn(f"the {fit.covariance_method} parameter covariance of {fit.title} is not finite at the "
                       f"estimate: standard errors of {which} are NaN (the data do not determine them there: the "
