@@ -3,7 +3,10 @@ the page shows them:
 
 - a ```python block runs in the page's one namespace; one whose first line names a file
   (`# mymodel.py ...`) is written to that file instead, for the blocks after it;
-- a ```bash block runs in bash (with this interpreter's `python` first on the PATH);
+- a ```bash block runs in bash (with this interpreter's `python` first on the PATH), except
+  one whose every command is `python -m wendyjax ARGS [> FILE]`: those run in this process
+  through `wendyjax.cli.main` (the same code without a new interpreter and its compilations;
+  tests/test_demo.py runs the module as a subprocess);
 - on the pages in CHECKED, a ```text block right after a python block must be exactly what
   that block printed.
 
@@ -20,6 +23,7 @@ import contextlib
 import io
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -28,12 +32,15 @@ from pathlib import Path
 import matplotlib
 import pytest
 
+from wendyjax.cli import main as cli_main
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs" / "pages").rglob("*.md")])
 PAGES = [p for p in PAGES if "```" in p.read_text()]
 CHECKED = {"guides/real-data.md", "guides/petab.md"}  # pages whose every printed number is checked
 FENCE = re.compile(r"^(?:<!-- (not run: .*?) -->\n)?```(\w+)\n(.*?)^```", flags=re.S | re.M)
 FILE = re.compile(r"# ([\w-]+\.py)\b")
+CLI = re.compile(r"python -m wendyjax (.+?)(?: > (\S+))?")
 
 
 def _name(page: Path) -> str:
@@ -43,6 +50,11 @@ def _name(page: Path) -> str:
 def blocks(page: Path) -> list[tuple[str, str, str]]:
     """(`not run` reason or "", language, body) of each fenced block of `page`."""
     return FENCE.findall(page.read_text())
+
+
+def _commands(body: str) -> list[str]:
+    """The lines of a bash block, continuation lines joined."""
+    return [line.strip() for line in body.replace("\\\n", " ").splitlines() if line.strip()]
 
 
 def test_every_block_is_found_and_every_skip_gives_a_reason():
@@ -74,6 +86,13 @@ def test_the_page_runs_as_shown(page, tmp_path, monkeypatch):
             with contextlib.redirect_stdout(out):
                 exec(compile(body, _name(page), "exec"), namespace)  # noqa: S102 - the page's own code
             printed = out.getvalue()
+        elif language == "bash" and all(CLI.fullmatch(line) for line in _commands(body)):
+            for args, target in (CLI.fullmatch(line).groups() for line in _commands(body)):
+                out = io.StringIO()
+                with contextlib.redirect_stdout(out):
+                    assert cli_main(shlex.split(args)) == 0, f"{_name(page)}: {args}"
+                if target:
+                    Path(target).write_text(out.getvalue())
         elif language == "bash":
             run = subprocess.run(["bash", "-euo", "pipefail", "-c", body + "\nwait"], capture_output=True, text=True,
                                  env=env, timeout=600)
