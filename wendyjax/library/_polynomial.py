@@ -9,7 +9,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, Int
+from jaxtyping import Array, ArrayLike, Float
 
 from .._checks import as_names
 from ..model import ODEModel
@@ -34,7 +34,9 @@ class PolynomialLibrary(AbstractLibrary):
 
     `state_names` (or a count) names the states in feature names and printed equations."""
 
-    factors: Int[Array, "F degree"]
+    # the state indices (0: the constant 1) multiplied in each feature; static, so that `library.rhs`
+    # carries no array when an estimator keeps it as a static field
+    factors: tuple[tuple[int, ...], ...] = eqx.field(static=True)
     degree: int = eqx.field(static=True)
     state_names: tuple[str, ...] = eqx.field(static=True)
     constant: bool = eqx.field(static=True)
@@ -45,11 +47,11 @@ class PolynomialLibrary(AbstractLibrary):
         self.state_names = as_names(state_names, "x", "state_names")
         self.degree = int(degree)
         self.constant = bool(constant)
-        self.factors = jnp.asarray(_factors(len(self.state_names), self.degree, self.constant))
+        self.factors = tuple(map(tuple, _factors(len(self.state_names), self.degree, self.constant).tolist()))
 
     @property
     def n_features(self) -> int:
-        return int(self.factors.shape[0])
+        return len(self.factors)
 
     @property
     def feature_names(self) -> tuple[str, ...]:
@@ -62,7 +64,7 @@ class PolynomialLibrary(AbstractLibrary):
 
     def features(self, u: Float[Array, " D"]) -> Float[Array, " F"]:
         r"""$\Phi(u)$: every monomial at the state `u` (products of factors: smooth in `u`)."""
-        return jnp.prod(jnp.concatenate([jnp.ones((1,), u.dtype), u])[self.factors], axis=1)
+        return jnp.prod(jnp.concatenate([jnp.ones((1,), u.dtype), u])[np.asarray(self.factors)], axis=1)
 
     def rhs(self, u: Float[Array, " D"], theta: Float[Array, "F D"], t=None) -> Float[Array, " D"]:
         """The vector field f(u) = features(u) @ θ (Anonymous 2025, App. C, Meissner & Glasner 2024, eq. 14)."""
