@@ -12,11 +12,13 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # XLA's classic CPU emitters instead of its MLIR fusion emitters, and otherwise its defaults
 # (no persistent compilation cache): three compile-heavy tests take 55 s instead of 76 s on a
 # 2-core AMD EPYC without AVX-512 (the docs' Validation page, "The test suite's XLA flags").
-# Flags tried before broke the suite: with --xla_backend_optimization_level=0, StateParameterRegression's fits of
-# test_discovery's oscillator diverged at their first step, and with the persistent cache,
-# xdist workers segfaulted while serialising executables. Workers still die now and then
-# inside XLA compilation with XLA's defaults too, locally and on CI; pyproject.toml reruns
-# a test whose worker died. A value set by the user wins.
+# Flags tried before: with --xla_backend_optimization_level=0 StateParameterRegression's fits of
+# test_discovery's oscillator once diverged at their first step (on 2026-12-05 the suite took 18 %
+# less time that way, but a checked guide printed other rounding). Workers still die now and
+# then inside XLA's compiler (11 of 13 deaths in eight CI runs of 2026-12-04/05; the other two
+# while reading or writing the persistent compilation cache, which the Troubleshooting guide's
+# code had turned on: tests/test_docs_code.py now turns it off after each page);
+# pyproject.toml reruns a test whose worker died. A value set by the user wins.
 #
 # Newer XLA (jax 0.11) removed the classic emitters and aborts the process on a flag it does
 # not know, before pytest prints anything. So the flag is set only where the running XLA

@@ -29,8 +29,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import matplotlib
 import pytest
+from jax.experimental.compilation_cache import compilation_cache
 
 from wendyjax.cli import main as cli_main
 
@@ -66,9 +68,22 @@ def test_every_block_is_found_and_every_skip_gives_a_reason():
             assert not reason or len(reason) > len("not run: ") + 10, (_name(page), reason)
 
 
+@pytest.fixture
+def no_persistent_cache():
+    """A page that turns on JAX's persistent compilation cache (Troubleshooting does) turns it
+    off again: left on, the worker's later compilations read and wrote that folder, and with
+    jaxlib 0.10 on CPU two of the thirteen worker deaths in eight CI runs of 2026-12-04/05
+    happened there (deserialising and serialising an executable; the other eleven inside XLA's
+    compiler)."""
+    yield
+    if jax.config.jax_compilation_cache_dir is not None:
+        jax.config.update("jax_compilation_cache_dir", None)
+        compilation_cache.reset_cache()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES, ids=_name)
-def test_the_page_runs_as_shown(page, tmp_path, monkeypatch):
+def test_the_page_runs_as_shown(page, tmp_path, monkeypatch, no_persistent_cache):
     matplotlib.use("Agg")
     monkeypatch.chdir(tmp_path)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
