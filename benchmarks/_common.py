@@ -59,16 +59,28 @@ def machine_info() -> dict:
     """The machine, the versions and the timing-relevant environment, for the results files."""
     u = platform.uname()
     try:  # the CPU's model name (Linux), where `platform.processor()` is empty
-        model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                      if line.startswith("model name")), "")
+        model = next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            "",
+        )
     except OSError:
         model = ""
-    info = {"processor": platform.processor() or model,
-            "uname": {k: getattr(u, k) for k in ("system", "node", "release", "version", "machine")},
-            "cpu_count": os.cpu_count(), "python": sys.version.split()[0], "jax": jax.__version__,
-            "numpy": np.__version__,
-            "devices": [str(d) if d.platform == "cpu" else f"{d} ({d.device_kind})" for d in jax.devices()],
-            "x64": bool(jax.config.jax_enable_x64), "jaxlib": jaxlib.__version__, "equinox": equinox.__version__}
+    info = {
+        "processor": platform.processor() or model,
+        "uname": {k: getattr(u, k) for k in ("system", "node", "release", "version", "machine")},
+        "cpu_count": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "jax": jax.__version__,
+        "numpy": np.__version__,
+        "devices": [str(d) if d.platform == "cpu" else f"{d} ({d.device_kind})" for d in jax.devices()],
+        "x64": bool(jax.config.jax_enable_x64),
+        "jaxlib": jaxlib.__version__,
+        "equinox": equinox.__version__,
+    }
     if model:
         info["cpu_model"] = model
     if hasattr(os, "sched_getaffinity"):
@@ -85,7 +97,8 @@ def machine_line(info: dict) -> str:
     cpu = info.get("cpu_model") or info.get("processor") or info["uname"]["machine"]
     accelerators = [d for d in info.get("devices", []) if not d.startswith(("cpu", "TFRT_CPU"))]
     return f"{cpu}, {info.get('cpu_count', '?')} CPUs, jax {info.get('jax', '?')}" + "".join(
-        f", {d}" for d in accelerators)
+        f", {d}" for d in accelerators
+    )
 
 
 def idle_check(info: dict, seconds: float = 1.0) -> float | None:
@@ -96,8 +109,10 @@ def idle_check(info: dict, seconds: float = 1.0) -> float | None:
     other = other_cpu_load(c0, cpu_busy_seconds(), time.perf_counter() - w0)
     info["other_processes_cores_before_start"] = other
     if other is not None and other > 0.1:
-        print(f"  WARNING: other processes use {other:.2f} cores before the start: they "
-              f"compete for the {info['cpu_count']} cores and timings will be noisy")
+        print(
+            f"  WARNING: other processes use {other:.2f} cores before the start: they "
+            f"compete for the {info['cpu_count']} cores and timings will be noisy"
+        )
     return other
 
 
@@ -133,8 +148,10 @@ def bench(fn, *args, cfg):
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        while not times or not ((len(times) >= cfg["min_reps"] and sum(times) >= cfg["min_time"])
-                                or (sum(times) >= cfg["max_time"] and len(times) >= cfg["floor_reps"])):
+        while not times or not (
+            (len(times) >= cfg["min_reps"] and sum(times) >= cfg["min_time"])
+            or (sum(times) >= cfg["max_time"] and len(times) >= cfg["floor_reps"])
+        ):
             t0 = time.perf_counter()
             jax.block_until_ready(fn(*args))
             times.append(time.perf_counter() - t0)
@@ -143,17 +160,28 @@ def bench(fn, *args, cfg):
             gc.enable()
     other = other_cpu_load(cpu0, cpu_busy_seconds(), time.perf_counter() - w0)
     med = statistics.median(times)
-    return out, {"other_processes_cores": other, "median_s": med, "min_s": min(times), "max_s": max(times),
-                 "repeats": len(times), "first_call_s": first, "compile_s": max(first - med, 0.0)}
+    return out, {
+        "other_processes_cores": other,
+        "median_s": med,
+        "min_s": min(times),
+        "max_s": max(times),
+        "repeats": len(times),
+        "first_call_s": first,
+        "compile_s": max(first - med, 0.0),
+    }
 
 
 def markdown_table(header: list, rows: list[list]) -> list[str]:
     """The lines of a Markdown table; floats as 3 significant digits, NaN as "—"."""
+
     def fmt(v):
         return ("—" if math.isnan(v) else f"{v:.3g}") if isinstance(v, float) else str(v)
 
-    return ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header),
-            *("| " + " | ".join(fmt(v) for v in row) + " |" for row in rows)]
+    return [
+        "| " + " | ".join(map(str, header)) + " |",
+        "|" + "---|" * len(header),
+        *("| " + " | ".join(fmt(v) for v in row) + " |" for row in rows),
+    ]
 
 
 def write_results(stem: str, data=None, markdown=None, *, indent: int = 1, default=None) -> list[Path]:
@@ -175,8 +203,9 @@ def write_results(stem: str, data=None, markdown=None, *, indent: int = 1, defau
 def matches(ours: dict, paper: dict, n_runs: int) -> bool:
     """Rummel et al. 2025's medians matched (keys "mse", "cov"): our MSE ≤ the paper's × (1 + 3√(2/N)),
     3 sd of a χ²-type mean, and our 2√C coverage ≥ the paper's − 3 binomial sd of a 95 % coverage."""
-    return (ours["mse"] <= paper["mse"] * (1 + 3.0 * math.sqrt(2.0 / n_runs))
-            and ours["cov"] >= paper["cov"] - 3.0 * math.sqrt(0.95 * 0.05 / n_runs))
+    return ours["mse"] <= paper["mse"] * (1 + 3.0 * math.sqrt(2.0 / n_runs)) and ours["cov"] >= paper[
+        "cov"
+    ] - 3.0 * math.sqrt(0.95 * 0.05 / n_runs)
 
 
 def timed_study(fn, **kwargs):

@@ -73,12 +73,20 @@ def simulated_annealing(key, t, y, theta0, noise_var, n_iter: int, t0: float = 1
         delta = 0.5 * s_new / noise_var - 0.5 * s / noise_var
         temp = t0 / jnp.log(k + 2.0)
         accept = jnp.isfinite(s_new) & ((delta <= 0) | (jax.random.uniform(k_acc) < jax.nn.sigmoid(-delta / temp)))
-        log_scale = log_scale.at[j].add(jnp.minimum(0.1, 1.0 / jnp.sqrt(k // theta.size + 1.0))
-                                        * (accept - accept_target))
+        log_scale = log_scale.at[j].add(
+            jnp.minimum(0.1, 1.0 / jnp.sqrt(k // theta.size + 1.0)) * (accept - accept_target)
+        )
         theta, s = jnp.where(accept, proposal, theta), jnp.where(accept, s_new, s)
         better = s < best_s
-        return (theta, s, log_scale, jnp.where(better, theta, best), jnp.where(better, s, best_s),
-                n_acc + accept, key), None
+        return (
+            theta,
+            s,
+            log_scale,
+            jnp.where(better, theta, best),
+            jnp.where(better, s, best_s),
+            n_acc + accept,
+            key,
+        ), None
 
     s0 = sse(theta0)
     init = (theta0, s0, jnp.log(0.1 * jnp.maximum(jnp.abs(theta0), 0.1)), theta0, s0, jnp.array(0), key)
@@ -92,8 +100,11 @@ def _penalty_form(problem, c):
     (the penalty is quadratic in θ for fixed c)."""
     Cc = jnp.einsum("afk,k->af", problem.cross, c)
     M = jnp.block([[jnp.einsum("k,abkl,l->ab", c, problem.gram, c), Cc], [Cc.T, problem.forcing_gram]])
-    return (M, jnp.concatenate([problem.kappa0, problem.lam0]),
-            jnp.concatenate([problem.kappa_theta, problem.lam_theta]))
+    return (
+        M,
+        jnp.concatenate([problem.kappa0, problem.lam0]),
+        jnp.concatenate([problem.kappa_theta, problem.lam_theta]),
+    )
 
 
 def _penalty(problem, theta, c):
@@ -109,8 +120,7 @@ def _draw_gaussian(key, Q, b):
     return jax.scipy.linalg.cho_solve((chol, True), b) + jax.scipy.linalg.solve_triangular(chol.T, z, lower=False)
 
 
-def smooth_functional_tempering(key, problem, y, theta0, lambdas, n_iter: int, burn_in: int,
-                                swap_prob: float = 0.5):
+def smooth_functional_tempering(key, problem, y, theta0, lambdas, n_iter: int, burn_in: int, swap_prob: float = 0.5):
     r"""Smooth functional tempering (Carey & Ramsay 2021 §2.4, eq. 7) for one data set: chain $m$ samples
     $\pi_m(c, \theta, \sigma^2) \propto \sigma^{-N}e^{-\|y - \Phi c\|^2/2\sigma^2}
     e^{-\lambda_m L(\theta, c)/2}\,N(\theta; 0, I)\,\sigma^{-2}$ (the paper's priors; $L$ the squared $L^2$

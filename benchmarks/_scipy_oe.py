@@ -55,8 +55,9 @@ def fit_scipy(rhs, data, p0, p_true, rtol, atol, max_nfev, max_rhs):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # overflow in a diverging solve
-                sol = solve_ivp(budgeted, (t[0], t[-1]), theta[n_params:], method="RK45", t_eval=t, rtol=rtol,
-                                atol=atol)
+                sol = solve_ivp(
+                    budgeted, (t[0], t[-1]), theta[n_params:], method="RK45", t_eval=t, rtol=rtol, atol=atol
+                )
             n = sol.y.shape[1] if sol.y.ndim == 2 else 0
             counts["ivp_failures"] += sol.status < 0 or n < len(t)
             sim[:n] = sol.y.T[:n]
@@ -69,8 +70,17 @@ def fit_scipy(rhs, data, p0, p_true, rtol, atol, max_nfev, max_rhs):
     cpu0, t0 = cpu_busy_seconds(), time.perf_counter()
     res = least_squares(residual, np.concatenate([np.asarray(p0, float), u_data[0]]), method="lm", max_nfev=max_nfev)
     wall = time.perf_counter() - t0
-    return {"params": res.x[:n_params].tolist(), "u0": res.x[n_params:].tolist(),
-            "rel_err": rel_err(res.x[:n_params], p_true), "time_s": wall, "nfev": int(res.nfev), **counts,
-            "status": int(res.status), "message": res.message, "hit_cap": bool(res.status == 0),
-            "converged": bool(res.status > 0), "cost": float(res.cost),
-            "other_processes_cores": other_cpu_load(cpu0, cpu_busy_seconds(), wall)}
+    return {
+        "params": res.x[:n_params].tolist(),
+        "u0": res.x[n_params:].tolist(),
+        "rel_err": rel_err(res.x[:n_params], p_true),
+        "time_s": wall,
+        "nfev": int(res.nfev),
+        **counts,
+        "status": int(res.status),
+        "message": res.message,
+        "hit_cap": bool(res.status == 0),
+        "converged": bool(res.status > 0),
+        "cost": float(res.cost),
+        "other_processes_cores": other_cpu_load(cpu0, cpu_busy_seconds(), wall),
+    }

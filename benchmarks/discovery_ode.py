@@ -28,10 +28,22 @@ CELLS = [(0.3, 0.2), (0.5, 0.2), (0.7, 0.2), (0.3, 0.4), (0.5, 0.4), (0.7, 0.4)]
 # Meissner & Glasner 2024 Tables 1-2: missing terms, extra terms, and (correct-support cells) the largest relative
 # coefficient error and the relative ‖·‖₂ error (arithmetic on the printed coefficients)
 PAPER = {
-    "van_der_pol": [(0, 0, 0.121, 0.088), (0, 0, 0.193, 0.140), (0, 0, 0.259, 0.190), (0, 0, 0.060, 0.045),
-                    (1, 1, None, None), (1, 7, None, None)],
-    "lorenz": [(0, 0, 0.215, 0.046), (0, 0, 0.335, 0.075), (1, 2, None, None), (0, 0, 0.300, 0.063),
-               (0, 0, 0.456, 0.098), (1, 10, None, None)],
+    "van_der_pol": [
+        (0, 0, 0.121, 0.088),
+        (0, 0, 0.193, 0.140),
+        (0, 0, 0.259, 0.190),
+        (0, 0, 0.060, 0.045),
+        (1, 1, None, None),
+        (1, 7, None, None),
+    ],
+    "lorenz": [
+        (0, 0, 0.215, 0.046),
+        (0, 0, 0.335, 0.075),
+        (1, 2, None, None),
+        (0, 0, 0.300, 0.063),
+        (0, 0, 0.456, 0.098),
+        (1, 10, None, None),
+    ],
 }
 
 
@@ -72,44 +84,96 @@ def main():
             for seed in range(args.seeds):
                 data = realisation(clean, noise, missing, seed)
                 start = time.perf_counter()
-                found = est.fit(library, wj.Trajectory(0.02 * np.arange(len(data)), data, ~np.isnan(data)),
-                                u0=args.start)
-                row = {"system": name, "noise": noise, "missing": missing, "seed": seed,
-                       "seconds": time.perf_counter() - start, "models_tested": len(found.history),
-                       **found.compare(true), **{f"state_error_{k}": v for k, v in found.state_error(clean).items()},
-                       "equations": found.equations(4), "paper": PAPER[name][cell]}
+                found = est.fit(
+                    library, wj.Trajectory(0.02 * np.arange(len(data)), data, ~np.isnan(data)), u0=args.start
+                )
+                row = {
+                    "system": name,
+                    "noise": noise,
+                    "missing": missing,
+                    "seed": seed,
+                    "seconds": time.perf_counter() - start,
+                    "models_tested": len(found.history),
+                    **found.compare(true),
+                    **{f"state_error_{k}": v for k, v in found.state_error(clean).items()},
+                    "equations": found.equations(4),
+                    "paper": PAPER[name][cell],
+                }
                 rows.append(row)
-                print(f"{name} {noise:.0%} noise {missing:.0%} missing seed {seed}: missing {row['missing_terms']} "
-                      f"extra {row['extra_terms']} max rel err {row['max_relative_error']:.3f} "
-                      f"{row['seconds']:.1f} s", flush=True)
+                print(
+                    f"{name} {noise:.0%} noise {missing:.0%} missing seed {seed}: missing {row['missing_terms']} "
+                    f"extra {row['extra_terms']} max rel err {row['max_relative_error']:.3f} "
+                    f"{row['seconds']:.1f} s",
+                    flush=True,
+                )
                 write(rows, args)
 
 
 def write(rows, args):
     name = "discovery_ode" + ("" if args.start == "data" else f"_{args.start}")
-    meta = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "seeds": args.seeds,
-            "command": command()}
+    meta = {
+        "date": datetime.date.today().isoformat(),
+        "machine": machine_info(),
+        "seeds": args.seeds,
+        "command": command(),
+    }
     write_results(name, {"meta": meta, "rows": rows})
     cpu = meta["machine"].get("cpu_model") or meta["machine"]["processor"]
     exact = {}
     for r in rows:
         exact.setdefault((r["system"], r["noise"], r["missing"]), []).append(r["missing_terms"] + r["extra_terms"] == 0)
-    write_results(name, markdown=[
-        f"# Sparse state-and-parameter regression (Meissner & Glasner 2024) on its ODE protocols — {meta['date']}", "",
-        f"`{meta['command']}` on {meta['machine']['cpu_count']} CPU cores ({cpu}). Per realisation: missing / extra "
-        "terms, the largest relative and the relative ‖·‖₂ coefficient error on the true support, the relative ‖·‖₂ "
-        "error of the reconstructed states (of the data, observed entries, in brackets), wall time of the discovery "
-        "(the first of each system compiles). Paper: its single realisation. States start from "
-        f"{'the forward-filled data (the paper)' if args.start == 'data' else 'the smoother'}.", "",
-        *markdown_table(["system", "noise", "missing", "seed", "missing terms", "extra terms", "max rel. err",
-                         "rel. L2 err", "state err (data)", "models", "s", "paper: missing / extra / max rel / L2"],
-                        [[r["system"], f"{r['noise']:.0%}", f"{r['missing']:.0%}", r["seed"], r["missing_terms"],
-                          r["extra_terms"], f"{r['max_relative_error']:.3f}", f"{r['relative_l2_error']:.3f}",
-                          f"{r['state_error_reconstruction']:.3f} ({r['state_error_data']:.3f})", r["models_tested"],
-                          f"{r['seconds']:.1f}", paper_cell(r["paper"])] for r in rows]),
-        "", "Exact support recovered (realisations):", "",
-        *(f"- {s} {n:.0%} noise {m:.0%} missing: {sum(v)}/{len(v)}" for (s, n, m), v in exact.items()),
-        "", f"Median wall time per discovery run: {np.median([r['seconds'] for r in rows]):.1f} s (all runs)."])
+    write_results(
+        name,
+        markdown=[
+            f"# Sparse state-and-parameter regression (Meissner & Glasner 2024) on its ODE protocols — {meta['date']}",
+            "",
+            f"`{meta['command']}` on {meta['machine']['cpu_count']} CPU cores ({cpu}). Per realisation: missing / "
+            "extra terms, the largest relative and the relative ‖·‖₂ coefficient error on the true support, the "
+            "relative ‖·‖₂ error of the reconstructed states (of the data, observed entries, in brackets), wall time "
+            "of the discovery (the first of each system compiles). Paper: its single realisation. States start from "
+            f"{'the forward-filled data (the paper)' if args.start == 'data' else 'the smoother'}.",
+            "",
+            *markdown_table(
+                [
+                    "system",
+                    "noise",
+                    "missing",
+                    "seed",
+                    "missing terms",
+                    "extra terms",
+                    "max rel. err",
+                    "rel. L2 err",
+                    "state err (data)",
+                    "models",
+                    "s",
+                    "paper: missing / extra / max rel / L2",
+                ],
+                [
+                    [
+                        r["system"],
+                        f"{r['noise']:.0%}",
+                        f"{r['missing']:.0%}",
+                        r["seed"],
+                        r["missing_terms"],
+                        r["extra_terms"],
+                        f"{r['max_relative_error']:.3f}",
+                        f"{r['relative_l2_error']:.3f}",
+                        f"{r['state_error_reconstruction']:.3f} ({r['state_error_data']:.3f})",
+                        r["models_tested"],
+                        f"{r['seconds']:.1f}",
+                        paper_cell(r["paper"]),
+                    ]
+                    for r in rows
+                ],
+            ),
+            "",
+            "Exact support recovered (realisations):",
+            "",
+            *(f"- {s} {n:.0%} noise {m:.0%} missing: {sum(v)}/{len(v)}" for (s, n, m), v in exact.items()),
+            "",
+            f"Median wall time per discovery run: {np.median([r['seconds'] for r in rows]):.1f} s (all runs).",
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -38,19 +38,29 @@ THRESHOLD = 0.05  # ours and STLSQ's: half the smallest true coefficient (0.1, 0
 BOUND_SYSTEMS = ("rossler", "duffing")
 CHECK_LEVEL = 0.01  # noise level of the bound check, small enough for the linearisation
 METHODS = ("imatch", "imatch_thresh", "sindy_fd", "sindy_sfd")
-LABELS = {"imatch": "IMATCH (ours, dense)", "imatch_thresh": "IMATCH thresh (ours)",
-          "sindy_fd": "SINDy FD", "sindy_sfd": "SINDy smoothed FD"}
+LABELS = {
+    "imatch": "IMATCH (ours, dense)",
+    "imatch_thresh": "IMATCH thresh (ours)",
+    "sindy_fd": "SINDy FD",
+    "sindy_sfd": "SINDy smoothed FD",
+}
 # Anonymous 2025 Table 2, RMSE of ẋ (%), mean ± sd as printed; None where the paper has no row.
 PAPER = {
-    "lorenz": {"sindy": ["0.18", "7.5 ± 5.9", "10.77 ± 0.4", "22.95 ± 3.4"],
-               "imatch": ["0.25", "1.6 ± 1.4", "4.63 ± 3.6", "8.81 ± 4.3"],
-               "imatch_thresh": ["0.05", "1.0 ± 0.6", "2.8 ± 2.6", "6.3 ± 7.1"]},
-    "rossler": {"sindy": ["0.02", "4.3 ± 0.5", "12.15 ± 1.0", "26.95 ± 2.3"],
-                "imatch": ["< 0.01", "0.5 ± 0.1", "0.92 ± 0.2", "2.11 ± 0.5"],
-                "imatch_thresh": ["< 0.01", "0.3 ± 0.1", "0.9 ± 0.2", "1.5 ± 0.9"]},
-    "duffing": {"sindy": ["0.01", "5.6 ± 0.3", "9.79 ± 0.3", "13.27 ± 1.2"],
-                "imatch": ["0.34", "1.1 ± 0.9", "2.0 ± 1.9", "4.2 ± 4.3"],
-                "imatch_thresh": None},
+    "lorenz": {
+        "sindy": ["0.18", "7.5 ± 5.9", "10.77 ± 0.4", "22.95 ± 3.4"],
+        "imatch": ["0.25", "1.6 ± 1.4", "4.63 ± 3.6", "8.81 ± 4.3"],
+        "imatch_thresh": ["0.05", "1.0 ± 0.6", "2.8 ± 2.6", "6.3 ± 7.1"],
+    },
+    "rossler": {
+        "sindy": ["0.02", "4.3 ± 0.5", "12.15 ± 1.0", "26.95 ± 2.3"],
+        "imatch": ["< 0.01", "0.5 ± 0.1", "0.92 ± 0.2", "2.11 ± 0.5"],
+        "imatch_thresh": ["< 0.01", "0.3 ± 0.1", "0.9 ± 0.2", "1.5 ± 0.9"],
+    },
+    "duffing": {
+        "sindy": ["0.01", "5.6 ± 0.3", "9.79 ± 0.3", "13.27 ± 1.2"],
+        "imatch": ["0.34", "1.1 ± 0.9", "2.0 ± 1.9", "4.2 ± 4.3"],
+        "imatch_thresh": None,
+    },
 }
 NOTES = [
     "Systems (`wj.models`): Lorenz (10, 28, 8/3) from (2, 1, 1), Rössler (0.2, 0.2, 5.7) from (1, 1, 1), Duffing "
@@ -66,8 +76,11 @@ NOTES = [
 
 def sindy_fit(x, names, smoothed):
     """pysindy's fitted model on the samples `x` and its seconds."""
-    model = ps.SINDy(feature_library=ps.PolynomialLibrary(degree=3), optimizer=ps.STLSQ(threshold=THRESHOLD),
-                     differentiation_method=ps.SmoothedFiniteDifference() if smoothed else ps.FiniteDifference())
+    model = ps.SINDy(
+        feature_library=ps.PolynomialLibrary(degree=3),
+        optimizer=ps.STLSQ(threshold=THRESHOLD),
+        differentiation_method=ps.SmoothedFiniteDifference() if smoothed else ps.FiniteDifference(),
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # STLSQ warns when a column is eliminated entirely
         start = time.perf_counter()
@@ -81,9 +94,18 @@ def library_states(lib, shape):
 
     def states(params, t):
         return diffrax.diffeqsolve(
-            diffrax.ODETerm(lambda s, u, th: lib.rhs(u, th)), diffrax.Tsit5(), t[0], t[-1], DT, params[:n_s],
-            params[n_s:].reshape(n_f, n_s), saveat=diffrax.SaveAt(ts=t), adjoint=diffrax.ForwardMode(),
-            max_steps=10**6, stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10)).ys
+            diffrax.ODETerm(lambda s, u, th: lib.rhs(u, th)),
+            diffrax.Tsit5(),
+            t[0],
+            t[-1],
+            DT,
+            params[:n_s],
+            params[n_s:].reshape(n_f, n_s),
+            saveat=diffrax.SaveAt(ts=t),
+            adjoint=diffrax.ForwardMode(),
+            max_steps=10**6,
+            stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10),
+        ).ys
 
     return states
 
@@ -99,8 +121,10 @@ def cramer_rao_xdot(lib, theta_true, u0, t, sd, phi, f_true):
     g = np.zeros_like(fisher)
     g[n_s:, n_s:] = np.kron(phi.T @ phi, np.eye(n_s))  # Θ raveled row-major
     bounds = {}
-    for kind, keep in (("dense", np.ones(len(g), bool)),
-                       ("support", np.concatenate([np.ones(n_s, bool), np.ravel(theta_true) != 0]))):
+    for kind, keep in (
+        ("dense", np.ones(len(g), bool)),
+        ("support", np.concatenate([np.ones(n_s, bool), np.ravel(theta_true) != 0])),
+    ):
         f_k, g_k = fisher[np.ix_(keep, keep)], g[np.ix_(keep, keep)]
         scale = 1.0 / np.sqrt(np.diag(f_k))  # Jacobi scaling: u₀ and the cubic terms differ by decades
         cov = scale[:, None] * np.linalg.inv(f_k * scale[:, None] * scale[None, :]) * scale[None, :]
@@ -120,21 +144,28 @@ def bound_check(lib, theta_true, u0, t, X, noise, estimator, seeds, phi, f_true)
         y = np.asarray(noise.sample(jnp.asarray(X), jax.random.key(seed)))
         sol = scipy.optimize.least_squares(
             lambda q, y=y: ((np.asarray(f_states(jnp.asarray(q), ts)) - y) / sd).ravel(),
-            np.concatenate([np.asarray(u0), np.ravel(theta_true)]), method="lm",
-            jac=lambda q: (np.asarray(f_jac(jnp.asarray(q), ts)) / sd[None, :, None]).reshape(-1, len(q)))
-        errors["mle"].append(metrics(sol.x[len(u0):].reshape(theta_true.shape), theta_true, phi, f_true))
+            np.concatenate([np.asarray(u0), np.ravel(theta_true)]),
+            method="lm",
+            jac=lambda q: (np.asarray(f_jac(jnp.asarray(q), ts)) / sd[None, :, None]).reshape(-1, len(q)),
+        )
+        errors["mle"].append(metrics(sol.x[len(u0) :].reshape(theta_true.shape), theta_true, phi, f_true))
         errors["imatch"].append(metrics(estimator.fit(lib, wj.Trajectory(t, y)).params, theta_true, phi, f_true))
-    return {k: {"rms": float(np.sqrt(np.mean([e["xdot_err_pct"] ** 2 for e in v]))),
-                "runs": [e["xdot_err_pct"] for e in v]} for k, v in errors.items()}
+    return {
+        k: {"rms": float(np.sqrt(np.mean([e["xdot_err_pct"] ** 2 for e in v]))), "runs": [e["xdot_err_pct"] for e in v]}
+        for k, v in errors.items()
+    }
 
 
 def metrics(theta, theta_true, phi, f_true):
     """ẋ error (%), coefficient error (%), missing and extra terms of `theta`."""
     theta = np.asarray(theta, float)
     true, est = theta_true != 0, theta != 0
-    return {"xdot_err_pct": float(100.0 * np.linalg.norm(phi @ theta - f_true) / np.linalg.norm(f_true)),
-            "coef_err_pct": float(100.0 * np.linalg.norm(theta - theta_true) / np.linalg.norm(theta_true)),
-            "missing": int(np.sum(true & ~est)), "extra": int(np.sum(~true & est))}
+    return {
+        "xdot_err_pct": float(100.0 * np.linalg.norm(phi @ theta - f_true) / np.linalg.norm(f_true)),
+        "coef_err_pct": float(100.0 * np.linalg.norm(theta - theta_true) / np.linalg.norm(theta_true)),
+        "missing": int(np.sum(true & ~est)),
+        "extra": int(np.sum(~true & est)),
+    }
 
 
 def run_system(name, noises, seeds, noise_scale):
@@ -153,43 +184,79 @@ def run_system(name, noises, seeds, noise_scale):
     if list(sm.get_feature_names()) != list(lib.feature_names):
         raise RuntimeError(f"feature orders differ: pysindy {sm.get_feature_names()} vs ours {lib.feature_names}")
     assert np.allclose(sm.predict(X), phi @ np.asarray(sm.coefficients()).T, rtol=1e-9, atol=1e-9)
-    estimators = {"imatch": wj.IntegralMatching(order=ORDER, length=LENGTH), "imatch_thresh": wj.IntegralMatching(
-        order=ORDER, length=LENGTH, solver=wj.LeastSquares(threshold=THRESHOLD))}
+    estimators = {
+        "imatch": wj.IntegralMatching(order=ORDER, length=LENGTH),
+        "imatch_thresh": wj.IntegralMatching(order=ORDER, length=LENGTH, solver=wj.LeastSquares(threshold=THRESHOLD)),
+    }
     warm = {k: est.fit(lib, clean).seconds for k, est in estimators.items()}  # compile
     print(f"{name}: {lib.n_features} features × {lib.n_states} states; warm-up {warm}", flush=True)
     cells = {}
     for level in noises:
         runs = []
-        for seed in (seeds[:1] if level == 0 else seeds):
+        for seed in seeds[:1] if level == 0 else seeds:
             noisy = np.asarray(noise(level).sample(jnp.asarray(X), jax.random.key(seed))) if level else X
             run = {"seed": seed}
             for key, est in estimators.items():
                 fit = est.fit(lib, wj.Trajectory(t, noisy))
-                run[key] = {**metrics(fit.params, theta_true, phi, f_true), "seconds": fit.seconds,
-                            "status": fit.message}
+                run[key] = {
+                    **metrics(fit.params, theta_true, phi, f_true),
+                    "seconds": fit.seconds,
+                    "status": fit.message,
+                }
             for key, smoothed in (("sindy_fd", False), ("sindy_sfd", True)):
                 sm, seconds = sindy_fit(noisy, lib.state_names, smoothed)
                 run[key] = {**metrics(np.asarray(sm.coefficients()).T, theta_true, phi, f_true), "seconds": seconds}
             runs.append(run)
-            print(f"  {name} noise {level:.0%} seed {seed}: ẋ err % "
-                  + "  ".join(f"{k} {run[k]['xdot_err_pct']:.3g}" for k in METHODS), flush=True)
-        cells[f"{level:g}"] = {"noise": level, "runs": runs, "summary": {k: {
-            **{m: stats([r[k][m] for r in runs]) for m in ("xdot_err_pct", "coef_err_pct", "missing", "extra",
-                                                            "seconds")},
-            "exact_support": sum(r[k]["missing"] == 0 and r[k]["extra"] == 0 for r in runs)} for k in METHODS}}
+            print(
+                f"  {name} noise {level:.0%} seed {seed}: ẋ err % "
+                + "  ".join(f"{k} {run[k]['xdot_err_pct']:.3g}" for k in METHODS),
+                flush=True,
+            )
+        cells[f"{level:g}"] = {
+            "noise": level,
+            "runs": runs,
+            "summary": {
+                k: {
+                    **{
+                        m: stats([r[k][m] for r in runs])
+                        for m in ("xdot_err_pct", "coef_err_pct", "missing", "extra", "seconds")
+                    },
+                    "exact_support": sum(r[k]["missing"] == 0 and r[k]["extra"] == 0 for r in runs),
+                }
+                for k in METHODS
+            },
+        }
     times = {k: statistics.median([r[k]["seconds"] for c in cells.values() for r in c["runs"]]) for k in METHODS}
     # after the timed fits, so that their warm-up measures integral matching's compilation
-    check = (bound_check(lib, theta_true, b.u0, t, X, noise(CHECK_LEVEL), estimators["imatch"], seeds, phi, f_true)
-             if name in BOUND_SYSTEMS else None)
-    return {"n_samples": len(t), "n_features": lib.n_features, "noise_sd_over_state_sd": (sd1 / X.std(axis=0)).tolist(),
-            "cramer_rao_xdot_pct_per_level": bound, "bound_check": check, "feature_names": list(lib.feature_names),
-            "theta_true": theta_true.tolist(), "true_terms": int(np.sum(theta_true != 0)), "warmup_s": warm,
-            "compile_s": {k: max(warm[k] - times[k], 0.0) for k in warm}, "median_time_s": times, "cells": cells}
+    check = (
+        bound_check(lib, theta_true, b.u0, t, X, noise(CHECK_LEVEL), estimators["imatch"], seeds, phi, f_true)
+        if name in BOUND_SYSTEMS
+        else None
+    )
+    return {
+        "n_samples": len(t),
+        "n_features": lib.n_features,
+        "noise_sd_over_state_sd": (sd1 / X.std(axis=0)).tolist(),
+        "cramer_rao_xdot_pct_per_level": bound,
+        "bound_check": check,
+        "feature_names": list(lib.feature_names),
+        "theta_true": theta_true.tolist(),
+        "true_terms": int(np.sum(theta_true != 0)),
+        "warmup_s": warm,
+        "compile_s": {k: max(warm[k] - times[k], 0.0) for k in warm},
+        "median_time_s": times,
+        "cells": cells,
+    }
 
 
 def stats(v):
-    return {"median": float(np.median(v)), "min": float(np.min(v)), "max": float(np.max(v)),
-            "mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if len(v) > 1 else 0.0}
+    return {
+        "median": float(np.median(v)),
+        "min": float(np.min(v)),
+        "max": float(np.max(v)),
+        "mean": float(np.mean(v)),
+        "sd": float(np.std(v, ddof=1)) if len(v) > 1 else 0.0,
+    }
 
 
 def cell(s):
@@ -209,53 +276,137 @@ def main():
     start = time.perf_counter()
     results = {name: run_system(name, noises, seeds, args.noise_scale) for name in SYSTEMS}
     total = time.perf_counter() - start
-    write_results(args.name, {"args": vars(args), "machine": info, "versions": {"pysindy": ps.__version__},
-                              "total_s": total, "settings": {
-                                  "T": T_END, "dt": DT, "K": ORDER, "h": LENGTH, "threshold": THRESHOLD,
-                                  "noise_scale": args.noise_scale, "seeds": seeds, "noises": list(noises)},
-                              "paper_table2": PAPER, "results": results}, default=str)
+    write_results(
+        args.name,
+        {
+            "args": vars(args),
+            "machine": info,
+            "versions": {"pysindy": ps.__version__},
+            "total_s": total,
+            "settings": {
+                "T": T_END,
+                "dt": DT,
+                "K": ORDER,
+                "h": LENGTH,
+                "threshold": THRESHOLD,
+                "noise_scale": args.noise_scale,
+                "seeds": seeds,
+                "noises": list(noises),
+            },
+            "paper_table2": PAPER,
+            "results": results,
+        },
+        default=str,
+    )
 
     xdot_rows, coef_rows, time_rows = [], [], []
     for name, res in results.items():
         bound = res["cramer_rao_xdot_pct_per_level"]
         for c in res["cells"].values():
             s, j = c["summary"], NOISES.index(c["noise"])
-            xdot_rows.append([name, f"{c['noise']:.0%}", len(c["runs"]), *(cell(s[k]["xdot_err_pct"]) for k in METHODS),
-                              *("—" if bound is None else f"{c['noise'] * bound[k]:.3g}" for k in ("dense", "support")),
-                              *(PAPER[name][k][j] if PAPER[name][k] else "—" for k in ("imatch", "imatch_thresh",
-                                                                                       "sindy"))])
-            coef_rows.append([name, f"{c['noise']:.0%}", *(cell(s[k]["coef_err_pct"]) for k in METHODS),
-                              *(f"{cell(s[k]['missing'])} / {cell(s[k]['extra'])} ({s[k]['exact_support']}/"
-                                f"{len(c['runs'])})" for k in METHODS[1:])])
-        time_rows.append([name, res["n_samples"], res["n_features"], *(res["median_time_s"][k] * 1e3 for k in METHODS),
-                          res["compile_s"]["imatch"], res["compile_s"]["imatch_thresh"]])
+            xdot_rows.append(
+                [
+                    name,
+                    f"{c['noise']:.0%}",
+                    len(c["runs"]),
+                    *(cell(s[k]["xdot_err_pct"]) for k in METHODS),
+                    *("—" if bound is None else f"{c['noise'] * bound[k]:.3g}" for k in ("dense", "support")),
+                    *(PAPER[name][k][j] if PAPER[name][k] else "—" for k in ("imatch", "imatch_thresh", "sindy")),
+                ]
+            )
+            coef_rows.append(
+                [
+                    name,
+                    f"{c['noise']:.0%}",
+                    *(cell(s[k]["coef_err_pct"]) for k in METHODS),
+                    *(
+                        f"{cell(s[k]['missing'])} / {cell(s[k]['extra'])} ({s[k]['exact_support']}/{len(c['runs'])})"
+                        for k in METHODS[1:]
+                    ),
+                ]
+            )
+        time_rows.append(
+            [
+                name,
+                res["n_samples"],
+                res["n_features"],
+                *(res["median_time_s"][k] * 1e3 for k in METHODS),
+                res["compile_s"]["imatch"],
+                res["compile_s"]["imatch_thresh"],
+            ]
+        )
     lines = [
-        "# Integral matching vs SINDy on polynomial libraries (Anonymous 2025 Table 2)", "",
+        "# Integral matching vs SINDy on polynomial libraries (Anonymous 2025 Table 2)",
+        "",
         f"Generated by `{command()}` on {utc_now()} in {total:.0f} s; {machine_line(info)}, "
         f"pysindy {ps.__version__}, float64. Threshold {THRESHOLD:g} (ours and STLSQ), seeds {seeds}, "
-        f"noise scale `{args.noise_scale}`; T = {T_END:g}, Δt = {DT:g}, K = {ORDER}, h = {LENGTH:g}.", "",
-        *(f"- {note}" for note in NOTES), "",
-        "## ẋ error (%): median [min, max] over seeds, beside Anonymous 2025 Table 2 (mean ± sd)", "",
-        *markdown_table(["system", "noise", "seeds", *(LABELS[k] for k in METHODS), "CR bound dense",
-                         "CR bound support", "paper IMATCH", "paper IMATCH thresh", "paper SINDy"], xdot_rows), "",
+        f"noise scale `{args.noise_scale}`; T = {T_END:g}, Δt = {DT:g}, K = {ORDER}, h = {LENGTH:g}.",
+        "",
+        *(f"- {note}" for note in NOTES),
+        "",
+        "## ẋ error (%): median [min, max] over seeds, beside Anonymous 2025 Table 2 (mean ± sd)",
+        "",
+        *markdown_table(
+            [
+                "system",
+                "noise",
+                "seeds",
+                *(LABELS[k] for k in METHODS),
+                "CR bound dense",
+                "CR bound support",
+                "paper IMATCH",
+                "paper IMATCH thresh",
+                "paper SINDy",
+            ],
+            xdot_rows,
+        ),
+        "",
         f"Check of the dense bound at {CHECK_LEVEL:.0%} noise (same seeds), RMS ẋ error (%) of the "
         "output-error maximum-likelihood fit started at the truth (`bound_check`) and of integral matching "
-        "on the same data, beside the bound:", "",
-        *markdown_table(["system", "MLE", "IMATCH (ours, dense)", "CR bound dense"],
-                        [[name, f"{res['bound_check']['mle']['rms']:.3g}", f"{res['bound_check']['imatch']['rms']:.3g}",
-                          f"{CHECK_LEVEL * res['cramer_rao_xdot_pct_per_level']['dense']:.3g}"]
-                         for name, res in results.items() if res["bound_check"]]), "",
-        "## Coefficient error (%) and support", "",
-        "Support: median missing / median extra terms (seeds with exactly the true support / seeds).", "",
-        *markdown_table(["system", "noise", *(f"coef. err. {LABELS[k]}" for k in METHODS),
-                         *(f"support {LABELS[k]}" for k in METHODS[1:])], coef_rows), "",
-        "## Time per fit (ms, median over all fits of a system)", "",
-        *markdown_table(["system", "samples", "features", *(LABELS[k] for k in METHODS),
-                         "compile s (dense)", "compile s (thresh)"], time_rows), "",
+        "on the same data, beside the bound:",
+        "",
+        *markdown_table(
+            ["system", "MLE", "IMATCH (ours, dense)", "CR bound dense"],
+            [
+                [
+                    name,
+                    f"{res['bound_check']['mle']['rms']:.3g}",
+                    f"{res['bound_check']['imatch']['rms']:.3g}",
+                    f"{CHECK_LEVEL * res['cramer_rao_xdot_pct_per_level']['dense']:.3g}",
+                ]
+                for name, res in results.items()
+                if res["bound_check"]
+            ],
+        ),
+        "",
+        "## Coefficient error (%) and support",
+        "",
+        "Support: median missing / median extra terms (seeds with exactly the true support / seeds).",
+        "",
+        *markdown_table(
+            [
+                "system",
+                "noise",
+                *(f"coef. err. {LABELS[k]}" for k in METHODS),
+                *(f"support {LABELS[k]}" for k in METHODS[1:]),
+            ],
+            coef_rows,
+        ),
+        "",
+        "## Time per fit (ms, median over all fits of a system)",
+        "",
+        *markdown_table(
+            ["system", "samples", "features", *(LABELS[k] for k in METHODS), "compile s (dense)", "compile s (thresh)"],
+            time_rows,
+        ),
+        "",
         "Rössler reuses the code compiled for Lorenz (same shapes), hence no compile time. "
-        f"Load average at start {tuple(round(x, 1) for x in info.get('loadavg_at_start', ()))}.", "",
-        f"σ / (each state's standard deviation) at noise level 1, `{args.noise_scale}`: " + "; ".join(
-            f"{name} " + ", ".join(f"{v:.2f}" for v in res["noise_sd_over_state_sd"]) for name, res in results.items()),
+        f"Load average at start {tuple(round(x, 1) for x in info.get('loadavg_at_start', ()))}.",
+        "",
+        f"σ / (each state's standard deviation) at noise level 1, `{args.noise_scale}`: "
+        + "; ".join(
+            f"{name} " + ", ".join(f"{v:.2f}" for v in res["noise_sd_over_state_sd"]) for name, res in results.items()
+        ),
     ]
     write_results(args.name, markdown=lines)
     print("\n".join(lines))

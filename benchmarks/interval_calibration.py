@@ -25,8 +25,15 @@ import wendyjax as wj
 
 S = wj.studies
 SYSTEMS = ("logistic", "lotka_volterra", "lorenz", "fitzhugh_nagumo", "goodwin_3d", "sir_tdi")
-METHODS = ("sandwich", "hessian", "gauss_newton", "bootstrap_basic", "bootstrap_normal", "profile",
-           "bootstrap_or_profile")
+METHODS = (
+    "sandwich",
+    "hessian",
+    "gauss_newton",
+    "bootstrap_basic",
+    "bootstrap_normal",
+    "profile",
+    "bootstrap_or_profile",
+)
 # the estimators a cell may use, with their Wald intervals (the covariances each one has)
 ESTIMATORS = {"mle": (wj.MLE, ("sandwich", "hessian")), "hybrid": (wj.Hybrid, ("gauss_newton",))}
 WALDS = {w for _, walds in ESTIMATORS.values() for w in walds}
@@ -43,11 +50,24 @@ def cell(system, noise, m, runs, boot, points, seed, estimator="mle") -> dict:
     box = lo is not None and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))
     make, walds = ESTIMATORS[estimator]
     normal, profile = S.BootstrapIntervals(boot, kind="normal"), S.ProfileIntervals(n_points=points)
-    study = S.monte_carlo(bench, make(), noise_levels=[noise], subsamples=[(len(bench.t) - 1) // m], n_runs=runs,
-                          key=seed, covariance=walds[-1], progress=False,
-                          p0="box" if box else np.asarray(bench.p_true),
-                          intervals=(*(S.Wald(w) for w in walds), S.BootstrapIntervals(boot), normal, profile,
-                                     S.BootstrapOrProfile(normal, profile)))
+    study = S.monte_carlo(
+        bench,
+        make(),
+        noise_levels=[noise],
+        subsamples=[(len(bench.t) - 1) // m],
+        n_runs=runs,
+        key=seed,
+        covariance=walds[-1],
+        progress=False,
+        p0="box" if box else np.asarray(bench.p_true),
+        intervals=(
+            *(S.Wald(w) for w in walds),
+            S.BootstrapIntervals(boot),
+            normal,
+            profile,
+            S.BootstrapOrProfile(normal, profile),
+        ),
+    )
     seconds = time.perf_counter() - clock
     r, ok, rows = study.runs[0], ~study.failed(0), study.rows()
     p, truth = r.params[ok], np.asarray(bench.p_true, float)
@@ -57,18 +77,30 @@ def cell(system, noise, m, runs, boot, points, seed, estimator="mle") -> dict:
     prof = r.intervals["profile"][ok]
     edge_lo, edge_hi = (-np.inf, np.inf) if lo is None else (np.asarray(lo, float), np.asarray(hi, float))
     return {
-        "system": system, "estimator": estimator, "noise": noise, "M": int(r.m), "runs": runs, "n_ok": n_ok,
-        "boot": boot, "profile_points": points, "seed": seed, "params": list(study.param_names),
+        "system": system,
+        "estimator": estimator,
+        "noise": noise,
+        "M": int(r.m),
+        "runs": runs,
+        "n_ok": n_ok,
+        "boot": boot,
+        "profile_points": points,
+        "seed": seed,
+        "params": list(study.param_names),
         "p0": "uniform in the box" if box else "the true parameters (the model has no box)",
         "binomial_se": math.sqrt(0.95 * 0.05 / max(n_ok, 1)),
         **{f: {k: [row[f"{f}_{k}"] for row in rows] for k in names} for f in ("coverage", "width_ratio", "missing")},
         "ideal_width": [row["ideal_width"] for row in rows],
         "bias_over_sd": ((p.mean(0) - truth) / p.std(0, ddof=1)).tolist(),
-        "skewness": scipy.stats.skew(p, axis=0).tolist(), "at_bound": [row["at_bound"] for row in rows],
+        "skewness": scipy.stats.skew(p, axis=0).tolist(),
+        "at_bound": [row["at_bound"] for row in rows],
         "open_profile": np.sum((prof[:, 0] <= edge_lo) | (prof[:, 1] >= edge_hi), axis=0).tolist(),
         "seconds_per_interval": {k: study.settings["interval_s"][k] for k in TIMED},
-        "interval_errors": study.settings.get("interval_errors", {}), "normal_interval": NORMAL_INTERVAL,
-        "study_fit_s": study.timings["fit_s"], "seconds": seconds, "commit": _commit(),
+        "interval_errors": study.settings.get("interval_errors", {}),
+        "normal_interval": NORMAL_INTERVAL,
+        "study_fit_s": study.timings["fit_s"],
+        "seconds": seconds,
+        "commit": _commit(),
     }
 
 
@@ -78,8 +110,9 @@ def _estimator(c: dict) -> str:
 
 def _commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -118,28 +151,44 @@ def lorenz_timing(boot: int) -> dict:
     bench = wj.models.lorenz()
     data = bench.simulate(1, 0.10)
     fit = wj.MLE().fit(bench.model, data)
-    calls = [lambda: S.bootstrap(wj.MLE(), fit, data, boot, key=0, progress=False),
-             lambda: S.bootstrap(wj.MLE(), fit, data, boot, key=1, progress=False),
-             *[lambda: S.profile(wj.MLE(), fit, data, n_points=21)] * 2]  # each first call compiles
+    calls = [
+        lambda: S.bootstrap(wj.MLE(), fit, data, boot, key=0, progress=False),
+        lambda: S.bootstrap(wj.MLE(), fit, data, boot, key=1, progress=False),
+        *[lambda: S.profile(wj.MLE(), fit, data, n_points=21)] * 2,
+    ]  # each first call compiles
     seconds, results = [], []
     for call in calls:
         clock = time.perf_counter()
         results.append(call())
         seconds.append(time.perf_counter() - clock)
-    return {"M": len(data.t) - 1, "boot": boot, "failed": results[0].n_failed, "first_call_s": seconds[0],
-            "second_call_s": seconds[1], "profile_points": 21, "profile_first_s": seconds[2],
-            "profile_second_s": seconds[3], "commit": _commit()}
+    return {
+        "M": len(data.t) - 1,
+        "boot": boot,
+        "failed": results[0].n_failed,
+        "first_call_s": seconds[0],
+        "second_call_s": seconds[1],
+        "profile_points": 21,
+        "profile_first_s": seconds[2],
+        "profile_second_s": seconds[3],
+        "commit": _commit(),
+    }
 
 
 def _counts(cells, test) -> str:
-    return ", ".join(f"{k} {sum(test(c, k) for c in cells)}/{n}" for k in METHODS
-                     if (n := sum(k in c["coverage"] for c in cells)))
+    return ", ".join(
+        f"{k} {sum(test(c, k) for c in cells)}/{n}" for k in METHODS if (n := sum(k in c["coverage"] for c in cells))
+    )
 
 
 def _pooled(cells) -> str:
     """Per method: the coverage pooled over every parameter of the cells that have it (covering / intervals)."""
-    pooled = {k: (sum(np.sum(np.asarray(c["coverage"][k]) * c["n_ok"]) for c in cells if k in c["coverage"]),
-                  sum(c["n_ok"] * len(c["params"]) for c in cells if k in c["coverage"])) for k in METHODS}
+    pooled = {
+        k: (
+            sum(np.sum(np.asarray(c["coverage"][k]) * c["n_ok"]) for c in cells if k in c["coverage"]),
+            sum(c["n_ok"] * len(c["params"]) for c in cells if k in c["coverage"]),
+        )
+        for k in METHODS
+    }
     return ", ".join(f"{k} {hit / total:.3f} ({hit:.0f}/{total})" for k, (hit, total) in pooled.items() if total)
 
 
@@ -148,13 +197,15 @@ def _miss(c: dict, k: str) -> str:
     for j, name in enumerate(c["params"]):
         cov, ratio = c["coverage"][k][j], c["width_ratio"][k][j]
         if abs(cov - 0.95) > 2 * c["binomial_se"]:
-            why.append(f"{name} covers {cov:.2f} (bias/sd {c['bias_over_sd'][j]:+.2f}, skewness "
-                       f"{c['skewness'][j]:+.1f}, profile open to the box in {c['open_profile'][j]}/{c['n_ok']} runs, "
-                       f"width {ratio:.2f}× ideal)")
+            why.append(
+                f"{name} covers {cov:.2f} (bias/sd {c['bias_over_sd'][j]:+.2f}, skewness "
+                f"{c['skewness'][j]:+.1f}, profile open to the box in {c['open_profile'][j]}/{c['n_ok']} runs, "
+                f"width {ratio:.2f}× ideal)"
+            )
         elif ratio > 1.25:
             why.append(f"{name} {ratio:.2f}× the ideal width")
     failed = c["runs"] - c["n_ok"]
-    return (f"- {_where(c)}, {k}: {'; '.join(why)}" + (f" ({failed} failed runs left out)" if failed else "") + ".")
+    return f"- {_where(c)}, {k}: {'; '.join(why)}" + (f" ({failed} failed runs left out)" if failed else "") + "."
 
 
 def _where(c: dict) -> str:
@@ -162,65 +213,103 @@ def _where(c: dict) -> str:
 
 
 def markdown(data: dict) -> list[str]:
-    cells = sorted(data["cells"].values(), key=lambda c: (SYSTEMS.index(c["system"]), c["noise"], c["M"],
-                                                          list(ESTIMATORS).index(_estimator(c))))
+    cells = sorted(
+        data["cells"].values(),
+        key=lambda c: (SYSTEMS.index(c["system"]), c["noise"], c["M"], list(ESTIMATORS).index(_estimator(c))),
+    )
     if not cells:  # only the timing (e.g. `gpu_check.sh`'s run into its own results folder)
         return ["# Lorenz bootstrap and profile timing", "", *_timing_lines(data)]
     machines = collections.Counter(machine_line(c["machine"]) for c in cells)
     n_z = sum(c.get("normal_interval", "z") == "z" for c in cells)
-    lines = ["# Calibration of the 95 % intervals of WENDy-MLE (and of the hybrid where a cell names it)", "",
-             "`python benchmarks/interval_calibration.py` (cells as listed; the command and the machine of each in "
-             "the JSON); " + "; ".join(f"{n} cell{'s' * (n > 1)} on {line}" for line, n in machines.most_common())
-             + f"; commits {', '.join(sorted({c['commit'] for c in cells}))}.", "",
-             "Per cell and parameter: coverage of each method's 95 % intervals, and in brackets their median "
-             "width over the ideal width (2 × 1.96 × the Monte Carlo standard deviation of the estimates). "
-             "± is the binomial standard error of a 95 % coverage over the runs that did not fail; **bold**: the "
-             "method meets the target in the cell (every parameter within 2 binomial errors of 0.95, width ≤ "
-             "1.25 × ideal). bias/sd: the estimator's Monte Carlo bias over its spread.", ""]
+    lines = [
+        "# Calibration of the 95 % intervals of WENDy-MLE (and of the hybrid where a cell names it)",
+        "",
+        "`python benchmarks/interval_calibration.py` (cells as listed; the command and the machine of each in "
+        "the JSON); "
+        + "; ".join(f"{n} cell{'s' * (n > 1)} on {line}" for line, n in machines.most_common())
+        + f"; commits {', '.join(sorted({c['commit'] for c in cells}))}.",
+        "",
+        "Per cell and parameter: coverage of each method's 95 % intervals, and in brackets their median "
+        "width over the ideal width (2 × 1.96 × the Monte Carlo standard deviation of the estimates). "
+        "± is the binomial standard error of a 95 % coverage over the runs that did not fail; **bold**: the "
+        "method meets the target in the cell (every parameter within 2 binomial errors of 0.95, width ≤ "
+        "1.25 × ideal). bias/sd: the estimator's Monte Carlo bias over its spread.",
+        "",
+    ]
     if n_z:
-        lines += [f"{n_z} of the {len(cells)} cells measured bootstrap_normal and bootstrap_or_profile with the normal "
-                  "bootstrap's earlier form, z_{(1+c)/2} in place of t_{B−1} √(1 + 1/B) (field `normal_interval`): "
-                  "3.6 % (B = 50) and 6.1 % (B = 30) narrower.", ""]
-    lines += ["| system | estimator | noise | M | runs ok | B | param | " + " | ".join(METHODS) + " | bias/sd |",
-              "|---|---|---|---|---|---|---|" + "---|" * len(METHODS) + "---|"]
+        lines += [
+            f"{n_z} of the {len(cells)} cells measured bootstrap_normal and bootstrap_or_profile with the normal "
+            "bootstrap's earlier form, z_{(1+c)/2} in place of t_{B−1} √(1 + 1/B) (field `normal_interval`): "
+            "3.6 % (B = 50) and 6.1 % (B = 30) narrower.",
+            "",
+        ]
+    lines += [
+        "| system | estimator | noise | M | runs ok | B | param | " + " | ".join(METHODS) + " | bias/sd |",
+        "|---|---|---|---|---|---|---|" + "---|" * len(METHODS) + "---|",
+    ]
     for c in cells:
         for j, name in enumerate(c["params"]):
-            vals = [("**{}**" if meets(c, k) else "{}").format(
-                f"{c['coverage'][k][j]:.2f} ({c['width_ratio'][k][j]:.2f})") if k in c["coverage"] else "–"
-                for k in METHODS]
-            head = (f"{c['system']} | {_estimator(c)} | {c['noise']:g} | {c['M']} | {c['n_ok']}/{c['runs']} ± "
-                    f"{c['binomial_se']:.3f} | {c['boot']}" if j == 0 else " | | | | | ")
+            vals = [
+                ("**{}**" if meets(c, k) else "{}").format(f"{c['coverage'][k][j]:.2f} ({c['width_ratio'][k][j]:.2f})")
+                if k in c["coverage"]
+                else "–"
+                for k in METHODS
+            ]
+            head = (
+                f"{c['system']} | {_estimator(c)} | {c['noise']:g} | {c['M']} | {c['n_ok']}/{c['runs']} ± "
+                f"{c['binomial_se']:.3f} | {c['boot']}"
+                if j == 0
+                else " | | | | | "
+            )
             lines.append(f"| {head} | {name} | {' | '.join(vals)} | {c['bias_over_sd'][j]:+.2f} |")
-    lines += ["", "Where a method misses (automatic: which criterion, with the estimator's bias over its spread and "
-              "the failed runs beside it):", ""]
+    lines += [
+        "",
+        "Where a method misses (automatic: which criterion, with the estimator's bias over its spread and "
+        "the failed runs beside it):",
+        "",
+    ]
     lines += [_miss(c, k) for c in cells for k in METHODS if k in c["coverage"] and not meets(c, k)]
     if notes := [c for c in cells if "note" in c]:  # what the run of a cell had to say (added by hand)
         lines += ["", "Notes on cells:", ""] + [f"- {_where(c)}: {c['note']}" for c in notes]
     for name in ESTIMATORS:
         if not (mine := [c for c in cells if _estimator(c) == name]):
             continue
-        lines += ["", f"Cells where each method meets the target ({name}): {_counts(mine, meets)}.", "",
-                  "Cells whose coverage and width are consistent with the target given their Monte Carlo "
-                  "error (no parameter's coverage rejects 95 % by an exact binomial test, no width rejects "
-                  "1.25 × ideal by the χ² law of the runs' standard deviation, each at 5 % Šidák-adjusted over "
-                  f"the cell's parameters; `consistent`) ({name}): {_counts(mine, consistent)}."]
+        lines += [
+            "",
+            f"Cells where each method meets the target ({name}): {_counts(mine, meets)}.",
+            "",
+            "Cells whose coverage and width are consistent with the target given their Monte Carlo "
+            "error (no parameter's coverage rejects 95 % by an exact binomial test, no width rejects "
+            "1.25 × ideal by the χ² law of the runs' standard deviation, each at 5 % Šidák-adjusted over "
+            f"the cell's parameters; `consistent`) ({name}): {_counts(mine, consistent)}.",
+        ]
         if off := [c for c in mine if not consistent(c, "bootstrap_or_profile")]:
-            lines[-1] += " bootstrap_or_profile is not in: " + "; ".join(
-                f"{c['system']} {c['noise']:g}, M = {c['M']}" for c in off) + "."
+            lines[-1] += (
+                " bootstrap_or_profile is not in: "
+                + "; ".join(f"{c['system']} {c['noise']:g}, M = {c['M']}" for c in off)
+                + "."
+            )
         chance = [exact_pass(c) for c in mine]
         one = [1 - p ** (1 / len(c["params"])) for p, c in zip(chance, mine)]
         k = [len(c["params"]) for c in mine]
-        lines += ["", f"Exact 95 % intervals would meet the coverage criterion in {sum(chance):.1f} of these "
-                  f"{len(mine)} cells on average (per cell {min(chance):.2f}–{max(chance):.2f}: with these runs a "
-                  f"parameter misses two binomial errors by chance {min(one):.1%}–{max(one):.1%} of the time, and "
-                  f"a cell has {min(k)}–{max(k)} of them, taken as independent), so a cell missed by one run says "
-                  "little about a method. Coverage pooled over every parameter of every cell "
-                  f"(the parameters of a run share its data, so this is no binomial count): {_pooled(mine)}."]
+        lines += [
+            "",
+            f"Exact 95 % intervals would meet the coverage criterion in {sum(chance):.1f} of these "
+            f"{len(mine)} cells on average (per cell {min(chance):.2f}–{max(chance):.2f}: with these runs a "
+            f"parameter misses two binomial errors by chance {min(one):.1%}–{max(one):.1%} of the time, and "
+            f"a cell has {min(k)}–{max(k)} of them, taken as independent), so a cell missed by one run says "
+            "little about a method. Coverage pooled over every parameter of every cell "
+            f"(the parameters of a run share its data, so this is no binomial count): {_pooled(mine)}.",
+        ]
         if rest := [c for c in mine if c["system"] != "goodwin_3d"]:  # WENDy's bias there: no interval covers
             lines[-1] += f" Outside Goodwin-3D ({len(rest)} cells): {_pooled(rest)}."
-        lines += ["", f"Seconds per interval of {name} (median over its cells; a bootstrap of B refits, a profile "
-                  "of every parameter, bootstrap-or-profile both): " + ", ".join(
-                      f"{k} {np.median([c['seconds_per_interval'][k] for c in mine]):.2f}" for k in TIMED) + "."]
+        lines += [
+            "",
+            f"Seconds per interval of {name} (median over its cells; a bootstrap of B refits, a profile "
+            "of every parameter, bootstrap-or-profile both): "
+            + ", ".join(f"{k} {np.median([c['seconds_per_interval'][k] for c in mine]):.2f}" for k in TIMED)
+            + ".",
+        ]
     return lines + ["", *_timing_lines(data)] if "lorenz_timing" in data else lines
 
 
@@ -228,11 +317,13 @@ def _timing_lines(data: dict) -> list[str]:
     """The Lorenz bootstrap and profile timing (`--timing`), if the results hold one."""
     if not (t := data.get("lorenz_timing")):
         return []
-    return [f"Lorenz, M = {t['M']}, 10 % noise, on {machine_line(t['machine'])}: one `wj.studies.bootstrap` "
-            f"of B = {t['boot']} MLE refits took {t['first_call_s']:.1f} s (compilation included) and "
-            f"{t['second_call_s']:.1f} s a second time ({t['failed']} failed refits). Profiles of all three "
-            f"parameters on {t['profile_points']} points each: {t['profile_first_s']:.1f} s (compilation "
-            f"included), {t['profile_second_s']:.1f} s a second time."]
+    return [
+        f"Lorenz, M = {t['M']}, 10 % noise, on {machine_line(t['machine'])}: one `wj.studies.bootstrap` "
+        f"of B = {t['boot']} MLE refits took {t['first_call_s']:.1f} s (compilation included) and "
+        f"{t['second_call_s']:.1f} s a second time ({t['failed']} failed refits). Profiles of all three "
+        f"parameters on {t['profile_points']} points each: {t['profile_first_s']:.1f} s (compilation "
+        f"included), {t['profile_second_s']:.1f} s a second time."
+    ]
 
 
 def _update(key: str | None = None, c: dict | None = None, timing: dict | None = None) -> dict:
@@ -269,12 +360,18 @@ def main():
             for m in args.m:
                 c = cell(system, noise, m, args.runs, args.boot, args.points, args.seed, args.estimator)
                 hybrid = args.estimator != "mle"
-                c["command"] = (f"python benchmarks/interval_calibration.py --systems {system} --noise {noise:g} "
-                                f"--m {m} --runs {args.runs} --boot {args.boot} --points {args.points} "
-                                f"--seed {args.seed}" + (f" --estimator {args.estimator}" if hybrid else ""))
+                c["command"] = (
+                    f"python benchmarks/interval_calibration.py --systems {system} --noise {noise:g} "
+                    f"--m {m} --runs {args.runs} --boot {args.boot} --points {args.points} "
+                    f"--seed {args.seed}" + (f" --estimator {args.estimator}" if hybrid else "")
+                )
                 data = _update(f"{system}/{noise:g}/{m}" + (f"/{args.estimator}" if hybrid else ""), c)
-                print(json.dumps({k: c[k] for k in ("system", "noise", "M", "n_ok", "coverage", "width_ratio",
-                                                    "seconds")}), flush=True)
+                print(
+                    json.dumps(
+                        {k: c[k] for k in ("system", "noise", "M", "n_ok", "coverage", "width_ratio", "seconds")}
+                    ),
+                    flush=True,
+                )
     print("\n".join(markdown(data)))
 
 

@@ -42,12 +42,18 @@ def run(T, noise, seed, lib, est):
     truth, theta = lib.coefficients(bench.model, bench.p_true), fit.params
     phi = np.asarray(jax.vmap(lib.features)(u))
     true_support, found = truth != 0, theta != 0
-    return {"T": T, "noise": noise, "seed": seed, "status": fit.message,
-            "xdot_rmse_pct": 100 * float(np.linalg.norm(phi @ (theta - truth)) / np.linalg.norm(phi @ truth)),
-            "tpr": float((found & true_support).sum() / true_support.sum()),
-            "false_positives": int((found & ~true_support).sum()),
-            "coef_err": float(np.linalg.norm(theta - truth) / np.linalg.norm(truth)),
-            "first_s": seconds[0], "second_s": seconds[1]}
+    return {
+        "T": T,
+        "noise": noise,
+        "seed": seed,
+        "status": fit.message,
+        "xdot_rmse_pct": 100 * float(np.linalg.norm(phi @ (theta - truth)) / np.linalg.norm(phi @ truth)),
+        "tpr": float((found & true_support).sum() / true_support.sum()),
+        "false_positives": int((found & ~true_support).sum()),
+        "coef_err": float(np.linalg.norm(theta - truth) / np.linalg.norm(truth)),
+        "first_s": seconds[0],
+        "second_s": seconds[1],
+    }
 
 
 def main():
@@ -65,16 +71,30 @@ def main():
             cell = [run(T, noise, seed, lib, est) for seed in seeds]
             print(cell, flush=True)
             runs += cell
-    rows = [[T, noise, *(statistics.median(r[c] for r in runs if r["T"] == T and r["noise"] == noise)
-                         for c in COLUMNS)] for T in spans for noise in noises]
-    out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "n_features": lib.n_features,
-           "runs": runs, "command": command()}
+    rows = [
+        [T, noise, *(statistics.median(r[c] for r in runs if r["T"] == T and r["noise"] == noise) for c in COLUMNS)]
+        for T in spans
+        for noise in noises
+    ]
+    out = {
+        "date": datetime.date.today().isoformat(),
+        "machine": machine_info(),
+        "n_features": lib.n_features,
+        "runs": runs,
+        "command": command(),
+    }
     write_results("lorenz96_sparse", out)
-    md = [f"# Lorenz-96 (n = 40, F = 16), degree-2 library (861 terms), thresholding 0.1 — {out['date']}", "",
-          f"`{out['command']}` on {machine_line(out['machine'])}; medians over seeds {seeds}.", "",
-          *markdown_table(["T", "noise", "ẋ RMSE (%)", "TPR", "false +", "rel coef err", "first fit (s)",
-                           "second fit (s)"], rows), "",
-          "Target: one fit ≤ 60 s on the 2-core CPU. Anonymous 2025, §4.2: < 30 s with threading (its machine)."]
+    md = [
+        f"# Lorenz-96 (n = 40, F = 16), degree-2 library (861 terms), thresholding 0.1 — {out['date']}",
+        "",
+        f"`{out['command']}` on {machine_line(out['machine'])}; medians over seeds {seeds}.",
+        "",
+        *markdown_table(
+            ["T", "noise", "ẋ RMSE (%)", "TPR", "false +", "rel coef err", "first fit (s)", "second fit (s)"], rows
+        ),
+        "",
+        "Target: one fit ≤ 60 s on the 2-core CPU. Anonymous 2025, §4.2: < 30 s with threading (its machine).",
+    ]
     write_results("lorenz96_sparse", markdown=md)
     print("\n".join(md))
 

@@ -34,17 +34,25 @@ def cells(bench, names, noise, subsample, n_runs, key, label):
     et al. 2025 §3.3), failures and the compiled study's time per fit; and p₀'s errors."""
     row = {}
     for name in names:
-        study = wj.studies.monte_carlo(bench, METHODS[name], noise_levels=(noise,), subsamples=(subsample,),
-                                       n_runs=n_runs, key=key, progress=False)
+        study = wj.studies.monte_carlo(
+            bench, METHODS[name], noise_levels=(noise,), subsamples=(subsample,), n_runs=n_runs, key=key, progress=False
+        )
         r, p_true, failed = study.runs[0], study.cells[0].p_true, study.failed(0)
         p0 = relative_coefficient_error(r.p0, p_true)
-        row[name] = res = {"coef": np.where(failed, p0, relative_coefficient_error(r.params, p_true)).tolist(),
-                           "forward": np.where(failed, study.p0_forward_error[0], r.forward_error).tolist(),
-                           "p0_coef": p0.tolist(), "failed": failed.tolist(), "status": r.status.tolist(),
-                           "fit_s_per_run": study.timings["fit_s"] / n_runs}
-        print(f"  {label} {name:9s}: coef err mean {np.mean(res['coef']):.3g}, median {np.median(res['coef']):.3g}, "
-              f"median fwd err {np.median(res['forward']):.3g}, failed {sum(res['failed'])}/{n_runs}, "
-              f"{res['fit_s_per_run']:.2f} s/fit", flush=True)
+        row[name] = res = {
+            "coef": np.where(failed, p0, relative_coefficient_error(r.params, p_true)).tolist(),
+            "forward": np.where(failed, study.p0_forward_error[0], r.forward_error).tolist(),
+            "p0_coef": p0.tolist(),
+            "failed": failed.tolist(),
+            "status": r.status.tolist(),
+            "fit_s_per_run": study.timings["fit_s"] / n_runs,
+        }
+        print(
+            f"  {label} {name:9s}: coef err mean {np.mean(res['coef']):.3g}, median {np.median(res['coef']):.3g}, "
+            f"median fwd err {np.median(res['forward']):.3g}, failed {sum(res['failed'])}/{n_runs}, "
+            f"{res['fit_s_per_run']:.2f} s/fit",
+            flush=True,
+        )
     assert all(np.allclose(row[name]["p0_coef"], res["p0_coef"]) for name in names), "the methods must share p0"
     return {**row, "p0": res["p0_coef"]}
 
@@ -55,8 +63,13 @@ def lorenz_sweep(ts, n_runs, seed):
         t = jnp.asarray(np.round(np.arange(0.0, T + 1e-9, 0.01), 10))
         bench = eqx.tree_at(lambda b: b.t, wj.models.lorenz(), t)
         key = jax.random.fold_in(jax.random.key(seed), T)
-        out.append({"T": T, "M": len(bench.t) - 1,
-                    **cells(bench, ("WENDy-MLE", "OE"), 0.10, 1, n_runs, key, f"Lorenz T = {T:2d}")})
+        out.append(
+            {
+                "T": T,
+                "M": len(bench.t) - 1,
+                **cells(bench, ("WENDy-MLE", "OE"), 0.10, 1, n_runs, key, f"Lorenz T = {T:2d}"),
+            }
+        )
     return out
 
 
@@ -66,8 +79,14 @@ def goodwin(noises, n_runs, seed, subsample):
         for noise in noises:
             key = jax.random.fold_in(jax.random.key(seed), int(round(1000 * noise)))
             label = f"{bench.model.name} noise {noise:.2f}"
-            out.append({"model": bench.model.name, "noise": noise, "M": (len(bench.t) - 1) // subsample,
-                        **cells(bench, METHODS, noise, subsample, n_runs, key, label)})
+            out.append(
+                {
+                    "model": bench.model.name,
+                    "noise": noise,
+                    "M": (len(bench.t) - 1) // subsample,
+                    **cells(bench, METHODS, noise, subsample, n_runs, key, label),
+                }
+            )
     return out
 
 
@@ -77,11 +96,21 @@ def plot(lorenz, good):
         ts = [r["T"] for r in lorenz]
         for name in ("WENDy-MLE", "OE"):
             for stat, style, alpha in ((np.mean, "o-", 1.0), (np.median, "o--", 0.5)):
-                ax.plot(ts, [stat(r[name]["coef"]) for r in lorenz], style, color=COLORS[name], alpha=alpha,
-                        label=f"{name} ({stat.__name__})")
+                ax.plot(
+                    ts,
+                    [stat(r[name]["coef"]) for r in lorenz],
+                    style,
+                    color=COLORS[name],
+                    alpha=alpha,
+                    label=f"{name} ({stat.__name__})",
+                )
         ax.plot(ts, [np.mean(r["p0"]) for r in lorenz], "k.-", label="p₀ (mean)")
-        ax.set(xlabel="T", ylabel="relative coefficient error", yscale="log",
-               title="Lorenz, 10 % noise, Δt = 0.01 (Rummel et al. 2025 Fig. 1)")
+        ax.set(
+            xlabel="T",
+            ylabel="relative coefficient error",
+            yscale="log",
+            title="Lorenz, 10 % noise, Δt = 0.01 (Rummel et al. 2025 Fig. 1)",
+        )
         ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(RESULTS / "output_error_lorenz.png", dpi=120)
@@ -103,29 +132,90 @@ def plot(lorenz, good):
 
 
 def report(args, lorenz, good, elapsed, info):
-    lines = ["# Output error vs WENDy-MLE vs hybrid (Rummel et al. 2025 §3.5, §3.6.4–3.6.5)", "",
-             f"Generated by `{command()}` on {utc_now()}; {machine_line(info)}, devices {info['devices']}; "
-             f"float64; total {elapsed / 60:.1f} min.", "",
-             "Errors: relative coefficient error ‖p̂ − p*‖/‖p*‖ (Rummel et al. 2025 eq. 12) and forward-simulation "
-             "error (Rummel et al. 2025 eq. 13); a failed run (forward simulation of its estimate fails, or a "
-             "non-finite estimate/covariance) counts with its start's error (Rummel et al. 2025 §3.3). s/fit: "
-             "compiled study time per run on this machine (compilation included).", ""]
+    lines = [
+        "# Output error vs WENDy-MLE vs hybrid (Rummel et al. 2025 §3.5, §3.6.4–3.6.5)",
+        "",
+        f"Generated by `{command()}` on {utc_now()}; {machine_line(info)}, devices {info['devices']}; "
+        f"float64; total {elapsed / 60:.1f} min.",
+        "",
+        "Errors: relative coefficient error ‖p̂ − p*‖/‖p*‖ (Rummel et al. 2025 eq. 12) and forward-simulation "
+        "error (Rummel et al. 2025 eq. 13); a failed run (forward simulation of its estimate fails, or a "
+        "non-finite estimate/covariance) counts with its start's error (Rummel et al. 2025 §3.3). s/fit: "
+        "compiled study time per run on this machine (compilation included).",
+        "",
+    ]
     if lorenz:
-        lines += [f"## Lorenz, growing T (Rummel et al. 2025 §3.5, Fig. 1): 10 % noise, Δt = 0.01, {args.runs} runs "
-                  "per T", "", "![](output_error_lorenz.png)", "", *markdown_table(
-                      ["T", "M", "WENDy mean", "WENDy median", "OE mean", "OE median", "p₀ mean", "WENDy failed",
-                       "OE failed", "WENDy s/fit", "OE s/fit"],
-                      [[r["T"], r["M"], *(f(r[n]["coef"]) for n in ("WENDy-MLE", "OE") for f in (np.mean, np.median)),
-                        np.mean(r["p0"]), *(int(np.sum(r[n]["failed"])) for n in ("WENDy-MLE", "OE")),
-                        r["WENDy-MLE"]["fit_s_per_run"], r["OE"]["fit_s_per_run"]] for r in lorenz]), ""]
+        lines += [
+            f"## Lorenz, growing T (Rummel et al. 2025 §3.5, Fig. 1): 10 % noise, Δt = 0.01, {args.runs} runs per T",
+            "",
+            "![](output_error_lorenz.png)",
+            "",
+            *markdown_table(
+                [
+                    "T",
+                    "M",
+                    "WENDy mean",
+                    "WENDy median",
+                    "OE mean",
+                    "OE median",
+                    "p₀ mean",
+                    "WENDy failed",
+                    "OE failed",
+                    "WENDy s/fit",
+                    "OE s/fit",
+                ],
+                [
+                    [
+                        r["T"],
+                        r["M"],
+                        *(f(r[n]["coef"]) for n in ("WENDy-MLE", "OE") for f in (np.mean, np.median)),
+                        np.mean(r["p0"]),
+                        *(int(np.sum(r[n]["failed"])) for n in ("WENDy-MLE", "OE")),
+                        r["WENDy-MLE"]["fit_s_per_run"],
+                        r["OE"]["fit_s_per_run"],
+                    ]
+                    for r in lorenz
+                ],
+            ),
+            "",
+        ]
     if good:
-        lines += [f"## Goodwin 2D / 3D (Rummel et al. 2025 Figs. 5–6): {args.goodwin_runs} runs per cell, "
-                  f"M = {good[0]['M']}", "", "![](output_error_goodwin.png)", "", *markdown_table(
-                      ["model", "noise", "OE coef", "OE fwd", "OE fail", "MLE coef", "MLE fwd", "MLE fail",
-                       "hybrid coef", "hybrid fwd", "hybrid fail", "p₀ coef"],
-                      [[r["model"], r["noise"], *(v for n in ("OE", "WENDy-MLE", "hybrid") for v in (
-                          np.median(r[n]["coef"]), np.median(r[n]["forward"]), int(np.sum(r[n]["failed"])))),
-                        np.median(r["p0"])] for r in good]), ""]
+        lines += [
+            f"## Goodwin 2D / 3D (Rummel et al. 2025 Figs. 5–6): {args.goodwin_runs} runs per cell, M = {good[0]['M']}",
+            "",
+            "![](output_error_goodwin.png)",
+            "",
+            *markdown_table(
+                [
+                    "model",
+                    "noise",
+                    "OE coef",
+                    "OE fwd",
+                    "OE fail",
+                    "MLE coef",
+                    "MLE fwd",
+                    "MLE fail",
+                    "hybrid coef",
+                    "hybrid fwd",
+                    "hybrid fail",
+                    "p₀ coef",
+                ],
+                [
+                    [
+                        r["model"],
+                        r["noise"],
+                        *(
+                            v
+                            for n in ("OE", "WENDy-MLE", "hybrid")
+                            for v in (np.median(r[n]["coef"]), np.median(r[n]["forward"]), int(np.sum(r[n]["failed"])))
+                        ),
+                        np.median(r["p0"]),
+                    ]
+                    for r in good
+                ],
+            ),
+            "",
+        ]
     return lines
 
 
@@ -147,8 +237,11 @@ def main():
     good = goodwin(args.noise, args.goodwin_runs, args.seed, args.subsample) if args.part in ("all", "goodwin") else []
     elapsed = time.perf_counter() - start
     info = machine_info()
-    write_results("output_error", {"args": vars(args), "machine": info, "lorenz": lorenz, "goodwin": good,
-                                   "elapsed_s": elapsed}, report(args, lorenz, good, elapsed, info))
+    write_results(
+        "output_error",
+        {"args": vars(args), "machine": info, "lorenz": lorenz, "goodwin": good, "elapsed_s": elapsed},
+        report(args, lorenz, good, elapsed, info),
+    )
     plot(lorenz, good)
     print(f"wrote {RESULTS / 'output_error.md'} ({elapsed / 60:.1f} min)")
 

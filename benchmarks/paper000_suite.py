@@ -50,16 +50,26 @@ PAPER = {
 # table's MSE column equals bias² + 2·variance in every cell (e.g. 1 %, M = 1024, p1:
 # 0.0021² + 2·3.1e-6 = 1.1e-5), where eq. (15)–(17) give MSE = bias² + variance.
 TABLE_D1 = {
-    0.01: {"p1": ((0.0021, 0.002, 0.0015), (3.1e-6, 6.7e-6, 1.2e-5), (1.1e-5, 1.7e-5, 2.5e-5), (1, 1, 0.99)),
-           "p2": ((0.0016, 0.0016, 0.0012), (4.1e-6, 9.3e-6, 1.8e-5), (1.1e-5, 2.1e-5, 3.7e-5), (1, 1, 1))},
-    0.05: {"p1": ((0.0011, 0.0006, -0.0022), (8e-5, 1.6e-4, 2.8e-4), (1.6e-4, 3.2e-4, 5.6e-4), (1, 1, 1)),
-           "p2": ((0.00055, 6.5e-5, -0.0024), (1e-4, 2.2e-4, 4.3e-4), (2.1e-4, 4.3e-4, 8.6e-4), (1, 1, 1))},
-    0.10: {"p1": ((-0.0018, -0.0037, -0.011), (3.3e-4, 6.1e-4, 1.1e-3), (6.6e-4, 1.2e-3, 2.3e-3), (1, 1, 1)),
-           "p2": ((-0.0025, -0.0043, -0.011), (4.2e-4, 8.4e-4, 1.7e-3), (8.5e-4, 1.7e-3, 3.5e-3), (1, 1, 1))},
-    0.20: {"p1": ((-0.0034, -0.01, -0.037), (1.7e-3, 2.3e-3, 4.3e-3), (3.4e-3, 4.8e-3, 9.9e-3), (1, 1, 1)),
-           "p2": ((-0.0057, -0.012, -0.038), (2e-3, 3.1e-3, 6.6e-3), (4e-3, 6.4e-3, 1.5e-2), (1, 1, 1))},
-    0.50: {"p1": ((-0.092, -0.19, -0.2), (0.024, 0.022, 0.016), (0.057, 0.081, 0.074), (1, 1, 1)),
-           "p2": ((-0.095, -0.19, -0.21), (0.022, 0.023, 0.025), (0.052, 0.081, 0.092), (1, 1, 1))},
+    0.01: {
+        "p1": ((0.0021, 0.002, 0.0015), (3.1e-6, 6.7e-6, 1.2e-5), (1.1e-5, 1.7e-5, 2.5e-5), (1, 1, 0.99)),
+        "p2": ((0.0016, 0.0016, 0.0012), (4.1e-6, 9.3e-6, 1.8e-5), (1.1e-5, 2.1e-5, 3.7e-5), (1, 1, 1)),
+    },
+    0.05: {
+        "p1": ((0.0011, 0.0006, -0.0022), (8e-5, 1.6e-4, 2.8e-4), (1.6e-4, 3.2e-4, 5.6e-4), (1, 1, 1)),
+        "p2": ((0.00055, 6.5e-5, -0.0024), (1e-4, 2.2e-4, 4.3e-4), (2.1e-4, 4.3e-4, 8.6e-4), (1, 1, 1)),
+    },
+    0.10: {
+        "p1": ((-0.0018, -0.0037, -0.011), (3.3e-4, 6.1e-4, 1.1e-3), (6.6e-4, 1.2e-3, 2.3e-3), (1, 1, 1)),
+        "p2": ((-0.0025, -0.0043, -0.011), (4.2e-4, 8.4e-4, 1.7e-3), (8.5e-4, 1.7e-3, 3.5e-3), (1, 1, 1)),
+    },
+    0.20: {
+        "p1": ((-0.0034, -0.01, -0.037), (1.7e-3, 2.3e-3, 4.3e-3), (3.4e-3, 4.8e-3, 9.9e-3), (1, 1, 1)),
+        "p2": ((-0.0057, -0.012, -0.038), (2e-3, 3.1e-3, 6.6e-3), (4e-3, 6.4e-3, 1.5e-2), (1, 1, 1)),
+    },
+    0.50: {
+        "p1": ((-0.092, -0.19, -0.2), (0.024, 0.022, 0.016), (0.057, 0.081, 0.074), (1, 1, 1)),
+        "p2": ((-0.095, -0.19, -0.21), (0.022, 0.023, 0.025), (0.052, 0.081, 0.092), (1, 1, 1)),
+    },
 }
 _M_INDEX = {1024: 0, 512: 1, 256: 2}
 
@@ -76,8 +86,10 @@ PROTOCOL_NOTES = [
 def medians(rows) -> dict:
     """Rummel et al. 2025's medians over parameters and cells: relative squared bias, variance, MSE
     (in %) and the 2√C coverage."""
-    ours = {k: 100 * median_over(rows, key) for k, key in
-            (("bias2", "rel_sq_bias"), ("var", "rel_variance"), ("mse", "rel_mse"))}
+    ours = {
+        k: 100 * median_over(rows, key)
+        for k, key in (("bias2", "rel_sq_bias"), ("var", "rel_variance"), ("mse", "rel_mse"))
+    }
     return ours | {"cov": median_over(rows, "coverage_2se")}
 
 
@@ -86,10 +98,24 @@ def cell_rows(rows) -> list[list]:
     for nr, m in dict.fromkeys((r["noise_ratio"], r["M"]) for r in rows):
         cell = [r for r in rows if r["noise_ratio"] == nr and r["M"] == m]
         first, ours = cell[0], medians(cell)
-        out.append([f"{100 * nr:g} %", m, f"{first['n_ok']}/{first['n_runs']}", first["failure_rate"],
-                    first["median_coef_error"], first["median_forward_error"], ours["bias2"], ours["var"],
-                    ours["mse"], ours["cov"], float(np.nanmin([r.get("coverage_2se", np.nan) for r in cell])),
-                    median_over(cell, "coverage_0.95"), first["median_steps"], first["n_at_bound"]])
+        out.append(
+            [
+                f"{100 * nr:g} %",
+                m,
+                f"{first['n_ok']}/{first['n_runs']}",
+                first["failure_rate"],
+                first["median_coef_error"],
+                first["median_forward_error"],
+                ours["bias2"],
+                ours["var"],
+                ours["mse"],
+                ours["cov"],
+                float(np.nanmin([r.get("coverage_2se", np.nan) for r in cell])),
+                median_over(cell, "coverage_0.95"),
+                first["median_steps"],
+                first["n_at_bound"],
+            ]
+        )
     return out
 
 
@@ -101,9 +127,22 @@ def logistic_vs_d1(rows, n) -> list[list]:
             continue
         i = _M_INDEX[r["M"]]
         ok = matches({"mse": r["rel_mse"], "cov": r["coverage_2se"]}, {"mse": ref[2][i], "cov": ref[3][i]}, n)
-        out.append([f"{100 * r['noise_ratio']:g} %", r["M"], r["param"], float(np.sqrt(r["rel_sq_bias"])),
-                    abs(ref[0][i]), r["rel_variance"], ref[1][i], r["rel_mse"], ref[2][i], r["coverage_2se"],
-                    ref[3][i], "yes" if ok else "**no**"])
+        out.append(
+            [
+                f"{100 * r['noise_ratio']:g} %",
+                r["M"],
+                r["param"],
+                float(np.sqrt(r["rel_sq_bias"])),
+                abs(ref[0][i]),
+                r["rel_variance"],
+                ref[1][i],
+                r["rel_mse"],
+                ref[2][i],
+                r["coverage_2se"],
+                ref[3][i],
+                "yes" if ok else "**no**",
+            ]
+        )
     return out
 
 
@@ -133,15 +172,60 @@ def merge(model: str, studies: list[str], out: str) -> None:
     n_cells = len(cells)
     fail = float(np.mean([r["failure_rate"] for r in rows]))
     match = matches(ours, ref, n_runs)
-    lines = [f"# Rummel et al. 2025, {model}: medians over {n_cells} cells of {len(studies)} saved studies", "",
-             f"Command: `{command()}`. Studies: {', '.join(studies)}; {n_runs} runs per cell; M ∈ "
-             f"{sorted({m for _, m in cells})}; {len({nr for nr, _ in cells})} noise levels.", "",
-             *markdown_table(["system", "cells", "bias² ours", "paper", "var ours", "paper", "MSE ours", "paper",
-                              "cov ours", "paper", "failure", "match"],
-                             [[model, n_cells, ours["bias2"], ref["bias2"], ours["var"], ref["var"], ours["mse"],
-                               ref["mse"], ours["cov"], ref["cov"], fail, "yes" if match else "**no**"]]), ""]
-    write_results(out, {"command": command(), "studies": studies, "n_cells": n_cells, "n_runs": n_runs,
-                        "ours": ours, "paper": ref, "failure_rate": fail, "match": bool(match)}, lines)
+    lines = [
+        f"# Rummel et al. 2025, {model}: medians over {n_cells} cells of {len(studies)} saved studies",
+        "",
+        f"Command: `{command()}`. Studies: {', '.join(studies)}; {n_runs} runs per cell; M ∈ "
+        f"{sorted({m for _, m in cells})}; {len({nr for nr, _ in cells})} noise levels.",
+        "",
+        *markdown_table(
+            [
+                "system",
+                "cells",
+                "bias² ours",
+                "paper",
+                "var ours",
+                "paper",
+                "MSE ours",
+                "paper",
+                "cov ours",
+                "paper",
+                "failure",
+                "match",
+            ],
+            [
+                [
+                    model,
+                    n_cells,
+                    ours["bias2"],
+                    ref["bias2"],
+                    ours["var"],
+                    ref["var"],
+                    ours["mse"],
+                    ref["mse"],
+                    ours["cov"],
+                    ref["cov"],
+                    fail,
+                    "yes" if match else "**no**",
+                ]
+            ],
+        ),
+        "",
+    ]
+    write_results(
+        out,
+        {
+            "command": command(),
+            "studies": studies,
+            "n_cells": n_cells,
+            "n_runs": n_runs,
+            "ours": ours,
+            "paper": ref,
+            "failure_rate": fail,
+            "match": bool(match),
+        },
+        lines,
+    )
     print("\n".join(lines))
 
 
@@ -155,12 +239,24 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--out", default="paper000_suite")
-    ap.add_argument("--start", default="p0", choices=wj.MLE.starts,
-                    help="where the MLE starts (MLE(start=...)): p0 (Rummel et al. 2025's protocol), wls, best or both")
-    ap.add_argument("--k-max", type=int, default=wj.TestFunctionConfig.k_max,
-                    help="most test functions K (TestFunctionConfig(k_max=...)); Rummel et al. 2025 §4.3 used 200-500")
-    ap.add_argument("--merge", nargs="+", metavar="STUDY",
-                    help="no fits: the medians over these saved studies (their --out) of the one system in --models")
+    ap.add_argument(
+        "--start",
+        default="p0",
+        choices=wj.MLE.starts,
+        help="where the MLE starts (MLE(start=...)): p0 (Rummel et al. 2025's protocol), wls, best or both",
+    )
+    ap.add_argument(
+        "--k-max",
+        type=int,
+        default=wj.TestFunctionConfig.k_max,
+        help="most test functions K (TestFunctionConfig(k_max=...)); Rummel et al. 2025 §4.3 used 200-500",
+    )
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="STUDY",
+        help="no fits: the medians over these saved studies (their --out) of the one system in --models",
+    )
     args = ap.parse_args()
     if args.merge:
         if len(args.models) != 1:
@@ -171,53 +267,166 @@ def main():
     summary, sections, results = [], [], {}
     for name in args.models:
         top = round(PAPER[name]["max_noise"] * 100)
-        grid = args.noise or ([i / 100 for i in [*range(1, 21), *range(25, top + 1, 5)]] if args.full
-                              else [0.01, 0.10, 0.20])
-        study, wall = timed_study(wj.studies.monte_carlo, benchmark=getattr(wj.models, name)(),
-                                  estimator=wj.MLE(start=args.start), noise_levels=grid, subsamples=args.subsamples,
-                                  n_runs=args.runs, key=jax.random.key(args.seed), batch_size=args.batch_size,
-                                  test_functions=wj.TestFunctionConfig(k_max=args.k_max))
+        grid = args.noise or (
+            [i / 100 for i in [*range(1, 21), *range(25, top + 1, 5)]] if args.full else [0.01, 0.10, 0.20]
+        )
+        study, wall = timed_study(
+            wj.studies.monte_carlo,
+            benchmark=getattr(wj.models, name)(),
+            estimator=wj.MLE(start=args.start),
+            noise_levels=grid,
+            subsamples=args.subsamples,
+            n_runs=args.runs,
+            key=jax.random.key(args.seed),
+            batch_size=args.batch_size,
+            test_functions=wj.TestFunctionConfig(k_max=args.k_max),
+        )
         save_study(study, RESULTS / "paper000", f"{args.out}_{name}")
         rows, ref, s = study.rows(), PAPER[name], study.timings
         ours = medians(rows) | {"cov95": median_over(rows, "coverage_0.95")}
         fail = float(np.mean([r["failure_rate"] for r in rows]))
-        results[name] = {"noise": grid, "subsamples": args.subsamples, "ours": ours, "paper": ref,
-                         "failure_rate": fail, "wall_s": wall,
-                         **{k: s[k] for k in ("simulate_s", "build_s", "fit_s", "diagnostics_s")}}
-        summary.append([name, ", ".join(f"{100 * g:g}" for g in grid) if len(grid) <= 5 else f"{len(grid)} levels",
-                        ours["bias2"], ref["bias2"], ours["var"], ref["var"], ours["mse"], ref["mse"],
-                        ours["cov"], ref["cov"], ours["cov95"], fail,
-                        "yes" if matches(ours, ref, args.runs) else "**no**", f"{wall:.0f}"])
-        sections += [f"### {name} ({ref['where']})", "",
-                     f"Wall time {wall:.0f} s (simulate {s['simulate_s']:.0f} s, build {s['build_s']:.0f} s, "
-                     f"fit {s['fit_s']:.0f} s, diagnostics {s['diagnostics_s']:.0f} s, compilation included).", "",
-                     *markdown_table(["noise", "M", "ok", "failure", "median coef err", "median fwd err",
-                                      "bias² %", "var %", "MSE %", "cov 2se (median)", "cov 2se (min)",
-                                      "cov 95 %", "median steps", "runs on the box"], cell_rows(rows)), ""]
+        results[name] = {
+            "noise": grid,
+            "subsamples": args.subsamples,
+            "ours": ours,
+            "paper": ref,
+            "failure_rate": fail,
+            "wall_s": wall,
+            **{k: s[k] for k in ("simulate_s", "build_s", "fit_s", "diagnostics_s")},
+        }
+        summary.append(
+            [
+                name,
+                ", ".join(f"{100 * g:g}" for g in grid) if len(grid) <= 5 else f"{len(grid)} levels",
+                ours["bias2"],
+                ref["bias2"],
+                ours["var"],
+                ref["var"],
+                ours["mse"],
+                ref["mse"],
+                ours["cov"],
+                ref["cov"],
+                ours["cov95"],
+                fail,
+                "yes" if matches(ours, ref, args.runs) else "**no**",
+                f"{wall:.0f}",
+            ]
+        )
+        sections += [
+            f"### {name} ({ref['where']})",
+            "",
+            f"Wall time {wall:.0f} s (simulate {s['simulate_s']:.0f} s, build {s['build_s']:.0f} s, "
+            f"fit {s['fit_s']:.0f} s, diagnostics {s['diagnostics_s']:.0f} s, compilation included).",
+            "",
+            *markdown_table(
+                [
+                    "noise",
+                    "M",
+                    "ok",
+                    "failure",
+                    "median coef err",
+                    "median fwd err",
+                    "bias² %",
+                    "var %",
+                    "MSE %",
+                    "cov 2se (median)",
+                    "cov 2se (min)",
+                    "cov 95 %",
+                    "median steps",
+                    "runs on the box",
+                ],
+                cell_rows(rows),
+            ),
+            "",
+        ]
         d1 = logistic_vs_d1(rows, args.runs) if name == "logistic" else []
         if d1:
-            sections += ["#### Logistic cell by cell beside Table D1", "",
-                         "|bias| relative; 'match' = our MSE ≤ paper's × (1 + 3√(2/N)) and our coverage ≥ "
-                         "paper's − 3 binomial sd.", "",
-                         *markdown_table(["noise", "M", "param", "|bias| ours", "paper", "var ours", "paper",
-                                          "MSE ours", "paper", "cov ours", "paper", "match"], d1), ""]
-        print(f"{name}: {wall:.0f} s, MSE median {ours['mse']:.3g} % (paper {ref['mse']} %), "
-              f"coverage {ours['cov']:.3f} (paper {ref['cov']})", flush=True)
+            sections += [
+                "#### Logistic cell by cell beside Table D1",
+                "",
+                "|bias| relative; 'match' = our MSE ≤ paper's × (1 + 3√(2/N)) and our coverage ≥ "
+                "paper's − 3 binomial sd.",
+                "",
+                *markdown_table(
+                    [
+                        "noise",
+                        "M",
+                        "param",
+                        "|bias| ours",
+                        "paper",
+                        "var ours",
+                        "paper",
+                        "MSE ours",
+                        "paper",
+                        "cov ours",
+                        "paper",
+                        "match",
+                    ],
+                    d1,
+                ),
+                "",
+            ]
+        print(
+            f"{name}: {wall:.0f} s, MSE median {ours['mse']:.3g} % (paper {ref['mse']} %), "
+            f"coverage {ours['cov']:.3f} (paper {ref['cov']})",
+            flush=True,
+        )
         lines = [  # rewritten after every system: an interrupted run keeps what it finished
-            "# Rummel et al. 2025 test suite (§3.6): WENDy-MLE beside the paper", "",
+            "# Rummel et al. 2025 test suite (§3.6): WENDy-MLE beside the paper",
+            "",
             f"Command: `{cmd}`. Machine: {machine_line(info)}, devices {info.get('devices')}. "
             f"MLE start: {args.start}. {args.runs} runs per cell, seed {args.seed}, "
             f"M ∈ {{{', '.join(str(1024 // s) for s in args.subsamples)}}}, k_max {args.k_max}. "
-            f"Total wall time {sum(r['wall_s'] for r in results.values()):.0f} s.", "",
-            "## Medians over parameters (and cells): ours beside Rummel et al. 2025's text", "",
+            f"Total wall time {sum(r['wall_s'] for r in results.values()):.0f} s.",
+            "",
+            "## Medians over parameters (and cells): ours beside Rummel et al. 2025's text",
+            "",
             "Relative squared bias, variance and MSE in %; coverage of |p̂ − p*| < 2√C (eq. 18) and of the "
             "nominal 95 % interval. 'match' = our MSE ≤ paper's × (1 + 3√(2/N)) and our 2√C coverage ≥ paper's "
-            "− 3 binomial sd; the populations differ when the noise grid differs (see notes).", "",
-            *markdown_table(["system", "noise %", "bias² ours", "paper", "var ours", "paper", "MSE ours", "paper",
-                             "cov ours", "paper", "cov 95 % ours", "failure", "match", "time s"], summary), "",
-            "## Protocol notes", "", *(f"- {n}" for n in PROTOCOL_NOTES), "", "## Per system", "", *sections]
-        write_results(args.out, {"command": cmd, "machine": info, "runs": args.runs, "seed": args.seed,
-                                 "start": args.start, "k_max": args.k_max, "results": results}, lines, default=float)
+            "− 3 binomial sd; the populations differ when the noise grid differs (see notes).",
+            "",
+            *markdown_table(
+                [
+                    "system",
+                    "noise %",
+                    "bias² ours",
+                    "paper",
+                    "var ours",
+                    "paper",
+                    "MSE ours",
+                    "paper",
+                    "cov ours",
+                    "paper",
+                    "cov 95 % ours",
+                    "failure",
+                    "match",
+                    "time s",
+                ],
+                summary,
+            ),
+            "",
+            "## Protocol notes",
+            "",
+            *(f"- {n}" for n in PROTOCOL_NOTES),
+            "",
+            "## Per system",
+            "",
+            *sections,
+        ]
+        write_results(
+            args.out,
+            {
+                "command": cmd,
+                "machine": info,
+                "runs": args.runs,
+                "seed": args.seed,
+                "start": args.start,
+                "k_max": args.k_max,
+                "results": results,
+            },
+            lines,
+            default=float,
+        )
 
 
 if __name__ == "__main__":

@@ -24,8 +24,10 @@ from wendyjax.studies import relative_coefficient_error
 
 # subsampling of each zoo grid (1025 points; Bortz et al. 2023's Logistic grid has 512 intervals on the same
 # [0, 10], every second point of ours): M = 512 or 1024 down to 64
-SUBSAMPLES = {"logistic": [2, 4, 8, 16], **{name: [1, 2, 4, 8, 16] for name in
-                                           ("lotka_volterra", "fitzhugh_nagumo", "hindmarsh_rose", "ptb")}}
+SUBSAMPLES = {
+    "logistic": [2, 4, 8, 16],
+    **{name: [1, 2, 4, 8, 16] for name in ("lotka_volterra", "fitzhugh_nagumo", "hindmarsh_rose", "ptb")},
+}
 
 # Bortz et al. 2023 §3 claims: (system, noise, M, statistic, bound, text)
 CLAIMS = [
@@ -51,30 +53,47 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--out", default="paper001_suite")
-    ap.add_argument("--test-functions", choices=["wendy.jl", "matlab"], default="wendy.jl",
-                    help="WENDy.jl's default test functions or those of Bortz et al. 2023's MATLAB code")
+    ap.add_argument(
+        "--test-functions",
+        choices=["wendy.jl", "matlab"],
+        default="wendy.jl",
+        help="WENDy.jl's default test functions or those of Bortz et al. 2023's MATLAB code",
+    )
     args = ap.parse_args()
 
     info, cmd = machine_info(), command()
     cells, per_run, sections, results = {}, {}, [], {}
     for name in args.models:
         bench = getattr(wj.models, name)()
-        tf = (wj.TestFunctionConfig.matlab(k_min=2 * len(bench.p_true)) if args.test_functions == "matlab"
-              else wj.TestFunctionConfig())
+        tf = (
+            wj.TestFunctionConfig.matlab(k_min=2 * len(bench.p_true))
+            if args.test_functions == "matlab"
+            else wj.TestFunctionConfig()
+        )
         studies, walls = {}, {}
         for label, est in (("ols", wj.WLS()), ("wendy", wj.IRLS())):
             # the same key gives both estimators the same datasets; OLS needs no p0 on these linear models
             studies[label], walls[label] = timed_study(
-                wj.studies.monte_carlo, benchmark=bench, estimator=est, noise_levels=args.noise,
-                subsamples=SUBSAMPLES[name], n_runs=args.runs, key=jax.random.key(args.seed),
-                p0=np.asarray(bench.p_true), bounds=None, test_functions=tf, batch_size=args.batch_size)
+                wj.studies.monte_carlo,
+                benchmark=bench,
+                estimator=est,
+                noise_levels=args.noise,
+                subsamples=SUBSAMPLES[name],
+                n_runs=args.runs,
+                key=jax.random.key(args.seed),
+                p0=np.asarray(bench.p_true),
+                bounds=None,
+                test_functions=tf,
+                batch_size=args.batch_size,
+            )
             save_study(studies[label], RESULTS / "paper001", f"{args.out}_{name}_{label}")
         rows, per_cell = [], []
         for cell, ols, wendy in zip(studies["ols"].cells, studies["ols"].runs, studies["wendy"].runs):
             e_ols = relative_coefficient_error(ols.params, cell.p_true)
             e_w = relative_coefficient_error(wendy.params, cell.p_true)
             stats = {
-                "median E2 (OLS)": float(np.median(e_ols)), "median E2 (WENDy)": float(np.median(e_w)),
+                "median E2 (OLS)": float(np.median(e_ols)),
+                "median E2 (WENDy)": float(np.median(e_w)),
                 "mean E2 (WENDy)": float(np.mean(e_w)),
                 "median E_FS (OLS)": float(np.median(ols.forward_error)),
                 "median E_FS (WENDy)": float(np.median(wendy.forward_error)),
@@ -88,8 +107,14 @@ def main():
             per_cell.append({"noise": cell.noise_ratio, "M": wendy.m, **stats})
             rows.append([f"{100 * cell.noise_ratio:g} %", wendy.m, *stats.values()])
         results[name] = {"walls_s": walls, "cells": per_cell}
-        sections += [f"### {name}", "", f"Wall time: OLS {walls['ols']:.0f} s, WENDy {walls['wendy']:.0f} s.", "",
-                     *markdown_table(["noise", "M", *stats.keys()], rows), ""]
+        sections += [
+            f"### {name}",
+            "",
+            f"Wall time: OLS {walls['ols']:.0f} s, WENDy {walls['wendy']:.0f} s.",
+            "",
+            *markdown_table(["noise", "M", *stats.keys()], rows),
+            "",
+        ]
         print(f"{name}: OLS {walls['ols']:.0f} s, WENDy {walls['wendy']:.0f} s", flush=True)
 
     claims = []
@@ -98,23 +123,50 @@ def main():
             continue
         # 95 % percentile-bootstrap interval of the statistic over the runs (Monte Carlo error)
         fn, quantity = stat.split(" ", 1)
-        ci = scipy.stats.bootstrap((per_run[(name, noise, m)][quantity],), getattr(np, fn), n_resamples=2000,
-                                   method="percentile", random_state=0).confidence_interval
+        ci = scipy.stats.bootstrap(
+            (per_run[(name, noise, m)][quantity],),
+            getattr(np, fn),
+            n_resamples=2000,
+            method="percentile",
+            random_state=0,
+        ).confidence_interval
         met = "yes" if got < bound else ("within MC error" if ci.low < bound else "**no**")
         claims.append([text, stat, got, f"[{ci.low:.3g}, {ci.high:.3g}]", f"< {bound:g}", met])
     drops = [v["median drop %"] for v in cells.values()]
     lines = [
-        "# Bortz et al. 2023 (WENDy, IRLS) beside weak OLS", "",
+        "# Bortz et al. 2023 (WENDy, IRLS) beside weak OLS",
+        "",
         f"Command: `{cmd}`. Machine: {machine_line(info)}, devices {info.get('devices')}. {args.runs} runs per "
-        f"cell, seed {args.seed}, test functions: {args.test_functions}.", "",
-        "## The text's claims", "",
-        *markdown_table(["claim", "statistic", "ours", "95 % bootstrap CI", "target", "met"], claims), "",
+        f"cell, seed {args.seed}, test functions: {args.test_functions}.",
+        "",
+        "## The text's claims",
+        "",
+        *markdown_table(["claim", "statistic", "ours", "95 % bootstrap CI", "target", "met"], claims),
+        "",
         f"Median drop in E₂ from OLS to WENDy over all {len(drops)} cells: {np.median(drops):.0f} % "
         f"(cells with a drop of 60–90 % or more: {sum(d >= 60 for d in drops)}; below 0: {sum(d < 0 for d in drops)}).",
-        "", "## Notes", "", *(f"- {n}" for n in NOTES), "", "## Per system", "", *sections,
+        "",
+        "## Notes",
+        "",
+        *(f"- {n}" for n in NOTES),
+        "",
+        "## Per system",
+        "",
+        *sections,
     ]
-    write_results(args.out, {"command": cmd, "machine": info, "runs": args.runs, "seed": args.seed,
-                             "test_functions": args.test_functions, "results": results}, lines, default=float)
+    write_results(
+        args.out,
+        {
+            "command": cmd,
+            "machine": info,
+            "runs": args.runs,
+            "seed": args.seed,
+            "test_functions": args.test_functions,
+            "results": results,
+        },
+        lines,
+        default=float,
+    )
 
 
 if __name__ == "__main__":

@@ -31,27 +31,47 @@ DEFAULT_COLLECTION = ROOT.parent / "shared" / "data" / "petab-benchmark"
 RESULTS = Path(os.environ.get("WENDYJAX_BENCHMARK_RESULTS") or ROOT / "benchmarks" / "results")
 # AMICI-dev/AMICI, tests/benchmark_models/benchmark_models.yaml (log-likelihoods at the nominal parameters)
 AMICI = {
-    "Bachmann_MSB2011": 418.40573341425295, "Beer_MolBioSystems2014": 58622.9145631413,
-    "Boehm_JProteomeRes2014": -138.22199693517703, "Borghans_BiophysChem1997": 83.3237191357272,
-    "Brannmark_JBC2010": -141.889113770537, "Bruno_JExpBot2016": 46.688176988431806,
-    "Chen_MSB2009": -115700.1192629893, "Crauste_CellSystems2017": -190.96521897435176,
-    "Elowitz_Nature2000": 63.20279991419332, "Fiedler_BMCSystBiol2016": 58.58390161681,
-    "Fujita_SciSignal2010": 53.08377736998929, "Isensee_JCB2018": -3949.375966548649,
-    "Lucarelli_CellSystems2018": -1681.6059879426584, "Schwen_PONE2014": -943.9992988598723,
-    "Sneyd_PNAS2002": 319.79177818768756, "Smith_BMCSystBiol2013": -888198.436541014,
-    "Weber_BMC2015": -296.2017922646865, "Zheng_PNAS2012": 278.33353271001477,
+    "Bachmann_MSB2011": 418.40573341425295,
+    "Beer_MolBioSystems2014": 58622.9145631413,
+    "Boehm_JProteomeRes2014": -138.22199693517703,
+    "Borghans_BiophysChem1997": 83.3237191357272,
+    "Brannmark_JBC2010": -141.889113770537,
+    "Bruno_JExpBot2016": 46.688176988431806,
+    "Chen_MSB2009": -115700.1192629893,
+    "Crauste_CellSystems2017": -190.96521897435176,
+    "Elowitz_Nature2000": 63.20279991419332,
+    "Fiedler_BMCSystBiol2016": 58.58390161681,
+    "Fujita_SciSignal2010": 53.08377736998929,
+    "Isensee_JCB2018": -3949.375966548649,
+    "Lucarelli_CellSystems2018": -1681.6059879426584,
+    "Schwen_PONE2014": -943.9992988598723,
+    "Sneyd_PNAS2002": 319.79177818768756,
+    "Smith_BMCSystBiol2013": -888198.436541014,
+    "Weber_BMC2015": -296.2017922646865,
+    "Zheng_PNAS2012": 278.33353271001477,
 }
 
 #: the Markdown table's columns: (header, row key, format)
-COLUMNS = [("problem", "problem", "s"), ("status", "status", "s"), ("params", "parameters", "d"),
-           ("conditions", "conditions", "d"), ("llh (wendyjax)", "llh", ".10g"), ("AMICI published", "amici", ".10g"),
-           ("rel. diff", "rel_amici", ".1e"), ("rel. diff vs AMICI here", "rel_amici_here", ".1e"),
-           ("rel. diff vs simulatedData", "rel_simulated_data", ".1e"), ("llh s (incl. compile)", "llh_s", ".1f"),
-           ("starts", "starts", "d"), ("best objective", "best_objective", ".6g"), ("within 0.1", "within_0.1", ".0%"),
-           ("s per converged start", "s_per_converged", ".2f"),
-           ("vmapped: s per converged start", "s_per_converged_vmap", ".2f"),
-           ("pyPESTO best", "pypesto_best", ".6g"), ("pyPESTO within 0.1", "pypesto_within_0.1", ".0%"),
-           ("pyPESTO s per converged start", "pypesto_s_per_converged", ".2f")]
+COLUMNS = [
+    ("problem", "problem", "s"),
+    ("status", "status", "s"),
+    ("params", "parameters", "d"),
+    ("conditions", "conditions", "d"),
+    ("llh (wendyjax)", "llh", ".10g"),
+    ("AMICI published", "amici", ".10g"),
+    ("rel. diff", "rel_amici", ".1e"),
+    ("rel. diff vs AMICI here", "rel_amici_here", ".1e"),
+    ("rel. diff vs simulatedData", "rel_simulated_data", ".1e"),
+    ("llh s (incl. compile)", "llh_s", ".1f"),
+    ("starts", "starts", "d"),
+    ("best objective", "best_objective", ".6g"),
+    ("within 0.1", "within_0.1", ".0%"),
+    ("s per converged start", "s_per_converged", ".2f"),
+    ("vmapped: s per converged start", "s_per_converged_vmap", ".2f"),
+    ("pyPESTO best", "pypesto_best", ".6g"),
+    ("pyPESTO within 0.1", "pypesto_within_0.1", ".0%"),
+    ("pyPESTO s per converged start", "pypesto_s_per_converged", ".2f"),
+]
 
 
 def simulated_data_llh(folder: Path, yaml_file: Path) -> float | None:
@@ -68,8 +88,11 @@ def simulated_data_llh(folder: Path, yaml_file: Path) -> float | None:
     try:  # petab matches simulations to measurements by their columns ...
         return float(petab.calculate_llh(measured, sim, reference.observable_df, reference.parameter_df))
     except Exception:  # ... which fails on some tables (empty preequilibration ids): then row by row
-        if not (len(sim) == len(measured) and np.array_equal(sim["observableId"], measured["observableId"])
-                and np.allclose(sim["time"], measured["time"])):
+        if not (
+            len(sim) == len(measured)
+            and np.array_equal(sim["observableId"], measured["observableId"])
+            and np.allclose(sim["time"], measured["time"])
+        ):
             raise ValueError("its rows do not line up with the measurement table") from None
         table = measured.rename(columns={"measurement": "simulation"})
         table["simulation"] = sim["simulation"].to_numpy()
@@ -95,8 +118,12 @@ def one(folder: Path, args) -> dict:
         problem = wp.load(yamls[0], rtol=args.rtol, atol=args.atol)
     except (wp.PetabError, OSError) as error:
         return row | {"status": "refused", "reason": str(error)}
-    row |= {"load_s": time.perf_counter() - start, "parameters": problem.n_parameters,
-            "conditions": len(problem.conditions), "measurements": len(problem.measurements)}
+    row |= {
+        "load_s": time.perf_counter() - start,
+        "parameters": problem.n_parameters,
+        "conditions": len(problem.conditions),
+        "measurements": len(problem.measurements),
+    }
     start = time.perf_counter()
     try:
         llh = float(problem.log_likelihood())
@@ -114,24 +141,39 @@ def one(folder: Path, args) -> dict:
         result = wp.multistart(problem, args.starts, key=0, max_steps=args.max_steps)
         nominal = -llh - float(problem.log_prior())
         converged = int(result.converged.sum())
-        row |= {"starts": args.starts, "devices": jax.device_count(), "best_objective": result.best_objective,
-                "nominal_objective": nominal, "within_0.1": result.fraction_within(min(nominal, result.best_objective)),
-                "converged": converged, "objectives": [float(v) for v in np.asarray(result.objectives)],
-                "multistart_s": result.seconds, "s_per_converged": result.seconds / max(converged, 1),
-                "median_steps": float(np.median(np.asarray(result.num_steps)))}
+        row |= {
+            "starts": args.starts,
+            "devices": jax.device_count(),
+            "best_objective": result.best_objective,
+            "nominal_objective": nominal,
+            "within_0.1": result.fraction_within(min(nominal, result.best_objective)),
+            "converged": converged,
+            "objectives": [float(v) for v in np.asarray(result.objectives)],
+            "multistart_s": result.seconds,
+            "s_per_converged": result.seconds / max(converged, 1),
+            "median_steps": float(np.median(np.asarray(result.num_steps))),
+        }
         if args.vectorize == "both":
             vmapped = wp.multistart(problem, args.starts, key=0, max_steps=args.max_steps, vectorize=True)
-            row |= {"multistart_vmap_s": vmapped.seconds,
-                    "s_per_converged_vmap": vmapped.seconds / max(int(vmapped.converged.sum()), 1),
-                    "vmap_max_objective_diff": float(np.nanmax(np.abs(np.asarray(vmapped.objectives)
-                                                                      - np.asarray(result.objectives))))}
+            row |= {
+                "multistart_vmap_s": vmapped.seconds,
+                "s_per_converged_vmap": vmapped.seconds / max(int(vmapped.converged.sum()), 1),
+                "vmap_max_objective_diff": float(
+                    np.nanmax(np.abs(np.asarray(vmapped.objectives) - np.asarray(result.objectives)))
+                ),
+            }
     return row
 
 
 def pypesto(args, folder: Path, row: dict) -> dict:
     """pyPESTO + AMICI on the same problem, starts and step budget (`_pypesto_petab.py` in `--pypesto-python`)."""
-    command = [args.pypesto_python, str(ROOT / "benchmarks" / "_pypesto_petab.py"),
-               str(sorted(folder.glob("*.yaml"))[0]), str(args.starts), str(args.max_steps)]
+    command = [
+        args.pypesto_python,
+        str(ROOT / "benchmarks" / "_pypesto_petab.py"),
+        str(sorted(folder.glob("*.yaml"))[0]),
+        str(args.starts),
+        str(args.max_steps),
+    ]
     # its environment's bin first: AMICI compiles the model with that environment's swig
     env = dict(os.environ, PATH=f"{Path(args.pypesto_python).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     try:
@@ -160,10 +202,17 @@ def main() -> None:
     parser.add_argument("--atol", type=float, default=1e-12)
     parser.add_argument("--timeout", type=float, default=900, help="seconds per problem")
     parser.add_argument("--name", default="petab_collection")
-    parser.add_argument("--pypesto-python", help="a Python interpreter with amici, pypesto, fides and petab: runs "
-                                                 "pyPESTO + AMICI on every loaded problem beside wendyjax")
-    parser.add_argument("--vectorize", choices=("auto", "both"), default="auto",
-                        help="both: the multistart also vmapped (vectorize=True), timed beside the default")
+    parser.add_argument(
+        "--pypesto-python",
+        help="a Python interpreter with amici, pypesto, fides and petab: runs "
+        "pyPESTO + AMICI on every loaded problem beside wendyjax",
+    )
+    parser.add_argument(
+        "--vectorize",
+        choices=("auto", "both"),
+        default="auto",
+        help="both: the multistart also vmapped (vectorize=True), timed beside the default",
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -171,16 +220,25 @@ def main() -> None:
         return
     if not args.collection.is_dir():
         parser.error(f"--collection: no folder {args.collection} (give the collection's Benchmark-Models folder)")
-    names = args.problems.split(",") if args.problems else sorted(p.name for p in args.collection.iterdir()
-                                                                  if p.is_dir())
+    names = (
+        args.problems.split(",") if args.problems else sorted(p.name for p in args.collection.iterdir() if p.is_dir())
+    )
     rows = []
     for name in names:
         start = time.perf_counter()
         try:  # the same arguments, for this one problem
-            out = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--one", name, "--collection",
-                                  str(args.collection)], capture_output=True, text=True, timeout=args.timeout, cwd=ROOT)
-            row = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else \
-                {"problem": name, "status": "error", "reason": out.stderr.strip().splitlines()[-1][:300]}
+            out = subprocess.run(
+                [sys.executable, __file__, *sys.argv[1:], "--one", name, "--collection", str(args.collection)],
+                capture_output=True,
+                text=True,
+                timeout=args.timeout,
+                cwd=ROOT,
+            )
+            row = (
+                json.loads(out.stdout.strip().splitlines()[-1])
+                if out.returncode == 0
+                else {"problem": name, "status": "error", "reason": out.stderr.strip().splitlines()[-1][:300]}
+            )
         except subprocess.TimeoutExpired:
             row = {"problem": name, "status": f"timeout ({args.timeout:.0f} s)", "amici": AMICI.get(name)}
         if args.pypesto_python and row["status"] == "loaded":
@@ -189,28 +247,47 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row), flush=True)
 
-    machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-               f"Python {platform.python_version()}")
+    machine = (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps(
-        {"machine": machine, "settings": vars(args) | {"collection": str(args.collection)}, "rows": rows},
-        indent=1, default=str))
+    (RESULTS / f"{args.name}.json").write_text(
+        json.dumps(
+            {"machine": machine, "settings": vars(args) | {"collection": str(args.collection)}, "rows": rows},
+            indent=1,
+            default=str,
+        )
+    )
     on_error = os.environ.get("EQX_ON_ERROR")
-    lines = ["# PEtab collection through wendyjax.petab", "",
-             f"Machine: {machine}. Command: `python benchmarks/petab_collection.py {' '.join(sys.argv[1:])}`; ODE "
-             f"tolerances rtol {args.rtol:g}, atol {args.atol:g}." + (
-                 f" Environment: EQX_ON_ERROR={on_error}." if on_error else ""), "",
-             "| " + " | ".join(h for h, _, _ in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines = [
+        "# PEtab collection through wendyjax.petab",
+        "",
+        f"Machine: {machine}. Command: `python benchmarks/petab_collection.py {' '.join(sys.argv[1:])}`; ODE "
+        f"tolerances rtol {args.rtol:g}, atol {args.atol:g}."
+        + (f" Environment: EQX_ON_ERROR={on_error}." if on_error else ""),
+        "",
+        "| " + " | ".join(h for h, _, _ in COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
     for r in rows:
         feature = re.search(r"\b(uses|has) ([^(]+)", r.get("reason", ""))
         if r["status"] == "refused" and feature:
             r = r | {"status": f"refused: {feature.group(1)} {feature.group(2).strip()}"}
         cells = [r.get(key) for _, key, _ in COLUMNS]
-        lines.append("| " + " | ".join("" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
-                                       for v, (_, _, spec) in zip(cells, COLUMNS)) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                "" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+                for v, (_, _, spec) in zip(cells, COLUMNS)
+            )
+            + " |"
+        )
     matched = [r for r in rows if r.get("rel_amici") is not None and abs(r["rel_amici"]) <= 1e-6]
-    lines += ["", f"{sum(r['status'] == 'loaded' for r in rows)} of {len(rows)} problems loaded; {len(matched)} match "
-              "AMICI's published log-likelihood to 1e-6 relative."]
+    lines += [
+        "",
+        f"{sum(r['status'] == 'loaded' for r in rows)} of {len(rows)} problems loaded; {len(matched)} match "
+        "AMICI's published log-likelihood to 1e-6 relative.",
+    ]
     (RESULTS / f"{args.name}.md").write_text("\n".join(lines) + "\n")
 
 

@@ -25,14 +25,38 @@ HERE = Path(__file__).resolve().parent
 QUICK = {
     "collocation_nfe": ["--quick"],
     "data2ld_head_impact": [],
-    "data2ld_simulation": ["--replicates", "4", "--nls-replicates", "2", "--pc-replicates", "2",
-                           "--sa-iterations", "50", "--sft-iterations", "50", "--sft-burn-in", "10"],
+    "data2ld_simulation": [
+        "--replicates",
+        "4",
+        "--nls-replicates",
+        "2",
+        "--pc-replicates",
+        "2",
+        "--sa-iterations",
+        "50",
+        "--sft-iterations",
+        "50",
+        "--sft-burn-in",
+        "10",
+    ],
     "discovery_ode": ["--seeds", "1"],
     "discovery_competitors": ["--seeds", "1"],
     "hidden_lorenz": ["--quick"],
     "integral_matching_sindy": ["--quick"],
-    "interval_calibration": ["--systems", "logistic", "--noise", "0.05", "--m", "256", "--runs", "3", "--boot", "40",
-                             "--points", "5"],
+    "interval_calibration": [
+        "--systems",
+        "logistic",
+        "--noise",
+        "0.05",
+        "--m",
+        "256",
+        "--runs",
+        "3",
+        "--boot",
+        "40",
+        "--points",
+        "5",
+    ],
     "likelihood": ["--quick"],
     "lorenz96_sparse": ["--quick"],
     "output_error": ["--quick"],
@@ -65,17 +89,25 @@ def main() -> int:
         env = {**os.environ, "WENDYJAX_BENCHMARK_RESULTS": str(results)}
         for name in args.scripts or QUICK:
             if name in NEEDS and importlib.util.find_spec(NEEDS[name]) is None:
-                print(f"skip {name:24s}          needs {NEEDS[name]} (pip install -e \".[bench]\")", flush=True)
+                print(f'skip {name:24s}          needs {NEEDS[name]} (pip install -e ".[bench]")', flush=True)
                 continue
             clock = time.perf_counter()
             try:
-                run = subprocess.run([sys.executable, str(HERE / f"{name}.py"), *QUICK[name]], env=env,
-                                     capture_output=True, text=True, timeout=args.timeout)
+                run = subprocess.run(
+                    [sys.executable, str(HERE / f"{name}.py"), *QUICK[name]],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=args.timeout,
+                )
                 ok, tail = run.returncode == 0, (run.stderr.strip().splitlines() or [""])[-1]
             except subprocess.TimeoutExpired:
                 ok, tail = False, f"no result after {args.timeout:g} s"
-            print(f"{'ok  ' if ok else 'FAIL'} {name:24s} {time.perf_counter() - clock:7.1f} s"
-                  f"{'' if ok else '  ' + tail}", flush=True)
+            print(
+                f"{'ok  ' if ok else 'FAIL'} {name:24s} {time.perf_counter() - clock:7.1f} s"
+                f"{'' if ok else '  ' + tail}",
+                flush=True,
+            )
             if not ok:
                 failed.append(name)
     return 1 if failed else 0

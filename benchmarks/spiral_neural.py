@@ -68,11 +68,14 @@ def windows(train, key):
 
 def in_loop(grad, n):
     """`n` dependent gradient steps p ← p − 1e-9·∇ in one compiled `lax.scan` (nothing is hoisted out)."""
+
     @jax.jit
     def run(p, *args):
         def body(p, _):
             return jax.tree.map(lambda a, g: a - 1e-9 * g, p, grad(p, *args)), None
+
         return jax.lax.scan(body, p, None, length=n)[0]
+
     return run
 
 
@@ -95,14 +98,20 @@ def per_gradient(train, field, est):
         nfe = trajectory_loss_gradient(vf, params, x0, t, y, mode=mode, count=True)[2].total
         methods[name] = (lambda p, mode=mode: trajectory_loss_gradient(vf, p, x0, t, y, mode=mode)[1], (), nfe, n_loop)
         methods[f"{name} (20 windows)"] = (
-            lambda p, mode=mode: trajectory_loss_gradient(vf, p, *batch, mode=mode)[1], (), float("nan"), 5 * n_loop)
+            lambda p, mode=mode: trajectory_loss_gradient(vf, p, *batch, mode=mode)[1],
+            (),
+            float("nan"),
+            5 * n_loop,
+        )
     rows = {}
     for name, (grad, args, nfe, n_loop) in methods.items():
         _, rows[name] = bench(jax.jit(grad), params, *args, cfg=TIMING)
         _, looped = bench(in_loop(grad, n_loop), params, *args, cfg=TIMING)
         rows[name].update(nfe=nfe, loop_s=looped["median_s"] / n_loop, loop_n=n_loop)
-        print(f"  per gradient, {name}: {rows[name]['median_s']:.3g} s per call, "
-              f"{rows[name]['loop_s']:.3g} s in a loop", flush=True)
+        print(
+            f"  per gradient, {name}: {rows[name]['median_s']:.3g} s per call, {rows[name]['loop_s']:.3g} s in a loop",
+            flush=True,
+        )
     return rows
 
 
@@ -132,8 +141,14 @@ def train_solver(b, train, clean, field, mode, budget, seed):
             start += time.perf_counter() - start - elapsed  # the evaluation is not training time
     elapsed = time.perf_counter() - start
     curve.append([elapsed, float(loss), *heldout_rmse(eqx.combine(params, static), b, clean, train)])
-    return {"steps": steps, "seconds": elapsed, "heldout_rmse": curve[-1][2], "full_rmse": curve[-1][3],
-            "status": failure or "budget spent", "curve": curve}
+    return {
+        "steps": steps,
+        "seconds": elapsed,
+        "heldout_rmse": curve[-1][2],
+        "full_rmse": curve[-1][3],
+        "status": failure or "budget spent",
+        "curve": curve,
+    }
 
 
 def train_im(b, train, clean, field, est, seed):
@@ -142,8 +157,15 @@ def train_im(b, train, clean, field, est, seed):
     held, full = heldout_rmse(fit.params, b, clean, train)
     per_chunk = fit.seconds / max(len(fit.history), 1)
     curve = [[per_chunk * (i + 1), float(v)] for i, v in enumerate(fit.history)]
-    return {"steps": fit.num_steps, "seconds": fit.seconds, "heldout_rmse": held, "full_rmse": full,
-            "status": fit.message or "successful", "curve": curve, "field": fit.params}
+    return {
+        "steps": fit.num_steps,
+        "seconds": fit.seconds,
+        "heldout_rmse": held,
+        "full_rmse": full,
+        "status": fit.message or "successful",
+        "curve": curve,
+        "field": fit.params,
+    }
 
 
 def refine(b, train, clean, field_im, im_run):
@@ -156,8 +178,15 @@ def refine(b, train, clean, field_im, im_run):
     fit = oe.fit(model, train, p, bounds=None)
     seconds = time.perf_counter() - start
     held, full = heldout_rmse(rebuild(jnp.asarray(fit.params)), b, clean, train)
-    return {"steps": fit.num_steps, "seconds": im_run["seconds"] + seconds, "refine_seconds": seconds,
-            "heldout_rmse": held, "full_rmse": full, "status": fit.message or "successful", "curve": []}
+    return {
+        "steps": fit.num_steps,
+        "seconds": im_run["seconds"] + seconds,
+        "refine_seconds": seconds,
+        "heldout_rmse": held,
+        "full_rmse": full,
+        "status": fit.message or "successful",
+        "curve": [],
+    }
 
 
 def main():
@@ -171,11 +200,24 @@ def main():
     seeds = [0] if args.quick else [0, 1, 2]
     budget = 15.0 if args.quick else 60.0
     adam = optax.adam(optax.exponential_decay(1e-2, 2000, 0.5))
-    est = wj.IntegralMatching(order=10, length=0.5, solver=wj.Gradient(adam, batch_size=BATCH, chunk=250, patience=10),
-                              max_steps=20_000)
-    out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "seeds": seeds, "budget_s": budget,
-           "noise": 0.01, "t_train": args.t_train, "order": est.order, "length": est.length, "batch": BATCH,
-           "name": args.name, "per_gradient": [], "training": [], "command": command()}
+    est = wj.IntegralMatching(
+        order=10, length=0.5, solver=wj.Gradient(adam, batch_size=BATCH, chunk=250, patience=10), max_steps=20_000
+    )
+    out = {
+        "date": datetime.date.today().isoformat(),
+        "machine": machine_info(),
+        "seeds": seeds,
+        "budget_s": budget,
+        "noise": 0.01,
+        "t_train": args.t_train,
+        "order": est.order,
+        "length": est.length,
+        "batch": BATCH,
+        "name": args.name,
+        "per_gradient": [],
+        "training": [],
+        "command": command(),
+    }
     for seed in seeds:
         b, train, clean, field = setup(seed, args.t_train)
         im = train_im(b, train, clean, field, est, seed)
@@ -183,8 +225,9 @@ def main():
         runs = {"integral matching": im, "integral matching + output error": refine(b, train, clean, field_im, im)}
         if not args.no_per_gradient:
             out["per_gradient"].append(per_gradient(train, field_im, est))
-        for mode, name in () if args.no_training else (("backprop", "backprop through Tsit5"),
-                                                        ("backsolve", "continuous adjoint")):
+        for mode, name in (
+            () if args.no_training else (("backprop", "backprop through Tsit5"), ("backsolve", "continuous adjoint"))
+        ):
             runs[name] = train_solver(b, train, clean, field, mode, budget, seed)
         out["training"].append(runs)
         print(f"seed {seed}:", {k: (v["seconds"], v["heldout_rmse"]) for k, v in runs.items()}, flush=True)
@@ -194,35 +237,72 @@ def main():
 def write(out):
     med = lambda key, name, src="per_gradient": statistics.median(r[name][key] for r in out[src])  # noqa: E731
     train_names = list(out["training"][0])
-    trows = [[n, med("seconds", n, "training"), med("steps", n, "training"), 100 * med("heldout_rmse", n, "training"),
-              100 * med("full_rmse", n, "training")] for n in train_names]
+    trows = [
+        [
+            n,
+            med("seconds", n, "training"),
+            med("steps", n, "training"),
+            100 * med("heldout_rmse", n, "training"),
+            100 * med("full_rmse", n, "training"),
+        ]
+        for n in train_names
+    ]
 
     def verdict(key, ref, how):
         bp, adj = med(key, "backprop through Tsit5") / ref, med(key, "continuous adjoint") / ref
-        return (f"{how}: backprop / integral matching (batch) = {bp:.0f}× (target ≥ 100×: "
-                f"{'PASS' if bp >= 100 else 'MISS'}); adjoint / integral matching = {adj:.0f}× (target ≥ 1000×: "
-                f"{'PASS' if adj >= 1000 else 'MISS'})")
+        return (
+            f"{how}: backprop / integral matching (batch) = {bp:.0f}× (target ≥ 100×: "
+            f"{'PASS' if bp >= 100 else 'MISS'}); adjoint / integral matching = {adj:.0f}× (target ≥ 1000×: "
+            f"{'PASS' if adj >= 1000 else 'MISS'})"
+        )
 
-    md = [f"# Spiral neural ODE: integral matching vs diffrax (Anonymous 2025 Table 3) — {out['date']}", "",
-          f"Machine: {machine_line(out['machine'])}, {out['machine']['devices']}. "
-          f"Seeds {out['seeds']}; medians over seeds; training data t ≤ {out['t_train']:g}."]
+    md = [
+        f"# Spiral neural ODE: integral matching vs diffrax (Anonymous 2025 Table 3) — {out['date']}",
+        "",
+        f"Machine: {machine_line(out['machine'])}, {out['machine']['devices']}. "
+        f"Seeds {out['seeds']}; medians over seeds; training data t ≤ {out['t_train']:g}.",
+    ]
     if out["per_gradient"]:
         im = med("median_s", "integral matching (batch of 64)")
         im_loop = med("loop_s", "integral matching (batch of 64)")
-        rows = [[n, med("median_s", n), med("loop_s", n), med("nfe", n), med("median_s", n) / im,
-                 med("loop_s", n) / im_loop] for n in out["per_gradient"][0]]
-        md += ["", "## Time per gradient", "",
-               "Per call: one jitted gradient per Python call (median, dispatch included). In a compiled loop: "
-               "the median time of a jitted `lax.scan` of n dependent gradient steps, divided by n (how the training "
-               "loop runs them; Anonymous 2025's 1.8e-5 s per integral-matching gradient is of this kind).", "",
-               *markdown_table(["method", "per call (s)", "in a compiled loop (s)", "f evaluations",
-                                "× IM per call", "× IM in loop"], rows),
-               "", "- " + verdict("median_s", im, "per call"), "- " + verdict("loop_s", im_loop, "in a compiled loop")]
-    md += ["", f"## Training (budget {out['budget_s']:g} s for the solver methods)", "",
-          *markdown_table(["method", "wall time (s)", "steps", "held-out RMSE (%)", "RMSE on [0, 25] (%)"], trows),
-          "", "Anonymous 2025 Table 3 (Xeon 8260, PyTorch/JAX): RMSE 1.61 / 1.78 / 1.83 %, gradient time "
-          "1.8e-5 / 5.0e-2 / 4.5e-1 s, total 2.08 / 100.5 / 959.8 s (IMATCH / BPTT / adjoint).", "",
-          f"Reproduce: `{out['command']}`"]
+        rows = [
+            [
+                n,
+                med("median_s", n),
+                med("loop_s", n),
+                med("nfe", n),
+                med("median_s", n) / im,
+                med("loop_s", n) / im_loop,
+            ]
+            for n in out["per_gradient"][0]
+        ]
+        md += [
+            "",
+            "## Time per gradient",
+            "",
+            "Per call: one jitted gradient per Python call (median, dispatch included). In a compiled loop: "
+            "the median time of a jitted `lax.scan` of n dependent gradient steps, divided by n (how the training "
+            "loop runs them; Anonymous 2025's 1.8e-5 s per integral-matching gradient is of this kind).",
+            "",
+            *markdown_table(
+                ["method", "per call (s)", "in a compiled loop (s)", "f evaluations", "× IM per call", "× IM in loop"],
+                rows,
+            ),
+            "",
+            "- " + verdict("median_s", im, "per call"),
+            "- " + verdict("loop_s", im_loop, "in a compiled loop"),
+        ]
+    md += [
+        "",
+        f"## Training (budget {out['budget_s']:g} s for the solver methods)",
+        "",
+        *markdown_table(["method", "wall time (s)", "steps", "held-out RMSE (%)", "RMSE on [0, 25] (%)"], trows),
+        "",
+        "Anonymous 2025 Table 3 (Xeon 8260, PyTorch/JAX): RMSE 1.61 / 1.78 / 1.83 %, gradient time "
+        "1.8e-5 / 5.0e-2 / 4.5e-1 s, total 2.08 / 100.5 / 959.8 s (IMATCH / BPTT / adjoint).",
+        "",
+        f"Reproduce: `{out['command']}`",
+    ]
     write_results(out["name"], out, md)
     plot(out)
     print("\n".join(md))
@@ -241,8 +321,13 @@ def plot(out):
             ax[0].semilogy(c[:, 0], 100 * c[:, 3], color=color, label=name if i == 0 else None)
     for i, runs in enumerate(out["training"]):
         for name, color in (("integral matching", "tab:blue"), ("integral matching + output error", "tab:green")):
-            ax[0].scatter([runs[name]["seconds"]], [100 * runs[name]["full_rmse"]], color=color,
-                          label=name if i == 0 else None, zorder=3)
+            ax[0].scatter(
+                [runs[name]["seconds"]],
+                [100 * runs[name]["full_rmse"]],
+                color=color,
+                label=name if i == 0 else None,
+                zorder=3,
+            )
         c = np.asarray(runs["integral matching"]["curve"])
         ax[1].semilogy(c[:, 0], c[:, 1], color="tab:blue", label="integral matching ℓ" if i == 0 else None)
     ax[0].set(xlabel="training wall time (s)", ylabel="RMSE on [0, 25] (%)", title="fitted ODE vs truth")

@@ -17,8 +17,14 @@ from pathlib import Path
 
 CHROMIUM = "/usr/bin/chromium"
 # chromium's own background connections, which a closed network would refuse
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 COUNT = """() => {
     const figures = [...document.querySelectorAll('article img, .jupyter-wrapper img')];
     return {
@@ -59,8 +65,10 @@ def check(site: Path, pages: list[str], query: str = "hybrid") -> tuple[dict[str
         for name in pages:
             page = browser.new_page()
             outside, errors = [], []
-            page.route(lambda url: not url.startswith(base),
-                       lambda route, outside=outside: (outside.append(route.request.url), route.abort()))
+            page.route(
+                lambda url: not url.startswith(base),
+                lambda route, outside=outside: (outside.append(route.request.url), route.abort()),
+            )
             page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
             page.goto(base + name)
             page.evaluate("async () => { if (window.MathJax && MathJax.startup) await MathJax.startup.promise; }")
@@ -82,8 +90,10 @@ def problems(report: dict[str, dict], figures: tuple[str, ...] = ()) -> list[str
     out = []
     for name, r in report.items():
         if r["typeset"] < r["formulas"] or r["merrors"] or r["untypeset"]:
-            out.append(f"{name}: {r['typeset']} of {r['formulas']} formulas typeset, {r['merrors']} MathJax errors,"
-                       f" {r['untypeset']} notebook cells with $...$ left as text")
+            out.append(
+                f"{name}: {r['typeset']} of {r['formulas']} formulas typeset, {r['merrors']} MathJax errors,"
+                f" {r['untypeset']} notebook cells with $...$ left as text"
+            )
         if r["drawn"] < r["figures"] or (name.startswith(figures) and not r["figures"]):
             out.append(f"{name}: {r['drawn']} of {r['figures']} figures drawn")
         if r["outside"] or r["errors"]:
@@ -102,6 +112,9 @@ if __name__ == "__main__":
     for name, r in report.items() if a.verbose else ():
         print(f"{name}: {r['typeset']}/{r['formulas']} formulas, {r['drawn']}/{r['figures']} figures")
     found = problems(report, tuple(a.figures)) + ([] if hits else ["the search for 'hybrid' found nothing"])
-    print("\n".join(found) or f"{len(pages)} pages: formulas typeset, figures drawn, nothing fetched from outside;"
-                             f" the search for 'hybrid' found {hits} results")
+    print(
+        "\n".join(found)
+        or f"{len(pages)} pages: formulas typeset, figures drawn, nothing fetched from outside;"
+        f" the search for 'hybrid' found {hits} results"
+    )
     sys.exit(1 if found else 0)

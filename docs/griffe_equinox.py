@@ -26,10 +26,15 @@ class EquinoxInit(griffe.Extension):
                 static = cls.all_members.get(p.name)
                 annotation = getattr(static, "annotation", None) or _text(p.annotation)
                 default = None if p.default is inspect.Parameter.empty else repr(p.default)
-                params.append(griffe.Parameter(p.name, annotation=annotation, default=default,
-                                               kind=griffe.ParameterKind(p.kind.description)))
-            cls.set_member("__init__", griffe.Function("__init__", parent=cls, returns="None",
-                                                       parameters=griffe.Parameters(*params)))
+                params.append(
+                    griffe.Parameter(
+                        p.name, annotation=annotation, default=default, kind=griffe.ParameterKind(p.kind.description)
+                    )
+                )
+            cls.set_member(
+                "__init__",
+                griffe.Function("__init__", parent=cls, returns="None", parameters=griffe.Parameters(*params)),
+            )
 
 
 def _classes(obj):

@@ -59,8 +59,10 @@ def _mathjax_files(config) -> list[File]:
     paths = [es5 / "tex-mml-chtml.js"]
     for folder in ["output/chtml/fonts/woff-v2", "input/tex/extensions", "ui", "a11y"]:
         paths += sorted(p for p in (es5 / folder).rglob("*") if p.is_file())
-    return [File.generated(config, f"javascripts/mathjax/{p.relative_to(es5).as_posix()}", abs_src_path=str(p))
-            for p in paths]
+    return [
+        File.generated(config, f"javascripts/mathjax/{p.relative_to(es5).as_posix()}", abs_src_path=str(p))
+        for p in paths
+    ]
 
 
 @mkdocs.plugins.event_priority(100)  # before mkdocs-jupyter turns notebook files into pages
@@ -68,8 +70,9 @@ def on_files(files, config):
     execute = os.environ.get("WENDYJAX_DOCS_EXECUTE") == "1"
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
         source = executed(path) if execute else path  # .../notebooks/NAME.ipynb
-        files.append(File(f"notebooks/{path.name}", str(source.parents[1]), config["site_dir"],
-                          config["use_directory_urls"]))
+        files.append(
+            File(f"notebooks/{path.name}", str(source.parents[1]), config["site_dir"], config["use_directory_urls"])
+        )
     for file in _mathjax_files(config):
         files.append(file)
     return files

@@ -99,7 +99,14 @@ def weak_problem(t, u, log_space=False, config=TestFunctionConfig()) -> WeakProb
     tf = _cached_basis(t.tobytes(), float(radii[index]), config)
     phi, dphi = np.asarray(tf.phi)[None], np.asarray(tf.dphi)[None]
     b = -np.einsum("rkn,rnd->rdk", dphi, u[None]).reshape(1, -1)
-    return WeakProblem(phi=jnp.asarray(phi), dphi=jnp.asarray(dphi),
-                       dphi_gram=jnp.asarray(np.einsum("rkn,rln->rkl", dphi, dphi)), kmask=jnp.ones((1, tf.k)),
-                       u=jnp.asarray(u[None]), t=jnp.asarray(t[None]), b=jnp.asarray(b),
-                       sigma=jnp.asarray(np.asarray(estimate_noise_std(u))[None]), log_space=log_space)
+    return WeakProblem(
+        phi=jnp.asarray(phi),
+        dphi=jnp.asarray(dphi),
+        dphi_gram=jnp.asarray(np.einsum("rkn,rln->rkl", dphi, dphi)),
+        kmask=jnp.ones((1, tf.k)),
+        u=jnp.asarray(u[None]),
+        t=jnp.asarray(t[None]),
+        b=jnp.asarray(b),
+        sigma=jnp.asarray(np.asarray(estimate_noise_std(u))[None]),
+        log_space=log_space,
+    )

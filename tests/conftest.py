@@ -74,4 +74,3 @@ def central_difference():
 
 
 os.environ.setdefault("MPLBACKEND", "Agg")
-

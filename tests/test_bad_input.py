@@ -68,44 +68,60 @@ def test_diag_reg_range():
     assert jnp.isfinite(wj.weak_likelihood(b.model, d, diag_reg=0.0)(b.p_true))
 
 
-@pytest.mark.parametrize("make, error, match", [
-    (lambda: wj.MLE(solver="trust_region"), TypeError, r"MLE: solver must be a solver object such as "
-                                                      r"wendyjax.estimators.TrustRegion"),
-    (lambda: wj.IRLS(solver=wj.Gradient()), TypeError, "IRLS: solver must be a solver object"),
-    (lambda: wj.WLS(max_steps=0), ValueError, "WLS: max_steps must be a positive integer, got 0"),
-    (lambda: wj.MLE(max_steps=2.5), ValueError, "MLE: max_steps must be a positive integer, got 2.5"),
-    (lambda: wj.TrustRegion(atol=float("nan")), ValueError, r"TrustRegion: atol must lie in \[0, 1\)"),
-    (lambda: wj.IntegralMatching(solver=wj.estimators.TrustRegion, max_steps=5), TypeError,
-     r"solver must be LeastSquares\(\), TrustRegion\(\) or Gradient\(\)"),  # the class, not an instance
-    (lambda: wj.Gradient(rtol=1.0), ValueError, r"Gradient: rtol must lie in \[0, 1\)"),
-    (lambda: wj.LeastSquares(max_threshold_iter=0), ValueError, "LeastSquares: max_threshold_iter must be"),
-])
+@pytest.mark.parametrize(
+    "make, error, match",
+    [
+        (
+            lambda: wj.MLE(solver="trust_region"),
+            TypeError,
+            r"MLE: solver must be a solver object such as "
+            r"wendyjax.estimators.TrustRegion",
+        ),
+        (lambda: wj.IRLS(solver=wj.Gradient()), TypeError, "IRLS: solver must be a solver object"),
+        (lambda: wj.WLS(max_steps=0), ValueError, "WLS: max_steps must be a positive integer, got 0"),
+        (lambda: wj.MLE(max_steps=2.5), ValueError, "MLE: max_steps must be a positive integer, got 2.5"),
+        (lambda: wj.TrustRegion(atol=float("nan")), ValueError, r"TrustRegion: atol must lie in \[0, 1\)"),
+        (
+            lambda: wj.IntegralMatching(solver=wj.estimators.TrustRegion, max_steps=5),
+            TypeError,
+            r"solver must be LeastSquares\(\), TrustRegion\(\) or Gradient\(\)",
+        ),  # the class, not an instance
+        (lambda: wj.Gradient(rtol=1.0), ValueError, r"Gradient: rtol must lie in \[0, 1\)"),
+        (lambda: wj.LeastSquares(max_threshold_iter=0), ValueError, "LeastSquares: max_threshold_iter must be"),
+    ],
+)
 def test_solver_objects_and_step_limits_are_checked_when_built(make, error, match):
     with pytest.raises(error, match=match):
         make()
 
 
-@pytest.mark.parametrize("make, error, match", [
-    # options validated when the estimator is built (negative tolerances used to run to the step limit)
-    (lambda: wj.IRLS(step_tol=-1.0), ValueError, "IRLS: step_tol must be a positive number"),
-    (lambda: wj.IRLS(max_iters=0), ValueError, "IRLS: max_iters must be a positive integer"),
-    (lambda: wj.IRLS(shapiro_wilk=True, sw_tol=1.5), ValueError, r"IRLS: sw_tol .* must lie in \(0, 1\)"),
-    (lambda: wj.MLE(solver=wj.TrustRegion(rtol=-1.0, atol=-1.0)), ValueError, "TrustRegion: rtol must lie"),
-    # huge tolerances "converged" at the start in 0 steps, with an interval
-    (lambda: wj.MLE(solver=wj.TrustRegion(rtol=1e6, atol=1e6)), ValueError,
-     r"TrustRegion: rtol must lie in \[0, 1\) .* declares any start converged"),
-    (lambda: wj.MLE(max_steps=-5), ValueError, "MLE: max_steps must be a positive integer, got -5"),
-    (lambda: wj.OutputError(ode_rtol=-1.0), ValueError, r"OutputError: ode_rtol \(the ODE solver's step-size"),
-    (lambda: wj.OutputError(ode_atol=float("inf")), ValueError, "OutputError: ode_atol"),
-    (lambda: wj.OutputError(ode_max_steps=0), ValueError, "OutputError: ode_max_steps .* positive integer, got 0"),
-    # non-real data and non-boolean masks (they used to be read as real / as "all observed")
-    (lambda: wj.Trajectory(np.arange(4.0), np.ones(4) * (1 + 1j)), TypeError, "u must be real, got complex"),
-    (lambda: wj.Trajectory(np.arange(4.0) + 0j, np.ones(4)), TypeError, "t must be real"),
-    (lambda: wj.Trajectory(np.arange(4.0), np.ones(4), ["yes"] * 4), TypeError, "mask must be boolean"),
-    (lambda: wj.Trajectory(np.arange(4.0), np.ones(4), np.full(4, 0.5)), TypeError, "hold only 0 and 1"),
-    (lambda: wj.Trajectory(np.arange(4.0), np.ones(4), np.full(4, np.nan)), TypeError, "hold only 0 and 1"),
-    (lambda: wj.Field(np.arange(3.0), np.ones((3, 4, 1)) * 1j), TypeError, "u must be real"),
-])
+@pytest.mark.parametrize(
+    "make, error, match",
+    [
+        # options validated when the estimator is built (negative tolerances used to run to the step limit)
+        (lambda: wj.IRLS(step_tol=-1.0), ValueError, "IRLS: step_tol must be a positive number"),
+        (lambda: wj.IRLS(max_iters=0), ValueError, "IRLS: max_iters must be a positive integer"),
+        (lambda: wj.IRLS(shapiro_wilk=True, sw_tol=1.5), ValueError, r"IRLS: sw_tol .* must lie in \(0, 1\)"),
+        (lambda: wj.MLE(solver=wj.TrustRegion(rtol=-1.0, atol=-1.0)), ValueError, "TrustRegion: rtol must lie"),
+        # huge tolerances "converged" at the start in 0 steps, with an interval
+        (
+            lambda: wj.MLE(solver=wj.TrustRegion(rtol=1e6, atol=1e6)),
+            ValueError,
+            r"TrustRegion: rtol must lie in \[0, 1\) .* declares any start converged",
+        ),
+        (lambda: wj.MLE(max_steps=-5), ValueError, "MLE: max_steps must be a positive integer, got -5"),
+        (lambda: wj.OutputError(ode_rtol=-1.0), ValueError, r"OutputError: ode_rtol \(the ODE solver's step-size"),
+        (lambda: wj.OutputError(ode_atol=float("inf")), ValueError, "OutputError: ode_atol"),
+        (lambda: wj.OutputError(ode_max_steps=0), ValueError, "OutputError: ode_max_steps .* positive integer, got 0"),
+        # non-real data and non-boolean masks (they used to be read as real / as "all observed")
+        (lambda: wj.Trajectory(np.arange(4.0), np.ones(4) * (1 + 1j)), TypeError, "u must be real, got complex"),
+        (lambda: wj.Trajectory(np.arange(4.0) + 0j, np.ones(4)), TypeError, "t must be real"),
+        (lambda: wj.Trajectory(np.arange(4.0), np.ones(4), ["yes"] * 4), TypeError, "mask must be boolean"),
+        (lambda: wj.Trajectory(np.arange(4.0), np.ones(4), np.full(4, 0.5)), TypeError, "hold only 0 and 1"),
+        (lambda: wj.Trajectory(np.arange(4.0), np.ones(4), np.full(4, np.nan)), TypeError, "hold only 0 and 1"),
+        (lambda: wj.Field(np.arange(3.0), np.ones((3, 4, 1)) * 1j), TypeError, "u must be real"),
+    ],
+)
 def test_options_data_and_masks_are_refused_when_built(make, error, match):
     with pytest.raises(error, match=match):
         make()
@@ -114,15 +130,19 @@ def test_options_data_and_masks_are_refused_when_built(make, error, match):
 def test_zero_one_masks_are_accepted():
     t = np.arange(4.0)
     assert np.array_equal(wj.Trajectory(t, np.ones(4), [1, 0, 1, 1]).mask.ravel(), [True, False, True, True])
-    assert np.array_equal(wj.Trajectory(t, np.ones(4), np.array([1.0, 1, 0, 1])).mask.ravel(),
-                          [True, True, False, True])
+    assert np.array_equal(
+        wj.Trajectory(t, np.ones(4), np.array([1.0, 1, 0, 1])).mask.ravel(), [True, True, False, True]
+    )
 
 
 def test_a_file_that_is_not_a_saved_study_is_named(tmp_path):
     (tmp_path / "empty.json").write_text("{}")
     (tmp_path / "text.json").write_text("not json")
-    with pytest.raises(ValueError, match=r"empty.json is not a saved study: it lacks model, params, cells, runs, "
-                                         r"settings \(write one with Study.to_json\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"empty.json is not a saved study: it lacks model, params, cells, runs, "
+        r"settings \(write one with Study.to_json\)",
+    ):
         wj.studies.Study.load(tmp_path / "empty.json")
     with pytest.raises(ValueError, match="text.json is not a saved study .not JSON"):
         wj.studies.Study.load(tmp_path / "text.json")
@@ -143,16 +163,31 @@ def test_a_file_that_is_not_a_saved_study_is_named(tmp_path):
 def test_late_failures_of_the_second_fuzz_are_refused_first():
     bench, data, fit = logistic_small()
     cases = [
-        (lambda: wj.studies.bootstrap(wj.MLE(), fit, data, 40, key=0, ode_solver="tsit5"), TypeError,
-         r"ode_solver must be a diffrax solver object \(e.g. diffrax.Tsit5\(\)\), got 'tsit5'"),
-        (lambda: wj.studies.sweep(bench, "wls", p_true=[[20.0, -1.0]], n_runs=2, progress=False), ValueError,
-         r"p_true of setting\(s\) \[0\] .* lies outside the box the fits are held to"),
-        (lambda: wj.ODEModel(lambda u, p, t: p[0] * jnp.log(-(u**2) - 1.0), ["u"], ["a"]), ValueError,
-         "rhs\\(u, p, t\\) is not finite at any of 8 random points"),
-        (lambda: wj.MLE().fit(bench.model, data, p0=[1.0 + 2j, -1.0]), TypeError,
-         r"p0 must be real numbers, got complex values"),
-        (lambda: wj.studies.monte_carlo(bench, "wls", n_runs=10**9, progress=False), ValueError,
-         r"a study of 1000000000 runs per setting would hold about .* GB of data on the host"),
+        (
+            lambda: wj.studies.bootstrap(wj.MLE(), fit, data, 40, key=0, ode_solver="tsit5"),
+            TypeError,
+            r"ode_solver must be a diffrax solver object \(e.g. diffrax.Tsit5\(\)\), got 'tsit5'",
+        ),
+        (
+            lambda: wj.studies.sweep(bench, "wls", p_true=[[20.0, -1.0]], n_runs=2, progress=False),
+            ValueError,
+            r"p_true of setting\(s\) \[0\] .* lies outside the box the fits are held to",
+        ),
+        (
+            lambda: wj.ODEModel(lambda u, p, t: p[0] * jnp.log(-(u**2) - 1.0), ["u"], ["a"]),
+            ValueError,
+            "rhs\\(u, p, t\\) is not finite at any of 8 random points",
+        ),
+        (
+            lambda: wj.MLE().fit(bench.model, data, p0=[1.0 + 2j, -1.0]),
+            TypeError,
+            r"p0 must be real numbers, got complex values",
+        ),
+        (
+            lambda: wj.studies.monte_carlo(bench, "wls", n_runs=10**9, progress=False),
+            ValueError,
+            r"a study of 1000000000 runs per setting would hold about .* GB of data on the host",
+        ),
     ]
     for make, error, match in cases:
         clock = time.perf_counter()
@@ -176,8 +211,11 @@ def test_k_beyond_the_samples_is_refused_before_the_solve():
 def test_a_failed_simulation_says_how_far_it_got_and_every_remedy():
     """u' = 5u² from 1 blows up at t = 0.2: the old message suggested only a stiff solver."""
     model = wj.ODEModel(lambda u, p, t: p[0] * u**2, ["u"], ["p"], name="blow_up")
-    with pytest.raises(RuntimeError, match=r"blow_up' on \[0.0, 1.0\].*got past t = 0.1 only.*blows up in finite "
-                                           r"time.*stiff.*Kvaerno5.*max_steps"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"blow_up' on \[0.0, 1.0\].*got past t = 0.1 only.*blows up in finite "
+        r"time.*stiff.*Kvaerno5.*max_steps",
+    ):
         wj.solve(model, [5.0], [1.0], np.linspace(0, 1, 11))
 
 
@@ -192,12 +230,18 @@ def test_one_sample_floor_for_the_weak_form_is_checked_first():
     """It used to say 7; then 8 samples failed on the radius (with numpy warnings) and 12 on
     the noise estimate ("needs 15")."""
     b, d14 = _logistic_data(14)
-    with pytest.raises(ValueError, match=r"needs at least 15 observed samples per trajectory, but the trajectory "
-                                         r"has 14: the noise estimate's 15-point stencil.*pass sigma="):
+    with pytest.raises(
+        ValueError,
+        match=r"needs at least 15 observed samples per trajectory, but the trajectory "
+        r"has 14: the noise estimate's 15-point stencil.*pass sigma=",
+    ):
         wj.MLE().fit(b.model, d14)
     _, d9 = _logistic_data(9)
-    with pytest.raises(ValueError, match=r"at least 10 observed samples .* has 9: the radius search.*radius=...\) "
-                                         r"needs 8"):
+    with pytest.raises(
+        ValueError,
+        match=r"at least 10 observed samples .* has 9: the radius search.*radius=...\) "
+        r"needs 8",
+    ):
         wj.WLS().fit(b.model, d9, sigma=0.01)
     _, d7 = _logistic_data(7)
     with pytest.raises(ValueError, match=r"at least 8 observed samples .* has 7: the smallest bump"):
@@ -211,8 +255,11 @@ def test_one_sample_floor_for_the_weak_form_is_checked_first():
 def test_data_whose_squares_overflow_are_refused_when_built():
     """Data scaled by 1e300 used to fail seconds later with "objective not finite" and 16
     numpy overflow warnings."""
-    with pytest.raises(ValueError, match=r"u's largest magnitude is 1e\+300: its square overflows float64.*"
-                                         r"Rescale u to order one"):
+    with pytest.raises(
+        ValueError,
+        match=r"u's largest magnitude is 1e\+300: its square overflows float64.*"
+        r"Rescale u to order one",
+    ):
         wj.Trajectory(np.arange(3.0), [1.0, 1e300, 2.0])
     with pytest.raises(ValueError, match=r"u's largest magnitude is 1e-300: its square underflows"):
         wj.Trajectory(np.arange(3.0), [1e-300, 0.0, -1e-300])
@@ -237,8 +284,11 @@ def test_weakly_determined_parameters_are_named():
     b, _ = _logistic_data(2)
     t = np.linspace(0.0, 10.0, 257)
     flat = wj.Trajectory(t, 0.5 + 0.005 * np.random.default_rng(0).standard_normal(257))
-    with pytest.warns(RuntimeWarning, match=r"the data barely determine the combination .*p1.*p2.*relative "
-                                            r"standard error .*95% interval contains 0.*practically non-identifiable"):
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"the data barely determine the combination .*p1.*p2.*relative "
+        r"standard error .*95% interval contains 0.*practically non-identifiable",
+    ):
         fit = wj.WLS().fit(b.model, flat, bounds=None)
     rel, weights = fit.weak_directions[0]  # the weakest first
     assert rel > 100 and set(weights) == {"p1", "p2"}
@@ -247,17 +297,17 @@ def test_weakly_determined_parameters_are_named():
 
 def test_weak_directions_of_a_covariance():
     p = np.array([1.0, 2.0, -4.0])
-    assert wj.inference.weak_directions(p, np.diag([0.01, 0.04, 0.16])) == []      # 10 % each
-    assert wj.inference.weak_directions(p, np.diag([0.01, 1.0, 0.16])) == []       # p2: 50 % (interval misses 0)
-    (rel, w), = wj.inference.weak_directions(p, np.diag([0.01, 1.1, 0.16]))        # p2: 52 % > 1/1.96
+    assert wj.inference.weak_directions(p, np.diag([0.01, 0.04, 0.16])) == []  # 10 % each
+    assert wj.inference.weak_directions(p, np.diag([0.01, 1.0, 0.16])) == []  # p2: 50 % (interval misses 0)
+    ((rel, w),) = wj.inference.weak_directions(p, np.diag([0.01, 1.1, 0.16]))  # p2: 52 % > 1/1.96
     assert rel == pytest.approx(np.sqrt(1.1) / 2) and np.allclose(w, [0, 1, 0])
     assert wj.inference.weak_directions(p, np.diag([0.01, 1.1, 0.16]), level=0.9) == []
     # two that only enter together: a large variance along their relative sum
     v = np.array([1.0, 1.0]) / np.sqrt(2)
     cov = np.diag([1.0, 2.0]) @ (9.0 * np.outer(v, v) + 1e-4 * np.eye(2)) @ np.diag([1.0, 2.0])
-    (rel, w), = wj.inference.weak_directions([1.0, 2.0], cov)
+    ((rel, w),) = wj.inference.weak_directions([1.0, 2.0], cov)
     assert rel == pytest.approx(3.0, rel=1e-4) and np.allclose(w, v)
-    assert wj.inference.weak_directions([1.0, 0.0], np.diag([0.01, 9.0])) == []    # a zero estimate has no scale
+    assert wj.inference.weak_directions([1.0, 0.0], np.diag([0.01, 9.0])) == []  # a zero estimate has no scale
 
 
 def test_the_pseudo_inverse_keeps_weak_directions():
@@ -271,7 +321,7 @@ def test_the_pseudo_inverse_keeps_weak_directions():
     q, r = np.linalg.qr(jac)
     exact = np.linalg.inv(r) @ np.linalg.inv(r).T
     assert np.allclose(cov, exact, rtol=1e-6)
-    assert np.isnan(wj.inference.determined_pinv(np.c_[a, 2 * a])).all()          # exactly collinear
+    assert np.isnan(wj.inference.determined_pinv(np.c_[a, 2 * a])).all()  # exactly collinear
 
 
 @pytest.mark.slow
@@ -281,8 +331,11 @@ def test_an_output_error_fit_that_fails_at_its_start_says_so():
     model = wj.ODEModel(lambda u, p, t: p[0] * u**2, ["u"], ["p"], name="blow_up")
     t = np.linspace(0.0, 1.0, 21)
     data = wj.Trajectory(t, np.asarray(wj.solve(model, [-1.0], [1.0], t)))
-    with pytest.raises(RuntimeError, match=r"forward simulation of the ODE failed.*implicit solver.*It fails at the "
-                                           r"start already \(the estimate never left p0\)"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"forward simulation of the ODE failed.*implicit solver.*It fails at the "
+        r"start already \(the estimate never left p0\)",
+    ):
         wj.OutputError(fit_u0=False).fit(model, data, [5.0], bounds=None, u0=[1.0])
 
 
@@ -290,8 +343,12 @@ def test_data_far_below_order_one_get_a_warning_on_their_scale():
     """Data at 1e-11 used to end with a warning that blamed the data (K "barely determined"),
     not their scale against the solvers' absolute tolerances."""
     model = wj.ODEModel(lambda u, p, t: p[0] * u * (1 - u / p[1]), ["u"], ["r", "K"], name="logistic")
-    data = wj.simulate(model, [1.0, 1e-12], [1e-13], np.linspace(0.0, 10.0, 201), wj.AdditiveGaussian(0.05),
-                       jax.random.key(0))
-    with pytest.warns(RuntimeWarning, match=r"the data's largest magnitude is 2.2\de-11: the solvers' absolute "
-                                            r"tolerances .* Rescale the data to order one"):
+    data = wj.simulate(
+        model, [1.0, 1e-12], [1e-13], np.linspace(0.0, 10.0, 201), wj.AdditiveGaussian(0.05), jax.random.key(0)
+    )
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"the data's largest magnitude is 2.2\de-11: the solvers' absolute "
+        r"tolerances .* Rescale the data to order one",
+    ):
         wj.MLE().fit(model, data, p0=[0.5, 2e-12])

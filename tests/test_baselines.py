@@ -72,7 +72,7 @@ def test_evaluation_counts(neural_ode):
 def test_batch_of_windows_is_the_mean_of_single_windows(neural_ode):
     f, theta, _, t, y = neural_ode
     starts = [0, 5, 11]
-    ts, ys = (jnp.stack([a[s:s + 8] for s in starts]) for a in (t, y))
+    ts, ys = (jnp.stack([a[s : s + 8] for s in starts]) for a in (t, y))
     x0s = ys[:, 0]
     value, grad, _ = trajectory_loss_gradient(f, theta, x0s, ts, ys)
     singles = [trajectory_loss_gradient(f, theta, x0s[i], ts[i], ys[i]) for i in range(3)]

@@ -14,9 +14,19 @@ from wendyjax.weak import SensitivityStructure, WeakLikelihood, build_batch, sel
 
 # (system, noise ratio, subsample): the settings of the paper suites (Rummel et al. 2025's M = 256
 # and 1024 at 5 and 10 %; Bortz et al. 2023's systems at 1 to 20 %) and of the test suite
-CASES = [("logistic", 0.05, 4), ("logistic", 0.2, 16), ("lotka_volterra", 0.05, 4), ("lotka_volterra", 0.01, 1),
-         ("lorenz", 0.05, 1), ("lorenz", 0.1, 4), ("fitzhugh_nagumo", 0.05, 2), ("goodwin_2d", 0.1, 4),
-         ("goodwin_3d", 0.05, 4), ("hindmarsh_rose", 0.1, 4), ("sir_tdi", 0.1, 4)]
+CASES = [
+    ("logistic", 0.05, 4),
+    ("logistic", 0.2, 16),
+    ("lotka_volterra", 0.05, 4),
+    ("lotka_volterra", 0.01, 1),
+    ("lorenz", 0.05, 1),
+    ("lorenz", 0.1, 4),
+    ("fitzhugh_nagumo", 0.05, 2),
+    ("goodwin_2d", 0.1, 4),
+    ("goodwin_3d", 0.05, 4),
+    ("hindmarsh_rose", 0.1, 4),
+    ("sir_tdi", 0.1, 4),
+]
 
 
 def _datasets(name, noise, subsample, n):
@@ -44,9 +54,14 @@ def test_radius_search_equals_the_per_dataset_search(name, noise, subsample, rul
         assert index[r] == old_index
 
 
-@pytest.mark.parametrize("name, noise, subsample", [
-    pytest.param(*c, marks=pytest.mark.slow) if c[0] == "sir_tdi" else c  # SIR-TDI (general path): 10 s on 2 cores
-    for c in CASES if c[0] in ("lorenz", "lotka_volterra", "goodwin_2d", "sir_tdi")])
+@pytest.mark.parametrize(
+    "name, noise, subsample",
+    [
+        pytest.param(*c, marks=pytest.mark.slow) if c[0] == "sir_tdi" else c  # SIR-TDI (general path): 10 s on 2 cores
+        for c in CASES
+        if c[0] in ("lorenz", "lotka_volterra", "goodwin_2d", "sir_tdi")
+    ],
+)
 def test_batched_likelihood_equals_the_per_dataset_build(name, noise, subsample):
     bench, datasets = _datasets(name, noise, subsample, 3)
     model, log = bench.model, bench.noise.log_space
@@ -57,12 +72,11 @@ def test_batched_likelihood_equals_the_per_dataset_build(name, noise, subsample)
     for r, d in enumerate(datasets):
         old = old_weak_problem(d.t, d.u, log)
         one = jax.tree.map(lambda x, r=r: x[r], liks)
-        np.testing.assert_allclose(one.problem.phi[0, :old.phi.shape[1]], old.phi[0], rtol=0, atol=1e-14)
+        np.testing.assert_allclose(one.problem.phi[0, : old.phi.shape[1]], old.phi[0], rtol=0, atol=1e-14)
         np.testing.assert_allclose(one.problem.b[0], old.b[0], rtol=1e-12, atol=1e-12 * float(jnp.max(abs(old.b))))
         np.testing.assert_allclose(one.problem.sigma, old.sigma, rtol=1e-12)
         # the old problem through the general path (no precomputed blocks): ℓ, ∇ℓ, ∇²ℓ to 1e-10
-        reference = WeakLikelihood(model, old, None, 1e-10, SensitivityStructure.dense(model.n_states,
-                                                                                        model.n_params))
+        reference = WeakLikelihood(model, old, None, 1e-10, SensitivityStructure.dense(model.n_states, model.n_params))
         for scale in (1.0, *rng.uniform(0.8, 1.2, size=2)):
             p = jnp.asarray(bench.p_true) * scale
             for f in (wj.weak.nll, wj.weak.nll_grad, wj.weak.nll_hessian):
@@ -71,8 +85,9 @@ def test_batched_likelihood_equals_the_per_dataset_build(name, noise, subsample)
     # and a batch of one is the single fit's likelihood
     single = wj.weak_likelihood(model, datasets[1], noise_kind)
     p = jnp.asarray(bench.p_true)
-    assert float(wj.weak.nll(single, p)) == pytest.approx(float(wj.weak.nll(jax.tree.map(lambda x: x[1], liks), p)),
-                                                          rel=1e-12)
+    assert float(wj.weak.nll(single, p)) == pytest.approx(
+        float(wj.weak.nll(jax.tree.map(lambda x: x[1], liks), p)), rel=1e-12
+    )
 
 
 def test_bases_are_kept_once_per_selected_radius():
@@ -93,8 +108,13 @@ def test_bases_are_kept_once_per_selected_radius():
 
 def test_batch_of_several_trajectories_matches_single_fits():
     bench = zoo("lotka_volterra")
-    sets = [[bench.simulate(jax.random.key(2 * s), 0.05, subsample=4),
-             bench.simulate(jax.random.key(2 * s + 1), 0.05, subsample=8)] for s in range(2)]
+    sets = [
+        [
+            bench.simulate(jax.random.key(2 * s), 0.05, subsample=4),
+            bench.simulate(jax.random.key(2 * s + 1), 0.05, subsample=8),
+        ]
+        for s in range(2)
+    ]
     liks = build_batch(bench.model, sets).likelihoods()
     assert liks.problem.phi.shape[:2] == (2, 2)
     p = jnp.asarray(bench.p_true) * 1.05
@@ -163,8 +183,18 @@ def test_vmapped_and_sequential_blocks_are_equal():
     batch = build_batch(bench.model, datasets)
     liks = batch.likelihoods()
     phi, dphi, _, grams0 = batch._tables
-    args = (bench.model, batch._structure, False, phi, dphi, grams0, jnp.asarray(batch._index),
-            jnp.asarray(batch._u), liks.problem.t, jnp.asarray(batch._sigma))
+    args = (
+        bench.model,
+        batch._structure,
+        False,
+        phi,
+        dphi,
+        grams0,
+        jnp.asarray(batch._index),
+        jnp.asarray(batch._u),
+        liks.problem.t,
+        jnp.asarray(batch._sigma),
+    )
     for a, b in zip(jax.tree.leaves(_blocks(*args, True)), jax.tree.leaves(_blocks(*args, False))):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14 * float(jnp.max(jnp.abs(b))))
 

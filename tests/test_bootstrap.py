@@ -27,16 +27,31 @@ def test_bad_input_is_refused_before_any_work(mle_fit):
         (lambda: wj.studies.bootstrap(wj.MLE(), failed, DATA, 10, key=0), ValueError, "the fit did not succeed"),
         (lambda: wj.studies.bootstrap("mle", mle_fit, DATA, 10, key=0), TypeError, "estimator must be a wendyjax"),
         (lambda: wj.studies.bootstrap(wj.MLE(), mle_fit.to_dict(), DATA, 10, key=0), TypeError, "fit must be"),
-        (lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, wj.Trajectory(DATA.t, np.c_[DATA.u, DATA.u]), 10, key=0),
-         ValueError, "data have 2 states but model 'logistic' has 1"),
-        (lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, DATA, 10, key=0, u0=[1.0, 2.0]), ValueError,
-         r"u0 must have shape \(1,\) or \(1, 1\)"),
-        (lambda: wj.studies.bootstrap(wj.OutputError(), mle_fit, DATA, 10, key=0), ValueError,
-         "the fit was made by WENDy-MLE but the estimator is OutputError"),
-        (lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, DATA, 10, key=0, foo=1), TypeError,
-         "bootstrap got unknown keyword\\(s\\) foo; MLE's options are"),
-        (lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, DATA, 10, key=0, batch_size=0), ValueError,
-         "batch_size must be an integer >= 1"),
+        (
+            lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, wj.Trajectory(DATA.t, np.c_[DATA.u, DATA.u]), 10, key=0),
+            ValueError,
+            "data have 2 states but model 'logistic' has 1",
+        ),
+        (
+            lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, DATA, 10, key=0, u0=[1.0, 2.0]),
+            ValueError,
+            r"u0 must have shape \(1,\) or \(1, 1\)",
+        ),
+        (
+            lambda: wj.studies.bootstrap(wj.OutputError(), mle_fit, DATA, 10, key=0),
+            ValueError,
+            "the fit was made by WENDy-MLE but the estimator is OutputError",
+        ),
+        (
+            lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, DATA, 10, key=0, foo=1),
+            TypeError,
+            "bootstrap got unknown keyword\\(s\\) foo; MLE's options are",
+        ),
+        (
+            lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, DATA, 10, key=0, batch_size=0),
+            ValueError,
+            "batch_size must be an integer >= 1",
+        ),
     ]
     for make, error, match in cases:
         clock = time.perf_counter()
@@ -79,8 +94,9 @@ def test_the_bootstrap_of_several_trajectories_keeps_their_grids_and_gaps():
     u2[5] = np.nan
     data = [wj.Trajectory(t1, DATA.u), wj.Trajectory(t2, u2)]
     fit = wj.MLE().fit(BENCH.model, data, p0=[0.9, -0.9], test_functions=wj.TestFunctionConfig(radius=0.5))
-    boot = wj.studies.bootstrap(wj.MLE(), fit, data, 6, key=0, progress=False,
-                                test_functions=wj.TestFunctionConfig(radius=0.5))
+    boot = wj.studies.bootstrap(
+        wj.MLE(), fit, data, 6, key=0, progress=False, test_functions=wj.TestFunctionConfig(radius=0.5)
+    )
     assert boot.draws.shape == (6, 2) and boot.n_failed == 0 and boot.u0.shape == (2, 1)
     assert set(boot.timings) == {"initial_states_s", "simulate_s", "build_s", "fit_s", "total_s"}
     assert boot.seconds == boot.timings["total_s"] >= boot.timings["fit_s"]
@@ -184,9 +200,16 @@ def test_normal_intervals_are_exact_for_a_normal_estimator_and_few_refits(n_boot
     n, truth, bias = 40_000, 1.0, 0.7
     estimate = truth + bias + rng.normal(size=n)
     draws = estimate + bias + rng.normal(size=(n_boot, n))
-    boot = wj.studies.Bootstrap(names=tuple(f"p{i}" for i in range(n)), estimate=estimate, draws=draws,
-                                status=np.full(n_boot, "successful"), u0=np.zeros((1, 1)), sigma=np.ones(1),
-                                noise="gaussian", seconds=0.0)
+    boot = wj.studies.Bootstrap(
+        names=tuple(f"p{i}" for i in range(n)),
+        estimate=estimate,
+        draws=draws,
+        status=np.full(n_boot, "successful"),
+        u0=np.zeros((1, 1)),
+        sigma=np.ones(1),
+        noise="gaussian",
+        seconds=0.0,
+    )
     for level in (0.95, 0.8):
         lo, hi = boot.normal(level)
         assert abs(np.mean((lo <= truth) & (truth <= hi)) - level) < 4 * np.sqrt(level * (1 - level) / n)
@@ -199,9 +222,16 @@ def test_basic_and_normal_intervals_end_at_the_box():
     rng = np.random.default_rng(0)
     draws = np.c_[0.02 + 0.5 * rng.random(200), rng.normal(5.0, 1.0, 200), np.full(200, np.nan)]
     box = dict(lower=np.array([0.0, -np.inf, 0.0]), upper=np.array([1.0, 5.5, 1.0]))
-    free = wj.studies.Bootstrap(names=("a", "b", "c"), estimate=np.array([0.05, 5.0, 0.5]), draws=draws,
-                                status=np.full(200, "successful"), u0=np.zeros((1, 1)), sigma=np.ones(1),
-                                noise="gaussian", seconds=0.0)
+    free = wj.studies.Bootstrap(
+        names=("a", "b", "c"),
+        estimate=np.array([0.05, 5.0, 0.5]),
+        draws=draws,
+        status=np.full(200, "successful"),
+        u0=np.zeros((1, 1)),
+        sigma=np.ones(1),
+        noise="gaussian",
+        seconds=0.0,
+    )
     held = dataclasses.replace(free, **box)
     for method in ("basic", "normal"):
         (flo, fhi), (lo, hi) = getattr(free, method)(), getattr(held, method)()

@@ -59,6 +59,7 @@ def test_common_call_and_result_fields(lv, name):
 
 def _nan_model():
     """Lotka–Volterra with f NaN wherever p2 < 0, so a start there fails in every estimator."""
+
     def rhs(u, p, t):
         x, y = u
         return jnp.stack([p[0] * x - jnp.sqrt(p[1]) ** 2 * x * y, -p[2] * y + p[3] * x * y])
@@ -78,8 +79,9 @@ def test_failure_is_a_status_with_throw_false(lv, name):
     assert not fit.successful and fit.status != wj.RESULTS.successful and fit.message
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "output_error" else n
-                                  for n in CASES])  # output error: 12 s on 2 cores
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n == "output_error" else n for n in CASES]
+)  # output error: 12 s on 2 cores
 def test_solve_is_jit_and_vmap_able(lv, name):
     bench, datasets = lv
     est = wj.estimators.get_estimator(name)
@@ -145,8 +147,9 @@ def test_zoo_models_reuse_their_compiled_programs():
     wj.MLE().fit(first.model, data, [0.5, -0.5])
     again = wj.models.logistic()
     assert _compile_log(lambda: wj.MLE().fit(again.model, data, [0.5, -0.5])) == []
-    twin = wj.ODEModel(lambda u, p, t: p[0] * u + p[1] * u**2, ["u"], ["p1", "p2"], bounds=first.model.bounds,
-                       name="logistic")
+    twin = wj.ODEModel(
+        lambda u, p, t: p[0] * u + p[1] * u**2, ["u"], ["p1", "p2"], bounds=first.model.bounds, name="logistic"
+    )
     assert _compile_log(lambda: wj.MLE().fit(twin, data, [0.5, -0.5]))
 
 
@@ -184,15 +187,23 @@ def test_import_leaves_the_process_alone():
 def test_integral_matching_runs_in_a_study():
     """Any estimator of the contract runs in `monte_carlo`; one without a covariance has no
     coverage (NaN, not 0) and its runs do not fail for the missing covariance."""
-    study = wj.studies.monte_carlo(zoo("lotka_volterra"), wj.IntegralMatching(order=10, length=0.5), n_runs=2,
-                                   batch_size=2, subsamples=[4], p0=[3.0, 1.0, 6.0, 1.0], progress=False)
+    study = wj.studies.monte_carlo(
+        zoo("lotka_volterra"),
+        wj.IntegralMatching(order=10, length=0.5),
+        n_runs=2,
+        batch_size=2,
+        subsamples=[4],
+        p0=[3.0, 1.0, 6.0, 1.0],
+        progress=False,
+    )
     assert study.settings["covariance"] is None
     for row in study.rows():
         assert row["failure_rate"] == 0.0 and np.isnan(row["coverage_2se"]) and row["rel_mse"] < 1e-3
     # the gradient algorithm draws its subintervals with a key per run, from the study's key
     gradient = wj.IntegralMatching(order=10, length=0.5, solver=wj.Gradient(chunk=100), max_steps=200)
-    study = wj.studies.monte_carlo(zoo("lotka_volterra"), gradient, n_runs=2, batch_size=2, subsamples=[4],
-                                   p0=[3.0, 1.0, 6.0, 1.0], progress=False)
+    study = wj.studies.monte_carlo(
+        zoo("lotka_volterra"), gradient, n_runs=2, batch_size=2, subsamples=[4], p0=[3.0, 1.0, 6.0, 1.0], progress=False
+    )
     assert np.all(np.isfinite(study.runs[0].params)) and study.rows()[0]["failure_rate"] == 0.0
 
 
@@ -203,8 +214,11 @@ def test_an_estimate_on_the_box_is_said_and_warned(lv):
     lo, hi = (np.asarray(b, float) for b in bench.model.bounds)
     hi = hi.copy()
     hi[0] = 0.8 * bench.p_true[0]
-    with pytest.warns(RuntimeWarning, match=r"estimate of p1 on model 'lotka_volterra' lies on the box's bound.*"
-                                            r"wider box"):
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"estimate of p1 on model 'lotka_volterra' lies on the box's bound.*"
+        r"wider box",
+    ):
         fit = wj.MLE().fit(bench.model, data, _p0(bench) * np.r_[0.8, 1, 1, 1], bounds=(lo, hi))
     assert fit.successful and fit.at_bound == ["p1"] and fit.params[0] == pytest.approx(hi[0])
     assert "estimate of p1 lies on the box's bound" in fit.table()

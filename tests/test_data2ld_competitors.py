@@ -13,7 +13,8 @@ from wendyjax import datasets as ds, linear as L
 
 # the benchmark's module, loaded from its file (it imports only the package and jax)
 _SPEC = importlib.util.spec_from_file_location(
-    "_data2ld_competitors", Path(__file__).resolve().parents[1] / "benchmarks" / "_data2ld_competitors.py")
+    "_data2ld_competitors", Path(__file__).resolve().parents[1] / "benchmarks" / "_data2ld_competitors.py"
+)
 C = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(C)
 
@@ -23,6 +24,7 @@ T = np.linspace(0.0, 60.0, 51)
 @pytest.mark.parametrize("theta", [(-0.05, -0.15, 0.39), (-0.01, -1.0, 0.4), (0.02, -0.1, 0.3), (0.0, 0.0, 0.4)])
 def test_pulse_response_matches_the_ode(theta):
     """Under-, over-damped, unstable and β = 0 (singular A): the closed form against RK45."""
+
     def rhs(t, z):
         u = 1.0 if 14.0 <= t < 15.0 else 0.0
         return [z[1], theta[0] * z[0] + theta[1] * z[1] + theta[2] * u]
@@ -64,7 +66,8 @@ def test_smooth_functional_tempering_posterior_covers_the_truth():
     contains it; every output is finite."""
     y = jnp.asarray(ds.head_impact_solution(T) + 0.01 * np.random.default_rng(2).standard_normal(T.size))
     mean, lower, upper, coef, swaps = C.smooth_functional_tempering(
-        jax.random.PRNGKey(0), _problem(np.asarray(y)), y, jnp.full(3, 0.01), (10.0, 1e2, 1e3, 1e4), 600, 200)
+        jax.random.PRNGKey(0), _problem(np.asarray(y)), y, jnp.full(3, 0.01), (10.0, 1e2, 1e3, 1e4), 600, 200
+    )
     truth = np.array(ds.SIMULATION_THETA)
     assert np.all(np.isfinite(np.asarray(coef))) and 0 <= float(swaps) <= 1
     np.testing.assert_allclose(mean, truth, atol=0.03)

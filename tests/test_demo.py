@@ -17,6 +17,5 @@ def test_demo_fits_and_prints_table(capsys):
 
 
 def test_cli_rejects_unknown_model():
-    proc = subprocess.run([sys.executable, "-m", "wendyjax", "demo", "--model", "nope"],
-                          capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "wendyjax", "demo", "--model", "nope"], capture_output=True, text=True)
     assert proc.returncode == 2 and "invalid choice" in proc.stderr

@@ -83,20 +83,27 @@ def _check_hessian(problem, u, theta, mask, penalty=1e-3, kinds=("exact",)):
         if kind == "exact":
             dense = jax.jit(jax.hessian(fn))(x)
         else:
-            jac = jax.jit(jax.jacfwd(lambda y: _problem.weighted_residuals(
-                problem, y[:n_u].reshape(u.shape), y[n_u:].reshape(theta.shape), mask, 0.3)))(x)
+            jac = jax.jit(
+                jax.jacfwd(
+                    lambda y: _problem.weighted_residuals(
+                        problem, y[:n_u].reshape(u.shape), y[n_u:].reshape(theta.shape), mask, 0.3
+                    )
+                )
+            )(x)
             pen = jax.hessian(lambda th: penalty * _problem.smoothed_l0(th * mask.ravel(), EPS) / th.size)(x[n_u:])
             dense = 2 * jac.T @ jac + jax.scipy.linalg.block_diag(jnp.zeros((n_u, n_u)), jnp.maximum(pen, 0.0))
         _compare_blocks(problem, u, grad, h, dense, jax.jit(jax.grad(fn))(x))
         # the diagonal alone, from a lattice colouring (matrix-free solves)
-        lattice = eqx.tree_at(lambda p: p.structure, problem, _problem.hessian_structure(
-            u.shape, problem.library.halfwidth, "diagonal"))
+        lattice = eqx.tree_at(
+            lambda p: p.structure, problem, _problem.hessian_structure(u.shape, problem.library.halfwidth, "diagonal")
+        )
         _, diag = jax.jit(_gradient_and_diagonal, static_argnums=(0, 3))(linearised, x, lattice, theta.size)
         np.testing.assert_allclose(diag, jnp.diagonal(dense), atol=1e-12 * float(jnp.max(jnp.abs(dense))))
         # every non-zero, from a distance-2 lattice colouring (sparse factorisation)
         st = _problem.hessian_structure(u.shape, problem.library.halfwidth, "sparse")
         _, sp = jax.jit(_gradient_and_sparse, static_argnums=(0, 3))(
-            linearised, x, eqx.tree_at(lambda p: p.structure, problem, st), theta.size)
+            linearised, x, eqx.tree_at(lambda p: p.structure, problem, st), theta.size
+        )
         state_block = np.zeros((n_u, n_u))
         state_block[np.asarray(st.dst_row), np.asarray(st.dst_col)] = sp.values
         scale = float(jnp.max(jnp.abs(dense)))
@@ -115,7 +122,7 @@ def _compare_blocks(problem, u, grad, h, dense, want_grad):
         np.testing.assert_allclose(h.diag[t], blocks[t, :, t], atol=1e-12 * scale)
         if t + 1 < T:
             np.testing.assert_allclose(h.sub[t], blocks[t + 1, :, t], atol=1e-12 * scale)
-            assert np.all(blocks[t + 2:, :, t] == 0)  # block tridiagonal indeed
+            assert np.all(blocks[t + 2 :, :, t] == 0)  # block tridiagonal indeed
     np.testing.assert_allclose(h.border, dense[:n_u, n_u:].reshape(T, S, -1), atol=1e-12 * scale)
     np.testing.assert_allclose(h.corner, dense[n_u:, n_u:], atol=1e-12 * scale)
     np.testing.assert_allclose(grad, want_grad, rtol=1e-12, atol=1e-14 * scale)
@@ -132,14 +139,22 @@ def test_coloured_hessian_equals_jax_hessian_ode():
     data[rng.uniform(size=data.shape) < 0.3] = np.nan
     problem = _problem.discovery_problem(_trajectory(data, 0.02), library)
     mask = jnp.asarray(rng.uniform(size=(9, 3)) < 0.7, float)
-    _check_hessian(problem, jnp.asarray(clean[:15]), jnp.asarray(rng.standard_normal((9, 3))), mask,
-                   kinds=("exact", "gauss_newton"))
+    _check_hessian(
+        problem,
+        jnp.asarray(clean[:15]),
+        jnp.asarray(rng.standard_normal((9, 3))),
+        mask,
+        kinds=("exact", "gauss_newton"),
+    )
 
 
-@pytest.mark.parametrize("shape,terms,spacing", [
-    ((5, 14), ["u", "u^2", "u_x", "u_xx", "u_xxx", "u_xxxx", "u u_x", "u^2 u_x"], 0.3),
-    ((3, 7, 6), ["u", "u^3", "u_x", "u_y", "u_xx", "u_yy", "u u_y", "u_xy"], (0.5, 0.4)),
-])
+@pytest.mark.parametrize(
+    "shape,terms,spacing",
+    [
+        ((5, 14), ["u", "u^2", "u_x", "u_xx", "u_xxx", "u_xxxx", "u u_x", "u^2 u_x"], 0.3),
+        ((3, 7, 6), ["u", "u^3", "u_x", "u_y", "u_xx", "u_yy", "u u_y", "u_xy"], (0.5, 0.4)),
+    ],
+)
 def test_coloured_hessian_equals_jax_hessian_pde(shape, terms, spacing):
     library = wj.FiniteDifferenceLibrary(terms, spacing)
     rng = np.random.default_rng(1)
@@ -156,17 +171,21 @@ def test_bordered_block_solve_equals_a_dense_solve():
     for t in range(T):  # a block-tridiagonal pattern with a dense border, made positive definite
         for s in (t - 1, t, t + 1):
             if 0 <= s < T:
-                a[t * S:(t + 1) * S, s * S:(s + 1) * S] = rng.standard_normal((S, S))
-    a[:, T * S:] = rng.standard_normal((n, p))
+                a[t * S : (t + 1) * S, s * S : (s + 1) * S] = rng.standard_normal((S, S))
+    a[:, T * S :] = rng.standard_normal((n, p))
     a = a @ a.T
-    a[:T * S, :T * S] *= np.kron(np.abs(np.subtract.outer(range(T), range(T))) <= 1, np.ones((S, S)))
+    a[: T * S, : T * S] *= np.kron(np.abs(np.subtract.outer(range(T), range(T))) <= 1, np.ones((S, S)))
     a += n * np.eye(n)
     b = rng.standard_normal(n)
-    blocks = a[:T * S, :T * S].reshape(T, S, T, S)
-    d_u, d_t = bordered_solve(jnp.stack([blocks[t, :, t] for t in range(T)]),
-                              jnp.stack([blocks[t + 1, :, t] for t in range(T - 1)]),
-                              jnp.asarray(a[:T * S, T * S:].reshape(T, S, p)), jnp.asarray(a[T * S:, T * S:]),
-                              jnp.asarray(b[:T * S].reshape(T, S)), jnp.asarray(b[T * S:]))
+    blocks = a[: T * S, : T * S].reshape(T, S, T, S)
+    d_u, d_t = bordered_solve(
+        jnp.stack([blocks[t, :, t] for t in range(T)]),
+        jnp.stack([blocks[t + 1, :, t] for t in range(T - 1)]),
+        jnp.asarray(a[: T * S, T * S :].reshape(T, S, p)),
+        jnp.asarray(a[T * S :, T * S :]),
+        jnp.asarray(b[: T * S].reshape(T, S)),
+        jnp.asarray(b[T * S :]),
+    )
     np.testing.assert_allclose(np.concatenate([np.ravel(d_u), d_t]), np.linalg.solve(a, b), rtol=1e-10)
 
 
@@ -185,10 +204,20 @@ def test_sparse_bordered_solve_equals_a_dense_solve_and_flags_singular_matrices(
     np.testing.assert_allclose(np.concatenate([d_u, d_t]), want, rtol=1e-10)
     # vmapped (the selection fits two models at once) = one by one
     batch = jax.vmap(solve, in_axes=(None, None, None, 0, None, None, 0, None))(
-        rows, cols, full[rows, cols], np.stack([shift, 2 * shift]), full[:n, n:], full[n:, n:],
-        np.stack([b[:n], -b[:n]]), b[n:])
-    np.testing.assert_allclose(batch[0][1], solve(rows, cols, full[rows, cols], 2 * shift, full[:n, n:],
-                                                  full[n:, n:], -b[:n], b[n:])[0], rtol=1e-12)
+        rows,
+        cols,
+        full[rows, cols],
+        np.stack([shift, 2 * shift]),
+        full[:n, n:],
+        full[n:, n:],
+        np.stack([b[:n], -b[:n]]),
+        b[n:],
+    )
+    np.testing.assert_allclose(
+        batch[0][1],
+        solve(rows, cols, full[rows, cols], 2 * shift, full[:n, n:], full[n:, n:], -b[:n], b[n:])[0],
+        rtol=1e-12,
+    )
     # an exactly singular state block: NaN, which the Levenberg–Marquardt loop rejects
     d_u, d_t = solve(rows, cols, 0.0 * full[rows, cols], np.zeros(n), full[:n, n:], full[n:, n:], b[:n], b[n:])
     assert np.all(np.isnan(d_u)) and np.all(np.isnan(d_t))
@@ -217,7 +246,8 @@ def test_two_level_sparse_solve_eliminates_the_time_difference_block(monkeypatch
     for a, levels, factorised in ((structured, 2, size), (generic, 2, 2 * size), (structured, 1, 2 * size)):
         rows, cols = np.nonzero(a)
         d_u, d_t = jax.jit(sparse_bordered_solve, static_argnames="levels")(
-            rows, cols, a[rows, cols], shift, border, corner, b[:2 * size], b[2 * size:], levels=levels)
+            rows, cols, a[rows, cols], shift, border, corner, b[: 2 * size], b[2 * size :], levels=levels
+        )
         full = np.block([[a + np.diag(shift), border], [border.T, corner]])
         np.testing.assert_allclose(np.concatenate([d_u, d_t]), np.linalg.solve(full, b), rtol=1e-10)
         assert sizes == [factorised]  # one factorisation, of this size
@@ -289,8 +319,7 @@ def test_leave_one_out_error_equals_refitting_without_each_observation():
         without[i] = False
         total, weight = _start._kernel_sums(values, without, widths)
         errors.append(values[i] - total[i] / weight[i])
-    np.testing.assert_allclose(_start.leave_one_out_error(values, seen, widths), np.mean(np.square(errors)),
-                               rtol=1e-12)
+    np.testing.assert_allclose(_start.leave_one_out_error(values, seen, widths), np.mean(np.square(errors)), rtol=1e-12)
     assert _start.leave_one_out_error(values, seen, (0.0, 0.0)) == np.inf  # no neighbours at all
 
 
@@ -352,7 +381,8 @@ def test_levenberg_marquardt_decreases_the_objective_monotonically():
     losses = [start]
     for steps in (2, 30):
         sol = jax.jit(wj.discovery.LevenbergMarquardt(max_steps=steps).__call__)(
-            problem, u0, theta0, mask, 1e-2, 1e-4, EPS)
+            problem, u0, theta0, mask, 1e-2, 1e-4, EPS
+        )
         assert int(sol.num_steps) <= steps and np.isfinite(float(sol.objective))
         losses.append(float(sol.objective))
     assert all(b <= a for a, b in zip(losses, losses[1:])) and losses[-1] < 1e-2 * start, losses
@@ -367,8 +397,12 @@ def test_gauss_newton_and_conjugate_gradients_reach_the_same_minimum():
     mask = jnp.asarray(true != 0, float)
     theta0 = 0.1 * mask
     sols = {}
-    for hessian, solver in (("exact", "cholesky"), ("gauss_newton", "cholesky"), ("gauss_newton", "sparse"),
-                            ("gauss_newton", "cg")):
+    for hessian, solver in (
+        ("exact", "cholesky"),
+        ("gauss_newton", "cholesky"),
+        ("gauss_newton", "sparse"),
+        ("gauss_newton", "cg"),
+    ):
         problem = _problem.discovery_problem(_trajectory(data, 0.02), library, hessian=_problem.HESSIAN_KINDS[solver])
         lm = wj.discovery.LevenbergMarquardt(hessian=hessian, linear_solver=solver, cg_max_steps=400, cg_rtol=1e-10)
         sols[hessian, solver] = sol = jax.jit(lm.__call__)(problem, jnp.asarray(data), theta0, mask, 1e-2, 0.0, EPS)
@@ -379,12 +413,24 @@ def test_gauss_newton_and_conjugate_gradients_reach_the_same_minimum():
         assert float(sol.objective) == pytest.approx(float(ref.objective), rel=1e-8)
     with pytest.raises(ValueError, match="needs a problem built with hessian='diagonal'"):
         wj.discovery.LevenbergMarquardt(linear_solver="cg")(
-            _problem.discovery_problem(_trajectory(data, 0.02), library), jnp.asarray(data), theta0, mask, 1e-2, 0.0,
-            EPS)
+            _problem.discovery_problem(_trajectory(data, 0.02), library),
+            jnp.asarray(data),
+            theta0,
+            mask,
+            1e-2,
+            0.0,
+            EPS,
+        )
     with pytest.raises(ValueError, match="needs a problem built with hessian='sparse'"):
         wj.discovery.LevenbergMarquardt(linear_solver="sparse")(
-            _problem.discovery_problem(_trajectory(data, 0.02), library), jnp.asarray(data), theta0, mask, 1e-2, 0.0,
-            EPS)
+            _problem.discovery_problem(_trajectory(data, 0.02), library),
+            jnp.asarray(data),
+            theta0,
+            mask,
+            1e-2,
+            0.0,
+            EPS,
+        )
 
 
 @pytest.mark.slow
@@ -407,8 +453,15 @@ def test_exact_support_from_complete_lorenz_data_at_low_noise():
     # no covariance: NaN errors and intervals; the coefficients by name
     assert found.covariance is None and np.all(np.isnan(found.stderr)) and np.all(np.isnan(found.ci()[0]))
     d = found.to_dict()
-    assert d["params"]["x': y"] == found.params[1, 0] and d["support"] == ["x': x", "x': y", "y': x", "y': y",
-                                                                         "y': x z", "z': z", "z': x y"]
+    assert d["params"]["x': y"] == found.params[1, 0] and d["support"] == [
+        "x': x",
+        "x': y",
+        "y': x",
+        "y': y",
+        "y': x z",
+        "z': z",
+        "z': x y",
+    ]
     assert "1 missing" not in found.table(truth=true) and "0 missing, 0 extra" in found.table(truth=true)
 
 
@@ -424,8 +477,9 @@ def test_term_drops_rank_the_whole_matrix_stably():
             order = active[np.argsort(np.abs(theta.ravel()[active]), kind="stable")]
             want = mask.copy().ravel()
             want[order[:k]] = False
-            np.testing.assert_array_equal(wj.discovery.drop_terms(jnp.asarray(mask), jnp.asarray(theta), k),
-                                          want.reshape(mask.shape))
+            np.testing.assert_array_equal(
+                wj.discovery.drop_terms(jnp.asarray(mask), jnp.asarray(theta), k), want.reshape(mask.shape)
+            )
 
 
 @functools.cache
@@ -448,8 +502,10 @@ def test_contract_call_failure_status_and_vmapped_solve():
     `solve` under jit and vmap over two data sets equals two single fits."""
     (first, library), (second, _) = _oscillator(0), _oscillator(1)
     est = wj.StateParameterRegression()
-    fits = [est.fit(library, d, 0.1, bounds="model", key=None, throw=True, covariance=None, u0="data",
-                    max_models=6) for d in (first, second)]
+    fits = [
+        est.fit(library, d, 0.1, bounds="model", key=None, throw=True, covariance=None, u0="data", max_models=6)
+        for d in (first, second)
+    ]
     assert all(f.successful and 1 <= f.num_steps <= 6 for f in fits)
     # the discovered ODE simulates like any fit: from the clean start it follows the oscillator
     # (x' = y, y' = -x - 0.1 y) within a few per cent of its size (measured 0.65 %: 5 % noise)
@@ -460,8 +516,11 @@ def test_contract_call_failure_status_and_vmapped_solve():
     assert fits[0].simulate(clean[0], t).shape == clean.shape
     assert fits[0].forward_error(clean[0], t, clean) < 0.05
     huge = np.full((201, 2), 1e200)  # the objective overflows at the start
-    with pytest.raises(RuntimeError, match=r"failed on model 'PolynomialLibrary\(5 terms in x, y\)' from p0 = "
-                                           r"0.1 for every coefficient: Nonfinite"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"failed on model 'PolynomialLibrary\(5 terms in x, y\)' from p0 = "
+        r"0.1 for every coefficient: Nonfinite",
+    ):
         est.fit(library, first, u0=huge, max_models=6)
     with pytest.warns(RuntimeWarning, match="failed on model") as caught:
         failed = est.fit(library, first, u0=huge, max_models=6, throw=False)
@@ -474,8 +533,10 @@ def test_contract_call_failure_status_and_vmapped_solve():
     sols = jax.jit(jax.vmap(est.solve, in_axes=(0, 0, None, None)))(make([0, 1]), p0, None, None)
     assert isinstance(sols, wj.Solution) and sols.params.shape == (2, 5, 2) and np.all(np.asarray(sols.successful))
     for i, fit in enumerate(fits):  # the same models; batched linear algebra rounds differently (measured 5e-8)
-        np.testing.assert_array_equal(sols.extras["history"].masks[i], np.stack([c.mask for c in fit.history] + [
-            np.zeros((5, 2), bool)] * (6 - fit.num_steps)))
+        np.testing.assert_array_equal(
+            sols.extras["history"].masks[i],
+            np.stack([c.mask for c in fit.history] + [np.zeros((5, 2), bool)] * (6 - fit.num_steps)),
+        )
         np.testing.assert_array_equal(sols.extras["support"][i], fit.support)
         np.testing.assert_allclose(sols.params[i], fit.params, rtol=1e-6)
         np.testing.assert_allclose(sols.extras["states"][i], fit.states, rtol=1e-6, atol=1e-8)
@@ -500,9 +561,15 @@ def test_bic_prefers_the_true_model_over_a_superset():
     for name, m in (("true", support), ("superset", superset)):
         sol = solve(problem, u0, jnp.where(m, 0.1, 0.0), jnp.asarray(m, float), 0.0)
         assert sol.result == wj.RESULTS.successful
-        scores[name] = [float(est.information_criterion(problem, sol.loss_lambda, int(m.sum()))),
-                        float(wj.StateParameterRegression(criterion="aic").information_criterion(
-                            problem, sol.loss_lambda, int(m.sum()))), float(sol.loss_lambda)]
+        scores[name] = [
+            float(est.information_criterion(problem, sol.loss_lambda, int(m.sum()))),
+            float(
+                wj.StateParameterRegression(criterion="aic").information_criterion(
+                    problem, sol.loss_lambda, int(m.sum())
+                )
+            ),
+            float(sol.loss_lambda),
+        ]
     assert scores["true"][0] < scores["superset"][0]
     assert scores["superset"][2] <= scores["true"][2]  # the superset fits a little better...
     assert scores["true"][1] - scores["superset"][1] > scores["true"][0] - scores["superset"][0]  # ...AIC is laxer
@@ -520,7 +587,7 @@ def test_bad_input_is_refused():
     with pytest.raises(ValueError, match=r"state\(s\) \[1\] are never observed"):
         _problem.discovery_problem(_trajectory(clean * np.array([1.0, np.nan, 1.0]), 0.02), library)
     with pytest.raises(ValueError, match="requires a uniform time grid"):
-        _problem.discovery_problem(wj.Trajectory(t ** 2, clean), library)
+        _problem.discovery_problem(wj.Trajectory(t**2, clean), library)
     with pytest.raises(ValueError, match="data must hold one trajectory"):
         _problem.discovery_problem([data, data], library)
     with pytest.raises(ValueError, match=r"data must be a wendyjax.Field \(T, \*space, D\) with 1 spatial axes"):
@@ -536,8 +603,11 @@ def test_bad_input_is_refused():
         est.fit(wj.models.lorenz().model, data, [10.0, 28.0, 8 / 3])
     with pytest.raises(ValueError, match="has no parameter vector .* a box does not apply; pass bounds=None"):
         est.fit(library, data, bounds=(-1.0, 1.0))
-    with pytest.raises(TypeError, match="StateParameterRegression.fit got unknown keyword.*theta0.*options are "
-                                        "bounds, key, throw, covariance, fixed, u0, max_models"):
+    with pytest.raises(
+        TypeError,
+        match="StateParameterRegression.fit got unknown keyword.*theta0.*options are "
+        "bounds, key, throw, covariance, fixed, u0, max_models",
+    ):
         est.fit(library, data, theta0=0.1)
     with pytest.raises(ValueError, match="covariance must be one of"):
         est.fit(library, data, covariance="sandwich")
@@ -677,8 +747,10 @@ def test_smoothed_start_rescues_the_full_library_fit_at_100_percent_noise():
     problem = _problem.discovery_problem(_field(data, t[1] - t[0]), wj.FiniteDifferenceLibrary(terms, x[1] - x[0]))
     theta0 = jnp.asarray(np.where(np.array(terms)[:, None] == "u_xxxx", -1.0, 1.0))  # the paper's code's start
     solver = eqx.filter_jit(wj.discovery.LevenbergMarquardt(hessian="gauss_newton", max_steps=60))
-    fits = {start: solver(problem, jnp.asarray(u0), theta0, jnp.ones((9, 1)), 1e-2, 0.0, EPS)
-            for start, u0 in (("data", _start.fill_missing(problem)), ("smoothed", _start.smooth_missing(problem)[0]))}
+    fits = {
+        start: solver(problem, jnp.asarray(u0), theta0, jnp.ones((9, 1)), 1e-2, 0.0, EPS)
+        for start, u0 in (("data", _start.fill_missing(problem)), ("smoothed", _start.smooth_missing(problem)[0]))
+    }
     good, lost = fits["smoothed"], fits["data"]
     assert good.result == wj.RESULTS.successful
     np.testing.assert_allclose(good.params[[4, 6, 7], 0], [-1.0, -1.0, 1.0], rtol=0.06)
@@ -691,8 +763,9 @@ def test_a_pde_discovery_does_not_pretend_to_simulate():
     a PDE's library by name instead of failing inside diffrax."""
     t, x = 0.05 * np.arange(20), np.linspace(0, 2 * np.pi, 32, endpoint=False)
     u = np.sin(x[None, :] - t[:, None])[..., None]
-    found = wj.StateParameterRegression().fit(wj.FiniteDifferenceLibrary(["u_x"], x[1] - x[0]), wj.Field(t, u),
-                                              -0.5, max_models=2)
+    found = wj.StateParameterRegression().fit(
+        wj.FiniteDifferenceLibrary(["u_x"], x[1] - x[0]), wj.Field(t, u), -0.5, max_models=2
+    )
     assert found.successful and found.params[0, 0] == pytest.approx(-1.0, abs=0.05)
     with pytest.raises(TypeError, match="FiniteDifferenceLibrary describes a PDE, which wendyjax does not solve"):
         found.simulate(u[0], t)

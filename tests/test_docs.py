@@ -18,18 +18,37 @@ ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("wendyjax_browser_check", ROOT / "docs" / "browser_check.py")
 browser_check = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(browser_check)
-MODULES = ["wendyjax", "wendyjax.estimators", "wendyjax.weak", "wendyjax.inference", "wendyjax.studies",
-           "wendyjax.models", "wendyjax.datasets", "wendyjax.collocation", "wendyjax.library", "wendyjax.neural",
-           "wendyjax.linear", "wendyjax.discovery", "wendyjax.baselines", "wendyjax.plot", "wendyjax.cli",
-           "wendyjax.petab"]
+MODULES = [
+    "wendyjax",
+    "wendyjax.estimators",
+    "wendyjax.weak",
+    "wendyjax.inference",
+    "wendyjax.studies",
+    "wendyjax.models",
+    "wendyjax.datasets",
+    "wendyjax.collocation",
+    "wendyjax.library",
+    "wendyjax.neural",
+    "wendyjax.linear",
+    "wendyjax.discovery",
+    "wendyjax.baselines",
+    "wendyjax.plot",
+    "wendyjax.cli",
+    "wendyjax.petab",
+]
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "WENDYJAX_DOCS_EXECUTE": "0", "NO_MKDOCS_2_WARNING": "1"}
-    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "docs" / "mkdocs.yml"),
-                          "-d", str(out)], capture_output=True, text=True, env=env, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "docs" / "mkdocs.yml"), "-d", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     return out
 
@@ -58,8 +77,13 @@ def test_every_public_name_has_a_section_in_the_api_reference(site):
 
 
 def test_pages_notebooks_and_search_are_built(site):
-    for page in ["index.html", "guides/uncertainty.html", "papers/rummel2025.html", "changes.html",
-                 "api/estimators.html"]:
+    for page in [
+        "index.html",
+        "guides/uncertainty.html",
+        "papers/rummel2025.html",
+        "changes.html",
+        "api/estimators.html",
+    ]:
         assert (site / page).is_file(), page
     for nb in (ROOT / "notebooks").glob("*.ipynb"):
         html = (site / "notebooks" / f"{nb.stem}.html").read_text()
@@ -76,8 +100,14 @@ def test_formulas_and_figures_show_in_a_browser_without_network(site):
         if os.environ.get("CI"):  # .ci/run installs it
             pytest.fail(f"{browser_check.CHROMIUM} is missing: apt-get install chromium")
         pytest.skip("no chromium here (apt-get install chromium)")
-    pages = ["index.html", "papers/rummel2025.html", "guides/uncertainty.html", "guides/real-data.html",
-             "api/weak.html", "notebooks/07_hudson_bay_lynx_hare.html"]
+    pages = [
+        "index.html",
+        "papers/rummel2025.html",
+        "guides/uncertainty.html",
+        "guides/real-data.html",
+        "api/weak.html",
+        "notebooks/07_hudson_bay_lynx_hare.html",
+    ]
     report, hits = browser_check.check(site, pages)
     assert not browser_check.problems(report)
     assert report["papers/rummel2025.html"]["typeset"] > 100  # formulas there, and typeset

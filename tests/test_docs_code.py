@@ -86,8 +86,11 @@ def no_persistent_cache():
 def test_the_page_runs_as_shown(page, tmp_path, monkeypatch, no_persistent_cache):
     matplotlib.use("Agg")
     monkeypatch.chdir(tmp_path)
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT),
+    }
     namespace: dict = {"__name__": "__main__"}
     printed = None
     checked = 0
@@ -109,8 +112,13 @@ def test_the_page_runs_as_shown(page, tmp_path, monkeypatch, no_persistent_cache
                 if target:
                     Path(target).write_text(out.getvalue())
         elif language == "bash":
-            run = subprocess.run(["bash", "-euo", "pipefail", "-c", body + "\nwait"], capture_output=True, text=True,
-                                 env=env, timeout=600)
+            run = subprocess.run(
+                ["bash", "-euo", "pipefail", "-c", body + "\nwait"],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=600,
+            )
             assert run.returncode == 0, f"{_name(page)}:\n{body}\n{run.stdout}\n{run.stderr}"
         elif language == "text" and _name(page) in CHECKED and printed is not None:
             assert printed == body, f"{_name(page)}: the block printed\n{printed}\nbut the page shows\n{body}"

@@ -9,8 +9,9 @@ import wendyjax
 
 
 def _public_modules():
-    names = ["wendyjax"] + [f"wendyjax.{m.name}" for m in pkgutil.iter_modules(wendyjax.__path__)
-                            if not m.name.startswith("_")]
+    names = ["wendyjax"] + [
+        f"wendyjax.{m.name}" for m in pkgutil.iter_modules(wendyjax.__path__) if not m.name.startswith("_")
+    ]
     return [importlib.import_module(n) for n in names]
 
 

@@ -1,4 +1,3 @@
-
 """WENDy estimators on the papers' systems: recovery, coverage, vmapped batches, statuses.
 
 Monte Carlo tolerances: with n intervals of nominal coverage 0.95, the pooled coverage has
@@ -60,8 +59,9 @@ def _study(name) -> Study:
     if name not in _STUDIES:
         nr, sub, n = PROTOCOLS[name]
         b = zoo(name)
-        liks = [wj.weak_likelihood(b.model, b.simulate(jax.random.key(s), nr, subsample=sub), _noise(b))
-                for s in range(n)]
+        liks = [
+            wj.weak_likelihood(b.model, b.simulate(jax.random.key(s), nr, subsample=sub), _noise(b)) for s in range(n)
+        ]
         _STUDIES[name] = Study(b, wj.weak.stack_likelihoods(liks), jnp.asarray(_box_starts(b, n)))
     return _STUDIES[name]
 
@@ -87,8 +87,9 @@ def _rel_err(p, truth):
 # --- recovery and coverage on the papers' systems (Rummel et al. 2025 Table 2) --------------------------
 
 
-@pytest.mark.parametrize("name, max_median_err", [
-    ("logistic", 0.05), ("lorenz", 0.02), ("goodwin_3d", 0.25), ("sir_tdi", 0.15)])
+@pytest.mark.parametrize(
+    "name, max_median_err", [("logistic", 0.05), ("lorenz", 0.02), ("goodwin_3d", 0.25), ("sir_tdi", 0.15)]
+)
 @pytest.mark.slow
 def test_mle_recovers_truth_with_covering_intervals(name, max_median_err):
     study = _study(name)
@@ -113,8 +114,9 @@ def test_hessian_standard_errors_match_monte_carlo_spread():
     study = _study("lorenz")
     sol = _fit_all(study, wj.MLE())
     p = np.asarray(sol.params)
-    se = np.sqrt(np.diagonal(np.asarray(eqx.filter_jit(jax.vmap(hessian_covariance))(study.lik, sol.params)),
-                             axis1=1, axis2=2))
+    se = np.sqrt(
+        np.diagonal(np.asarray(eqx.filter_jit(jax.vmap(hessian_covariance))(study.lik, sol.params)), axis1=1, axis2=2)
+    )
     n = p.shape[0]
     ratio = p.std(0, ddof=1) / se.mean(0)
     tol = 3 * math.sqrt(1 / (2 * (n - 1)))
@@ -126,8 +128,10 @@ def test_wls_biased_at_high_noise_and_irls_mle_reduce_error():
     """Logistic at 10 % noise (Rummel et al. 2025 Table 4, Bortz et al. 2023 Fig. 6): WLS is biased; IRLS and MLE cut
     the mean coefficient error substantially (Bortz et al. 2023 reports 60-90 %)."""
     study = _study("logistic")
-    err = {name: _rel_err(_fit_all(study, est).params, study.bench.p_true).mean()
-           for name, est in (("wls", wj.WLS()), ("irls", wj.IRLS()), ("mle", wj.MLE()))}
+    err = {
+        name: _rel_err(_fit_all(study, est).params, study.bench.p_true).mean()
+        for name, est in (("wls", wj.WLS()), ("irls", wj.IRLS()), ("mle", wj.MLE()))
+    }
     assert err["irls"] < 0.6 * err["wls"] and err["mle"] < 0.6 * err["wls"], err
 
 
@@ -310,16 +314,19 @@ def test_bounds_are_respected():
 # --- bad input --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(p0=[1.0, 28.0]), r"p0 must have shape \(3,\)"),
-    (dict(p0=[10.0, np.nan, 2.0]), "p0 contains NaN"),
-    (dict(p0=[30.0, 28.0, 2.0]), r"p0 lies outside the bounds: sigma = 30"),
-    (dict(p0=[10.0, 28.0, 2.0], bounds=([0, 0], [1, 1])), r"bounds must be two arrays of shape \(3,\)"),
-    (dict(p0=[10.0, 28.0, 2.0], bounds=([0, 0, 5], [20, 35, 1])), "lower <= upper"),
-    (dict(p0=[10.0, 28.0, 2.0], bounds=([0, 0, 0],)), "bounds must be 'model', None or a pair"),
-    (dict(p0=[10.0, 28.0, 2.0], method="newton"), "estimator must be one of"),
-    (dict(p0=[10.0, 28.0, 2.0], covariance="bootstrap"), "covariance must be one of"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(p0=[1.0, 28.0]), r"p0 must have shape \(3,\)"),
+        (dict(p0=[10.0, np.nan, 2.0]), "p0 contains NaN"),
+        (dict(p0=[30.0, 28.0, 2.0]), r"p0 lies outside the bounds: sigma = 30"),
+        (dict(p0=[10.0, 28.0, 2.0], bounds=([0, 0], [1, 1])), r"bounds must be two arrays of shape \(3,\)"),
+        (dict(p0=[10.0, 28.0, 2.0], bounds=([0, 0, 5], [20, 35, 1])), "lower <= upper"),
+        (dict(p0=[10.0, 28.0, 2.0], bounds=([0, 0, 0],)), "bounds must be 'model', None or a pair"),
+        (dict(p0=[10.0, 28.0, 2.0], method="newton"), "estimator must be one of"),
+        (dict(p0=[10.0, 28.0, 2.0], covariance="bootstrap"), "covariance must be one of"),
+    ],
+)
 def test_fit_rejects_bad_input(lorenz_data, kwargs, match):
     b, data = lorenz_data
     with pytest.raises(ValueError, match=match):

@@ -34,22 +34,32 @@ def test_a_fit_records_its_options_and_data():
 
 
 def test_other_data_are_refused():
-    for make in (lambda: wj.studies.bootstrap(wj.MLE(), FIT, OTHER, 20, key=0, progress=False),
-                 lambda: wj.studies.profile(wj.MLE(), FIT, OTHER, n_points=5),
-                 lambda: wj.studies.BootstrapOrProfile(wj.studies.BootstrapIntervals(20, kind="normal"))(
-                     wj.MLE(), FIT, OTHER)):
+    for make in (
+        lambda: wj.studies.bootstrap(wj.MLE(), FIT, OTHER, 20, key=0, progress=False),
+        lambda: wj.studies.profile(wj.MLE(), FIT, OTHER, n_points=5),
+        lambda: wj.studies.BootstrapOrProfile(wj.studies.BootstrapIntervals(20, kind="normal"))(wj.MLE(), FIT, OTHER),
+    ):
         _quick(make, ValueError, "data are not the data the fit was made on")
 
 
 def test_changed_options_are_refused_and_left_out_ones_reused():
     fit = wj.MLE().fit(BENCH.model, DATA, covariance="hessian", sigma=[0.01])
-    _quick(lambda: wj.studies.profile(wj.MLE(), fit, DATA, sigma=None, n_points=5), ValueError,
-           r"got sigma=None but the fit was made with sigma=\[0.01\]")
-    _quick(lambda: wj.studies.bootstrap(wj.MLE(), fit, DATA, 20, key=0, sigma=[0.02], progress=False), ValueError,
-           r"got sigma=\[0.02\] but the fit was made with sigma=\[0.01\]")
+    _quick(
+        lambda: wj.studies.profile(wj.MLE(), fit, DATA, sigma=None, n_points=5),
+        ValueError,
+        r"got sigma=None but the fit was made with sigma=\[0.01\]",
+    )
+    _quick(
+        lambda: wj.studies.bootstrap(wj.MLE(), fit, DATA, 20, key=0, sigma=[0.02], progress=False),
+        ValueError,
+        r"got sigma=\[0.02\] but the fit was made with sigma=\[0.01\]",
+    )
     _quick(lambda: wj.studies.profile(wj.MLE(), fit, DATA, kk=3), TypeError, "unknown keyword")
-    _quick(lambda: wj.studies.profile(wj.MLE(), fit, DATA, noise="lognormal"), ValueError,
-           "got noise='lognormal' but the fit was made with noise=None")
+    _quick(
+        lambda: wj.studies.profile(wj.MLE(), fit, DATA, noise="lognormal"),
+        ValueError,
+        "got noise='lognormal' but the fit was made with noise=None",
+    )
     # the model's own noise named explicitly is the same option as leaving it to the model
     assert wj.studies.profile(wj.MLE(), fit, DATA, "p1", n_points=5, noise="gaussian")["p1"].verdict == "identifiable"
     # left out, the fit's sigma is reused: the same profile as with it repeated
@@ -71,9 +81,11 @@ def test_a_fixed_radius_is_reused():
 
 def test_without_records_the_objective_is_checked():
     bare = dataclasses.replace(FIT, options=None, data_fingerprint=None)  # a fit not made by estimator.fit
-    for make in (lambda: wj.studies.profile(wj.MLE(), bare, OTHER, n_points=5),
-                 lambda: wj.studies.bootstrap(wj.MLE(), bare, OTHER, 20, key=0, progress=False),
-                 lambda: wj.studies.profile(wj.MLE(), bare, DATA, n_points=5, sigma=[0.3])):
+    for make in (
+        lambda: wj.studies.profile(wj.MLE(), bare, OTHER, n_points=5),
+        lambda: wj.studies.bootstrap(wj.MLE(), bare, OTHER, 20, key=0, progress=False),
+        lambda: wj.studies.profile(wj.MLE(), bare, DATA, n_points=5, sigma=[0.3]),
+    ):
         _quick(make, ValueError, r"has objective .* at the estimate, but the fit's is")
     assert np.isfinite(wj.studies.profile(wj.MLE(), bare, DATA, "p1", n_points=5)["p1"].interval).all()
 
@@ -82,28 +94,39 @@ def test_output_error_profiles_check_their_objective():
     oe = wj.OutputError().fit(BENCH.model, DATA, FIT.params)
     assert oe.options == {}
     bare = dataclasses.replace(oe, options=None, data_fingerprint=None)
-    _quick(lambda: wj.studies.profile(wj.OutputError(), bare, OTHER, n_points=5), ValueError,
-           "has objective .* at the estimate")
-    _quick(lambda: wj.studies.profile(wj.OutputError(), oe, DATA, weighted=False, n_points=5), ValueError,
-           "got weighted=False but the fit was made with weighted=True")
+    _quick(
+        lambda: wj.studies.profile(wj.OutputError(), bare, OTHER, n_points=5),
+        ValueError,
+        "has objective .* at the estimate",
+    )
+    _quick(
+        lambda: wj.studies.profile(wj.OutputError(), oe, DATA, weighted=False, n_points=5),
+        ValueError,
+        "got weighted=False but the fit was made with weighted=True",
+    )
 
 
 # --- profiles of estimates that do not minimise the profiled objective ------------------------
+
 
 def test_profiles_of_wls_and_irls_are_refused():
     wls = wj.WLS().fit(BENCH.model, DATA)
     _quick(lambda: wj.studies.profile(wj.WLS(), wls, DATA), TypeError, "the WLS estimate does not")
     _quick(lambda: wj.studies.ProfileIntervals()(wj.WLS(), wls, DATA), TypeError, "Profile an MLE fit")
-    _quick(lambda: wj.studies.monte_carlo(BENCH, "irls", n_runs=2, intervals=[wj.studies.ProfileIntervals()],
-                                          progress=False), TypeError, "the IRLS estimate does not")
+    _quick(
+        lambda: wj.studies.monte_carlo(
+            BENCH, "irls", n_runs=2, intervals=[wj.studies.ProfileIntervals()], progress=False
+        ),
+        TypeError,
+        "the IRLS estimate does not",
+    )
 
 
 def test_a_fit_that_stopped_short_gives_a_warned_re_centred_profile():
     shift = 0.6 * FIT.stderr[0]  # p1 moved off the optimum by 0.6 standard errors, the others refitted
     v = FIT.params[0] + shift
     with pytest.warns(RuntimeWarning, match="lies on the box's bound"):  # held there
-        held = wj.MLE().fit(BENCH.model, DATA, np.r_[v, FIT.params[1]], bounds=(np.r_[v, -np.inf],
-                                                                                  np.r_[v, np.inf]))
+        held = wj.MLE().fit(BENCH.model, DATA, np.r_[v, FIT.params[1]], bounds=(np.r_[v, -np.inf], np.r_[v, np.inf]))
     short = dataclasses.replace(FIT, params=held.params, objective=held.objective)  # "converged" off the optimum
     grid = {"p1": np.linspace(FIT.params[0] - 4 * FIT.stderr[0], FIT.params[0] + 4 * FIT.stderr[0], 17)}
     grid["p1"] = np.sort(np.r_[grid["p1"], held.params[0]])
@@ -118,19 +141,31 @@ def test_a_fit_that_stopped_short_gives_a_warned_re_centred_profile():
 
 # --- bootstrap sizes and bounds ---------------------------------------------------------------
 
+
 def _boot(draws, estimate, lower=None, upper=None):
     draws = np.asarray(draws, float)
-    return wj.studies.Bootstrap(names=("a", "b")[: draws.shape[1]], estimate=np.asarray(estimate, float), draws=draws,
-                                status=np.full(len(draws), "successful"), u0=np.zeros((1, 1)), sigma=np.ones(1),
-                                noise="gaussian", seconds=0.0, lower=lower, upper=upper)
+    return wj.studies.Bootstrap(
+        names=("a", "b")[: draws.shape[1]],
+        estimate=np.asarray(estimate, float),
+        draws=draws,
+        status=np.full(len(draws), "successful"),
+        u0=np.zeros((1, 1)),
+        sigma=np.ones(1),
+        noise="gaussian",
+        seconds=0.0,
+        lower=lower,
+        upper=upper,
+    )
 
 
 def test_quantile_intervals_need_enough_refits():
     assert [wj.studies.min_refits(c) for c in (0.95, 0.9, 0.8, 0.5)] == [40, 20, 10, 4]
     few = _boot([[1.0], [1.2]], [1.1])
     for kind in ("percentile", "basic", "bias_corrected"):
-        with pytest.warns(RuntimeWarning, match=f"bootstrap {kind.replace('_', '-')} intervals at level 0.95 need at "
-                                                f"least 40 successful refits"):
+        with pytest.warns(
+            RuntimeWarning,
+            match=f"bootstrap {kind.replace('_', '-')} intervals at level 0.95 need at least 40 successful refits",
+        ):
             lo, hi = getattr(few, kind)(0.95)
         assert np.isnan(lo).all() and np.isnan(hi).all()
     assert np.isfinite(few.normal(0.95)).all()  # Student's t: any B >= 2
@@ -139,10 +174,18 @@ def test_quantile_intervals_need_enough_refits():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert np.isfinite(enough.percentile(0.95)).all() and np.isfinite(enough.basic(0.95)).all()
-    _quick(lambda: wj.studies.BootstrapIntervals(2, kind="basic")(wj.MLE(), FIT, DATA), ValueError,
-           r"BootstrapIntervals\(n_boot=2, kind='basic'\) cannot give 0.95 intervals: its quantiles need n_boot >= 40")
-    _quick(lambda: wj.studies.monte_carlo(BENCH, "mle", n_runs=2, progress=False, intervals=[
-        wj.studies.BootstrapIntervals(20, kind="percentile")]), ValueError, "need n_boot >= 40")
+    _quick(
+        lambda: wj.studies.BootstrapIntervals(2, kind="basic")(wj.MLE(), FIT, DATA),
+        ValueError,
+        r"BootstrapIntervals\(n_boot=2, kind='basic'\) cannot give 0.95 intervals: its quantiles need n_boot >= 40",
+    )
+    _quick(
+        lambda: wj.studies.monte_carlo(
+            BENCH, "mle", n_runs=2, progress=False, intervals=[wj.studies.BootstrapIntervals(20, kind="percentile")]
+        ),
+        ValueError,
+        "need n_boot >= 40",
+    )
 
 
 def test_intervals_at_an_estimate_on_a_bound_are_open_to_it():
@@ -172,10 +215,12 @@ def test_coverage_refuses_a_meaningless_z():
 
 # --- parameters on a ridge, profile grids near a bound, and sizes beyond memory ----------------
 
+
 def _product_fit():
     """du/dt = a·b·u(1 − u): only the product a·b is determined (truth a = 1, b = 2)."""
-    model = wj.ODEModel(lambda u, p, t: p[0] * p[1] * u * (1 - u), ["u"], ["a", "b"],
-                        bounds=([0.1, 0.1], [10.0, 10.0]), name="product")
+    model = wj.ODEModel(
+        lambda u, p, t: p[0] * p[1] * u * (1 - u), ["u"], ["a", "b"], bounds=([0.1, 0.1], [10.0, 10.0]), name="product"
+    )
     t = np.linspace(0.0, 5.0, 201)
     data = wj.simulate(model, [1.0, 2.0], [0.1], t, wj.AdditiveGaussian(0.05), jax.random.key(3))
     with warnings.catch_warnings():
@@ -206,8 +251,11 @@ def test_profile_grids_have_points_on_both_sides_within_the_box():
 
 
 def test_a_bootstrap_beyond_the_hosts_memory_is_refused_before_work():
-    _quick(lambda: wj.studies.bootstrap(wj.MLE(), FIT, DATA, 10**9, key=0, progress=False), ValueError,
-           r"a bootstrap of 1000000000 refits would hold about .* GB of data on the host .* use fewer refits")
+    _quick(
+        lambda: wj.studies.bootstrap(wj.MLE(), FIT, DATA, 10**9, key=0, progress=False),
+        ValueError,
+        r"a bootstrap of 1000000000 refits would hold about .* GB of data on the host .* use fewer refits",
+    )
 
 
 @pytest.mark.slow  # over 7 s: the quick loop stays under 5 minutes

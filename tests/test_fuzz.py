@@ -15,8 +15,9 @@ from hypothesis.extra import numpy as hnp
 
 import wendyjax as wj
 
-FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=200,
-                suppress_health_check=list(HealthCheck))
+FUZZ = settings(
+    derandomize=True, database=None, deadline=None, max_examples=200, suppress_health_check=list(HealthCheck)
+)
 BAD = (ValueError, TypeError)
 
 # -- values -------------------------------------------------------------------------------
@@ -46,12 +47,18 @@ def _good_int():
 _OPTIONS = {
     "TrustRegion.rtol": (lambda v: wj.TrustRegion(rtol=v), _TOLERANCE, st.one_of(_NOT_TOLERANCE, _NOT_A_NUMBER)),
     "TrustRegion.atol": (lambda v: wj.TrustRegion(atol=v), _TOLERANCE, st.one_of(_NOT_TOLERANCE, _NOT_A_NUMBER)),
-    "TrustRegion.both": (lambda v: wj.TrustRegion(rtol=v, atol=v), st.floats(1e-12, 1.0, exclude_max=True),
-                         st.just(0.0)),
+    "TrustRegion.both": (
+        lambda v: wj.TrustRegion(rtol=v, atol=v),
+        st.floats(1e-12, 1.0, exclude_max=True),
+        st.just(0.0),
+    ),
     "WLS.max_steps": (lambda v: wj.WLS(max_steps=v), _good_int(), _bad_int()),
     "MLE.max_steps": (lambda v: wj.MLE(max_steps=v), _good_int(), _bad_int()),
-    "MLE.start": (lambda v: wj.MLE(start=v), st.sampled_from(["p0", "wls", "best", "both"]),
-                  st.one_of(st.sampled_from(["", "P0", "random", "none"]), _NOT_A_NUMBER)),
+    "MLE.start": (
+        lambda v: wj.MLE(start=v),
+        st.sampled_from(["p0", "wls", "best", "both"]),
+        st.one_of(st.sampled_from(["", "P0", "random", "none"]), _NOT_A_NUMBER),
+    ),
     "IRLS.step_tol": (lambda v: wj.IRLS(step_tol=v), _POSITIVE, st.one_of(_NOT_POSITIVE, _NOT_A_NUMBER)),
     "IRLS.max_iters": (lambda v: wj.IRLS(max_iters=v), _good_int(), _bad_int()),
     "OutputError.ode_rtol": (lambda v: wj.OutputError(ode_rtol=v), _ODE_TOLERANCE, st.one_of(_NEGATIVE, _NOT_A_NUMBER)),
@@ -59,18 +66,33 @@ _OPTIONS = {
     "OutputError.both": (lambda v: wj.OutputError(ode_rtol=v, ode_atol=v), _POSITIVE, st.just(0.0)),
     "OutputError.ode_max_steps": (lambda v: wj.OutputError(ode_max_steps=v), _good_int(), _bad_int()),
     "OutputError.max_steps": (lambda v: wj.OutputError(max_steps=v), _good_int(), _bad_int()),
-    "OutputError.jacobian": (lambda v: wj.OutputError(jacobian=v), st.sampled_from(["sensitivity", "forward_mode"]),
-                             st.one_of(st.sampled_from(["", "adjoint", "Sensitivity"]), _NOT_A_NUMBER)),
+    "OutputError.jacobian": (
+        lambda v: wj.OutputError(jacobian=v),
+        st.sampled_from(["sensitivity", "forward_mode"]),
+        st.one_of(st.sampled_from(["", "adjoint", "Sensitivity"]), _NOT_A_NUMBER),
+    ),
     "IntegralMatching.order": (lambda v: wj.IntegralMatching(order=v), st.integers(1, 60), _bad_int()),
-    "IntegralMatching.length": (lambda v: wj.IntegralMatching(length=v), _POSITIVE,
-                                st.one_of(_NOT_POSITIVE, _NOT_A_NUMBER)),
-    "IntegralMatching.max_steps": (lambda v: wj.IntegralMatching(max_steps=v), _good_int(),
-                                   _bad_int(none_ok=True)),  # None: the solver's default
+    "IntegralMatching.length": (
+        lambda v: wj.IntegralMatching(length=v),
+        _POSITIVE,
+        st.one_of(_NOT_POSITIVE, _NOT_A_NUMBER),
+    ),
+    "IntegralMatching.max_steps": (
+        lambda v: wj.IntegralMatching(max_steps=v),
+        _good_int(),
+        _bad_int(none_ok=True),
+    ),  # None: the solver's default
     "Gradient.batch_size": (lambda v: wj.Gradient(batch_size=v), _good_int(), _bad_int()),
-    "Gradient.rtol": (lambda v: wj.Gradient(rtol=v), st.floats(0.0, 0.999),  # [0, 1): 0 stops at no gain
-                      st.one_of(st.sampled_from([-1e-3, 1.0, 2.0, math.nan, math.inf]), _NOT_A_NUMBER)),
-    "TestFunctionConfig.radius": (lambda v: wj.TestFunctionConfig(radius=v), _POSITIVE,
-                                  st.one_of(_NOT_POSITIVE, st.sampled_from(["1", [1.0]]))),
+    "Gradient.rtol": (
+        lambda v: wj.Gradient(rtol=v),
+        st.floats(0.0, 0.999),  # [0, 1): 0 stops at no gain
+        st.one_of(st.sampled_from([-1e-3, 1.0, 2.0, math.nan, math.inf]), _NOT_A_NUMBER),
+    ),
+    "TestFunctionConfig.radius": (
+        lambda v: wj.TestFunctionConfig(radius=v),
+        _POSITIVE,
+        st.one_of(_NOT_POSITIVE, st.sampled_from(["1", [1.0]])),
+    ),
 }
 
 
@@ -90,8 +112,9 @@ def test_estimator_options_are_checked_when_built(name, good, data):
 
 # -- data ---------------------------------------------------------------------------------
 
-_ELEMENTS = st.one_of(st.floats(-1e6, 1e6), st.sampled_from([math.nan, math.inf, -math.inf, 1e300, -1e200,
-                                                                1e-300, 0.0]))
+_ELEMENTS = st.one_of(
+    st.floats(-1e6, 1e6), st.sampled_from([math.nan, math.inf, -math.inf, 1e300, -1e200, 1e-300, 0.0])
+)
 
 
 @st.composite
@@ -113,9 +136,15 @@ def _trajectory_args(draw):
     u = draw(hnp.arrays(draw(st.sampled_from([float, int, complex, bool])), shape, elements=None))
     if u.dtype == float:
         u = draw(hnp.arrays(float, shape, elements=_ELEMENTS))
-    mask = draw(st.one_of(st.none(), hnp.arrays(bool, u.shape),
-                          hnp.arrays(float, u.shape, elements=st.sampled_from([0.0, 1.0, 0.5, math.nan])),
-                          st.just(np.full(u.shape, "yes")), st.just(np.ones(u.shape[:1], bool))))
+    mask = draw(
+        st.one_of(
+            st.none(),
+            hnp.arrays(bool, u.shape),
+            hnp.arrays(float, u.shape, elements=st.sampled_from([0.0, 1.0, 0.5, math.nan])),
+            st.just(np.full(u.shape, "yes")),
+            st.just(np.ones(u.shape[:1], bool)),
+        )
+    )
     return t, u, mask
 
 
@@ -135,7 +164,7 @@ def test_a_trajectory_is_valid_or_refused(args):
     assert tt.ndim == 1 and uu.ndim == 2 and len(tt) == len(uu) >= 2 and uu.dtype == float
     assert np.all(np.isfinite(tt)) and np.all(np.diff(tt) >= 0)
     assert np.all(np.isfinite(uu[observed]))
-    assert np.max(np.abs(uu[observed]), initial=0.0) ** 2 < np.inf                 # squarable
+    assert np.max(np.abs(uu[observed]), initial=0.0) ** 2 < np.inf  # squarable
     if mask is None:  # without a mask, exactly the NaN entries are missing
         assert np.array_equal(~observed, np.isnan(uu))
 
@@ -154,10 +183,27 @@ _GOOD = {
     "k": st.sampled_from([None, 65]),
 }
 _BAD = {
-    "p0": st.sampled_from([np.array([1.0]), np.ones(3), np.array([np.nan, -1.0]), np.array([np.inf, -1.0]),
-                           np.array([1e9, -1.0]), "1,-1", np.ones((2, 1))]),
-    "bounds": st.sampled_from([(HI, LO), (LO, HI, HI), (np.r_[LO, 0.0], HI), "box", (np.array([np.nan, LO[1]]), HI),
-                               (LO, np.array([HI[0], -np.inf]))]),
+    "p0": st.sampled_from(
+        [
+            np.array([1.0]),
+            np.ones(3),
+            np.array([np.nan, -1.0]),
+            np.array([np.inf, -1.0]),
+            np.array([1e9, -1.0]),
+            "1,-1",
+            np.ones((2, 1)),
+        ]
+    ),
+    "bounds": st.sampled_from(
+        [
+            (HI, LO),
+            (LO, HI, HI),
+            (np.r_[LO, 0.0], HI),
+            "box",
+            (np.array([np.nan, LO[1]]), HI),
+            (LO, np.array([HI[0], -np.inf])),
+        ]
+    ),
     "sigma": st.sampled_from([-0.1, math.nan, math.inf, np.array([0.1, 0.1]), "0.1"]),
     "covariance": st.sampled_from(["gauss_newton", "bogus", 3]),
     "k": st.sampled_from([0, -3, 66, 10_000, 2.5]),
@@ -193,6 +239,7 @@ def test_fit_arguments_are_refused_before_work_or_accepted(arguments, estimator)
 
 # -- garbage data -------------------------------------------------------------------------
 
+
 @st.composite
 def _garbage(draw):
     """65 samples with no dynamics at all: independent draws, a constant, one spike, a sign
@@ -202,12 +249,14 @@ def _garbage(draw):
     kind = draw(st.sampled_from(["white", "uniform", "constant", "spike", "alternating", "offset"]))
     n = 65
     level = draw(st.floats(0.1, 10.0))
-    u = {"white": lambda: rng.standard_normal(n),
-         "uniform": lambda: rng.uniform(0, 1, n),
-         "constant": lambda: np.full(n, level) + 1e-3 * level * rng.standard_normal(n),
-         "spike": lambda: np.where(np.arange(n) == n // 2, 10 * level, 0.0) + 1e-3 * rng.standard_normal(n),
-         "alternating": lambda: level * (-1.0) ** np.arange(n),
-         "offset": lambda: 1e6 + rng.standard_normal(n)}[kind]()
+    u = {
+        "white": lambda: rng.standard_normal(n),
+        "uniform": lambda: rng.uniform(0, 1, n),
+        "constant": lambda: np.full(n, level) + 1e-3 * level * rng.standard_normal(n),
+        "spike": lambda: np.where(np.arange(n) == n // 2, 10 * level, 0.0) + 1e-3 * rng.standard_normal(n),
+        "alternating": lambda: level * (-1.0) ** np.arange(n),
+        "offset": lambda: 1e6 + rng.standard_normal(n),
+    }[kind]()
     return kind, wj.Trajectory(DATA.t, u)
 
 

@@ -29,8 +29,9 @@ def test_parameters_entering_only_as_a_product_are_undetermined():
 
 def test_a_long_list_of_undetermined_parameters_is_cut_short_in_the_warning():
     """A neural field's hundreds of parameters are not listed one by one: the first few and how many more."""
-    model = wj.ODEModel(lambda u, p, t: jnp.prod(p[:10]) * u + p[10] * u**2, ["u"], [f"p{i}" for i in range(1, 12)],
-                       name="long product")
+    model = wj.ODEModel(
+        lambda u, p, t: jnp.prod(p[:10]) * u + p[10] * u**2, ["u"], [f"p{i}" for i in range(1, 12)], name="long product"
+    )
     with pytest.warns(RuntimeWarning, match=r"standard errors of p1, p2, p3, p4, p5, p6 and 4 more are NaN"):
         fit = wj.MLE().fit(model, DATA, [1.0] * 10 + [-1.0], bounds=None)
     assert len(fit.identifiability().undetermined) == 10

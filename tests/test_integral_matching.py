@@ -47,8 +47,7 @@ def test_lgr_basis_reproduces_polynomials():
     tau = np.concatenate([np.linspace(0, 1, 13), nodes[3:5]])  # on and off the nodes
     for d in (0, 1, 7, 30):
         np.testing.assert_allclose(lgr.basis(tau) @ nodes**d, tau**d, atol=1e-12)
-        np.testing.assert_allclose(lgr.basis_derivative(tau) @ nodes**d, d * tau ** max(d - 1, 0) * (d > 0),
-                                   atol=1e-9)
+        np.testing.assert_allclose(lgr.basis_derivative(tau) @ nodes**d, d * tau ** max(d - 1, 0) * (d > 0), atol=1e-9)
     np.testing.assert_allclose(lgr.basis_derivative(lgr.nodes), lgr.D, atol=1e-12)
 
 
@@ -92,8 +91,15 @@ def test_node_values_are_exact_for_polynomials(rng):
     y = np.stack([t**8 - 3 * t**5, np.cos(0.0 * t) + t], 1)
     mask = rng.uniform(size=y.shape) > 0.3
     starts = np.arange(0, 250, 17)
-    X = node_values(lgr, jnp.asarray(t), jnp.asarray(np.where(mask, y, np.nan)),
-                    jnp.asarray(mask, float), jnp.asarray(starts), 1.0, 160)
+    X = node_values(
+        lgr,
+        jnp.asarray(t),
+        jnp.asarray(np.where(mask, y, np.nan)),
+        jnp.asarray(mask, float),
+        jnp.asarray(starts),
+        1.0,
+        160,
+    )
     node_t = t[starts][:, None] + np.asarray(lgr.nodes)[None]
     np.testing.assert_allclose(X[..., 0], node_t**8 - 3 * node_t**5, rtol=1e-8, atol=1e-8)
     np.testing.assert_allclose(X[..., 1], 1 + node_t, atol=1e-10)
@@ -145,8 +151,12 @@ def test_loss_gradient_matches_finite_differences(central_difference):
     # the residual is eq. 5 written out: X_0 + h A F - X_{1:K}
     r = collocation_residuals(bench.model.rhs, jnp.asarray(p), problem, jnp.array([3]))[0]
     X, a, h = np.asarray(problem.X[3]), float(problem.a[3]), float(problem.length)
-    F = np.stack([np.asarray(bench.model.rhs(jnp.asarray(x), jnp.asarray(p), a + h * s))
-                  for x, s in zip(X[1:], np.asarray(problem.lgr.nodes)[1:])])
+    F = np.stack(
+        [
+            np.asarray(bench.model.rhs(jnp.asarray(x), jnp.asarray(p), a + h * s))
+            for x, s in zip(X[1:], np.asarray(problem.lgr.nodes)[1:])
+        ]
+    )
     np.testing.assert_allclose(r, X[0] + h * np.asarray(problem.lgr.A) @ F - X[1:], atol=1e-12)
 
 
@@ -218,8 +228,9 @@ def test_neural_field_training_decreases_loss_and_beats_baselines():
     bench = zoo("spiral")
     data = bench.simulate(jax.random.key(0), 0.01)
     field = wj.neural.MLPField(2, 32, 1, key=jax.random.key(1), input_transform=lambda u: u**3)
-    est = wj.IntegralMatching(order=10, length=0.5, solver=wj.Gradient(optax.adam(3e-3), batch_size=64, chunk=250),
-                              max_steps=3000)
+    est = wj.IntegralMatching(
+        order=10, length=0.5, solver=wj.Gradient(optax.adam(3e-3), batch_size=64, chunk=250), max_steps=3000
+    )
     fit = est.fit(field, data, key=jax.random.key(2))
     problem = est.subintervals(data)
     start = float(integral_matching_loss(lambda u, f, t: f(u, t), field, problem))
@@ -343,8 +354,11 @@ def test_bad_input_is_refused():
         wj.TrustRegion(rtol=-1.0)
     with pytest.raises(ValueError, match="cannot both be 0"):
         wj.TrustRegion(rtol=0.0, atol=0.0)
-    with pytest.raises(ValueError, match=r"IntegralMatching: length \(the subinterval length h\) must be a finite "
-                                         r"number > 0, got -1.0"):
+    with pytest.raises(
+        ValueError,
+        match=r"IntegralMatching: length \(the subinterval length h\) must be a finite "
+        r"number > 0, got -1.0",
+    ):
         wj.IntegralMatching(length=-1.0)  # when built, not when fitted
 
 
@@ -363,8 +377,7 @@ def test_hidden_state_reconstruction_on_a_short_lorenz_window():
     # Anonymous 2025 §5: z never observed; the model's parameters and z at the collocation nodes are
     # found jointly, from p0 20–30 % off and z(0) = 20 (truth 27)
     bench, clean, data = _lorenz_hidden_z(3.0)
-    fit = wj.IntegralMatching(order=30, length=1.0, smoother=None).fit(
-        bench.model, data, [8.0, 20.0, 2.0], u0=[20.0])
+    fit = wj.IntegralMatching(order=30, length=1.0, smoother=None).fit(bench.model, data, [8.0, 20.0, 2.0], u0=[20.0])
     assert fit.successful and fit.hidden == (2,) and not fit.standardised
     np.testing.assert_allclose(fit.params, bench.p_true, rtol=1e-3)
     z = np.interp(fit.node_times, data.t, clean[:, 2])
@@ -383,9 +396,13 @@ def test_hidden_states_by_algorithm_2_alternating_gradient_steps():
     # within a few per cent, not at the Gauss-Newton solve's 1e-3 (measured: rho 1.9 %,
     # beta 2.3 % off, z within 2.1 % of its range, 3400 steps)
     bench, clean, data = _lorenz_hidden_z(3.0)
-    est = wj.IntegralMatching(order=30, length=1.0, smoother=None,
-                              solver=wj.Gradient(optax.adam(0.1), batch_size=3, chunk=200, patience=3),
-                              max_steps=10_000)
+    est = wj.IntegralMatching(
+        order=30,
+        length=1.0,
+        smoother=None,
+        solver=wj.Gradient(optax.adam(0.1), batch_size=3, chunk=200, patience=3),
+        max_steps=10_000,
+    )
     fit = est.fit(bench.model, data, [8.0, 20.0, 2.0], key=jax.random.key(0), u0=[20.0])
     assert fit.successful and fit.solver == "gradient" and not fit.standardised
     np.testing.assert_allclose(fit.params, bench.p_true, rtol=0.05)
@@ -401,15 +418,21 @@ def test_hidden_states_with_a_neural_field():
     # is checked: far below the zero field's loss on the observed components alone
     bench, clean, data = _lorenz_hidden_z(3.0)
     field = wj.neural.MLPField(3, 32, key=jax.random.key(1), activation=jnp.tanh, input_transform=lambda u: u / 20)
-    est = wj.IntegralMatching(order=30, length=1.0, smoother=None, solver=wj.Gradient(optax.adam(1e-2), batch_size=3,
-                              chunk=500), max_steps=5000)
+    est = wj.IntegralMatching(
+        order=30,
+        length=1.0,
+        smoother=None,
+        solver=wj.Gradient(optax.adam(1e-2), batch_size=3, chunk=500),
+        max_steps=5000,
+    )
     fit = est.fit(field, data, key=jax.random.key(0), u0=[20.0])
     assert fit.solver == "gradient" and fit.standardised and fit.hidden == (2,)
     assert np.all(np.isfinite(fit.history)) and fit.history[-1] < fit.history[0]
     z = fit.node_states[:, 2]
     assert abs(z.mean()) < 1e-8 and abs(z.std() - 1) < 1e-8
-    X = np.asarray(wj.estimators._hidden.chained_problem(wj.data.as_dataset(data), order=30, length=1.0,
-                                                         smoother=None).X)
+    X = np.asarray(
+        wj.estimators._hidden.chained_problem(wj.data.as_dataset(data), order=30, length=1.0, smoother=None).X
+    )
     zero_field = np.mean((X[:, 1:, :2] - X[:, :1, :2]) ** 2) * 2 / 3  # ℓ's observed terms with f = 0
     assert fit.objective < 1e-2 * zero_field, (fit.objective, zero_field)  # measured 1.8e-3 ×
     assert "hidden states reconstructed: u[2] (standardised)" in fit.table() and "neural vector field" in fit.table()
@@ -434,7 +457,8 @@ def test_hidden_state_bad_input_is_refused():
         wj.IntegralMatching(order=10, solver=wj.TrustRegion()).fit(field, data, key=jax.random.key(0), u0=[20.0])
     with pytest.raises(ValueError, match=r"LeastSquares\(\) cannot fit hidden states"):
         wj.IntegralMatching(order=10, solver=wj.LeastSquares(threshold=0.1)).fit(
-            wj.PolynomialLibrary(["x", "y", "z"], 2), data, np.zeros((10, 3)), u0=[20.0])
+            wj.PolynomialLibrary(["x", "y", "z"], 2), data, np.zeros((10, 3)), u0=[20.0]
+        )
     with pytest.raises(ValueError, match="multiple of the sampling step"):
         wj.IntegralMatching(order=10, length=0.995, smoother=None).fit(bench.model, data, p0, u0=[20.0])
     with pytest.raises(ValueError, match="one trajectory"):

@@ -87,7 +87,7 @@ def _cycles() -> list[list[str]]:
         stack.append(node)
         for nxt in graph[node]:
             if state.get(nxt) == "open":
-                cycles.append(stack[stack.index(nxt):] + [nxt])
+                cycles.append(stack[stack.index(nxt) :] + [nxt])
             elif nxt not in state:
                 visit(nxt, stack)
         stack.pop()
@@ -115,10 +115,13 @@ def test_no_private_imports_across_packages():
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("source, expected", [
-    ("from ..estimators._fit import _bounds", "private module"),
-    ("from ..estimators import _bounds", "private name"),
-])
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("from ..estimators._fit import _bounds", "private module"),
+        ("from ..estimators import _bounds", "private name"),
+    ],
+)
 def test_the_private_import_check_can_fail(tmp_path, monkeypatch, source, expected):
     """The check flags a cross-package private import (a module planted in `studies`)."""
     fake = tmp_path / "_fake.py"
@@ -142,8 +145,14 @@ def test_every_jitted_entry_point_is_cpu_safe():
     """The package compiles its programs through `_compile.cpu_safe_jit` (the scheduler that
     cannot deadlock vmapped LAPACK calls on CPU), never with a bare `eqx.filter_jit`/`jax.jit`:
     import no longer changes XLA_FLAGS, so a bare jit would run under the default scheduler."""
-    bare = [f"{name}:{node.lineno}" for name, path in MODULES.items() if name != "wendyjax._compile"
-            for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.Attribute) and node.attr in ("filter_jit", "jit")
-            and isinstance(node.value, ast.Name) and node.value.id in ("eqx", "jax")]
+    bare = [
+        f"{name}:{node.lineno}"
+        for name, path in MODULES.items()
+        if name != "wendyjax._compile"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute)
+        and node.attr in ("filter_jit", "jit")
+        and isinstance(node.value, ast.Name)
+        and node.value.id in ("eqx", "jax")
+    ]
     assert not bare, "bare jit in: " + ", ".join(bare)

@@ -91,18 +91,21 @@ def _analytic_grad_hess(lik, p):
     Si = np.linalg.inv(S)
     dS = [(1 - a) * (dL[..., j] @ Sig @ L.T + L @ Sig @ dL[..., j].T) for j in range(J)]
     dSi = [-Si @ dS[j] @ Si for j in range(J)]
-    grad = np.array([
-        0.5 * (np.trace(Si @ dS[j]) + 2 * dg[:, j] @ Si @ r + r @ dSi[j] @ r) for j in range(J)
-    ])
+    grad = np.array([0.5 * (np.trace(Si @ dS[j]) + 2 * dg[:, j] @ Si @ r + r @ dSi[j] @ r) for j in range(J)])
     H = np.empty((J, J))
     for i in range(J):
         for j in range(J):
-            d2S = (1 - a) * (d2L[..., i, j] @ Sig @ L.T + dL[..., i] @ Sig @ dL[..., j].T
-                             + dL[..., j] @ Sig @ dL[..., i].T + L @ Sig @ d2L[..., i, j].T)
-            d2Si = (Si @ dS[i] @ Si @ dS[j] @ Si - Si @ d2S @ Si + Si @ dS[j] @ Si @ dS[i] @ Si)
+            d2S = (1 - a) * (
+                d2L[..., i, j] @ Sig @ L.T
+                + dL[..., i] @ Sig @ dL[..., j].T
+                + dL[..., j] @ Sig @ dL[..., i].T
+                + L @ Sig @ d2L[..., i, j].T
+            )
+            d2Si = Si @ dS[i] @ Si @ dS[j] @ Si - Si @ d2S @ Si + Si @ dS[j] @ Si @ dS[i] @ Si
             H[i, j] = 0.5 * (
                 np.trace(dSi[i] @ dS[j] + Si @ d2S)
-                + 2 * dg[:, j] @ dSi[i] @ r + 2 * dg[:, i] @ dSi[j] @ r
+                + 2 * dg[:, j] @ dSi[i] @ r
+                + 2 * dg[:, i] @ dSi[j] @ r
                 + 2 * dg[:, j] @ Si @ dg[:, i]
                 + 2 * d2g[:, i, j] @ Si @ r
                 + r @ d2Si @ r
@@ -138,8 +141,10 @@ def test_derivatives_match_finite_differences(name, central_difference):
 # --- fast path for models linear in the parameters (Rummel et al. 2025 App. B) -------------------------
 
 
-@pytest.mark.parametrize("name", ["logistic", "lorenz", "lotka_volterra", "hindmarsh_rose", "ptb",
-                                  "fitzhugh_nagumo", "lotka_volterra_lognormal"])
+@pytest.mark.parametrize(
+    "name",
+    ["logistic", "lorenz", "lotka_volterra", "hindmarsh_rose", "ptb", "fitzhugh_nagumo", "lotka_volterra_lognormal"],
+)
 @pytest.mark.slow
 def test_linear_fast_path_agrees_with_general_path(name):
     lognormal = name.endswith("_lognormal")
@@ -181,8 +186,13 @@ def test_linear_path_forms_only_structurally_nonzero_grams():
     # the weights are products of 1, z, y and x (the entries -z, y, ±x and constants): 8 distinct
     # products for the Φ-Φ Grams (1, z, x, y, z², zx, x², y²), 4 for the Φ̇-Φ ones
     s = model_structure(b.model.rhs, False, 3, 3)
-    assert [s.entries[n] for n in range(9) if s.entry_class[n] < 0] == [(0, 1, 1), (1, 0, 0), (1, 0, 1), (2, 1, 0),
-                                                                          (3, 2, 2)]
+    assert [s.entries[n] for n in range(9) if s.entry_class[n] < 0] == [
+        (0, 1, 1),
+        (1, 0, 0),
+        (1, 0, 1),
+        (2, 1, 0),
+        (3, 2, 2),
+    ]
     assert [s.entry_scale[n] for n in range(9) if s.entry_class[n] < 0] == [-1.0, -1.0, 1.0, 1.0, -1.0]
     x_entries = [n for n, e in enumerate(s.entries) if e in ((0, 1, 2), (0, 2, 1))]  # -x and x: one class
     assert s.entry_class[x_entries[0]] == s.entry_class[x_entries[1]] >= 0
@@ -206,8 +216,14 @@ def test_shared_grams_assemble_the_same_covariance():
 
     for name, noise in (("lorenz", "gaussian"), ("logistic", "gaussian"), ("lotka_volterra", "lognormal")):
         bench = zoo(name)
-        data = wj.simulate(bench.model, bench.p_true, bench.u0, bench.t[::4],
-                           wj.LogNormal(0.05) if noise == "lognormal" else bench.noise, jax.random.key(5))
+        data = wj.simulate(
+            bench.model,
+            bench.p_true,
+            bench.u0,
+            bench.t[::4],
+            wj.LogNormal(0.05) if noise == "lognormal" else bench.noise,
+            jax.random.key(5),
+        )
         lik = wj.weak_likelihood(bench.model, data, noise)
         prob, model = lik.problem, bench.model
         log_space = prob.log_space
@@ -302,8 +318,9 @@ def test_general_hessian_forms_only_the_nonzero_sensitivities_and_equals_autodif
     H = _autodiff_hessian(lik, p)
     np.testing.assert_allclose(np.asarray(hess), H, rtol=1e-9, atol=1e-11 * np.abs(H).max())
     assert np.isclose(float(value), float(wj.weak.nll(lik, p)), rtol=1e-13)
-    np.testing.assert_allclose(np.asarray(grad), np.asarray(wj.weak.nll_grad(lik, p)), rtol=1e-10,
-                               atol=1e-12 * np.abs(np.asarray(grad)).max())
+    np.testing.assert_allclose(
+        np.asarray(grad), np.asarray(wj.weak.nll_grad(lik, p)), rtol=1e-10, atol=1e-12 * np.abs(np.asarray(grad)).max()
+    )
 
 
 @pytest.mark.slow
@@ -311,7 +328,7 @@ def test_general_hessian_falls_back_to_every_gram_when_the_data_reveal_a_missed_
     # b² switches a rate on at t = 5: at the probe times t in [0.5, 1.5] it never enters J,
     # so the probes alone would drop its ∂S; the data reveal it and every Gram is formed
     def rhs(u, p, t):
-        return jnp.array([-p[0] ** 2 * u[0] + jnp.where(t > 5.0, p[1] ** 2, 0.0) * u[0] + 1.0])
+        return jnp.array([-(p[0] ** 2) * u[0] + jnp.where(t > 5.0, p[1] ** 2, 0.0) * u[0] + 1.0])
 
     model = wj.ODEModel(rhs, ["x"], ["a", "b"], name="switched_nonlinear")
     t = jnp.linspace(0.0, 10.0, 129)
@@ -346,8 +363,9 @@ def _monte_carlo_whitened(bench, noise, n_runs, subsample, key):
     # the test functions depend on the data only through the selected radius: build once
     u0 = np.log(draws[0]) if noise.log_space else draws[0]
     tf = wj.weak.build_test_functions(t, u0)
-    lik = wj.weak_likelihood(bench.model, [wj.Trajectory(t, u) for u in draws], noise,
-                             sigma=sigma, test_functions=[tf] * n_runs)
+    lik = wj.weak_likelihood(
+        bench.model, [wj.Trajectory(t, u) for u in draws], noise, sigma=sigma, test_functions=[tf] * n_runs
+    )
     return np.asarray(wj.weak.whitened_residual(lik, bench.p_true))
 
 
@@ -407,9 +425,7 @@ def test_vmap_over_parameters_and_over_datasets():
     batched = jax.jit(jax.vmap(wj.weak.nll, in_axes=(None, 0)))(lik, ps)
     np.testing.assert_allclose(np.asarray(batched), [float(lik(p)) for p in ps], rtol=1e-12)
     stacked = jax.tree.map(lambda *x: jnp.stack(x), *liks)
-    over_data = eqx.filter_jit(eqx.filter_vmap(wj.weak.nll_grad, in_axes=(eqx.if_array(0), None)))(
-        stacked, b.p_true
-    )
+    over_data = eqx.filter_jit(eqx.filter_vmap(wj.weak.nll_grad, in_axes=(eqx.if_array(0), None)))(stacked, b.p_true)
     for i, single in enumerate(liks):
         np.testing.assert_allclose(np.asarray(over_data[i]), np.asarray(single.grad(b.p_true)), rtol=1e-10)
 

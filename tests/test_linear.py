@@ -36,8 +36,9 @@ def test_bspline_derivatives_match_finite_differences(central_difference):
     # points away from the breaks, where every piece is smooth
     t = np.array([0.2, 0.5, 1.0, 1.6, 2.4, 2.9])
     for r in range(1, 3):
-        fd = np.stack([central_difference(lambda s, r=r: np.asarray(basis(s, r - 1))[0], [ti], 1e-6)[..., 0]
-                       for ti in t])
+        fd = np.stack(
+            [central_difference(lambda s, r=r: np.asarray(basis(s, r - 1))[0], [ti], 1e-6)[..., 0] for ti in t]
+        )
         np.testing.assert_allclose(np.asarray(basis(t, r)), fd, atol=1e-6)
 
 
@@ -75,10 +76,15 @@ def test_penalty_of_a_system_with_a_time_varying_coefficient():
     # D x = a(t) y + u,  D² y = b x + c Dy, a(t) = Σ θₘηₘ(t) in a piecewise-linear B-spline basis
     eta = L.BSplineBasis([0.0, 1.0, 2.0], order=2)
     pulse = L.Pulse(0.5, 1.5)
-    model = L.LinearODE({"x": 1, "y": 2}, [
-        L.Term("x", "y", 0, L.TimeVarying(eta, ("a1", "a2", "a3"))),
-        L.Term("y", "x", 0, "b"), L.Term("y", "y", 1, "c"),
-    ], [L.Input("x", pulse, 1.0)])
+    model = L.LinearODE(
+        {"x": 1, "y": 2},
+        [
+            L.Term("x", "y", 0, L.TimeVarying(eta, ("a1", "a2", "a3"))),
+            L.Term("y", "x", 0, "b"),
+            L.Term("y", "y", 1, "c"),
+        ],
+        [L.Input("x", pulse, 1.0)],
+    )
     assert model.param_names == ("a1", "a2", "a3", "b", "c")
     basis = L.BSplineBasis(np.linspace(0, 2, 6), order=5)
     t = np.linspace(0, 2, 12)
@@ -95,9 +101,10 @@ def test_penalty_of_a_system_with_a_time_varying_coefficient():
         r2 = y(s, 2) - theta[3] * x(s) - theta[4] * y(s, 1)
         return r1**2 + r2**2
 
-    ref = sum(scipy.integrate.quad(residual_sq, lo, hi, epsabs=1e-13, epsrel=1e-13)[0]
-              for lo, hi in [(0, 0.4), (0.4, 0.5), (0.5, 0.8), (0.8, 1.0), (1.0, 1.2), (1.2, 1.5), (1.5, 1.6),
-                             (1.6, 2.0)])
+    ref = sum(
+        scipy.integrate.quad(residual_sq, lo, hi, epsabs=1e-13, epsrel=1e-13)[0]
+        for lo, hi in [(0, 0.4), (0.4, 0.5), (0.5, 0.8), (0.8, 1.0), (1.0, 1.2), (1.2, 1.5), (1.5, 1.6), (1.6, 2.0)]
+    )
     assert _penalty(problem, np.concatenate([cx, cy]), theta) == pytest.approx(ref, rel=1e-10)
 
 
@@ -117,8 +124,9 @@ def test_output_error_on_the_companion_system_with_a_hidden_derivative():
     data = wj.Trajectory(t, np.c_[x, np.zeros_like(x)], np.c_[np.ones_like(t, bool), np.zeros_like(t, bool)])
     problem = wj.estimators.output_error_problem(model, data, weighted=False, u0=[0.0, 0.0])
     est = wj.OutputError(ode_rtol=1e-10, ode_atol=1e-12)
-    sol = eqx.filter_jit(est.solve)(problem, 1.1 * np.array(ds.SIMULATION_THETA), np.full(3, -np.inf),
-                                    np.full(3, np.inf))
+    sol = eqx.filter_jit(est.solve)(
+        problem, 1.1 * np.array(ds.SIMULATION_THETA), np.full(3, -np.inf), np.full(3, np.inf)
+    )
     assert sol.result == wj.RESULTS.successful
     np.testing.assert_allclose(sol.params, ds.SIMULATION_THETA, rtol=1e-6)
     with pytest.raises(ValueError, match="never observed"):
@@ -149,8 +157,9 @@ def test_solve_many_equals_single_fits_and_handles_missing_values(head_impact_fi
     single = eqx.filter_jit(est.solve)
     for r in range(3):
         mask = np.isfinite(ys[r])[:, None].astype(float)
-        one = single(fit.problem.with_data(jnp.asarray(np.nan_to_num(ys[r]))[:, None], jnp.asarray(mask)),
-                     jnp.full(3, 0.01))
+        one = single(
+            fit.problem.with_data(jnp.asarray(np.nan_to_num(ys[r]))[:, None], jnp.asarray(mask)), jnp.full(3, 0.01)
+        )
         # batched and single solves round differently and stop ~1e-8 apart on the ridge of H
         np.testing.assert_allclose(many.params[r], one.params, rtol=1e-6)
         assert float(one.extras["dof"]) == pytest.approx(mask.sum() - float(one.extras["df"]))
@@ -182,8 +191,9 @@ def test_recovers_theta_from_noiseless_simulated_data():
     # only error left is the spline's: measured relative error ≤ 2e-4 at N = 51
     t = np.linspace(0, 60, 51)
     truth = np.array(ds.SIMULATION_THETA)
-    fit = L.Data2LD(ds.head_impact_basis(0.0, 60.0, order=5)).fit(ds.head_impact_model(),
-                                                                   wj.Trajectory(t, ds.head_impact_solution(t)))
+    fit = L.Data2LD(ds.head_impact_basis(0.0, 60.0, order=5)).fit(
+        ds.head_impact_model(), wj.Trajectory(t, ds.head_impact_solution(t))
+    )
     assert fit.successful
     np.testing.assert_allclose(fit.params, truth, rtol=1e-3)
     assert fit.rho > 0.99
@@ -203,8 +213,9 @@ def test_recovers_a_time_varying_coefficient_and_a_partly_observed_system():
     # x' = y (known coefficient), y' = b x + c y with x = sin t, y = cos t (b = −1, c = 0);
     # y never observed (with an unknown x' = a y only the product ab would be identifiable)
     t = np.linspace(0, 6, 61)
-    system = L.LinearODE({"x": 1, "y": 1}, [L.Term("x", "y", 0, 1.0), L.Term("y", "x", 0, "b"),
-                                            L.Term("y", "y", 0, "c")])
+    system = L.LinearODE(
+        {"x": 1, "y": 1}, [L.Term("x", "y", 0, 1.0), L.Term("y", "x", 0, "b"), L.Term("y", "y", 0, "c")]
+    )
     basis = L.BSplineBasis(np.linspace(0, 6, 13), order=5)
     data = wj.Trajectory(t, np.c_[np.sin(t), np.zeros_like(t)], np.c_[np.ones_like(t, bool), np.zeros_like(t, bool)])
     fit = L.Data2LD(basis, L.Ladder(tuple(np.arange(-2.0, 12.5, 1.0)), "last")).fit(system, data, [-0.5, 0.5])
@@ -241,8 +252,7 @@ def test_head_impact_reproduces_paper_section_4(head_impact_fit):
 def test_adaptive_continuation_order_5():
     # Carey & Ramsay 2021 §3.2 steps 1–4 on the head-impact data with order-5 splines: γ climbs by 1 and the
     # estimate stays at the §4 values (the digest's independent run: (−0.0569, −0.1557, 0.4032))
-    fit = L.Data2LD(ds.head_impact_basis(order=5), L.Adaptive()).fit(ds.head_impact_model(),
-                                                                               ds.head_impact())
+    fit = L.Data2LD(ds.head_impact_basis(order=5), L.Adaptive()).fit(ds.head_impact_model(), ds.head_impact())
     assert fit.successful
     assert np.all(np.diff(fit.path["gamma"]) > 0) and fit.path["gamma"][0] == -4.0
     assert fit.rho > 0.9999
@@ -286,47 +296,75 @@ def _flat(a, b, n):
     return wj.Trajectory(np.linspace(a, b, n), np.zeros(n))
 
 
-@pytest.mark.parametrize("make, match", [
-    (lambda: L.BSplineBasis([0, 2, 1, 3], order=4), "sorted"),
-    (lambda: L.BSplineBasis([0, 1, 1, 1, 1, 1, 2], order=4), "exceeds the order"),
-    (lambda: L.BSplineBasis([0, 0, 1], order=4), "end points"),
-    (lambda: L.BSplineBasis([0, 1], order=0), "order"),
-    (lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=2)).fit(
-        ds.head_impact_model(), _flat(0, 2, 9)), "order 2 is too low"),
-    (lambda: L.Data2LD(L.BSplineBasis([0, 1, 1, 1, 1, 2], order=5)).fit(
-        ds.head_impact_model(), _flat(0, 2, 9)), "discontinuous"),
-    (lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5)).fit(
-        ds.head_impact_model(), _flat(0, 3, 9)), r"t must lie in the basis range \[0, 2\]"),
-    (lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5)).fit(
-        ds.head_impact_model(), wj.Trajectory(np.linspace(0, 2, 9), np.zeros((9, 2)))), "y must have shape"),
-    (lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5)).fit(
-        ds.head_impact_model(), _flat(0, 2, 9), [1.0]), r"p0 must have shape \(3,\) for model 'head_impact'"),
-    (lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5)).fit(
-        ds.head_impact_model(), [_flat(0, 2, 9)] * 2), "Data2LD fits one trajectory; data holds 2"),
-    (lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5)).fit(
-        ds.head_impact_model(), _flat(0, 2, 9), covariance="sandwich"), "covariance must be one of"),
-    (lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5)).fit(
-        ds.head_impact_model(), _flat(0, 2, 9), theta0=[1.0, 1.0, 1.0]), "unknown keyword.*theta0"),
-    (lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5), continuation="anneal"), "continuation must be Ladder"),
-    (lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5), solver="trust_region"), "solver must be a solver object"),
-    (lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5), max_steps=0), "max_steps must be a positive integer"),
-    (lambda: L.Adaptive(eps0=0.0), "Adaptive: needs eps0 > 0"),
-    (lambda: L.Ladder(select="best"), "select must be"),
-    (lambda: L.Data2LD([0, 1, 2]), "BSplineBasis"),
-    (lambda: L.BSplineBasis([0, 1, 2], order=5)([0.5], deriv=-1), "deriv"),
-    (lambda: L.LinearODE({"x": 0}, [L.Term("x", "x", 0, "a")]), "must be >= 1"),
-    (lambda: L.LinearODE({"x": 2}, [L.Term("x", "x", 0, "a"), L.Term("x", "x", 0, "b")]), "second term"),
-    (lambda: L.Ladder(gammas=(1.0, 0.0)), "Ladder: gammas must be"),
-    (lambda: L.GCV(gammas=()), "GCV: gammas must be"),
-    (lambda: L.LinearODE.scalar(2, ["b0"]), "one entry per derivative"),
-    (lambda: L.LinearODE({"x": 1}, [L.Term("x", "z", 0, "a")]), "unknown variable 'z'"),
-    (lambda: L.LinearODE({"x": 1}, [L.Term("x", "x", 1, "a")]), "derivative must be in 0..0"),
-    (lambda: L.LinearODE({"x": 1}, [L.Term("x", "x", 0, [1])]), "coefficient must be"),
-    (lambda: L.LinearODE({"x": 1}, [L.Term("x", "x", 0, 1.0)]), "no unknown parameters"),
-    (lambda: L.LinearODE({"x": 1}, [L.Term("x", "x", 0, "a")], [L.Input("x", 3.0, "b")]), "callable"),
-    (lambda: L.Pulse(2.0, 1.0), "start must be < stop"),
-    (lambda: L.TimeVarying(L.BSplineBasis([0, 1, 2], order=2), ("a", "b")), "one column per name"),
-])
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: L.BSplineBasis([0, 2, 1, 3], order=4), "sorted"),
+        (lambda: L.BSplineBasis([0, 1, 1, 1, 1, 1, 2], order=4), "exceeds the order"),
+        (lambda: L.BSplineBasis([0, 0, 1], order=4), "end points"),
+        (lambda: L.BSplineBasis([0, 1], order=0), "order"),
+        (
+            lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=2)).fit(ds.head_impact_model(), _flat(0, 2, 9)),
+            "order 2 is too low",
+        ),
+        (
+            lambda: L.Data2LD(L.BSplineBasis([0, 1, 1, 1, 1, 2], order=5)).fit(ds.head_impact_model(), _flat(0, 2, 9)),
+            "discontinuous",
+        ),
+        (
+            lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5)).fit(ds.head_impact_model(), _flat(0, 3, 9)),
+            r"t must lie in the basis range \[0, 2\]",
+        ),
+        (
+            lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5)).fit(
+                ds.head_impact_model(), wj.Trajectory(np.linspace(0, 2, 9), np.zeros((9, 2)))
+            ),
+            "y must have shape",
+        ),
+        (
+            lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5)).fit(ds.head_impact_model(), _flat(0, 2, 9), [1.0]),
+            r"p0 must have shape \(3,\) for model 'head_impact'",
+        ),
+        (
+            lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5)).fit(ds.head_impact_model(), [_flat(0, 2, 9)] * 2),
+            "Data2LD fits one trajectory; data holds 2",
+        ),
+        (
+            lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5)).fit(
+                ds.head_impact_model(), _flat(0, 2, 9), covariance="sandwich"
+            ),
+            "covariance must be one of",
+        ),
+        (
+            lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5)).fit(
+                ds.head_impact_model(), _flat(0, 2, 9), theta0=[1.0, 1.0, 1.0]
+            ),
+            "unknown keyword.*theta0",
+        ),
+        (lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5), continuation="anneal"), "continuation must be Ladder"),
+        (
+            lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5), solver="trust_region"),
+            "solver must be a solver object",
+        ),
+        (lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5), max_steps=0), "max_steps must be a positive integer"),
+        (lambda: L.Adaptive(eps0=0.0), "Adaptive: needs eps0 > 0"),
+        (lambda: L.Ladder(select="best"), "select must be"),
+        (lambda: L.Data2LD([0, 1, 2]), "BSplineBasis"),
+        (lambda: L.BSplineBasis([0, 1, 2], order=5)([0.5], deriv=-1), "deriv"),
+        (lambda: L.LinearODE({"x": 0}, [L.Term("x", "x", 0, "a")]), "must be >= 1"),
+        (lambda: L.LinearODE({"x": 2}, [L.Term("x", "x", 0, "a"), L.Term("x", "x", 0, "b")]), "second term"),
+        (lambda: L.Ladder(gammas=(1.0, 0.0)), "Ladder: gammas must be"),
+        (lambda: L.GCV(gammas=()), "GCV: gammas must be"),
+        (lambda: L.LinearODE.scalar(2, ["b0"]), "one entry per derivative"),
+        (lambda: L.LinearODE({"x": 1}, [L.Term("x", "z", 0, "a")]), "unknown variable 'z'"),
+        (lambda: L.LinearODE({"x": 1}, [L.Term("x", "x", 1, "a")]), "derivative must be in 0..0"),
+        (lambda: L.LinearODE({"x": 1}, [L.Term("x", "x", 0, [1])]), "coefficient must be"),
+        (lambda: L.LinearODE({"x": 1}, [L.Term("x", "x", 0, 1.0)]), "no unknown parameters"),
+        (lambda: L.LinearODE({"x": 1}, [L.Term("x", "x", 0, "a")], [L.Input("x", 3.0, "b")]), "callable"),
+        (lambda: L.Pulse(2.0, 1.0), "start must be < stop"),
+        (lambda: L.TimeVarying(L.BSplineBasis([0, 1, 2], order=2), ("a", "b")), "one column per name"),
+    ],
+)
 def test_bad_input_is_refused(make, match):
     with pytest.raises((ValueError, TypeError), match=match):
         make()

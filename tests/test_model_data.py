@@ -15,7 +15,7 @@ def test_model_names_and_linearity_detection():
     assert m.state_names == ("x", "y", "z")
     assert m.param_names == ("p1", "p2", "p3")
     assert m.linear_in_params  # affine in p: detected
-    hill = wj.ODEModel(lambda u, p, t: p[0] / (1 + u**p[1]), 1, 2)
+    hill = wj.ODEModel(lambda u, p, t: p[0] / (1 + u ** p[1]), 1, 2)
     assert not hill.linear_in_params
     # the rational FitzHugh–Nagumo-like term p1/(p2 + u) is nonlinear in p
     assert not wj.ODEModel(lambda u, p, t: p[0] / (p[1] + u), 1, 2).linear_in_params
@@ -32,8 +32,22 @@ def test_zoo_linearity_matches_paper_table3():
     assert not wj.models.goodwin_3d().model.linear_in_params
 
 
-ZOO = ["logistic", "lotka_volterra", "lorenz", "fitzhugh_nagumo", "goodwin_2d", "goodwin_3d", "hindmarsh_rose",
-       "sir_tdi", "ptb", "rossler", "duffing", "lorenz96", "spiral", "van_der_pol"]
+ZOO = [
+    "logistic",
+    "lotka_volterra",
+    "lorenz",
+    "fitzhugh_nagumo",
+    "goodwin_2d",
+    "goodwin_3d",
+    "hindmarsh_rose",
+    "sir_tdi",
+    "ptb",
+    "rossler",
+    "duffing",
+    "lorenz96",
+    "spiral",
+    "van_der_pol",
+]
 
 
 @pytest.mark.slow
@@ -74,11 +88,15 @@ def test_lorenz96_any_size_and_forcing():
         (dict(rhs=lorenz_rhs, state_names=3, param_names=3, bounds=([2, 0, 0], [1, 1, 1])), "lower"),
         (dict(rhs="not callable", state_names=3, param_names=3), "callable"),
         # out-of-range indices, which JAX clamps (p[1] would read p[0]): a parameter or a state missing
-        (dict(rhs=lambda u, p, t: p[0] * u * (1 - u / p[1]), state_names=["N"], param_names=["r"]),
-         r"p of shape \(1,\) indexes past the end of an array: out-of-bounds indexing .* index 1 is out of "
-         r"bounds for axis 0 with size 1"),
-        (dict(rhs=lambda u, p, t: jnp.stack([u[1], -p[0] * u[2]]), state_names=2, param_names=1),
-         r"index 2 is out of bounds for axis 0 with size 2"),
+        (
+            dict(rhs=lambda u, p, t: p[0] * u * (1 - u / p[1]), state_names=["N"], param_names=["r"]),
+            r"p of shape \(1,\) indexes past the end of an array: out-of-bounds indexing .* index 1 is out of "
+            r"bounds for axis 0 with size 1",
+        ),
+        (
+            dict(rhs=lambda u, p, t: jnp.stack([u[1], -p[0] * u[2]]), state_names=2, param_names=1),
+            r"index 2 is out of bounds for axis 0 with size 2",
+        ),
     ],
 )
 def test_model_bad_input(kwargs, match):

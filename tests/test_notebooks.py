@@ -14,20 +14,35 @@ _spec = importlib.util.spec_from_file_location("wendyjax_docs_hooks", ROOT / "do
 hooks = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(hooks)
 EXPECT = {
-    "01_quick_start.ipynb": ["WENDy-MLE fit of 'lotka_volterra': converged", "Output-error fit",
-                             "relative coefficient"],
+    "01_quick_start.ipynb": [
+        "WENDy-MLE fit of 'lotka_volterra': converged",
+        "Output-error fit",
+        "relative coefficient",
+    ],
     "02_lognormal_and_bounds.ipynb": ["WENDy-MLE fit of 'sir_tdi': converged", "all estimates inside the box: True"],
     "03_coverage_study.ipynb": ["Monte Carlo study of 'logistic'", "device(s)"],
     "04_neural_ode_integral_matching.ipynb": ["Integral-matching fit (gradient)", "adjoint steps in"],
     "05_test_functions_explained.ipynb": ["selected minimum radius", "test functions from"],
-    "06_data2ld_linear_systems.ipynb": ["Data2LD fit of 'head_impact': converged", "degrees of freedom of the smooth",
-                                        "16 of 16 fits successful", "coverage of the 95 % intervals"],
-    "07_hudson_bay_lynx_hare.ipynb": ["Output-error fit of 'lotka_volterra': converged", "correlation of the estimates",
-                                      "output error: every estimate inside the Stan 80 % intervals: True",
-                                      "parametric bootstrap: 20 refits", "OE profile", "verdicts: identifiable",
-                                      "OE recommended"],
-    "08_petab_boehm.ipynb": ["log-likelihood at the nominal parameters: -138.2219", "4 starts in",
-                             "profile of k_phos (log10): 95 % interval"],
+    "06_data2ld_linear_systems.ipynb": [
+        "Data2LD fit of 'head_impact': converged",
+        "degrees of freedom of the smooth",
+        "16 of 16 fits successful",
+        "coverage of the 95 % intervals",
+    ],
+    "07_hudson_bay_lynx_hare.ipynb": [
+        "Output-error fit of 'lotka_volterra': converged",
+        "correlation of the estimates",
+        "output error: every estimate inside the Stan 80 % intervals: True",
+        "parametric bootstrap: 20 refits",
+        "OE profile",
+        "verdicts: identifiable",
+        "OE recommended",
+    ],
+    "08_petab_boehm.ipynb": [
+        "log-likelihood at the nominal parameters: -138.2219",
+        "4 starts in",
+        "profile of k_phos (log10): 95 % interval",
+    ],
 }
 
 

@@ -26,8 +26,13 @@ def _sir(u, p, t):
     return jnp.stack([-infection, infection - p[1] * i, p[1] * i])
 
 
-SIR = wj.ODEModel(_sir, ["S", "I", "R"], ["beta", "gamma", "I0", "phi"],
-                  bounds=([0.1, 0.05, 0.5, 0.1], [5.0, 2.0, 20.0, 1000.0]), name="flu")
+SIR = wj.ODEModel(
+    _sir,
+    ["S", "I", "R"],
+    ["beta", "gamma", "I0", "phi"],
+    bounds=([0.1, 0.05, 0.5, 0.1], [5.0, 2.0, 20.0, 1000.0]),
+    name="flu",
+)
 
 
 def _tied(p):
@@ -51,8 +56,9 @@ def test_the_count_likelihoods_are_scipys():
     y, mean, phi = rng.integers(0, 60, 50).astype(float), rng.uniform(0.5, 80.0, 50), 3.7
     np.testing.assert_allclose(wj.Poisson().nll(y, mean, None), -scipy.stats.poisson.logpmf(y, mean), rtol=1e-12)
     nb = wj.NegativeBinomial(phi)
-    np.testing.assert_allclose(nb.nll(y, mean, None), -scipy.stats.nbinom.logpmf(y, phi, phi / (phi + mean)),
-                               rtol=1e-11)
+    np.testing.assert_allclose(
+        nb.nll(y, mean, None), -scipy.stats.nbinom.logpmf(y, phi, phi / (phi + mean)), rtol=1e-11
+    )
     # draws: the means and variances the likelihoods have (4 standard errors of 20,000 draws)
     draws = np.asarray(nb.draw(jnp.full(20_000, 12.0), None, jax.random.key(0)))
     assert abs(draws.mean() - 12.0) < 4 * np.sqrt((12 + 144 / phi) / 20_000)
@@ -70,8 +76,12 @@ def test_a_count_fit_is_the_maximum_likelihood_estimate(counts):
     at_fit = _scipy_nll(full, counts)
     assert fit.objective == pytest.approx(at_fit, rel=1e-5)  # the two ODE solves agree to their tolerance, 1e-6
     free = len(fit.params)
-    other = scipy.optimize.minimize(lambda q: _scipy_nll(np.r_[q, full[free:]], counts), 1.02 * fit.params,
-                                    method="Nelder-Mead", options={"xatol": 1e-9, "fatol": 1e-10, "maxiter": 20_000})
+    other = scipy.optimize.minimize(
+        lambda q: _scipy_nll(np.r_[q, full[free:]], counts),
+        1.02 * fit.params,
+        method="Nelder-Mead",
+        options={"xatol": 1e-9, "fatol": 1e-10, "maxiter": 20_000},
+    )
     assert other.fun >= at_fit - 1e-6
     np.testing.assert_allclose(other.x, fit.params, rtol=1e-3)
     assert np.all(np.isfinite(fit.stderr))
@@ -118,42 +128,89 @@ def test_a_scaled_and_offset_observable_recovers_its_parameters():
     y = truth[1] * 3.0 * np.exp(-truth[0] * t) + truth[2]
     y = y + 0.05 * np.random.default_rng(3).normal(size=t.size)
     observe = lambda u, p, t: jnp.stack([p[1] * u[0] + p[2]])  # noqa: E731
-    fit = wj.OutputError(fit_u0=False).fit(model, wj.Trajectory(t, y[:, None]), [1.0, 2.0, 0.0], u0=[3.0],
-                                           observe=observe)
+    fit = wj.OutputError(fit_u0=False).fit(
+        model, wj.Trajectory(t, y[:, None]), [1.0, 2.0, 0.0], u0=[3.0], observe=observe
+    )
     assert fit.successful and np.all(np.abs(fit.params - truth) < 4 * fit.stderr)
 
 
-@pytest.mark.parametrize("call, error, match", [
-    (lambda: wj.MLE().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], noise=wj.Poisson()), ValueError,
-     r"the weak form \(WENDy\) has Gaussian and log-normal likelihoods only; counts with Poisson noise are fitted "
-     r"by output error"),
-    (lambda: wj.MLE().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], observe=lambda u, p, t: u[1:2]), TypeError,
-     r"unknown keyword\(s\) observe; .* fitted by output error \(wj.OutputError\): the weak form needs every state"),
-    (lambda: wj.OutputError().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], u0=_tied, noise=wj.Poisson(), sigma=3.0),
-     ValueError, r"sigma and weighted=False set a Gaussian noise level, but counts \(poisson\) have the variance"),
-    (lambda: wj.OutputError().fit(SIR, wj.Trajectory(FLU.t, np.asarray(FLU.u) - 5.0), [1.5, 0.5, 3.0, 10.0],
-                                  u0=_tied, noise=wj.Poisson()),
-     ValueError, r"a count likelihood models counts, but trajectory 0 has u\[0, 1\] = -2"),
-    (lambda: wj.OutputError().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], u0=_tied, noise=wj.NegativeBinomial("k")),
-     ValueError, r"NegativeBinomial\(dispersion='k'\): model 'flu' has no such parameter"),
-    (lambda: wj.OutputError().fit(SIR, wj.Trajectory(FLU.t, IN_BED[:, None]), [1.5, 0.5, 3.0, 10.0], u0=_tied,
-                                  observe="I"),
-     TypeError, r"observe must be a function h\(u, p, t\) of the states, parameters and time, got str"),
-    (lambda: wj.NegativeBinomial(-1.0), ValueError, "dispersion must be a number > 0 or the name of a model"),
-    (lambda: wj.NegativeBinomial("phi").sample(jnp.ones((3, 1)), jax.random.key(0)), ValueError,
-     r"names a parameter: only a fit, which knows the model's parameters, can use it"),
-    (lambda: wj.OutputError(solver=optx.LevenbergMarquardt(rtol=1e-8, atol=1e-8)).fit(
-        SIR, FLU, [1.5, 0.5, 3.0, 10.0], u0=_tied, noise=wj.Poisson()), ValueError,
-     "counts are fitted by their likelihood, which needs the TrustRegion solver"),
-    (lambda: wj.OutputError().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], u0=_tied, observe=lambda u, p, t: u[1:2]),
-     ValueError, "observe returns 1 observables but the data have 3 columns"),
-    (lambda: wj.OutputError().fit(SIR, wj.Trajectory(FLU.t, IN_BED[:, None]), [1.5, 0.5, 3.0, 10.0],
-                                  observe=lambda u, p, t: u[1:2]),
-     ValueError, r"with observe=..., the data show observables, not the states: pass u0="),
-    (lambda: wj.OutputError().fit(SIR, wj.Trajectory(FLU.t, IN_BED[:, None]), [1.5, 0.5, 3.0, 10.0], u0=_tied,
-                                  observe=lambda u, p, t: u[1]),
-     ValueError, r"observe\(u, p, t\) must return a vector of observables \(K,\), got \(\)"),
-])
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (
+            lambda: wj.MLE().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], noise=wj.Poisson()),
+            ValueError,
+            r"the weak form \(WENDy\) has Gaussian and log-normal likelihoods only; counts with Poisson noise are "
+            r"fitted by output error",
+        ),
+        (
+            lambda: wj.MLE().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], observe=lambda u, p, t: u[1:2]),
+            TypeError,
+            r"unknown keyword\(s\) observe; .* fitted by output error \(wj.OutputError\): "
+            r"the weak form needs every state",
+        ),
+        (
+            lambda: wj.OutputError().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], u0=_tied, noise=wj.Poisson(), sigma=3.0),
+            ValueError,
+            r"sigma and weighted=False set a Gaussian noise level, but counts \(poisson\) have the variance",
+        ),
+        (
+            lambda: wj.OutputError().fit(
+                SIR, wj.Trajectory(FLU.t, np.asarray(FLU.u) - 5.0), [1.5, 0.5, 3.0, 10.0], u0=_tied, noise=wj.Poisson()
+            ),
+            ValueError,
+            r"a count likelihood models counts, but trajectory 0 has u\[0, 1\] = -2",
+        ),
+        (
+            lambda: wj.OutputError().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], u0=_tied, noise=wj.NegativeBinomial("k")),
+            ValueError,
+            r"NegativeBinomial\(dispersion='k'\): model 'flu' has no such parameter",
+        ),
+        (
+            lambda: wj.OutputError().fit(
+                SIR, wj.Trajectory(FLU.t, IN_BED[:, None]), [1.5, 0.5, 3.0, 10.0], u0=_tied, observe="I"
+            ),
+            TypeError,
+            r"observe must be a function h\(u, p, t\) of the states, parameters and time, got str",
+        ),
+        (lambda: wj.NegativeBinomial(-1.0), ValueError, "dispersion must be a number > 0 or the name of a model"),
+        (
+            lambda: wj.NegativeBinomial("phi").sample(jnp.ones((3, 1)), jax.random.key(0)),
+            ValueError,
+            r"names a parameter: only a fit, which knows the model's parameters, can use it",
+        ),
+        (
+            lambda: wj.OutputError(solver=optx.LevenbergMarquardt(rtol=1e-8, atol=1e-8)).fit(
+                SIR, FLU, [1.5, 0.5, 3.0, 10.0], u0=_tied, noise=wj.Poisson()
+            ),
+            ValueError,
+            "counts are fitted by their likelihood, which needs the TrustRegion solver",
+        ),
+        (
+            lambda: wj.OutputError().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], u0=_tied, observe=lambda u, p, t: u[1:2]),
+            ValueError,
+            "observe returns 1 observables but the data have 3 columns",
+        ),
+        (
+            lambda: wj.OutputError().fit(
+                SIR, wj.Trajectory(FLU.t, IN_BED[:, None]), [1.5, 0.5, 3.0, 10.0], observe=lambda u, p, t: u[1:2]
+            ),
+            ValueError,
+            r"with observe=..., the data show observables, not the states: pass u0=",
+        ),
+        (
+            lambda: wj.OutputError().fit(
+                SIR,
+                wj.Trajectory(FLU.t, IN_BED[:, None]),
+                [1.5, 0.5, 3.0, 10.0],
+                u0=_tied,
+                observe=lambda u, p, t: u[1],
+            ),
+            ValueError,
+            r"observe\(u, p, t\) must return a vector of observables \(K,\), got \(\)",
+        ),
+    ],
+)
 def test_what_does_not_apply_is_refused_before_work(call, error, match):
     with pytest.raises(error, match=match):
         call()
@@ -175,13 +232,25 @@ def test_the_outbreak_observed_through_one_column():
 
 def test_log_normal_noise_with_an_unobserved_zero_state_points_at_observe():
     """Log-normal noise refused u0 with R = 0 although R is unobserved, with no guidance."""
-    with pytest.raises(ValueError, match=r"u0\(p0\) = \[760.0, 3.0, 0.0\] must be positive .* fit the observed columns "
-                                         r"through observe="):
-        wj.OutputError().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], u0=_tied, noise="lognormal", fixed={"phi": 1.0},
-                             weighted=False)
+    with pytest.raises(
+        ValueError,
+        match=r"u0\(p0\) = \[760.0, 3.0, 0.0\] must be positive .* fit the observed columns "
+        r"through observe=",
+    ):
+        wj.OutputError().fit(
+            SIR, FLU, [1.5, 0.5, 3.0, 10.0], u0=_tied, noise="lognormal", fixed={"phi": 1.0}, weighted=False
+        )
     one = wj.Trajectory(FLU.t, IN_BED[:, None])
-    fit = wj.OutputError().fit(SIR, one, [1.5, 0.5, 3.0, 10.0], u0=_tied, noise="lognormal", fixed={"phi": 1.0},
-                               observe=lambda u, p, t: u[1:2], weighted=False)
+    fit = wj.OutputError().fit(
+        SIR,
+        one,
+        [1.5, 0.5, 3.0, 10.0],
+        u0=_tied,
+        noise="lognormal",
+        fixed={"phi": 1.0},
+        observe=lambda u, p, t: u[1:2],
+        weighted=False,
+    )
     assert fit.successful and fit.noise == "lognormal"
     r = np.log(IN_BED) - np.log(_in_bed(np.r_[fit.params, 1.0]))
     assert fit.objective == pytest.approx(0.5 * np.sum(r**2), rel=1e-4)
@@ -200,17 +269,29 @@ def test_a_derived_quantity_is_profiled_by_reparametrised_refits():
     parameter's profile."""
     kwargs = dict(u0=_tied, noise=wj.Poisson(), fixed={"phi": 1.0})
     fit = wj.OutputError().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], **kwargs)
-    prof = wj.studies.profile(wj.OutputError(), fit, FLU, n_points=7,
-                              derived={"R0": lambda p: p[0] / p[1], "gamma_too": lambda p: p[1]})
+    prof = wj.studies.profile(
+        wj.OutputError(), fit, FLU, n_points=7, derived={"R0": lambda p: p[0] / p[1], "gamma_too": lambda p: p[1]}
+    )
     assert list(prof) == ["R0", "gamma_too"]
     r0 = prof["R0"]
     assert r0.estimate == pytest.approx(fit.params[0] / fit.params[1], rel=1e-12)
     assert r0.verdict == "identifiable" and r0.interval[0] < r0.estimate < r0.interval[1]
-    hand_model = wj.ODEModel(_sir_r0, ["S", "I", "R"], ["gamma", "I0", "phi", "R0"],
-                             bounds=([0.05, 0.5, 0.1, -np.inf], [2.0, 20.0, 1000.0, np.inf]), name="flu")
+    hand_model = wj.ODEModel(
+        _sir_r0,
+        ["S", "I", "R"],
+        ["gamma", "I0", "phi", "R0"],
+        bounds=([0.05, 0.5, 0.1, -np.inf], [2.0, 20.0, 1000.0, np.inf]),
+        name="flu",
+    )
     hand_u0 = lambda q: jnp.stack([N_BOYS - q[1], q[1], 0.0])  # noqa: E731
-    hand = wj.OutputError().fit(hand_model, FLU, [fit.params[1], fit.params[2], 1.0, r0.estimate], u0=hand_u0,
-                                noise=wj.Poisson(), fixed={"phi": 1.0})
+    hand = wj.OutputError().fit(
+        hand_model,
+        FLU,
+        [fit.params[1], fit.params[2], 1.0, r0.estimate],
+        u0=hand_u0,
+        noise=wj.Poisson(),
+        fixed={"phi": 1.0},
+    )
     by_hand = wj.studies.profile(wj.OutputError(), hand, FLU, "R0", grid={"R0": r0.grid})["R0"]
     np.testing.assert_allclose(r0.statistic, by_hand.statistic, rtol=1e-4, atol=1e-5)
     gamma = wj.studies.profile(wj.OutputError(), fit, FLU, "gamma", n_points=7)["gamma"]
@@ -231,8 +312,15 @@ def test_bad_derived_profiles_are_refused():
 @pytest.mark.slow  # over 7 s: the quick loop stays under 5 minutes
 def test_a_profile_of_a_fit_through_observe_reuses_it():
     one = wj.Trajectory(FLU.t, IN_BED[:, None])
-    fit = wj.OutputError().fit(SIR, one, [1.5, 0.5, 3.0, 10.0], u0=_tied, noise=wj.Poisson(), fixed={"phi": 1.0},
-                               observe=lambda u, p, t: u[1:2])
+    fit = wj.OutputError().fit(
+        SIR,
+        one,
+        [1.5, 0.5, 3.0, 10.0],
+        u0=_tied,
+        noise=wj.Poisson(),
+        fixed={"phi": 1.0},
+        observe=lambda u, p, t: u[1:2],
+    )
     prof = wj.studies.profile(wj.OutputError(), fit, one, "beta", n_points=5)["beta"]
     assert prof.verdict == "identifiable" and prof.interval[0] < fit.params[0] < prof.interval[1]
 
@@ -258,19 +346,23 @@ def test_each_observable_has_its_own_noise_model():
     column (σ given, as known) and a count column; scipy's optimiser on the same likelihood
     finds no better point, and the bootstrap draws each column by its own model."""
     data = _chain_data()
-    fit = wj.OutputError(fit_u0=False).fit(CHAIN, data, [1.0, 0.5], u0=[60.0, 0.0], noise=("gaussian", wj.Poisson()),
-                                           sigma=[2.0, 1.0])
+    fit = wj.OutputError(fit_u0=False).fit(
+        CHAIN, data, [1.0, 0.5], u0=[60.0, 0.0], noise=("gaussian", wj.Poisson()), sigma=[2.0, 1.0]
+    )
     assert fit.successful and fit.noise == "gaussian, poisson"
 
     def nll(q):
         states = np.asarray(wj.solve(CHAIN, q, [60.0, 0.0], data.t))
         u = np.asarray(data.u)
-        return float(0.5 * np.sum(((states[:, 0] - u[:, 0]) / 2.0) ** 2)
-                     - np.sum(scipy.stats.poisson.logpmf(u[:, 1], states[:, 1])))
+        return float(
+            0.5 * np.sum(((states[:, 0] - u[:, 0]) / 2.0) ** 2)
+            - np.sum(scipy.stats.poisson.logpmf(u[:, 1], states[:, 1]))
+        )
 
     assert fit.objective == pytest.approx(nll(fit.params), rel=1e-5)
-    other = scipy.optimize.minimize(nll, 1.02 * fit.params, method="Nelder-Mead",
-                                    options={"xatol": 1e-9, "fatol": 1e-10})
+    other = scipy.optimize.minimize(
+        nll, 1.02 * fit.params, method="Nelder-Mead", options={"xatol": 1e-9, "fatol": 1e-10}
+    )
     assert other.fun >= nll(fit.params) - 1e-6
     np.testing.assert_allclose(other.x, fit.params, rtol=1e-3)
     assert np.all(np.abs(fit.params - [0.9, 0.4]) < 4 * fit.stderr)

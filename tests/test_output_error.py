@@ -63,8 +63,16 @@ def test_gauss_newton_covariance_is_calibrated_over_seeds():
     logistic model: its first observation, the start of u(0), is negative in ~40 % of the
     datasets at 5 % noise and the forward solve from it blows up; those fits fail.)"""
     bench = zoo("lotka_volterra")
-    study = wj.studies.monte_carlo(bench, "output_error", noise_levels=(0.05,), subsamples=(8,), n_runs=40,
-                                   key=jax.random.key(11), p0=np.asarray(bench.p_true) * 1.2, progress=False)
+    study = wj.studies.monte_carlo(
+        bench,
+        "output_error",
+        noise_levels=(0.05,),
+        subsamples=(8,),
+        n_runs=40,
+        key=jax.random.key(11),
+        p0=np.asarray(bench.p_true) * 1.2,
+        progress=False,
+    )
     assert study.settings["covariance"] == "gauss_newton"
     r = study.runs[0]
     assert r.params.shape == (40, 4) and np.all(r.status == "successful")
@@ -141,7 +149,8 @@ def test_bounds_are_honoured(lv):
     # equals it to 1e-10, and optimistix with sensitivities runs in the blow-up test)
     with pytest.warns(RuntimeWarning, match="step limit"):
         fit = OutputError(solver=_LM, jacobian="forward_mode").fit(
-            bench.model, data, [2.5, 1.2, 4.0, 1.2], bounds=(lower, upper))
+            bench.model, data, [2.5, 1.2, 4.0, 1.2], bounds=(lower, upper)
+        )
     assert np.all(fit.params >= lower) and np.all(fit.params <= upper) and fit.params[2] > 4.99
 
 
@@ -216,9 +225,16 @@ def test_hybrid_refines_the_wendy_estimate(lv):
 def test_hybrid_in_studies():
     """The hybrid estimator in a study (output error alone: the calibration test above)."""
     bench = zoo("lotka_volterra")
-    study = wj.studies.monte_carlo(bench, wj.Hybrid(output_error=OutputError(ode_solver=diffrax.Tsit5())),
-                                   noise_levels=(0.05,), subsamples=(8,), n_runs=3, key=jax.random.key(1),
-                                   p0=np.asarray(bench.p_true) * 1.2, progress=False)
+    study = wj.studies.monte_carlo(
+        bench,
+        wj.Hybrid(output_error=OutputError(ode_solver=diffrax.Tsit5())),
+        noise_levels=(0.05,),
+        subsamples=(8,),
+        n_runs=3,
+        key=jax.random.key(1),
+        p0=np.asarray(bench.p_true) * 1.2,
+        progress=False,
+    )
     r = study.runs[0]
     assert r.params.shape == (3, 4) and np.all(r.status == "successful")
     assert np.allclose(np.median(r.params, axis=0), bench.p_true, rtol=0.05)

@@ -23,8 +23,13 @@ def _piece(root: Path, study: str, cells, *, n_runs=100, estimator="MLE()", k_ma
 
 def _merge(root: Path, *studies: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "WENDYJAX_BENCHMARK_RESULTS": str(root)}
-    return subprocess.run([sys.executable, str(SCRIPT), "--models", "logistic", "--merge", *studies, "--out", "merged"],
-                          env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--models", "logistic", "--merge", *studies, "--out", "merged"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -45,12 +50,15 @@ def test_disjoint_pieces_merge(results):
     assert "medians over 3 cells of 2 saved studies" in (results / "merged.md").read_text()
 
 
-@pytest.mark.parametrize(("second", "message"), [
-    (dict(cells=[(0.01, 256)]), "is in both a and b"),
-    (dict(cells=[(0.01, 512)], n_runs=20), "different numbers of runs"),
-    (dict(cells=[(0.01, 512)], estimator="MLE(start='both')"), "differ in estimator or test-function"),
-    (dict(cells=[(0.01, 512)], k_max=500), "differ in estimator or test-function"),
-])
+@pytest.mark.parametrize(
+    ("second", "message"),
+    [
+        (dict(cells=[(0.01, 256)]), "is in both a and b"),
+        (dict(cells=[(0.01, 512)], n_runs=20), "different numbers of runs"),
+        (dict(cells=[(0.01, 512)], estimator="MLE(start='both')"), "differ in estimator or test-function"),
+        (dict(cells=[(0.01, 512)], k_max=500), "differ in estimator or test-function"),
+    ],
+)
 def test_incompatible_pieces_are_refused(results, second, message):
     _piece(results, "a", [(0.01, 256)])
     _piece(results, "b", **second)

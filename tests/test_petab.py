@@ -21,8 +21,11 @@ import wendyjax.petab as wp  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "petab"
 # AMICI's test suite (tests/benchmark_models/benchmark_models.yaml of AMICI-dev/AMICI)
-AMICI = {"Boehm_JProteomeRes2014": -138.22199693517703, "Fujita_SciSignal2010": 53.08377736998929,
-         "Elowitz_Nature2000": 63.20279991419332}
+AMICI = {
+    "Boehm_JProteomeRes2014": -138.22199693517703,
+    "Fujita_SciSignal2010": 53.08377736998929,
+    "Elowitz_Nature2000": 63.20279991419332,
+}
 
 
 def _yaml(name: str) -> Path:
@@ -52,8 +55,9 @@ def test_log_likelihood_equals_amicis_and_petabs_own_on_our_simulations(name):
     reference = petab_v1.Problem.from_yaml(_yaml(name))
     simulation = reference.measurement_df.rename(columns={"measurement": "simulation"})
     simulation["simulation"] = problem.simulate()["simulation"].to_numpy()
-    assert petab_v1.calculate_llh(reference.measurement_df, simulation, reference.observable_df,
-                                  reference.parameter_df) == pytest.approx(value, rel=1e-12)
+    assert petab_v1.calculate_llh(
+        reference.measurement_df, simulation, reference.observable_df, reference.parameter_df
+    ) == pytest.approx(value, rel=1e-12)
 
 
 def test_simulations_match_the_collections_simulated_data(boehm):
@@ -69,8 +73,15 @@ def test_simulations_match_the_collections_simulated_data(boehm):
 _TRUTH = {"k": 0.7, "A0_high": 3.0, "scale_a": 2.0, "sigma_b": 0.1}
 
 
-def _write_problem(folder: Path, *, event: bool = False, preequilibration: bool = False, prior: bool = False,
-                   laplace: bool = True, direct: bool = False) -> Path:
+def _write_problem(
+    folder: Path,
+    *,
+    event: bool = False,
+    preequilibration: bool = False,
+    prior: bool = False,
+    laplace: bool = True,
+    direct: bool = False,
+) -> Path:
     """The problem above; `laplace=False`: normal noise on obs_b; `direct`: A and B themselves
     observed (normal noise, 0.05) on a grid of 41 times, A0 = 3 in condition high, k alone estimated."""
     doc = libsbml.SBMLDocument(3, 2)
@@ -100,14 +111,17 @@ def _write_problem(folder: Path, *, event: bool = False, preequilibration: bool 
     folder.mkdir(parents=True, exist_ok=True)
     libsbml.writeSBMLToFile(doc, str(folder / "model.xml"))
     pd.DataFrame({"conditionId": ["low", "high"], "A": ["1.0", "3.0" if direct else "A0_high"]}).to_csv(
-        folder / "conditions.tsv", sep="\t", index=False)
-    pd.DataFrame({
-        "observableId": ["obs_a", "obs_b"],
-        "observableFormula": ["A" if direct else "observableParameter1_obs_a * A", "B"],
-        "noiseFormula": ["0.05", "0.05" if direct else "noiseParameter1_obs_b"],
-        "observableTransformation": ["lin" if direct else "log10", "lin"],
-        "noiseDistribution": ["normal", "laplace" if laplace and not direct else "normal"],
-    }).to_csv(folder / "observables.tsv", sep="\t", index=False)
+        folder / "conditions.tsv", sep="\t", index=False
+    )
+    pd.DataFrame(
+        {
+            "observableId": ["obs_a", "obs_b"],
+            "observableFormula": ["A" if direct else "observableParameter1_obs_a * A", "B"],
+            "noiseFormula": ["0.05", "0.05" if direct else "noiseParameter1_obs_b"],
+            "observableTransformation": ["lin" if direct else "log10", "lin"],
+            "noiseDistribution": ["normal", "laplace" if laplace and not direct else "normal"],
+        }
+    ).to_csv(folder / "observables.tsv", sep="\t", index=False)
     rng = np.random.default_rng(0)
     rows = []
     for cond, a0 in (("low", 1.0), ("high", _TRUTH["A0_high"])):
@@ -120,26 +134,38 @@ def _write_problem(folder: Path, *, event: bool = False, preequilibration: bool 
             rows.append(["obs_a", cond, _TRUTH["scale_a"] * a * 10 ** (0.05 * rng.standard_normal()), t, "scale_a", ""])
             noise = rng.laplace(0, _TRUTH["sigma_b"]) if laplace else _TRUTH["sigma_b"] * rng.standard_normal()
             rows.append(["obs_b", cond, a0 - a + noise, t, "", "sigma_b"])
-    measurements = pd.DataFrame(rows, columns=["observableId", "simulationConditionId", "measurement", "time",
-                                               "observableParameters", "noiseParameters"])
+    measurements = pd.DataFrame(
+        rows,
+        columns=[
+            "observableId",
+            "simulationConditionId",
+            "measurement",
+            "time",
+            "observableParameters",
+            "noiseParameters",
+        ],
+    )
     if preequilibration:
         measurements.insert(1, "preequilibrationConditionId", "low")
     measurements.to_csv(folder / "measurements.tsv", sep="\t", index=False)
-    parameters = pd.DataFrame({
-        "parameterId": ["k", "A0_high", "scale_a", "sigma_b"],
-        "parameterScale": ["log10", "lin", "log", "log10"],
-        "lowerBound": [1e-3, 0.1, 0.01, 1e-3],
-        "upperBound": [1e2, 10.0, 100.0, 10.0],
-        "nominalValue": [_TRUTH[n] for n in ("k", "A0_high", "scale_a", "sigma_b")],
-        "estimate": [1, 0, 0, 0] if direct else [1, 1, 1, 1],
-    })
+    parameters = pd.DataFrame(
+        {
+            "parameterId": ["k", "A0_high", "scale_a", "sigma_b"],
+            "parameterScale": ["log10", "lin", "log", "log10"],
+            "lowerBound": [1e-3, 0.1, 0.01, 1e-3],
+            "upperBound": [1e2, 10.0, 100.0, 10.0],
+            "nominalValue": [_TRUTH[n] for n in ("k", "A0_high", "scale_a", "sigma_b")],
+            "estimate": [1, 0, 0, 0] if direct else [1, 1, 1, 1],
+        }
+    )
     if prior:
         parameters["objectivePriorType"] = ["logNormal", "", "", ""]
         parameters["objectivePriorParameters"] = ["-0.5;0.3", "", "", ""]
     parameters.to_csv(folder / "parameters.tsv", sep="\t", index=False)
     (folder / "problem.yaml").write_text(
         "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- condition_files: [conditions.tsv]\n"
-        "  measurement_files: [measurements.tsv]\n  observable_files: [observables.tsv]\n  sbml_files: [model.xml]\n")
+        "  measurement_files: [measurements.tsv]\n  observable_files: [observables.tsv]\n  sbml_files: [model.xml]\n"
+    )
     return folder / "problem.yaml"
 
 
@@ -201,12 +227,19 @@ def test_multistart_reaches_the_optimum_of_the_problem_written_here(tmp_path):
     problem = wp.load(_write_problem(tmp_path / "p"), rtol=1e-10, atol=1e-12)
     result = wp.multistart(problem, 6, key=1, max_steps=100)
     assert result.params.shape == (6, 4) and result.starts.shape == (6, 4)
-    assert np.all((np.asarray(result.starts) >= np.asarray(problem.lower))
-                  & (np.asarray(result.starts) <= np.asarray(problem.upper)))
+    assert np.all(
+        (np.asarray(result.starts) >= np.asarray(problem.lower))
+        & (np.asarray(result.starts) <= np.asarray(problem.upper))
+    )
     # an independent optimiser (L-BFGS-B from the truth, with jax gradients) as reference
     fn = jax.jit(jax.value_and_grad(lambda x: problem.objective(x)[0]))
-    reference = minimize(lambda x: tuple(np.asarray(v, dtype=float) for v in fn(jnp.asarray(x))), problem.nominal,
-                         jac=True, method="L-BFGS-B", bounds=list(zip(problem.lower, problem.upper, strict=True)))
+    reference = minimize(
+        lambda x: tuple(np.asarray(v, dtype=float) for v in fn(jnp.asarray(x))),
+        problem.nominal,
+        jac=True,
+        method="L-BFGS-B",
+        bounds=list(zip(problem.lower, problem.upper, strict=True)),
+    )
     assert result.best_objective <= reference.fun + 1e-6
     assert result.converged.sum() >= 3
     assert result.fraction_within(reference.fun) >= 0.5
@@ -240,37 +273,81 @@ def _edit(path: Path, table: str, edit) -> Path:
 
 def test_bad_tables_are_refused_with_file_row_and_column(tmp_path):
     cases = [
-        ("measurements.tsv", lambda f: f.drop(columns=["time"], inplace=True),
-         "measurements.tsv: the measurement table has no column time"),
-        ("measurements.tsv", lambda f: f.__setitem__("observableId", ["obs_c"] + list(f.observableId[1:])),
-         "measurements.tsv, row 2, column observableId: observable 'obs_c' is not in the observable table"),
-        ("measurements.tsv", lambda f: f.__setitem__("measurement", ["high"] + list(f.measurement[1:])),
-         "measurements.tsv, row 2, column measurement: 'high' is not a number"),
-        ("observables.tsv", lambda f: f.__setitem__("observableFormula", ["foo * A", "B"]),
-         "observables.tsv, row 2, column observableFormula: unknown symbol 'foo'"),
-        ("observables.tsv", lambda f: f.__setitem__("noiseDistribution", ["normal", "cauchy"]),
-         "observables.tsv, row 3, column noiseDistribution: 'cauchy' is not supported"),
-        ("parameters.tsv", lambda f: f.__setitem__("parameterScale", ["ln", "lin", "log", "log10"]),
-         "parameters.tsv, row 2, column parameterScale: 'ln' is not one of lin, log, log10"),
-        ("conditions.tsv", lambda f: f.__setitem__("A", ["1.0", "A0_missing"]),
-         "conditions.tsv, row 3, column A: 'A0_missing' is neither a number nor a parameter"),
-        ("measurements.tsv",
-         lambda f: f.__setitem__("observableParameters", ["scale_a;2"] + list(f.observableParameters[1:])),
-         "measurements.tsv, row 2, column observableParameters: 2 values for the 1 placeholders of observable obs_a"),
-        ("parameters.tsv", lambda f: f.__setitem__("estimate", ["yes", "1", "1", "1"]),
-         "parameters.tsv, row 2, column estimate: expected 0 or 1, got 'yes'"),
-        ("parameters.tsv", lambda f: f.__setitem__("lowerBound", ["-1", "0.1", "0.01", "0.001"]),
-         "parameters.tsv, row 2, column lowerBound: bounds [-1.0, 100.0] are not an interval on the log10 scale"),
-        ("parameters.tsv", lambda f: f.__setitem__("objectivePriorType", ["cauchy", "", "", ""]),
-         "parameters.tsv, row 2, column objectivePriorType: prior 'cauchy' is not supported"),
-        ("conditions.tsv", lambda f: f.__setitem__("C", ["1", "2"]),
-         "conditions.tsv, column C: not a parameter, compartment or species of the model"),
-        ("measurements.tsv", lambda f: f.__setitem__("time", ["-1"] + list(f.time[1:])),
-         "has negative times (measurements.tsv, row 2, column time)"),
-        ("measurements.tsv", lambda f: f.__setitem__("measurement", ["-2"] + list(f.measurement[1:])),
-         "measurements.tsv, row 2, column measurement: -2.0 is not positive, but observable obs_a is on the log10"),
-        ("observables.tsv", lambda f: f.__setitem__("noiseFormula", ["", "noiseParameter1_obs_b"]),
-         "observables.tsv, row 2, column noiseFormula: empty noise formula"),
+        (
+            "measurements.tsv",
+            lambda f: f.drop(columns=["time"], inplace=True),
+            "measurements.tsv: the measurement table has no column time",
+        ),
+        (
+            "measurements.tsv",
+            lambda f: f.__setitem__("observableId", ["obs_c"] + list(f.observableId[1:])),
+            "measurements.tsv, row 2, column observableId: observable 'obs_c' is not in the observable table",
+        ),
+        (
+            "measurements.tsv",
+            lambda f: f.__setitem__("measurement", ["high"] + list(f.measurement[1:])),
+            "measurements.tsv, row 2, column measurement: 'high' is not a number",
+        ),
+        (
+            "observables.tsv",
+            lambda f: f.__setitem__("observableFormula", ["foo * A", "B"]),
+            "observables.tsv, row 2, column observableFormula: unknown symbol 'foo'",
+        ),
+        (
+            "observables.tsv",
+            lambda f: f.__setitem__("noiseDistribution", ["normal", "cauchy"]),
+            "observables.tsv, row 3, column noiseDistribution: 'cauchy' is not supported",
+        ),
+        (
+            "parameters.tsv",
+            lambda f: f.__setitem__("parameterScale", ["ln", "lin", "log", "log10"]),
+            "parameters.tsv, row 2, column parameterScale: 'ln' is not one of lin, log, log10",
+        ),
+        (
+            "conditions.tsv",
+            lambda f: f.__setitem__("A", ["1.0", "A0_missing"]),
+            "conditions.tsv, row 3, column A: 'A0_missing' is neither a number nor a parameter",
+        ),
+        (
+            "measurements.tsv",
+            lambda f: f.__setitem__("observableParameters", ["scale_a;2"] + list(f.observableParameters[1:])),
+            "measurements.tsv, row 2, column observableParameters: 2 values for the 1 placeholders of observable obs_a",
+        ),
+        (
+            "parameters.tsv",
+            lambda f: f.__setitem__("estimate", ["yes", "1", "1", "1"]),
+            "parameters.tsv, row 2, column estimate: expected 0 or 1, got 'yes'",
+        ),
+        (
+            "parameters.tsv",
+            lambda f: f.__setitem__("lowerBound", ["-1", "0.1", "0.01", "0.001"]),
+            "parameters.tsv, row 2, column lowerBound: bounds [-1.0, 100.0] are not an interval on the log10 scale",
+        ),
+        (
+            "parameters.tsv",
+            lambda f: f.__setitem__("objectivePriorType", ["cauchy", "", "", ""]),
+            "parameters.tsv, row 2, column objectivePriorType: prior 'cauchy' is not supported",
+        ),
+        (
+            "conditions.tsv",
+            lambda f: f.__setitem__("C", ["1", "2"]),
+            "conditions.tsv, column C: not a parameter, compartment or species of the model",
+        ),
+        (
+            "measurements.tsv",
+            lambda f: f.__setitem__("time", ["-1"] + list(f.time[1:])),
+            "has negative times (measurements.tsv, row 2, column time)",
+        ),
+        (
+            "measurements.tsv",
+            lambda f: f.__setitem__("measurement", ["-2"] + list(f.measurement[1:])),
+            "measurements.tsv, row 2, column measurement: -2.0 is not positive, but observable obs_a is on the log10",
+        ),
+        (
+            "observables.tsv",
+            lambda f: f.__setitem__("noiseFormula", ["", "noiseParameter1_obs_b"]),
+            "observables.tsv, row 2, column noiseFormula: empty noise formula",
+        ),
     ]
     for i, (table, edit, message) in enumerate(cases):
         path = _edit(_write_problem(tmp_path / f"case{i}"), table, edit)
@@ -328,8 +405,7 @@ def test_the_command_line_loads_checks_and_fits_a_problem(tmp_path, capsys):
     from wendyjax.cli import main
 
     path = _write_problem(tmp_path / "p")
-    assert main(["petab", str(path), "--starts", "3", "--max-steps", "50", "--waterfall",
-                 str(tmp_path / "w.png")]) == 0
+    assert main(["petab", str(path), "--starts", "3", "--max-steps", "50", "--waterfall", str(tmp_path / "w.png")]) == 0
     out = capsys.readouterr().out
     assert "problem: 4 estimated parameters, 2 conditions, 16 measurements" in out
     assert "log-likelihood at the nominal parameters:" in out and "3 starts in" in out
@@ -386,8 +462,9 @@ def test_multistart_shards_its_starts_over_devices(tmp_path):
         "print('ok', len(two.params.sharding.device_set) if hasattr(two.params, 'sharding') else 0)\n"
     )
     env = dict(__import__("os").environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
-    run = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, env=env,
-                         timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, env=env, timeout=600
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split() == ["ok", "2"]
 
@@ -408,15 +485,25 @@ def test_sbml_features_against_their_closed_form(tmp_path):
         s = model.createSpecies()
         s.setId(sid), s.setCompartment("cell"), s.setInitialAmount(amount), s.setHasOnlySubstanceUnits(amounts)
         s.setBoundaryCondition(False), s.setConstant(False)
-    for pid, value, constant in (("k2", 0.25, True), ("Z", 1.0, False), ("g", 0.0, False), ("h", 0.0, False),
-                                 ("total", 0.0, False), ("stim", 0.0, False)):
+    for pid, value, constant in (
+        ("k2", 0.25, True),
+        ("Z", 1.0, False),
+        ("g", 0.0, False),
+        ("h", 0.0, False),
+        ("total", 0.0, False),
+        ("stim", 0.0, False),
+    ):
         q = model.createParameter()
         q.setId(pid), q.setValue(value), q.setConstant(constant)
     fn = model.createFunctionDefinition()
     fn.setId("twice"), fn.setMath(libsbml.parseL3Formula("lambda(a, 2 * a)"))
-    for kind, target, formula in (("assignment", "g", "2 * h"), ("assignment", "h", "k2"), ("rate", "Z", "g"),
-                                  ("assignment", "total", "X + Y + Z"),
-                                  ("assignment", "stim", "piecewise(1, time < 1, 2)")):
+    for kind, target, formula in (
+        ("assignment", "g", "2 * h"),
+        ("assignment", "h", "k2"),
+        ("rate", "Z", "g"),
+        ("assignment", "total", "X + Y + Z"),
+        ("assignment", "stim", "piecewise(1, time < 1, 2)"),
+    ):
         rule = model.createAssignmentRule() if kind == "assignment" else model.createRateRule()
         rule.setVariable(target), rule.setMath(libsbml.parseL3Formula(formula))
     r1 = model.createReaction()
@@ -436,16 +523,36 @@ def test_sbml_features_against_their_closed_form(tmp_path):
     folder.mkdir()
     libsbml.writeSBMLToFile(doc, str(folder / "model.xml"))
     pd.DataFrame({"conditionId": ["c0"]}).to_csv(folder / "conditions.tsv", sep="\t", index=False)
-    pd.DataFrame({"observableId": ["obs_total", "obs_stim"], "observableFormula": ["total", "stim"],
-                  "noiseFormula": ["0.1", "0.1"]}).to_csv(folder / "observables.tsv", sep="\t", index=False)
+    pd.DataFrame(
+        {
+            "observableId": ["obs_total", "obs_stim"],
+            "observableFormula": ["total", "stim"],
+            "noiseFormula": ["0.1", "0.1"],
+        }
+    ).to_csv(folder / "observables.tsv", sep="\t", index=False)
     times = [0.0, 0.5, 1.5, 3.0]
-    pd.DataFrame({"observableId": ["obs_total"] * 4 + ["obs_stim"] * 4, "simulationConditionId": "c0",
-                  "measurement": 1.0, "time": times * 2}).to_csv(folder / "measurements.tsv", sep="\t", index=False)
-    pd.DataFrame({"parameterId": ["k2"], "parameterScale": ["lin"], "lowerBound": [0.0], "upperBound": [1.0],
-                  "nominalValue": [0.25], "estimate": [1]}).to_csv(folder / "parameters.tsv", sep="\t", index=False)
+    pd.DataFrame(
+        {
+            "observableId": ["obs_total"] * 4 + ["obs_stim"] * 4,
+            "simulationConditionId": "c0",
+            "measurement": 1.0,
+            "time": times * 2,
+        }
+    ).to_csv(folder / "measurements.tsv", sep="\t", index=False)
+    pd.DataFrame(
+        {
+            "parameterId": ["k2"],
+            "parameterScale": ["lin"],
+            "lowerBound": [0.0],
+            "upperBound": [1.0],
+            "nominalValue": [0.25],
+            "estimate": [1],
+        }
+    ).to_csv(folder / "parameters.tsv", sep="\t", index=False)
     (folder / "problem.yaml").write_text(
         "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- condition_files: [conditions.tsv]\n"
-        "  measurement_files: [measurements.tsv]\n  observable_files: [observables.tsv]\n  sbml_files: [model.xml]\n")
+        "  measurement_files: [measurements.tsv]\n  observable_files: [observables.tsv]\n  sbml_files: [model.xml]\n"
+    )
     problem = wp.load(folder / "problem.yaml", rtol=1e-12, atol=1e-14)
     assert problem.states == ("X", "Y", "Z")
     for k2 in (0.25, 0.6):
@@ -460,8 +567,10 @@ def test_a_species_without_an_initial_value_is_refused(tmp_path):
     doc = libsbml.readSBMLFromFile(str(path.parent / "model.xml"))
     doc.getModel().getSpecies("B").unsetInitialConcentration()
     libsbml.writeSBMLToFile(doc, str(path.parent / "model.xml"))
-    with pytest.raises(wp.PetabError, match="B has no initial value in the SBML model, and the condition table does "
-                                            "not set one for condition low"):
+    with pytest.raises(
+        wp.PetabError,
+        match="B has no initial value in the SBML model, and the condition table does not set one for condition low",
+    ):
         wp.load(path)
 
 
@@ -471,8 +580,9 @@ def test_output_error_through_the_observables_is_petabs_maximum_likelihood(tmp_p
     def replicate(frame):  # a second measurement of obs_b in condition high at t = 2
         frame.loc[len(frame)] = frame.iloc[13].to_dict() | {"measurement": "1.6"}
 
-    problem = wp.load(_edit(_write_problem(tmp_path / "p", laplace=False), "measurements.tsv", replicate),
-                      rtol=1e-12, atol=1e-14)
+    problem = wp.load(
+        _edit(_write_problem(tmp_path / "p", laplace=False), "measurements.tsv", replicate), rtol=1e-12, atol=1e-14
+    )
     inputs = wp.experiments(problem)
     # sigma_b enters only the noise formula: held at its nominal value; the others are fitted on their scales
     assert inputs.model.param_names == ("log10(k)", "A0_high", "log(scale_a)")
@@ -486,15 +596,22 @@ def test_output_error_through_the_observables_is_petabs_maximum_likelihood(tmp_p
     estimator = wj.OutputError(ode_rtol=1e-12, ode_atol=1e-14)  # PEtab's solves have these tolerances
     setup = estimator.problem(inputs.model, inputs.data, **inputs.options)
     # output error's objective is PEtab's negative log-likelihood less a constant
-    gaps = [float(estimator.objective(setup, jnp.asarray(q))) + float(problem.log_likelihood(inputs.params(q)))
-            for q in (inputs.p0, inputs.p0 + jnp.array([0.1, -0.5, 0.2]))]
+    gaps = [
+        float(estimator.objective(setup, jnp.asarray(q))) + float(problem.log_likelihood(inputs.params(q)))
+        for q in (inputs.p0, inputs.p0 + jnp.array([0.1, -0.5, 0.2]))
+    ]
     assert gaps[0] == pytest.approx(gaps[1], rel=1e-9)
     fit = inputs.fit(estimator)
     assert fit.successful
     # the same maximum as an independent optimiser of PEtab's objective over the same parameters
     free = jax.jit(jax.value_and_grad(lambda q: problem.objective(inputs.params(q))[0]))
-    reference = minimize(lambda q: tuple(np.asarray(v, dtype=float) for v in free(jnp.asarray(q))), inputs.p0,
-                         jac=True, method="L-BFGS-B", options={"ftol": 1e-14, "gtol": 1e-10})
+    reference = minimize(
+        lambda q: tuple(np.asarray(v, dtype=float) for v in free(jnp.asarray(q))),
+        inputs.p0,
+        jac=True,
+        method="L-BFGS-B",
+        options={"ftol": 1e-14, "gtol": 1e-10},
+    )
     np.testing.assert_allclose(fit.params, reference.x, rtol=1e-4, atol=1e-6)
     assert float(problem.objective(inputs.params(fit.params))[0]) <= reference.fun + 1e-8
     with pytest.raises(ValueError, match=r"params: a vector of the model's 3 parameters"):
@@ -517,11 +634,14 @@ def test_the_weak_form_and_the_hybrid_fit_a_problem_whose_states_are_observed(tm
     assert estimates["Hybrid"] == pytest.approx(estimates["OutputError"], abs=1e-6)
 
 
-@pytest.mark.parametrize("edit, message", [
-    (None, "Laplace noise \\(observable obs_b\\)"),
-    ("state_noise", "depends on the states or time \\(observable obs_a\\)"),
-    ("prior", "objective priors \\(parameter k\\)"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (None, "Laplace noise \\(observable obs_b\\)"),
+        ("state_noise", "depends on the states or time \\(observable obs_a\\)"),
+        ("prior", "objective priors \\(parameter k\\)"),
+    ],
+)
 def test_what_the_estimators_cannot_represent_is_refused(tmp_path, edit, message):
     path = _write_problem(tmp_path / "p", laplace=edit is None, prior=edit == "prior")
     if edit == "state_noise":
@@ -534,8 +654,11 @@ def test_what_the_estimators_cannot_represent_is_refused(tmp_path, edit, message
 
 
 def test_a_noise_level_that_is_not_positive_is_refused(tmp_path):
-    path = _edit(_write_problem(tmp_path / "p", laplace=False), "parameters.tsv",
-                 lambda f: f.__setitem__("parameterScale", ["log10", "lin", "log", "lin"]))
+    path = _edit(
+        _write_problem(tmp_path / "p", laplace=False),
+        "parameters.tsv",
+        lambda f: f.__setitem__("parameterScale", ["log10", "lin", "log", "lin"]),
+    )
     problem = wp.load(path)
     with pytest.raises(wp.PetabError, match="a noise level must be positive"):
         wp.experiments(problem, problem.nominal.at[3].set(-0.1))

@@ -55,16 +55,29 @@ def test_fit_plot_leaves_out_missing_entries_and_takes_integral_matching_fits():
     # A library "fit" holding the true coefficients: the plot only needs its simulate().
     theta = np.asarray(lib.coefficients(bench.model, bench.p_true))
     fit = wj.IntegralMatchingFit(
-        model=lib, params=theta, covariance=None, covariance_method=None, p0=np.zeros_like(theta), num_steps=0,
-        status=wj.RESULTS.successful, method="integral_matching", objective=0.0, noise=None, seconds=0.0,
-        solver="least squares", history=np.zeros(0), rhs=lib.rhs)
+        model=lib,
+        params=theta,
+        covariance=None,
+        covariance_method=None,
+        p0=np.zeros_like(theta),
+        num_steps=0,
+        status=wj.RESULTS.successful,
+        method="integral_matching",
+        objective=0.0,
+        noise=None,
+        seconds=0.0,
+        solver="least squares",
+        history=np.zeros(0),
+        rhs=lib.rhs,
+    )
     _, axes = wj.plot.fit(fit, gappy, bench.u0)
     assert len(axes[1].get_lines()[0].get_xdata()) == data.n_samples - 35
     assert len(axes[0].get_lines()[0].get_xdata()) == data.n_samples
     line = axes[0].get_lines()[1]
     clean = np.asarray(bench.simulate(None, 0.0, subsample=4).u)
-    assert np.allclose(np.interp(np.asarray(data.t), line.get_xdata(), line.get_ydata()), clean[:, 0],
-                       atol=1e-2 * np.ptp(clean))  # linear interpolation of the line
+    assert np.allclose(
+        np.interp(np.asarray(data.t), line.get_xdata(), line.get_ydata()), clean[:, 0], atol=1e-2 * np.ptp(clean)
+    )  # linear interpolation of the line
     with pytest.raises(ValueError, match="first sample"):
         wj.plot.fit(fit, wj.Trajectory(data.t, data.u, np.r_[[[False, True]], mask[1:]]))
     with pytest.raises(ValueError, match="u0 must have shape"):
@@ -76,11 +89,11 @@ def test_forest_has_one_interval_per_fit_and_parameter(logistic):
     fig, axes = wj.plot.forest([mle, wls], truth=bench.p_true, level=0.9)
     assert len(axes) == bench.model.n_params
     for j, ax in enumerate(axes):
-        assert len(ax.containers) == 2                      # one errorbar per fit
+        assert len(ax.containers) == 2  # one errorbar per fit
         assert [t.get_text() for t in ax.get_yticklabels()] == ["mle", "wls"]
         x = ax.containers[0].lines[0].get_xdata()[0]
         assert x == pytest.approx(mle.params[j])
-        assert ax.get_lines()[-1].get_xdata()[0] == pytest.approx(bench.p_true[j])   # the truth line
+        assert ax.get_lines()[-1].get_xdata()[0] == pytest.approx(bench.p_true[j])  # the truth line
     with pytest.raises(ValueError, match="truth must have shape"):
         wj.plot.forest(mle, truth=[1.0])
     with pytest.raises(ValueError, match="labels"):
@@ -97,14 +110,32 @@ def _synthetic_study(rng, noise=(0.02, 0.1), ms=(256, 128), n_runs=5):
         for m in ms:
             cells.append(wj.studies.Cell(p_true, np.array([0.01]), nr, 1024 // m))
             params = p_true * (1 + nr * rng.standard_normal((n_runs, 2)))
-            runs.append(wj.studies.CellRuns(
-                m, params, params, np.tile(np.diag([nr**2, nr**2]), (n_runs, 1, 1)),
-                np.array(["successful"] * n_runs), np.ones(n_runs, int), np.zeros(n_runs), np.zeros(n_runs),
-                np.ones(n_runs, bool), np.full(n_runs, 10), np.full(n_runs, 0.5)))
-    settings = {"kind": "monte_carlo", "level": 0.95, "estimator": "test", "n_runs": n_runs, "seed": [0],
-                "covariance": "sandwich"}
-    return wj.studies.Study("logistic", ("p1", "p2"), tuple(cells), tuple(runs), settings,
-                            tuple(np.full(n_runs, np.nan) for _ in cells))
+            runs.append(
+                wj.studies.CellRuns(
+                    m,
+                    params,
+                    params,
+                    np.tile(np.diag([nr**2, nr**2]), (n_runs, 1, 1)),
+                    np.array(["successful"] * n_runs),
+                    np.ones(n_runs, int),
+                    np.zeros(n_runs),
+                    np.zeros(n_runs),
+                    np.ones(n_runs, bool),
+                    np.full(n_runs, 10),
+                    np.full(n_runs, 0.5),
+                )
+            )
+    settings = {
+        "kind": "monte_carlo",
+        "level": 0.95,
+        "estimator": "test",
+        "n_runs": n_runs,
+        "seed": [0],
+        "covariance": "sandwich",
+    }
+    return wj.studies.Study(
+        "logistic", ("p1", "p2"), tuple(cells), tuple(runs), settings, tuple(np.full(n_runs, np.nan) for _ in cells)
+    )
 
 
 def test_study_plot_one_line_per_parameter_and_m(rng):
@@ -114,12 +145,12 @@ def test_study_plot_one_line_per_parameter_and_m(rng):
     rows = study.rows()
     for ax, metric in zip(axes, ["rel_sq_bias", "rel_variance", "rel_mse", "coverage_2se"]):
         data_lines = [ln for ln in ax.get_lines() if ln.get_marker() == "o"]
-        assert len(data_lines) == 2 * 2                      # parameters × M
+        assert len(data_lines) == 2 * 2  # parameters × M
         assert list(data_lines[0].get_xdata()) == [0.02, 0.1]
         want = [r[metric] for r in rows if r["param"] == "p1" and r["M"] == 128]  # M ascending
         assert np.allclose(data_lines[0].get_ydata(), want)
     assert axes[0].get_yscale() == "log"
-    assert len(axes[3].get_lines()) == 4 + 1                 # and the nominal 2-se coverage line
+    assert len(axes[3].get_lines()) == 4 + 1  # and the nominal 2-se coverage line
     with pytest.raises(ValueError, match="unknown metric"):
         wj.plot.study(study, metrics=["bias"])
     with pytest.raises(TypeError, match="Study"):
@@ -160,8 +191,9 @@ def test_likelihood_contours_are_lowest_near_the_estimate(logistic):
 
 
 def test_loss_curves():
-    fig, ax = wj.plot.loss_curves({"a": ([0, 1, 2], [3.0, 2.0, 1.0]), "b": ([0, 2], [3.0, 0.5])},
-                                  xlabel="evaluations", logx=True)
+    fig, ax = wj.plot.loss_curves(
+        {"a": ([0, 1, 2], [3.0, 2.0, 1.0]), "b": ([0, 2], [3.0, 0.5])}, xlabel="evaluations", logx=True
+    )
     assert [ln.get_label() for ln in ax.get_lines()] == ["a", "b"]
     assert ax.get_xlabel() == "evaluations" and ax.get_xscale() == "log"
     with pytest.raises(ValueError, match="equal length"):
@@ -180,8 +212,11 @@ def test_plot_bad_input_is_named(logistic):
         (ValueError, "need 1 axes", lambda: wj.plot.fit(mle, data, axes=plt.subplots(2)[1])),
         (ValueError, "same parameters", lambda: wj.plot.forest([mle, lv_fit])),
         (TypeError, "TestFunctions or a WENDyFit", lambda: wj.plot.test_functions(data)),
-        (ValueError, "columns", lambda: wj.plot.test_functions(wj.weak.build_test_functions(data.t, data.u),
-                                                                 np.asarray(data.t)[:-1])),
+        (
+            ValueError,
+            "columns",
+            lambda: wj.plot.test_functions(wj.weak.build_test_functions(data.t, data.u), np.asarray(data.t)[:-1]),
+        ),
         (TypeError, "RadiusSelection", lambda: wj.plot.radius(data)),
         (TypeError, "WeakLikelihood or WENDyFit", lambda: wj.plot.likelihood(data)),
         (ValueError, "centre: give", lambda: wj.plot.likelihood(mle.likelihood)),

@@ -22,8 +22,9 @@ def _logistic_k10(u, p, t):  # the same model with K = 10 written in by hand
 
 FULL = wj.ODEModel(_logistic, ["N"], ["r", "K"], bounds=([0.0, 1.0], [5.0, 50.0]), name="logistic")
 BY_HAND = wj.ODEModel(_logistic_k10, ["N"], ["r"], bounds=([0.0], [5.0]), name="logistic")
-LOGISTIC_DATA = wj.simulate(FULL, [0.8, 10.0], [0.5], np.linspace(0.0, 20.0, 201), wj.AdditiveGaussian(0.05),
-                            jax.random.key(1))
+LOGISTIC_DATA = wj.simulate(
+    FULL, [0.8, 10.0], [0.5], np.linspace(0.0, 20.0, 201), wj.AdditiveGaussian(0.05), jax.random.key(1)
+)
 
 
 def test_a_held_model_is_the_model_without_those_parameters():
@@ -40,9 +41,16 @@ def test_a_held_model_is_the_model_without_those_parameters():
     assert twice.rhs == lv.fix(p2=1.0, p4=2.0).rhs
 
 
-@pytest.mark.parametrize("estimator", [wj.MLE(), wj.WLS(), pytest.param(wj.OutputError(), marks=pytest.mark.slow),
-                                       pytest.param(wj.Hybrid(), marks=pytest.mark.slow)],
-                         ids=["mle", "wls", "output_error", "hybrid"])
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        wj.MLE(),
+        wj.WLS(),
+        pytest.param(wj.OutputError(), marks=pytest.mark.slow),
+        pytest.param(wj.Hybrid(), marks=pytest.mark.slow),
+    ],
+    ids=["mle", "wls", "output_error", "hybrid"],
+)
 def test_fixed_parameters_give_the_fit_of_the_model_written_without_them(estimator):
     options = {"u0": [0.5]} if isinstance(estimator, (wj.OutputError, wj.Hybrid)) else {}
     held = estimator.fit(FULL, LOGISTIC_DATA, p0=[1.0, 10.0], fixed={"K": 10.0}, **options)
@@ -58,8 +66,7 @@ def test_a_mask_holds_parameters_at_their_start_and_bounds_may_be_given_in_full(
     bench = zoo("lotka_volterra")
     data = bench.simulate(jax.random.key(0), 0.05, subsample=4)
     start = np.array([3.0, 1.0, 6.0, 1.0])
-    fit = wj.MLE().fit(bench.model, data, start, fixed=[False, True, True, False],
-                       bounds=([0.0] * 4, [20.0] * 4))
+    fit = wj.MLE().fit(bench.model, data, start, fixed=[False, True, True, False], bounds=([0.0] * 4, [20.0] * 4))
     rhs = lambda u, p, t: jnp.stack([p[0] * u[0] - u[0] * u[1], -6.0 * u[1] + p[1] * u[0] * u[1]])  # noqa: E731
     hand = wj.MLE().fit(wj.ODEModel(rhs, ["x", "y"], ["p1", "p4"]), data, [3.0, 1.0], bounds=([0.0] * 2, [20.0] * 2))
     assert fit.model.param_names == ("p1", "p4") and fit.model.fixed == {"p2": 1.0, "p3": 6.0}
@@ -76,21 +83,41 @@ def test_bootstraps_and_profiles_hold_what_the_fit_held():
     assert list(prof) == ["r"] and prof["r"].interval[0] < fit.params[0] < prof["r"].interval[1]
 
 
-@pytest.mark.parametrize("call, error, match", [
-    (lambda: FULL.fix(k=10.0), ValueError, r"fix: model 'logistic' has no parameter\(s\) 'k'; its parameters are r, K"),
-    (lambda: FULL.fix(), ValueError, "fix needs at least one parameter to hold"),
-    (lambda: FULL.fix(r=1.0, K=10.0), ValueError, "fix would hold every parameter of model 'logistic'"),
-    (lambda: FULL.fix(K=float("nan")), ValueError, "fix: held values must be finite, got K = nan"),
-    (lambda: wj.MLE().fit(FULL, LOGISTIC_DATA, fixed=[False, True]), ValueError,
-     "fixed as a mask holds parameters at their p0: pass p0 with all 2 parameters"),
-    (lambda: wj.MLE().fit(FULL, LOGISTIC_DATA, [1.0, 10.0], fixed=[0, 1]), ValueError,
-     r"fixed must be a dict \{name: value\} or a boolean mask of shape \(2,\)"),
-    (lambda: wj.MLE().fit(FULL, LOGISTIC_DATA, [1.0, 10.0, 3.0], fixed={"K": 10.0}), ValueError,
-     r"p0 must have shape \(1,\) for model 'logistic' \(parameters r\)"),
-    (lambda: wj.IntegralMatching().fit(wj.neural.MLPField(1, 4, key=jax.random.key(0)), LOGISTIC_DATA,
-                                       fixed={"K": 1.0}),
-     TypeError, "fixed holds parameters of an ODEModel; MLPField has no named parameter vector"),
-])
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (
+            lambda: FULL.fix(k=10.0),
+            ValueError,
+            r"fix: model 'logistic' has no parameter\(s\) 'k'; its parameters are r, K",
+        ),
+        (lambda: FULL.fix(), ValueError, "fix needs at least one parameter to hold"),
+        (lambda: FULL.fix(r=1.0, K=10.0), ValueError, "fix would hold every parameter of model 'logistic'"),
+        (lambda: FULL.fix(K=float("nan")), ValueError, "fix: held values must be finite, got K = nan"),
+        (
+            lambda: wj.MLE().fit(FULL, LOGISTIC_DATA, fixed=[False, True]),
+            ValueError,
+            "fixed as a mask holds parameters at their p0: pass p0 with all 2 parameters",
+        ),
+        (
+            lambda: wj.MLE().fit(FULL, LOGISTIC_DATA, [1.0, 10.0], fixed=[0, 1]),
+            ValueError,
+            r"fixed must be a dict \{name: value\} or a boolean mask of shape \(2,\)",
+        ),
+        (
+            lambda: wj.MLE().fit(FULL, LOGISTIC_DATA, [1.0, 10.0, 3.0], fixed={"K": 10.0}),
+            ValueError,
+            r"p0 must have shape \(1,\) for model 'logistic' \(parameters r\)",
+        ),
+        (
+            lambda: wj.IntegralMatching().fit(
+                wj.neural.MLPField(1, 4, key=jax.random.key(0)), LOGISTIC_DATA, fixed={"K": 1.0}
+            ),
+            TypeError,
+            "fixed holds parameters of an ODEModel; MLPField has no named parameter vector",
+        ),
+    ],
+)
 def test_bad_fixed_parameters_are_refused_before_work(call, error, match):
     with pytest.raises(error, match=match):
         call()
@@ -126,8 +153,9 @@ def test_a_bootstrap_of_partly_observed_data_says_which_states_are_not_observed(
 
 
 N_BOYS = wj.datasets.BOARDING_SCHOOL_N
-SIR_I0 = wj.ODEModel(_sir, ["S", "I", "R"], ["beta", "gamma", "I0"], bounds=([0.1, 0.05, 0.5], [5.0, 2.0, 20.0]),
-                     name="flu")
+SIR_I0 = wj.ODEModel(
+    _sir, ["S", "I", "R"], ["beta", "gamma", "I0"], bounds=([0.1, 0.05, 0.5], [5.0, 2.0, 20.0]), name="flu"
+)
 
 
 def _tied(p):  # S0 = N - I0, I0 a parameter, R0 = 0
@@ -142,8 +170,9 @@ def test_initial_states_tied_to_a_parameter_are_fitted_through_it():
     fit = wj.OutputError().fit(SIR_I0, data, [1.5, 0.5, 3.0], u0=_tied, weighted=False)
     assert fit.successful and 0.5 < fit.params[2] < 20.0
     np.testing.assert_allclose(fit.u0[0], _tied(fit.params), rtol=1e-12)
-    held = wj.OutputError(fit_u0=False).fit(SIR_I0, data, fit.params, u0=fit.u0[0], weighted=False,
-                                            fixed={"I0": float(fit.params[2])})
+    held = wj.OutputError(fit_u0=False).fit(
+        SIR_I0, data, fit.params, u0=fit.u0[0], weighted=False, fixed={"I0": float(fit.params[2])}
+    )
     np.testing.assert_allclose(held.params, fit.params[:2], rtol=1e-5)
     assert "u0(p̂) = (" in fit.table()
     # the Gauss–Newton covariance counts the three parameters as the only unknowns
@@ -154,8 +183,9 @@ def test_initial_states_tied_to_a_parameter_are_fitted_through_it():
 def test_the_recommended_interval_reuses_tied_initial_states_and_takes_options():
     data = wj.datasets.boarding_school()
     fit = wj.OutputError().fit(SIR_I0, data, [1.5, 0.5, 3.0], u0=_tied, weighted=False)
-    method = wj.studies.BootstrapOrProfile(wj.studies.BootstrapIntervals(30, kind="normal"),
-                                           wj.studies.ProfileIntervals(9))
+    method = wj.studies.BootstrapOrProfile(
+        wj.studies.BootstrapIntervals(30, kind="normal"), wj.studies.ProfileIntervals(9)
+    )
     lo, hi = method(wj.OutputError(), fit, data, weighted=False)  # repeating a fit's option is allowed
     assert np.all(lo < fit.params) and np.all(fit.params < hi) and np.all(lo >= SIR_I0.bounds[0])
     with pytest.raises(ValueError, match=r"got weighted=True but the fit was made with weighted=False"):
@@ -200,19 +230,25 @@ def test_a_derived_quantity_of_an_undetermined_parameter_has_no_standard_error()
 def test_a_fit_without_a_covariance_points_derived_quantities_to_the_bootstrap():
     fit = wj.IntegralMatching(order=10, length=4.0).fit(FULL, LOGISTIC_DATA, [1.0, 10.0], key=0)
     assert fit.covariance is None
-    with pytest.raises(ValueError, match=r"has no covariance, so the delta method has nothing to propagate; derive "
-                                         r"from a bootstrap instead"):
+    with pytest.raises(
+        ValueError,
+        match=r"has no covariance, so the delta method has nothing to propagate; derive "
+        r"from a bootstrap instead",
+    ):
         fit.derived(lambda p: p[0] / p[1])
     with pytest.raises(TypeError, match="model must be an ODEModel, got MLPField"):
         wj.Experiments(wj.neural.MLPField(1, 4, key=jax.random.key(0)), [LOGISTIC_DATA, LOGISTIC_DATA])
 
 
-@pytest.mark.parametrize("fn, names, match", [
-    (lambda p: jnp.outer(p, p), None, r"fn\(p\) must return a number or a vector, got shape \(3, 3\)"),
-    (lambda p: p[0] / 0.0, None, r"fn\(p\) is not finite at the estimate"),
-    (lambda p: p["beta"], None, r"fn\(p\) failed on the 3 parameters p \(a vector in the model's order\)"),
-    (lambda p: p[:2], ["R0"], r"names: fn returns 2 value\(s\), got 1 name\(s\)"),
-])
+@pytest.mark.parametrize(
+    "fn, names, match",
+    [
+        (lambda p: jnp.outer(p, p), None, r"fn\(p\) must return a number or a vector, got shape \(3, 3\)"),
+        (lambda p: p[0] / 0.0, None, r"fn\(p\) is not finite at the estimate"),
+        (lambda p: p["beta"], None, r"fn\(p\) failed on the 3 parameters p \(a vector in the model's order\)"),
+        (lambda p: p[:2], ["R0"], r"names: fn returns 2 value\(s\), got 1 name\(s\)"),
+    ],
+)
 def test_bad_derived_quantities_are_refused(fn, names, match):
     fit = wj.OutputError().fit(SIR_I0, wj.datasets.boarding_school(), [1.5, 0.5, 3.0], u0=_tied, weighted=False)
     with pytest.raises(ValueError, match=match):
@@ -221,14 +257,17 @@ def test_bad_derived_quantities_are_refused(fn, names, match):
 
 # --- several experiments: shared and per-trajectory parameters ----------------------------------
 
+
 def _two_logistics(u, p, t):  # by hand: r shared, K per experiment
     return jnp.stack([p[0] * u[0] * (1 - u[0] / p[1]), p[0] * u[1] * (1 - u[1] / p[2])])
 
 
 def _experiment_data(grids):
     truths = [(0.8, 10.0), (0.8, 6.0)]
-    return [wj.simulate(FULL, p, [0.5], g, wj.AdditiveGaussian(0.05), jax.random.key(i))
-            for i, (p, g) in enumerate(zip(truths, grids))]
+    return [
+        wj.simulate(FULL, p, [0.5], g, wj.AdditiveGaussian(0.05), jax.random.key(i))
+        for i, (p, g) in enumerate(zip(truths, grids))
+    ]
 
 
 @pytest.mark.slow  # over 7 s: the quick loop stays under 5 minutes
@@ -244,8 +283,9 @@ def test_per_trajectory_parameters_give_the_fit_of_the_model_written_for_both():
         hand = est.fit(by_hand, side, [1.0, 8.0, 8.0], **options)
         np.testing.assert_allclose(fit.params, hand.params, rtol=1e-9)
         np.testing.assert_allclose(fit.stderr, hand.stderr, rtol=1e-7)
-    np.testing.assert_allclose(both.params(fit.params), [[fit.params[0], fit.params[1]],
-                                                         [fit.params[0], fit.params[2]]])
+    np.testing.assert_allclose(
+        both.params(fit.params), [[fit.params[0], fit.params[1]], [fit.params[0], fit.params[2]]]
+    )
     boot = wj.studies.bootstrap(wj.OutputError(), fit, both.data, 6, key=0, progress=False)
     assert boot.draws.shape == (6, 3) and boot.n_failed == 0
 
@@ -265,19 +305,28 @@ def test_experiments_on_their_own_grids_with_conditions_and_tied_initial_states(
     np.testing.assert_allclose(exp.params(fit.params)[:, 1], [10.0, 6.0])
 
 
-@pytest.mark.parametrize("make, match", [
-    (lambda d: wj.Experiments(FULL, d[:1]), "needs at least two trajectories"),
-    (lambda d: wj.Experiments(FULL, d, per_trajectory=["k"]), r"per_trajectory: model 'logistic' has no parameter"),
-    (lambda d: wj.Experiments(FULL, d, conditions=[{"K": 1.0}]), r"conditions: one mapping per trajectory \(2\)"),
-    (lambda d: wj.Experiments(FULL, d, conditions=[{"K": 1.0}, {}]), "K must be given for every trajectory"),
-    (lambda d: wj.Experiments(FULL, d, per_trajectory=["K"], conditions=[{"K": 1.0}, {"K": 2.0}]),
-     "K cannot be both held by conditions and fitted per trajectory"),
-    (lambda d: wj.Experiments(FULL, [d[0], wj.Trajectory(d[1].t + 1.0, d[1].u)]),
-     r"the experiments start at different times \[0.0, 1.0\]"),
-    (lambda d: wj.Experiments(FULL, d).initial(np.ones((3, 1))), r"u0: one row of 1 initial states per experiment"),
-    (lambda d: wj.Experiments(FULL, [d[0], wj.Trajectory(np.r_[d[1].t[:1], d[1].t], np.r_[d[1].u[:1], d[1].u])]),
-     r"Experiments \(the trajectories side by side on one grid\) needs distinct sample times, but trajectory 1"),
-])
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda d: wj.Experiments(FULL, d[:1]), "needs at least two trajectories"),
+        (lambda d: wj.Experiments(FULL, d, per_trajectory=["k"]), r"per_trajectory: model 'logistic' has no parameter"),
+        (lambda d: wj.Experiments(FULL, d, conditions=[{"K": 1.0}]), r"conditions: one mapping per trajectory \(2\)"),
+        (lambda d: wj.Experiments(FULL, d, conditions=[{"K": 1.0}, {}]), "K must be given for every trajectory"),
+        (
+            lambda d: wj.Experiments(FULL, d, per_trajectory=["K"], conditions=[{"K": 1.0}, {"K": 2.0}]),
+            "K cannot be both held by conditions and fitted per trajectory",
+        ),
+        (
+            lambda d: wj.Experiments(FULL, [d[0], wj.Trajectory(d[1].t + 1.0, d[1].u)]),
+            r"the experiments start at different times \[0.0, 1.0\]",
+        ),
+        (lambda d: wj.Experiments(FULL, d).initial(np.ones((3, 1))), r"u0: one row of 1 initial states per experiment"),
+        (
+            lambda d: wj.Experiments(FULL, [d[0], wj.Trajectory(np.r_[d[1].t[:1], d[1].t], np.r_[d[1].u[:1], d[1].u])]),
+            r"Experiments \(the trajectories side by side on one grid\) needs distinct sample times, but trajectory 1",
+        ),
+    ],
+)
 def test_bad_experiments_are_refused(make, match):
     grid = np.linspace(0.0, 20.0, 41)
     with pytest.raises(ValueError, match=match):
@@ -288,9 +337,15 @@ def test_bad_experiments_are_refused(make, match):
 def test_a_study_of_a_held_benchmark_is_the_study_of_the_model_written_without_them():
     bench = zoo("logistic")  # u' = p1 u + p2 u², p* = (1, -1)
     held = bench.fix(p2=-1.0)
-    hand = wj.models.Benchmark(wj.ODEModel(lambda u, p, t: p[0] * u - u**2, ["u"], ["p1"], bounds=([0.0], [10.0]),
-                                           name="logistic"),
-                               bench.p_true[:1], bench.u0, bench.t, bench.noise, bench.solver, "by hand")
+    hand = wj.models.Benchmark(
+        wj.ODEModel(lambda u, p, t: p[0] * u - u**2, ["u"], ["p1"], bounds=([0.0], [10.0]), name="logistic"),
+        bench.p_true[:1],
+        bench.u0,
+        bench.t,
+        bench.noise,
+        bench.solver,
+        "by hand",
+    )
     assert held.model.param_names == ("p1",) and held.model.fixed == {"p2": -1.0}
     kwargs = dict(noise_levels=0.05, subsamples=16, n_runs=6, key=0, progress=False, batch_size=6)
     a = wj.studies.monte_carlo(held, "mle", **kwargs)

@@ -91,20 +91,32 @@ def test_bad_input_is_refused_before_any_work(mle_fit):
     cases = [
         (lambda: wj.studies.profile(wj.MLE(), failed, DATA), ValueError, "the fit did not succeed"),
         (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, "k"), ValueError, r"unknown parameter\(s\) \['k'\]"),
-        (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, grid={"p1": [0.5, 20.0]}), ValueError,
-         "grid\\['p1'\\] leaves the box"),
+        (
+            lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, grid={"p1": [0.5, 20.0]}),
+            ValueError,
+            "grid\\['p1'\\] leaves the box",
+        ),
         (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, grid={"p1": [1.0]}), ValueError, "at least two"),
         (lambda: wj.studies.profile(wj.IntegralMatching(), mle_fit, DATA), TypeError, "profiles are for"),
         (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, level=1.5), ValueError, "level must lie"),
         (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, level="0.9"), ValueError, "level must be a number"),
         (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, width=-1.0), ValueError, "width must be"),
         (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, 0), TypeError, "params must be a parameter name"),
-        (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, grid={"p9": [0.5, 1.5]}), ValueError,
-         "grid must be a dict from the profiled parameters"),
-        (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, grid={"p1": [0.5, 0.6, 0.7]}), ValueError,
-         "has no value above the estimate"),
-        (lambda: wj.studies.profile(wj.OutputError(), mle_fit, DATA), ValueError, "the fit was made by WENDy-MLE but "
-         "the estimator is OutputError"),
+        (
+            lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, grid={"p9": [0.5, 1.5]}),
+            ValueError,
+            "grid must be a dict from the profiled parameters",
+        ),
+        (
+            lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, grid={"p1": [0.5, 0.6, 0.7]}),
+            ValueError,
+            "has no value above the estimate",
+        ),
+        (
+            lambda: wj.studies.profile(wj.OutputError(), mle_fit, DATA),
+            ValueError,
+            "the fit was made by WENDy-MLE but the estimator is OutputError",
+        ),
     ]
     for make, error, match in cases:
         clock = time.perf_counter()

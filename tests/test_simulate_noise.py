@@ -67,8 +67,11 @@ def test_an_integer_seed_is_the_key_it_names():
     a, c = b.simulate(3, 0.05, subsample=8), b.simulate(jax.random.key(3), 0.05, subsample=8)
     np.testing.assert_array_equal(np.asarray(a.u), np.asarray(c.u))
     # NumPy and 0-d JAX integers, 0-d noise ratios and NumPy raw keys work as well
-    for seed, ratio in ((np.int64(3), np.array(0.05)), (jnp.asarray(3), jnp.asarray(0.05)),
-                        (np.asarray(jax.random.PRNGKey(3)), 0.05)):
+    for seed, ratio in (
+        (np.int64(3), np.array(0.05)),
+        (jnp.asarray(3), jnp.asarray(0.05)),
+        (np.asarray(jax.random.PRNGKey(3)), 0.05),
+    ):
         np.testing.assert_array_equal(np.asarray(b.simulate(seed, ratio, subsample=np.int64(8)).u), np.asarray(a.u))
     assert not np.array_equal(np.asarray(a.u), np.asarray(b.simulate(4, 0.05, subsample=8).u))
 

@@ -54,18 +54,24 @@ def test_metrics_against_hand_computed_values():
     assert np.allclose(relative_coefficient_error(p_hat, np.zeros(2)), np.linalg.norm(p_hat, axis=1))
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda p, t: relative_mse(p[0], t), r"p_hat must have shape \(runs, parameters\), got shape \(2,\)"),
-    (lambda p, t: relative_squared_bias(p, t[:1]), r"p_true must have shape \(2,\) .* got shape \(1,\)"),
-    (lambda p, t: relative_coefficient_error(p, 1.0), r"p_true must have shape \(2,\) .* got shape \(\)"),
-    (lambda p, t: coverage(p, t, np.ones((2, 2))), r"stderr must have shape \(3, 2\) or \(2,\) .* got shape \(2, 2\)"),
-    (lambda p, t: on_bound(p, np.zeros(3), np.inf), r"lower must have shape \(2,\) or \(\) .* got shape \(3,\)"),
-    # a z or standard errors no interval has: coverage 0 looked like a result
-    (lambda p, t: coverage(p, t, np.ones(2), z=-2.0), "z must be a positive finite number of standard errors"),
-    (lambda p, t: coverage(p, t, np.ones(2), z=float("nan")), "z must be a positive finite number"),
-    (lambda p, t: coverage(p, t, -np.ones(2)), "stderr must be non-negative"),
-    (lambda p, t: on_bound(p, 0.0, np.ones((2, 1))), r"upper must have shape .* got shape \(2, 1\)"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda p, t: relative_mse(p[0], t), r"p_hat must have shape \(runs, parameters\), got shape \(2,\)"),
+        (lambda p, t: relative_squared_bias(p, t[:1]), r"p_true must have shape \(2,\) .* got shape \(1,\)"),
+        (lambda p, t: relative_coefficient_error(p, 1.0), r"p_true must have shape \(2,\) .* got shape \(\)"),
+        (
+            lambda p, t: coverage(p, t, np.ones((2, 2))),
+            r"stderr must have shape \(3, 2\) or \(2,\) .* got shape \(2, 2\)",
+        ),
+        (lambda p, t: on_bound(p, np.zeros(3), np.inf), r"lower must have shape \(2,\) or \(\) .* got shape \(3,\)"),
+        # a z or standard errors no interval has: coverage 0 looked like a result
+        (lambda p, t: coverage(p, t, np.ones(2), z=-2.0), "z must be a positive finite number of standard errors"),
+        (lambda p, t: coverage(p, t, np.ones(2), z=float("nan")), "z must be a positive finite number"),
+        (lambda p, t: coverage(p, t, -np.ones(2)), "stderr must be non-negative"),
+        (lambda p, t: on_bound(p, 0.0, np.ones((2, 1))), r"upper must have shape .* got shape \(2, 1\)"),
+    ],
+)
 def test_metrics_refuse_mismatched_shapes(call, message):
     p_hat = np.array([[2.2, -1.0], [1.8, -0.5], [2.3, -1.5]])
     with pytest.raises(ValueError, match=message):
@@ -82,8 +88,19 @@ def test_a_failed_forward_solve_is_a_failed_run():
     cov[1, 0, 0] = np.inf
     forward_ok = np.array([True, True, False, True])
     status = np.array(["successful", "successful", "successful", "forward_failed"])
-    runs = wj.studies.CellRuns(256, params, params, cov, status, np.ones(n, int), np.zeros(n), np.zeros(n),
-                               forward_ok, np.full(n, 10), np.full(n, 0.5))
+    runs = wj.studies.CellRuns(
+        256,
+        params,
+        params,
+        cov,
+        status,
+        np.ones(n, int),
+        np.zeros(n),
+        np.zeros(n),
+        forward_ok,
+        np.full(n, 10),
+        np.full(n, 0.5),
+    )
     assert list(_failed(runs)) == [False, True, True, True]
 
 
@@ -92,12 +109,28 @@ def test_estimates_on_the_box_are_counted_and_flagged():
     # p2's upper bound, run 2 on both lower bounds, run 3 failed (on the box too: not counted)
     params = np.array([[1.0, -1.0], [1.2, 0.0], [0.0, -2.0], [0.0, -2.0]])
     n = len(params)
-    runs = wj.studies.CellRuns(256, params, params, np.tile(0.01 * np.eye(2), (n, 1, 1)),
-                               np.array(["successful"] * n), np.ones(n, int), np.zeros(n), np.zeros(n),
-                               np.array([True, True, True, False]), np.full(n, 10), np.full(n, 0.5))
+    runs = wj.studies.CellRuns(
+        256,
+        params,
+        params,
+        np.tile(0.01 * np.eye(2), (n, 1, 1)),
+        np.array(["successful"] * n),
+        np.ones(n, int),
+        np.zeros(n),
+        np.zeros(n),
+        np.array([True, True, True, False]),
+        np.full(n, 10),
+        np.full(n, 0.5),
+    )
     cell = wj.studies.Cell(np.array([1.0, -1.0]), np.array([0.5]), 0.05, 1)
-    settings = {"level": 0.95, "bounds": [[0.0, -2.0], [2.0, 0.0]], "estimator": "MLE()", "n_runs": n,
-                "seed": [0], "covariance": "hessian"}
+    settings = {
+        "level": 0.95,
+        "bounds": [[0.0, -2.0], [2.0, 0.0]],
+        "estimator": "MLE()",
+        "n_runs": n,
+        "seed": [0],
+        "covariance": "hessian",
+    }
     study = wj.studies.Study("toy", ("p1", "p2"), (cell,), (runs,), settings, (np.zeros(n),))
     rows = study.rows()
     assert [r["at_bound"] for r in rows] == [1 / 3, 2 / 3]
@@ -105,8 +138,9 @@ def test_estimates_on_the_box_are_counted_and_flagged():
     assert "2 run(s) that did not fail ended with an estimate on the parameter box's bounds" in study.table()
     assert "solver status other than successful" not in study.table()
     # a run that stopped at its step limit but simulates counts in the metrics: the table says so
-    stopped = dataclasses.replace(runs, status=np.array(["successful", "max_steps_reached", "successful",
-                                                         "max_steps_reached"]))
+    stopped = dataclasses.replace(
+        runs, status=np.array(["successful", "max_steps_reached", "successful", "max_steps_reached"])
+    )
     table = dataclasses.replace(study, runs=(stopped,)).table()
     assert "1 run(s) that did not fail stopped with a solver status other than successful (max_steps_reached)" in table
     del settings["bounds"]  # a study built without a recorded box has nothing on it
@@ -122,12 +156,30 @@ def test_failed_runs_take_their_starts_errors_and_survive_a_round_trip(tmp_path)
     p0 = np.array([[2.0, -1.0], [2.0, -1.0], [1.0, -3.0], [1.0, 2.0]])
     cov = np.tile(0.01 * np.eye(2), (4, 1, 1))
     cov[3, 1, 1] = np.inf
-    runs = wj.studies.CellRuns(256, params, p0, cov, np.array(["successful"] * 4), np.array([3, 4, 5, 6]),
-                               np.zeros(4), np.array([0.01, 0.03, np.nan, 0.02]),
-                               np.array([True, True, False, True]), np.full(4, 10.0), np.full(4, 0.5))
+    runs = wj.studies.CellRuns(
+        256,
+        params,
+        p0,
+        cov,
+        np.array(["successful"] * 4),
+        np.array([3, 4, 5, 6]),
+        np.zeros(4),
+        np.array([0.01, 0.03, np.nan, 0.02]),
+        np.array([True, True, False, True]),
+        np.full(4, 10.0),
+        np.full(4, 0.5),
+    )
     cell = wj.studies.Cell(p_true, np.array([0.5]), 0.05, 1)
-    settings = {"level": 0.95, "bounds": [[-10.0, -np.inf], [10.0, np.inf]], "estimator": "MLE()", "n_runs": 4,
-                "seed": [0, 1], "covariance": "sandwich", "kind": "monte_carlo", "radius": None}
+    settings = {
+        "level": 0.95,
+        "bounds": [[-10.0, -np.inf], [10.0, np.inf]],
+        "estimator": "MLE()",
+        "n_runs": 4,
+        "seed": [0, 1],
+        "covariance": "sandwich",
+        "kind": "monte_carlo",
+        "radius": None,
+    }
     p0_err = np.array([np.nan, np.nan, 0.7, 0.9])
     study = wj.studies.Study("toy", ("p1", "p2"), (cell,), (runs,), settings, (p0_err,), ("u",))
     row = study.rows()[0]
@@ -155,8 +207,17 @@ def test_failed_runs_take_their_starts_errors_and_survive_a_round_trip(tmp_path)
 @pytest.fixture(scope="module")
 def small_study():
     bench = zoo("logistic")
-    study = wj.studies.monte_carlo(bench, wj.MLE(), noise_levels=[0.05], subsamples=[4], n_runs=7,
-                                   key=jax.random.key(3), batch_size=4, vectorize=True, progress=False)
+    study = wj.studies.monte_carlo(
+        bench,
+        wj.MLE(),
+        noise_levels=[0.05],
+        subsamples=[4],
+        n_runs=7,
+        key=jax.random.key(3),
+        batch_size=4,
+        vectorize=True,
+        progress=False,
+    )
     return bench, study
 
 
@@ -206,8 +267,17 @@ def test_study_runs_equal_single_fits(small_study):
 def test_sequential_study_equals_vmapped(small_study):
     # vectorize=False (lax.map inside the compiled chunk, the CPU default) gives the same fits
     bench, study = small_study
-    seq = wj.studies.monte_carlo(bench, wj.MLE(), noise_levels=[0.05], subsamples=[4], n_runs=7,
-                                 key=jax.random.key(3), batch_size=4, vectorize=False, progress=False)
+    seq = wj.studies.monte_carlo(
+        bench,
+        wj.MLE(),
+        noise_levels=[0.05],
+        subsamples=[4],
+        n_runs=7,
+        key=jax.random.key(3),
+        batch_size=4,
+        vectorize=False,
+        progress=False,
+    )
     assert study.settings["vectorize"] is True and seq.settings["vectorize"] is False
     a, b = study.runs[0], seq.runs[0]
     # batched and unbatched products round differently; both stop within the solver's
@@ -221,8 +291,9 @@ def test_sequential_study_equals_vmapped(small_study):
 def test_sweep_over_true_parameters():
     bench = zoo("logistic")
     grid = np.array([[1.0, -1.0], [0.8, -0.8]])
-    study = wj.studies.sweep(bench, "wls", p_true=grid, noise_level=0.02, subsample=4, n_runs=3,
-                             key=jax.random.key(0), progress=False)
+    study = wj.studies.sweep(
+        bench, "wls", p_true=grid, noise_level=0.02, subsample=4, n_runs=3, key=jax.random.key(0), progress=False
+    )
     assert len(study.cells) == 2
     for cell, runs, p in zip(study.cells, study.runs, grid):
         assert np.array_equal(cell.p_true, p)
@@ -235,8 +306,9 @@ def test_sweep_over_true_parameters():
     # the saved key data and generator rebuild the key: the same study again (an integer
     # seed and a scalar noise level are accepted as well)
     key = jax.random.wrap_key_data(np.array(study.settings["seed"], np.uint32), impl=study.settings["key_impl"])
-    again = wj.studies.sweep(bench, "wls", p_true=grid, noise_level=0.02, subsample=4, n_runs=3, key=key,
-                             progress=False)
+    again = wj.studies.sweep(
+        bench, "wls", p_true=grid, noise_level=0.02, subsample=4, n_runs=3, key=key, progress=False
+    )
     by_seed = wj.studies.monte_carlo(bench, "wls", noise_levels=0.02, subsamples=4, n_runs=3, key=0, progress=False)
     for a, b in zip(again.runs, study.runs):
         np.testing.assert_array_equal(a.params, b.params)
@@ -342,9 +414,12 @@ def test_study_bad_input(monkeypatch):
     # setting's fits (which would be fine) run
     fits = []
     monkeypatch.setattr(_engine, "_fit_chunk", lambda *a, **k: fits.append(a))
-    with pytest.raises(ValueError, match=r"setting 1 \(noise ratio 0.05, subsample 600: 2 of the benchmark's "
-                                         r"1025 samples\) cannot be set up: the weak form \(WENDy\) needs at least 15 "
-                                         r"observed samples per trajectory, but the trajectory has 2"):
+    with pytest.raises(
+        ValueError,
+        match=r"setting 1 \(noise ratio 0.05, subsample 600: 2 of the benchmark's "
+        r"1025 samples\) cannot be set up: the weak form \(WENDy\) needs at least 15 "
+        r"observed samples per trajectory, but the trajectory has 2",
+    ):
         mc(bench, subsamples=[4, 600], n_runs=2, progress=False)
     assert fits == []
 
@@ -441,8 +516,16 @@ def test_distributed_study_equals_single_process():
         s.bind(("localhost", 0))
         port = str(s.getsockname()[1])
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    procs = [subprocess.Popen([sys.executable, "-c", _DISTRIBUTED, port, str(pid)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env) for pid in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _DISTRIBUTED, port, str(pid)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for pid in (0, 1)
+    ]
     outs = [p.communicate(timeout=600) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err[-3000:]
@@ -487,6 +570,7 @@ def test_a_study_of_a_stiff_benchmark_runs():
     on one device the study runs without it."""
     bench = zoo("goodwin_3d")
     assert type(bench.solver).__name__ == "Kvaerno5"
-    study = wj.studies.monte_carlo(bench, "mle", noise_levels=[0.05], subsamples=[4], n_runs=2, batch_size=2,
-                                   key=jax.random.key(0), progress=False)
+    study = wj.studies.monte_carlo(
+        bench, "mle", noise_levels=[0.05], subsamples=[4], n_runs=2, batch_size=2, key=jax.random.key(0), progress=False
+    )
     assert np.all(np.isfinite(study.runs[0].forward_error)) and not np.any(study.failed(0))

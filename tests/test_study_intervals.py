@@ -16,10 +16,24 @@ S = wj.studies
 
 @pytest.fixture(scope="module")
 def study():
-    methods = (S.Wald("sandwich"), S.Wald("hessian"), S.BootstrapIntervals(40), S.ProfileIntervals(n_points=9),
-               S.BootstrapOrProfile(S.BootstrapIntervals(40, kind="normal"), S.ProfileIntervals(n_points=9)))
-    return S.monte_carlo(zoo("logistic"), "mle", noise_levels=[0.05], subsamples=[16], n_runs=6, key=3,
-                         covariance="hessian", progress=False, intervals=methods)
+    methods = (
+        S.Wald("sandwich"),
+        S.Wald("hessian"),
+        S.BootstrapIntervals(40),
+        S.ProfileIntervals(n_points=9),
+        S.BootstrapOrProfile(S.BootstrapIntervals(40, kind="normal"), S.ProfileIntervals(n_points=9)),
+    )
+    return S.monte_carlo(
+        zoo("logistic"),
+        "mle",
+        noise_levels=[0.05],
+        subsamples=[16],
+        n_runs=6,
+        key=3,
+        covariance="hessian",
+        progress=False,
+        intervals=methods,
+    )
 
 
 @pytest.mark.slow
@@ -46,7 +60,8 @@ def test_a_study_records_every_methods_intervals_coverage_and_width(study):
     assert block[1].split() == ["noise", "M", "param", *study.interval_methods]
     for row, line in zip(rows, block[3:]):
         assert line.split()[2] == row["param"] and line.split("  ")[-1].strip() == (
-            f"{row['coverage_bootstrap_or_profile']:.2f} ({row['width_ratio_bootstrap_or_profile']:.2f})")
+            f"{row['coverage_bootstrap_or_profile']:.2f} ({row['width_ratio_bootstrap_or_profile']:.2f})"
+        )
     seconds = study.settings["interval_s"]
     assert set(seconds) == {"bootstrap_basic", "profile", "bootstrap_or_profile"}
     # the recommended method reads the same bootstrap and profiles (computed once), and is
@@ -84,7 +99,8 @@ def test_bootstrap_or_profile_of_a_product_gives_the_box_where_the_bootstrap_giv
         warnings.simplefilter("ignore")
         fit = wj.MLE().fit(model, data, [1.0, 1.0, -1.0], bounds=([0.1, 0.1, -5.0], [10.0, 10.0, 0.0]))
         lo, hi = S.BootstrapOrProfile(S.BootstrapIntervals(12, kind="normal"), S.ProfileIntervals(n_points=9))(
-            wj.MLE(), fit, data)
+            wj.MLE(), fit, data
+        )
     assert np.array_equal(lo[:2], [0.1, 0.1]) and np.array_equal(hi[:2], [10.0, 10.0])
     assert -5.0 < lo[2] < fit.params[2] < hi[2] < 0.0
 
@@ -118,22 +134,27 @@ def test_a_method_called_on_one_fit():
     assert np.all(np.isnan(ends["profile"])) and "did not succeed" in why["profile"]
 
 
-@pytest.mark.parametrize("intervals, exc, match", [
-    (("hessian",), TypeError, "intervals must be interval methods"),
-    ((S.Wald("gauss_newton"),), ValueError, "not one of MLE's covariances"),
-    (S.Wald("hessian"), TypeError, "intervals must be a list or tuple of interval methods"),
-    ((S.Wald("sandwich"), S.Wald()), ValueError, "two methods of the same name"),  # Wald(): the sandwich
-])
+@pytest.mark.parametrize(
+    "intervals, exc, match",
+    [
+        (("hessian",), TypeError, "intervals must be interval methods"),
+        ((S.Wald("gauss_newton"),), ValueError, "not one of MLE's covariances"),
+        (S.Wald("hessian"), TypeError, "intervals must be a list or tuple of interval methods"),
+        ((S.Wald("sandwich"), S.Wald()), ValueError, "two methods of the same name"),  # Wald(): the sandwich
+    ],
+)
 def test_bad_intervals_are_refused_before_any_work(intervals, exc, match):
     with pytest.raises(exc, match=match):
         S.monte_carlo(zoo("logistic"), "mle", n_runs=4, progress=False, intervals=intervals)
 
 
 def test_bad_method_options_are_refused_when_built():
-    for call, match in [(lambda: S.BootstrapIntervals(1), "n_boot must be an integer >= 2"),
-                        (lambda: S.BootstrapIntervals(10, kind="student"), "kind must be one of 'basic'"),
-                        (lambda: S.ProfileIntervals(n_points=2), "n_points must be an integer >= 3"),
-                        (lambda: S.ProfileIntervals(width=0.0), "width must be")]:
+    for call, match in [
+        (lambda: S.BootstrapIntervals(1), "n_boot must be an integer >= 2"),
+        (lambda: S.BootstrapIntervals(10, kind="student"), "kind must be one of 'basic'"),
+        (lambda: S.ProfileIntervals(n_points=2), "n_points must be an integer >= 3"),
+        (lambda: S.ProfileIntervals(width=0.0), "width must be"),
+    ]:
         with pytest.raises(ValueError, match=match):
             call()
     with pytest.raises(ValueError, match="has no covariance"):
@@ -156,9 +177,17 @@ def test_profile_intervals_cover_at_the_nominal_rate():
     for both parameters (a false alarm has probability < 0.003 per parameter); they are as
     wide as the inverse-Hessian ones within 10 % (the weak likelihood is near quadratic
     there). Measured: benchmarks/results/interval_calibration.md."""
-    study = S.monte_carlo(zoo("logistic"), "mle", noise_levels=[0.05], subsamples=[4], n_runs=100, key=11,
-                          covariance="hessian", progress=False,
-                          intervals=(S.Wald("hessian"), S.ProfileIntervals(n_points=9)))
+    study = S.monte_carlo(
+        zoo("logistic"),
+        "mle",
+        noise_levels=[0.05],
+        subsamples=[4],
+        n_runs=100,
+        key=11,
+        covariance="hessian",
+        progress=False,
+        intervals=(S.Wald("hessian"), S.ProfileIntervals(n_points=9)),
+    )
     for row in study.rows():
         assert row["n_ok"] == 100 and row["missing_profile"] == 0
         assert abs(row["coverage_profile"] - 0.95) <= 3 * np.sqrt(0.95 * 0.05 / 100), row
@@ -172,10 +201,17 @@ def test_the_recommended_intervals_cover_and_are_as_wide_as_the_spread():
     false alarm under a true 95 % has probability 0.003) and their median width is at most
     1.25× the ideal one (2 × 1.96 × the estimates' spread; measured 0.96–0.97×, and the spread of
     40 runs is known to 11 %, so 1.25 is 3 of its errors away)."""
-    study = S.monte_carlo(zoo("logistic"), "mle", noise_levels=[0.10], subsamples=[4], n_runs=40, key=5,
-                          covariance="hessian", progress=False,
-                          intervals=(S.BootstrapOrProfile(S.BootstrapIntervals(40, kind="normal"),
-                                                          S.ProfileIntervals(n_points=11)),))
+    study = S.monte_carlo(
+        zoo("logistic"),
+        "mle",
+        noise_levels=[0.10],
+        subsamples=[4],
+        n_runs=40,
+        key=5,
+        covariance="hessian",
+        progress=False,
+        intervals=(S.BootstrapOrProfile(S.BootstrapIntervals(40, kind="normal"), S.ProfileIntervals(n_points=11)),),
+    )
     for row in study.rows():
         assert row["n_ok"] == 40 and row["missing_bootstrap_or_profile"] == 0
         assert row["coverage_bootstrap_or_profile"] >= 34 / 40, row

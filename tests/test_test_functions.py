@@ -146,9 +146,18 @@ def test_too_few_samples():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(eta=0), dict(radius=-1.0), dict(sub_rate=2.0), dict(sub_rate=4.0), dict(radii_factors=()),
-     dict(max_cond=1.0), dict(min_info=0.0), dict(radius_min_time=2.0, radius_max_time=1.0),
-     dict(rule="wendy"), dict(k_min=0)],
+    [
+        dict(eta=0),
+        dict(radius=-1.0),
+        dict(sub_rate=2.0),
+        dict(sub_rate=4.0),
+        dict(radii_factors=()),
+        dict(max_cond=1.0),
+        dict(min_info=0.0),
+        dict(radius_min_time=2.0, radius_max_time=1.0),
+        dict(rule="wendy"),
+        dict(k_min=0),
+    ],
 )
 def test_config_validation(kwargs):
     with pytest.raises(ValueError):
@@ -172,8 +181,10 @@ def test_matlab_rule_searches_every_radius_up_to_its_cap(logistic_data):
     assert 0 < sel.index < len(sel.radii) - 1
     assert sel.errors[0] > 10 * np.median(sel.errors)  # integration error at the smallest radius
     b = zoo("logistic")  # and the minimum radius grows as the noise drops (Bortz et al. 2023 Fig. 2)
-    radii = [select_radius(d.t, d.u, cfg).radius
-             for d in (b.simulate(jax.random.key(1), noise_ratio=nr, subsample=4) for nr in (1e-1, 1e-6))]
+    radii = [
+        select_radius(d.t, d.u, cfg).radius
+        for d in (b.simulate(jax.random.key(1), noise_ratio=nr, subsample=4) for nr in (1e-1, 1e-6))
+    ]
     assert radii[1] > radii[0]
 
 
@@ -200,9 +211,11 @@ def test_matlab_rule_basis_caps_radii_and_cuts_at_the_singular_value_corner(logi
     cum = np.cumsum(s) / s.sum()
     y = cum / cum.max() * len(cum)
     x = np.arange(1.0, len(cum) + 1)
-    cost = [np.sum(np.abs((y[0] + (y[k] - y[0]) * (x[: k + 1] - x[0]) / (x[k] - x[0]) - y[: k + 1]) / y[: k + 1]))
-            + np.sum(np.abs((y[k] + (y[-1] - y[k]) * (x[k:] - x[k]) / (x[-1] - x[k]) - y[k:]) / y[k:]))
-            for k in range(1, len(y) - 1)]
+    cost = [
+        np.sum(np.abs((y[0] + (y[k] - y[0]) * (x[: k + 1] - x[0]) / (x[k] - x[0]) - y[: k + 1]) / y[: k + 1]))
+        + np.sum(np.abs((y[k] + (y[-1] - y[k]) * (x[k:] - x[k]) / (x[-1] - x[k]) - y[k:]) / y[k:]))
+        for k in range(1, len(y) - 1)
+    ]
     assert tf.k == max(4, int(np.argmin(cost)) + 2)
 
 

@@ -33,9 +33,14 @@ def test_rosenbrock_unbounded_and_bounded(n):
     np.testing.assert_allclose(sol.params, np.ones(n), atol=1e-7)
     lo, hi = np.full(n, -2.0), np.full(n, 0.8)
     sol = _solve(x0, jnp.asarray(lo), jnp.asarray(hi))
-    ref = minimize(lambda x: float(_rosen(jnp.asarray(x))), np.asarray(x0),
-                   jac=lambda x: np.asarray(jax.grad(_rosen)(jnp.asarray(x))), method="L-BFGS-B",
-                   bounds=list(zip(lo, hi)), options=dict(ftol=1e-15, gtol=1e-12, maxiter=10_000))
+    ref = minimize(
+        lambda x: float(_rosen(jnp.asarray(x))),
+        np.asarray(x0),
+        jac=lambda x: np.asarray(jax.grad(_rosen)(jnp.asarray(x))),
+        method="L-BFGS-B",
+        bounds=list(zip(lo, hi)),
+        options=dict(ftol=1e-15, gtol=1e-12, maxiter=10_000),
+    )
     assert sol.result == RESULTS.successful
     assert float(sol.objective) <= ref.fun + 1e-10
     np.testing.assert_allclose(sol.params, ref.x, atol=1e-5)
@@ -88,8 +93,9 @@ def test_stops_at_the_noise_floor_of_the_objective():
         f = jnp.sum((x - 1.0) ** 2) + 1e-9 * jnp.sin(1e7 * jnp.sum(x))
         return f, 2.0 * (x - 1.0), jnp.eye(x.shape[0])  # a model of half the curvature
 
-    sol = jax.jit(lambda x0: TrustRegion(rtol=1e-10, atol=1e-10).minimise(
-        fgh, x0, jnp.full(3, -jnp.inf), jnp.full(3, jnp.inf)))(jnp.array([3.0, -2.0, 0.5]))
+    sol = jax.jit(
+        lambda x0: TrustRegion(rtol=1e-10, atol=1e-10).minimise(fgh, x0, jnp.full(3, -jnp.inf), jnp.full(3, jnp.inf))
+    )(jnp.array([3.0, -2.0, 0.5]))
     assert sol.result == RESULTS.successful
     assert int(sol.num_steps) < 100
     assert np.allclose(sol.params, 1.0, atol=1e-4)
@@ -107,7 +113,8 @@ def test_a_collapse_away_from_stationarity_is_stalled_not_successful():
         return f, 2.0 * (x - 1.0), 2.0 * jnp.eye(x.shape[0])
 
     sol = jax.jit(lambda x0: minimise(fgh, x0, jnp.full(3, -jnp.inf), jnp.full(3, jnp.inf)))(
-        jnp.array([0.4, -2.0, 0.5]))
+        jnp.array([0.4, -2.0, 0.5])
+    )
     assert sol.result == RESULTS.stalled
     assert int(sol.num_steps) < 200
     assert np.max(np.abs(sol.grad)) > 0.5  # far from stationary: a success would be a lie

@@ -63,8 +63,10 @@ def as_sigma(sigma, d: int, *, zero_ok: bool) -> np.ndarray:
         raise TypeError(f"sigma must be a number or an array of numbers, got {sigma!r}.")
     s = np.full(d, float(s)) if s.ndim == 0 else s.astype(float)
     if s.shape != (d,) or not np.all(np.isfinite(s)) or np.any(s < 0 if zero_ok else s <= 0):
-        raise ValueError(f"sigma must be a finite {'non-negative' if zero_ok else 'positive'} scalar or have shape "
-                         f"({d},), got {sigma!r}.")
+        raise ValueError(
+            f"sigma must be a finite {'non-negative' if zero_ok else 'positive'} scalar or have shape "
+            f"({d},), got {sigma!r}."
+        )
     return s
 
 
@@ -81,8 +83,10 @@ def as_key(key, name: str = "key") -> PRNGKeyArray:
             return jax.random.key(operator.index(key))
         except (TypeError, OverflowError):
             pass
-    raise TypeError(f"{name} must be one PRNG key (jax.random.key(seed)) or an integer seed below 2**63, "
-                    f"got {type(key).__name__} {key!r}.")
+    raise TypeError(
+        f"{name} must be one PRNG key (jax.random.key(seed)) or an integer seed below 2**63, "
+        f"got {type(key).__name__} {key!r}."
+    )
 
 
 def dataset_keys(key, n: int) -> list:
@@ -122,7 +126,8 @@ def warn_if_float32(what: str) -> None:
             "factorisations and solver tolerances (1e-8) work with 7 digits; estimates and "
             "intervals can differ from float64's. Call jax.config.update('jax_enable_x64', True) "
             "at the start of the program.",
-            UserWarning, stacklevel=user_stacklevel(),
+            UserWarning,
+            stacklevel=user_stacklevel(),
         )
 
 
@@ -144,8 +149,10 @@ def check_state_columns(n_columns: int, model) -> None:
     """Data with `n_columns` state columns fit `model` (anything with `n_states`,
     `state_names` and `name`)."""
     if n_columns != model.n_states:
-        raise ValueError(f"data have {n_columns} state columns but model '{model.name}' has {model.n_states} "
-                         f"states ({', '.join(model.state_names)}).")
+        raise ValueError(
+            f"data have {n_columns} state columns but model '{model.name}' has {model.n_states} "
+            f"states ({', '.join(model.state_names)})."
+        )
 
 
 def param_vector(model, p, argname: str = "p") -> np.ndarray:
@@ -156,8 +163,10 @@ def param_vector(model, p, argname: str = "p") -> np.ndarray:
         raise TypeError(f"{argname} must be real numbers, got complex values {np.asarray(p).tolist()}.")
     p = np.asarray(p, dtype=float)
     if p.shape != (model.n_params,):
-        raise ValueError(f"{argname} must have shape ({model.n_params},) for model '{model.name}' "
-                         f"(parameters {', '.join(model.param_names)}), got shape {p.shape}.")
+        raise ValueError(
+            f"{argname} must have shape ({model.n_params},) for model '{model.name}' "
+            f"(parameters {', '.join(model.param_names)}), got shape {p.shape}."
+        )
     if not np.all(np.isfinite(p)):
         raise ValueError(f"{argname} contains NaN or inf: {p}.")
     return p
@@ -167,7 +176,6 @@ def check_solver_options(est, solvers: type | tuple[type, ...], example: str) ->
     """Refuse a `solver` of `est` that is not one of `solvers` (naming `example`) and a
     `max_steps` that is not a positive integer."""
     if not isinstance(est.solver, solvers):
-        raise TypeError(f"{type(est).__name__}: solver must be a solver object such as {example}, got "
-                        f"{est.solver!r}.")
+        raise TypeError(f"{type(est).__name__}: solver must be a solver object such as {example}, got {est.solver!r}.")
     if isinstance(est.max_steps, bool) or not isinstance(est.max_steps, int) or est.max_steps < 1:
         raise ValueError(f"{type(est).__name__}: max_steps must be a positive integer, got {est.max_steps!r}.")

@@ -67,6 +67,8 @@ def resolve_vectorize(vectorize, devices) -> bool:
         # jaxlib 0.10's batched LAPACK kernels (a vmapped Cholesky) split the batch over
         # XLA:CPU's thread pool and wait for the pieces; with every pool thread running one
         # device's shard, all of them wait forever (measured: 2 CPU devices on 2 cores)
-        raise ValueError("vectorize=True with several CPU devices deadlocks XLA:CPU's batched LAPACK kernels; "
-                         "use vectorize=False (the CPU default) or one CPU device.")
+        raise ValueError(
+            "vectorize=True with several CPU devices deadlocks XLA:CPU's batched LAPACK kernels; "
+            "use vectorize=False (the CPU default) or one CPU device."
+        )
     return vectorize

@@ -27,8 +27,10 @@ class _Stacked:
     def params(self, theta):
         """The experiments' parameter vectors `(R, J)` from the fitted ones `theta`."""
         theta = jnp.asarray(theta)
-        rows = [jnp.stack([theta[i] if h is None else jnp.asarray(h, theta.dtype) for i, h in zip(idx, held)])
-                for idx, held in zip(self.index, self.held)]
+        rows = [
+            jnp.stack([theta[i] if h is None else jnp.asarray(h, theta.dtype) for i, h in zip(idx, held)])
+            for idx, held in zip(self.index, self.held)
+        ]
         return jnp.stack(rows)
 
     def __call__(self, u, theta, t):
@@ -53,8 +55,13 @@ class Experiments:
       numbers.
     """
 
-    def __init__(self, model: ODEModel, data, per_trajectory: Sequence[str] = (),
-                 conditions: Sequence[Mapping[str, float]] | None = None):
+    def __init__(
+        self,
+        model: ODEModel,
+        data,
+        per_trajectory: Sequence[str] = (),
+        conditions: Sequence[Mapping[str, float]] | None = None,
+    ):
         if not isinstance(model, ODEModel):
             raise TypeError(f"model must be an ODEModel, got {type(model).__name__}.")
         dataset = as_dataset(data)
@@ -65,8 +72,10 @@ class Experiments:
         per = tuple(per_trajectory)
         unknown = [n for n in per if n not in names]
         if unknown:
-            raise ValueError(f"per_trajectory: model '{model.name}' has no parameter(s) "
-                             f"{', '.join(map(repr, unknown))}; its parameters are {', '.join(names)}.")
+            raise ValueError(
+                f"per_trajectory: model '{model.name}' has no parameter(s) "
+                f"{', '.join(map(repr, unknown))}; its parameters are {', '.join(names)}."
+            )
         conditions = [{}] * r if conditions is None else [dict(c) for c in conditions]
         if len(conditions) != r:
             raise ValueError(f"conditions: one mapping per trajectory ({r}), got {len(conditions)}.")
@@ -76,20 +85,26 @@ class Experiments:
             raise ValueError(f"conditions: model '{model.name}' has no parameter(s) {', '.join(map(repr, bad))}.")
         partial = [n for n in held_names if any(n not in c for c in conditions)]
         if partial:
-            raise ValueError(f"conditions: {', '.join(partial)} must be given for every trajectory (a value per "
-                             f"experiment), or for none.")
+            raise ValueError(
+                f"conditions: {', '.join(partial)} must be given for every trajectory (a value per "
+                f"experiment), or for none."
+            )
         both = sorted(held_names & set(per))
         if both:
             raise ValueError(f"{', '.join(both)} cannot be both held by conditions and fitted per trajectory.")
         starts = {float(tr.t[0]) for tr in dataset}
         if len(starts) > 1:
-            raise ValueError(f"the experiments start at different times {sorted(starts)}: they are solved as one "
-                             f"system from one start time; give every trajectory the same first time (with NaN "
-                             f"rows where nothing was measured).")
+            raise ValueError(
+                f"the experiments start at different times {sorted(starts)}: they are solved as one "
+                f"system from one start time; give every trajectory the same first time (with NaN "
+                f"rows where nothing was measured)."
+            )
         shared = [n for n in names if n not in per and n not in held_names]
         fitted = shared + [f"{n}[{i}]" for n in names if n in per for i in range(r)]
-        index = tuple(tuple(fitted.index(n) if n in shared else fitted.index(f"{n}[{i}]") if n in per else -1
-                            for n in names) for i in range(r))
+        index = tuple(
+            tuple(fitted.index(n) if n in shared else fitted.index(f"{n}[{i}]") if n in per else -1 for n in names)
+            for i in range(r)
+        )
         held = tuple(tuple(float(conditions[i][n]) if n in held_names else None for n in names) for i in range(r))
         rhs = _Stacked(model.rhs, model.n_states, index, held)
         bounds = None
@@ -98,9 +113,17 @@ class Experiments:
             where = [names.index(n.split("[")[0]) for n in fitted]
             bounds = (lo[where], hi[where])
         states = [f"{s}[{i}]" for i in range(r) for s in model.state_names]
-        self.model = ODEModel(rhs, states, fitted, bounds=bounds, name=model.name, jump_ts=model.jump_ts,
-                              check_indexing=False, noise=model.noise,
-                              linear_in_params=True if model.linear_in_params else None)
+        self.model = ODEModel(
+            rhs,
+            states,
+            fitted,
+            bounds=bounds,
+            name=model.name,
+            jump_ts=model.jump_ts,
+            check_indexing=False,
+            noise=model.noise,
+            linear_in_params=True if model.linear_in_params else None,
+        )
         self.data = _side_by_side(dataset, model.n_states)
         self.base = model
         self.n_experiments = r
@@ -118,8 +141,10 @@ class Experiments:
             return lambda theta: jax.vmap(u0)(stacked.params(theta)).reshape(-1)
         u0 = np.asarray(u0, float)
         if u0.shape != (self.n_experiments, self.base.n_states):
-            raise ValueError(f"u0: one row of {self.base.n_states} initial states per experiment, shape "
-                             f"({self.n_experiments}, {self.base.n_states}), got {u0.shape}.")
+            raise ValueError(
+                f"u0: one row of {self.base.n_states} initial states per experiment, shape "
+                f"({self.n_experiments}, {self.base.n_states}), got {u0.shape}."
+            )
         return u0.reshape(-1)
 
 
@@ -133,5 +158,5 @@ def _side_by_side(dataset: Dataset, d: int) -> Trajectory:
         values = np.asarray(tr.u, float)
         if tr.mask is not None:
             values = np.where(np.asarray(tr.mask), values, np.nan)
-        u[rows, r * d:(r + 1) * d] = values
+        u[rows, r * d : (r + 1) * d] = values
     return Trajectory(t, u)

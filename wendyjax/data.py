@@ -14,8 +14,10 @@ def _real(name: str, x) -> np.ndarray:
     an imaginary part with only a warning)."""
     x = np.asarray(x)
     if np.iscomplexobj(x):
-        raise TypeError(f"{name} must be real, got complex values (dtype {x.dtype}); pass the real part or fit "
-                        f"real and imaginary parts as separate states.")
+        raise TypeError(
+            f"{name} must be real, got complex values (dtype {x.dtype}); pass the real part or fit "
+            f"real and imaginary parts as separate states."
+        )
     if x.dtype.kind not in "biuf":
         raise TypeError(f"{name} must be numeric, got dtype {x.dtype}.")
     return x.astype(float)
@@ -33,17 +35,20 @@ def _observed_mask(u: np.ndarray, mask, axes: tuple[str, ...] = ("row", "column"
         if mask.shape != u.shape:
             raise ValueError(f"mask must have the shape of u {u.shape}, got {mask.shape}.")
         if not (mask.dtype == bool or (mask.dtype.kind in "iuf" and np.isin(mask, (0, 1)).all())):
-            raise TypeError(f"mask must be boolean (True where observed) or hold only 0 and 1, got dtype "
-                            f"{mask.dtype}{' with other values' if mask.dtype.kind in 'iuf' else ''}.")
+            raise TypeError(
+                f"mask must be boolean (True where observed) or hold only 0 and 1, got dtype "
+                f"{mask.dtype}{' with other values' if mask.dtype.kind in 'iuf' else ''}."
+            )
         mask = mask.astype(bool)
     bad = ~np.isfinite(u) & mask
     if bad.any():
         first = tuple(int(i) for i in np.argwhere(bad)[0])
-        where = (", ".join(f"{a} {i}" for a, i in zip(axes, first)) if len(axes) == u.ndim
-                 else f"index {first}")
-        raise ValueError(f"u contains {'inf' if np.isinf(u[first]) else 'NaN'} at {int(bad.sum())} observed "
-                         f"entries (first at {where}); a missing value is NaN, or False in mask=... (True where "
-                         f"observed), and inf is never one.")
+        where = ", ".join(f"{a} {i}" for a, i in zip(axes, first)) if len(axes) == u.ndim else f"index {first}"
+        raise ValueError(
+            f"u contains {'inf' if np.isinf(u[first]) else 'NaN'} at {int(bad.sum())} observed "
+            f"entries (first at {where}); a missing value is NaN, or False in mask=... (True where "
+            f"observed), and inf is never one."
+        )
     _squarable("u", np.where(mask, u, 0.0))
     return None if mask.all() else jnp.asarray(mask)
 
@@ -57,9 +62,11 @@ def _squarable(name: str, x: np.ndarray) -> None:
     big = float(np.max(np.abs(x), initial=0.0))
     if big > _SQRT_MAX or 0 < big < _SQRT_TINY:
         flows = "overflows" if big > 1 else "underflows"
-        raise ValueError(f"{name}'s largest magnitude is {big:.3g}: its square {flows}"
-                         f" float64 (|{name}|² must stay within about 1e±308), so no fit can use it. Rescale {name} to "
-                         f"order one (e.g. {name} / {big:.3g}) and the parameters with it.")
+        raise ValueError(
+            f"{name}'s largest magnitude is {big:.3g}: its square {flows}"
+            f" float64 (|{name}|² must stay within about 1e±308), so no fit can use it. Rescale {name} to "
+            f"order one (e.g. {name} / {big:.3g}) and the parameters with it."
+        )
 
 
 class Trajectory(eqx.Module):
@@ -89,10 +96,7 @@ class Trajectory(eqx.Module):
         if u.ndim != 2:
             raise ValueError(f"u must have shape (M+1, D), got shape {u.shape}.")
         if u.shape[0] != t.shape[0]:
-            raise ValueError(
-                f"u has {u.shape[0]} rows but t has {t.shape[0]} times; u must have shape "
-                f"(len(t), D)."
-            )
+            raise ValueError(f"u has {u.shape[0]} rows but t has {t.shape[0]} times; u must have shape (len(t), D).")
         if t.shape[0] < 2:
             raise ValueError(f"a trajectory needs at least 2 samples, got {t.shape[0]}.")
         if not np.all(np.isfinite(t)):
@@ -100,8 +104,10 @@ class Trajectory(eqx.Module):
         _squarable("t", t)
         if not np.all(np.diff(t) >= 0):
             i = int(np.argmax(np.diff(t) < 0))
-            raise ValueError(f"t must be sorted (increasing; a repeated time is a replicate measurement), but "
-                             f"t[{i + 1}] = {t[i + 1]:.6g} < t[{i}] = {t[i]:.6g}.")
+            raise ValueError(
+                f"t must be sorted (increasing; a repeated time is a replicate measurement), but "
+                f"t[{i + 1}] = {t[i + 1]:.6g} < t[{i}] = {t[i]:.6g}."
+            )
         if mask is not None and np.ndim(mask) == 1 and u.shape[1] == 1:
             mask = np.asarray(mask)[:, None]
         self.t = jnp.asarray(t)
@@ -181,9 +187,7 @@ class Dataset(eqx.Module):
         d = trajectories[0].n_states
         for i, tr in enumerate(trajectories):
             if tr.n_states != d:
-                raise ValueError(
-                    f"trajectory {i} has {tr.n_states} states but trajectory 0 has {d}."
-                )
+                raise ValueError(f"trajectory {i} has {tr.n_states} states but trajectory 0 has {d}.")
         self.trajectories = trajectories
 
     @property
@@ -207,9 +211,11 @@ class Dataset(eqx.Module):
             rep = tr.repeated_times
             if rep.size:
                 where = "the data have" if len(self) == 1 else f"trajectory {i} has"
-                raise ValueError(f"{feature} needs distinct sample times, but {where} {rep.size} repeated ones "
-                                 f"(first t = {rep[0]:.6g}); average the replicates at each time, or fit a linear ODE "
-                                 f"with Data2LD, which pools them.")
+                raise ValueError(
+                    f"{feature} needs distinct sample times, but {where} {rep.size} repeated ones "
+                    f"(first t = {rep[0]:.6g}); average the replicates at each time, or fit a linear ODE "
+                    f"with Data2LD, which pools them."
+                )
 
 
 def as_dataset(data: "Trajectory | Dataset | Sequence[Trajectory]") -> Dataset:
@@ -220,9 +226,7 @@ def as_dataset(data: "Trajectory | Dataset | Sequence[Trajectory]") -> Dataset:
         return Dataset([data])
     if isinstance(data, (list, tuple)):
         return Dataset(data)
-    raise TypeError(
-        f"data must be a Trajectory, a Dataset or a list of Trajectory, got {type(data).__name__}."
-    )
+    raise TypeError(f"data must be a Trajectory, a Dataset or a list of Trajectory, got {type(data).__name__}.")
 
 
 def _trajectory_tuple(x) -> tuple:
@@ -253,16 +257,19 @@ class Batch:
         ts, us = _trajectory_tuple(t), _trajectory_tuple(u)
         masks = (None,) * len(ts) if mask is None else _trajectory_tuple(mask)
         if not (len(ts) == len(us) == len(masks)) or not ts:
-            raise ValueError(f"t, u and mask must give the same number of trajectories (a tuple each for several), got "
-                             f"{len(ts)}, {len(us)} and {len(masks)}.")
+            raise ValueError(
+                f"t, u and mask must give the same number of trajectories (a tuple each for several), got "
+                f"{len(ts)}, {len(us)} and {len(masks)}."
+            )
         checked_t, checked_u, checked_m = [], [], []
         for i, (ti, ui, mi) in enumerate(zip(ts, us, masks)):
             which = f" of trajectory {i}" if len(ts) > 1 else ""
             ti = Trajectory(ti, np.zeros((np.size(ti), 1))).t  # the checks of a trajectory's times
             ui = _real("u", ui)
             if ui.ndim != 3 or ui.shape[1] != ti.shape[0]:
-                raise ValueError(f"u{which} must have shape (R, len(t), D) = (R, {ti.shape[0]}, D) for R datasets, got "
-                                 f"{ui.shape}.")
+                raise ValueError(
+                    f"u{which} must have shape (R, len(t), D) = (R, {ti.shape[0]}, D) for R datasets, got {ui.shape}."
+                )
             if mi is not None and np.shape(mi) == ui.shape[1:]:
                 mi = np.broadcast_to(np.asarray(mi), ui.shape)
             observed = _observed_mask(ui, mi, ("dataset", "row", "column"))
@@ -270,8 +277,10 @@ class Batch:
             checked_u.append(ui)
             checked_m.append(None if observed is None else np.asarray(observed).reshape(ui.shape))
         if len({u.shape[0] for u in checked_u}) > 1 or len({u.shape[2] for u in checked_u}) > 1:
-            raise ValueError(f"every trajectory needs the same number of datasets R and states D, got (R, D) = "
-                             f"{[(u.shape[0], u.shape[2]) for u in checked_u]}.")
+            raise ValueError(
+                f"every trajectory needs the same number of datasets R and states D, got (R, D) = "
+                f"{[(u.shape[0], u.shape[2]) for u in checked_u]}."
+            )
         self.t, self.u, self.mask = tuple(checked_t), tuple(checked_u), tuple(checked_m)
 
     @classmethod
@@ -284,23 +293,32 @@ class Batch:
         first = sets[0]
         for r, ds in enumerate(sets[1:], 1):
             if len(ds) != len(first):
-                raise ValueError(f"datasets on different grids: dataset {r} has {len(ds)} trajectories, dataset 0 has "
-                                 f"{len(first)}; a batch stacks datasets of the same design.")
+                raise ValueError(
+                    f"datasets on different grids: dataset {r} has {len(ds)} trajectories, dataset 0 has "
+                    f"{len(first)}; a batch stacks datasets of the same design."
+                )
             for i, (a, b) in enumerate(zip(first, ds)):
                 if a.n_samples != b.n_samples or not np.array_equal(np.asarray(a.t), np.asarray(b.t)):
                     which = f"trajectory {i} of dataset" if len(first) > 1 else "dataset"
-                    raise ValueError(f"datasets on different grids: {which} {r} has {b.n_samples} samples from "
-                                     f"t = {float(b.t[0]):.6g} to {float(b.t[-1]):.6g}, dataset 0 has {a.n_samples} "
-                                     f"from {float(a.t[0]):.6g} to {float(a.t[-1]):.6g}; a batch stacks datasets "
-                                     f"sampled at the same times (fit the others separately, or mark their missing "
-                                     f"samples NaN on a common grid).")
+                    raise ValueError(
+                        f"datasets on different grids: {which} {r} has {b.n_samples} samples from "
+                        f"t = {float(b.t[0]):.6g} to {float(b.t[-1]):.6g}, dataset 0 has {a.n_samples} "
+                        f"from {float(a.t[0]):.6g} to {float(a.t[-1]):.6g}; a batch stacks datasets "
+                        f"sampled at the same times (fit the others separately, or mark their missing "
+                        f"samples NaN on a common grid)."
+                    )
             if ds.n_states != first.n_states:
                 raise ValueError(f"dataset {r} has {ds.n_states} states, dataset 0 has {first.n_states}.")
         ts = tuple(np.asarray(tr.t) for tr in first)
         us = tuple(np.stack([np.asarray(ds[i].u) for ds in sets]) for i in range(len(first)))
-        masks = tuple(None if all(ds[i].mask is None for ds in sets)
-                      else np.stack([np.ones(ds[i].u.shape, bool) if ds[i].mask is None else np.asarray(ds[i].mask)
-                                     for ds in sets]) for i in range(len(first)))
+        masks = tuple(
+            None
+            if all(ds[i].mask is None for ds in sets)
+            else np.stack(
+                [np.ones(ds[i].u.shape, bool) if ds[i].mask is None else np.asarray(ds[i].mask) for ds in sets]
+            )
+            for i in range(len(first))
+        )
         out = cls.__new__(cls)
         out.t, out.u, out.mask = ts, us, masks  # checked as trajectories already
         return out
@@ -367,11 +385,14 @@ class Field(eqx.Module):
         _squarable("t", t)
         dt = np.diff(t)
         if not (np.all(dt > 0) and np.max(np.abs(dt - dt.mean())) <= 1e-6 * dt.mean()):
-            raise ValueError(f"t must be increasing and equally spaced, but its steps range from {dt.min():.6g} to "
-                             f"{dt.max():.6g}.")
+            raise ValueError(
+                f"t must be increasing and equally spaced, but its steps range from {dt.min():.6g} to {dt.max():.6g}."
+            )
         if not 3 <= u.ndim <= 5 or u.shape[0] != t.shape[0]:
-            raise ValueError(f"u must have shape (len(t), *space, D) = ({t.shape[0]}, *space, D) with one to three "
-                             f"spatial axes (u[..., None] for one field), got {u.shape}.")
+            raise ValueError(
+                f"u must have shape (len(t), *space, D) = ({t.shape[0]}, *space, D) with one to three "
+                f"spatial axes (u[..., None] for one field), got {u.shape}."
+            )
         self.t = jnp.asarray(t)
         self.u = jnp.asarray(u)
         self.mask = _observed_mask(u, mask)
@@ -408,5 +429,6 @@ def fingerprint(data: "Field | Trajectory | Dataset | Sequence[Trajectory]") -> 
 def largest_magnitude(data: "Field | Dataset") -> float:
     """The largest |observed value| of a [`Field`][] or [`Dataset`][] (0 when none)."""
     parts = [data] if isinstance(data, Field) else list(data)
-    return max(float(np.max(np.abs(np.where(True if p.mask is None else p.mask, p.u, 0.0)), initial=0.0))
-               for p in parts)
+    return max(
+        float(np.max(np.abs(np.where(True if p.mask is None else p.mask, p.u, 0.0)), initial=0.0)) for p in parts
+    )

@@ -97,9 +97,7 @@ def parameter_covariance(lik: WeakLikelihood, p: Float[Array, " j"], kind: str =
     raise ValueError(f"covariance must be one of {COVARIANCES}, got {kind!r}.")
 
 
-def weak_directions(
-    p: ArrayLike, cov: ArrayLike, level: float = 0.95
-) -> list[tuple[float, np.ndarray]]:
+def weak_directions(p: ArrayLike, cov: ArrayLike, level: float = 0.95) -> list[tuple[float, np.ndarray]]:
     r"""The combinations of parameters whose normal `level` interval contains 0 (relative
     standard error above $1/z_{(1+c)/2}$, 0.51 at 95 %: not even the sign of the combination
     is determined), weakest first, as `(relative standard error, unit weights)`; the
@@ -129,9 +127,7 @@ def weak_directions(
     return out
 
 
-def confidence_intervals(
-    p: ArrayLike, cov: ArrayLike, level: float = 0.95
-) -> tuple[np.ndarray, np.ndarray]:
+def confidence_intervals(p: ArrayLike, cov: ArrayLike, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     r"""Normal confidence intervals $\hat p_j \pm z_{(1+c)/2}\sqrt{C_{jj}}$ (Bortz et al. 2023, eq. 16)."""
     if not 0 < level < 1:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
@@ -155,11 +151,11 @@ def forward_simulation_error(
     r"""$\|\hat U(p, u_0) - U_{\rm ref}\|_F / \|U_{\rm ref}\|_F$ (Rummel et al. 2025, eq. 13) and whether
     the forward solve succeeded (Rummel et al. 2025, eq. 14 counts a failure); inf when it failed.
     Pure: vmappable over estimates and datasets."""
-    ys, result = _solve(model.rhs, p, u0, t, solver, jnp.asarray(rtol), jnp.asarray(atol), max_steps,
-                        model.jump_ts)
+    ys, result = _solve(model.rhs, p, u0, t, solver, jnp.asarray(rtol), jnp.asarray(atol), max_steps, model.jump_ts)
     ok = (result == diffrax.RESULTS.successful) & jnp.all(jnp.isfinite(ys))
     err = jnp.linalg.norm(jnp.where(ok, ys, 0.0) - reference) / jnp.linalg.norm(reference)
     return jnp.where(ok, err, jnp.inf), ok
+
 
 __all__ = [
     "COVARIANCES",
@@ -214,8 +210,7 @@ class Derived:
         """Estimate, standard error and interval of each quantity."""
         lo, hi = self.ci(level)
         pct = f"{100 * level:g}%"
-        rows = [[n, *(f"{v: .6g}" for v in vals)]
-                for n, *vals in zip(self.names, self.estimate, self.stderr, lo, hi)]
+        rows = [[n, *(f"{v: .6g}" for v in vals)] for n, *vals in zip(self.names, self.estimate, self.stderr, lo, hi)]
         head = f"derived quantities, delta method from the {self.covariance_method} covariance"
         return "\n".join([head, *fixed_width(["name", "estimate", "std err", f"{pct} lower", f"{pct} upper"], rows)])
 

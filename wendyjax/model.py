@@ -62,9 +62,11 @@ def _check_finite(rhs, n_states: int, n_params: int) -> None:
     except Exception:  # noqa: BLE001 - a function vmap cannot evaluate keeps the shape check only
         return
     if not np.any(np.all(np.isfinite(values), axis=1)):
-        raise ValueError("rhs(u, p, t) is not finite at any of 8 random points (u, p with entries of either sign "
-                         "and magnitude 0.5 to 1.5, t in [0.1, 1]): every fit would fail. Check the formula (e.g. a "
-                         "log or a division that is never defined).")
+        raise ValueError(
+            "rhs(u, p, t) is not finite at any of 8 random points (u, p with entries of either sign "
+            "and magnitude 0.5 to 1.5, t in [0.1, 1]): every fit would fail. Check the formula (e.g. a "
+            "log or a division that is never defined)."
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,21 +145,17 @@ class ODEModel(eqx.Module):
         self.noise = noise
         d, j = len(self.state_names), len(self.param_names)
         try:
-            out = jax.eval_shape(
-                rhs, jnp.zeros(d), jnp.zeros(j), jnp.zeros(())
-            )
+            out = jax.eval_shape(rhs, jnp.zeros(d), jnp.zeros(j), jnp.zeros(()))
         except Exception as e:  # noqa: BLE001 - re-raised with context
             raise ValueError(
-                f"calling rhs(u, p, t) with u of shape ({d},), p of shape ({j},) and a "
-                f"scalar t failed: {e}"
+                f"calling rhs(u, p, t) with u of shape ({d},), p of shape ({j},) and a scalar t failed: {e}"
             ) from e
         if check_indexing:
             _check_indexing(rhs, d, j)
         if not hasattr(out, "shape") or tuple(out.shape) != (d,):
             shape = getattr(out, "shape", type(out).__name__)
             raise ValueError(
-                f"rhs(u, p, t) must return an array of shape ({d},) (one derivative per "
-                f"state), got {shape}."
+                f"rhs(u, p, t) must return an array of shape ({d},) (one derivative per state), got {shape}."
             )
         _check_finite(rhs, d, j)
         if bounds is None:
@@ -211,15 +209,19 @@ class ODEModel(eqx.Module):
             raise ValueError("fix needs at least one parameter to hold, e.g. model.fix(K=10.0).")
         unknown = [n for n in given if n not in self.param_names]
         if unknown:
-            raise ValueError(f"fix: model '{self.name}' has no parameter(s) {', '.join(map(repr, unknown))}; its "
-                             f"parameters are {', '.join(self.param_names)}.")
+            raise ValueError(
+                f"fix: model '{self.name}' has no parameter(s) {', '.join(map(repr, unknown))}; its "
+                f"parameters are {', '.join(self.param_names)}."
+            )
         held = {self.param_names.index(n): float(v) for n, v in given.items()}
         bad = [f"{self.param_names[i]} = {v}" for i, v in held.items() if not np.isfinite(v)]
         if bad:
             raise ValueError(f"fix: held values must be finite, got {', '.join(bad)}.")
         if len(held) == self.n_params:
-            raise ValueError(f"fix would hold every parameter of model '{self.name}' ({', '.join(self.param_names)}): "
-                             f"nothing would be left to fit; solve or simulate the model instead.")
+            raise ValueError(
+                f"fix would hold every parameter of model '{self.name}' ({', '.join(self.param_names)}): "
+                f"nothing would be left to fit; solve or simulate the model instead."
+            )
         if isinstance(self.rhs, _Held):  # hold more of the original model's parameters
             free = self.rhs.free
             held = {**dict(self.rhs.held), **{free[i]: v for i, v in held.items()}}
@@ -230,9 +232,17 @@ class ODEModel(eqx.Module):
         rhs = _Held(base, names, free, tuple(sorted(held.items())))
         own = [self.param_names.index(names[i]) for i in free]  # the free parameters' places in this model
         bounds = None if self.bounds is None else tuple(np.asarray(b)[own] for b in self.bounds)
-        return ODEModel(rhs, self.state_names, [names[i] for i in free], bounds=bounds, name=self.name,
-                        jump_ts=self.jump_ts, check_indexing=False, noise=self.noise,
-                        linear_in_params=True if self.linear_in_params else None)
+        return ODEModel(
+            rhs,
+            self.state_names,
+            [names[i] for i in free],
+            bounds=bounds,
+            name=self.name,
+            jump_ts=self.jump_ts,
+            check_indexing=False,
+            noise=self.noise,
+            linear_in_params=True if self.linear_in_params else None,
+        )
 
     def check_params(self, p: ArrayLike, argname: str = "p") -> Float[Array, " J"]:
         """Return `p` as an array, raising a clear error on a wrong length or non-finite entry."""

@@ -21,8 +21,16 @@ class MLPField(eqx.Module):
     mlp: eqx.nn.MLP
     input_transform: Callable | None = eqx.field(static=True)
 
-    def __init__(self, n_states: int, width: int = 50, depth: int = 1, *, key: PRNGKeyArray,
-                 activation: Callable = jax.nn.relu, input_transform: Callable | None = None):
+    def __init__(
+        self,
+        n_states: int,
+        width: int = 50,
+        depth: int = 1,
+        *,
+        key: PRNGKeyArray,
+        activation: Callable = jax.nn.relu,
+        input_transform: Callable | None = None,
+    ):
         self.mlp = eqx.nn.MLP(n_states, n_states, width, depth, activation=activation, key=key)
         self.input_transform = input_transform
 
@@ -40,12 +48,18 @@ class ResNetField(eqx.Module):
     out: eqx.nn.Linear
     activation: Callable = eqx.field(static=True)
 
-    def __init__(self, n_states: int, width: int = 64, blocks: int = 2, *, key: PRNGKeyArray,
-                 activation: Callable = jax.nn.tanh):
+    def __init__(
+        self, n_states: int, width: int = 64, blocks: int = 2, *, key: PRNGKeyArray, activation: Callable = jax.nn.tanh
+    ):
         keys = jax.random.split(key, 2 * blocks + 2)
         self.inp = eqx.nn.Linear(n_states, width, key=keys[0])
-        self.blocks = tuple((eqx.nn.Linear(width, width, key=keys[2 * i + 1]),
-                             eqx.nn.Linear(width, width, use_bias=False, key=keys[2 * i + 2])) for i in range(blocks))
+        self.blocks = tuple(
+            (
+                eqx.nn.Linear(width, width, key=keys[2 * i + 1]),
+                eqx.nn.Linear(width, width, use_bias=False, key=keys[2 * i + 2]),
+            )
+            for i in range(blocks)
+        )
         self.out = eqx.nn.Linear(width, n_states, key=keys[-1])
         self.activation = activation
 
@@ -72,8 +86,9 @@ def n_parameters(field: eqx.Module) -> int:
     return sum(x.size for x in jax.tree.leaves(eqx.filter(field, eqx.is_inexact_array)))
 
 
-def as_ode_model(field: eqx.Module, n_states: int, name: str = "neural field"
-                 ) -> tuple[ODEModel, Float[Array, " J"], Callable[[Float[Array, " J"]], eqx.Module]]:
+def as_ode_model(
+    field: eqx.Module, n_states: int, name: str = "neural field"
+) -> tuple[ODEModel, Float[Array, " J"], Callable[[Float[Array, " J"]], eqx.Module]]:
     """`field` as an [`ODEModel`][wendyjax.ODEModel] whose parameter vector is the module's
     trainable scalars, flattened: returns `(model, p, rebuild)` with `p` the module's
     values and `rebuild(p)` the module with values `p`. This lets the estimators of
@@ -93,6 +108,7 @@ def as_ode_model(field: eqx.Module, n_states: int, name: str = "neural field"
         return rebuild(q)(u, t)
 
     return ODEModel(rhs, n_states, int(p.size), linear_in_params=False, name=name, check_indexing=False), p, rebuild
+
 
 __all__ = [
     "MLPField",

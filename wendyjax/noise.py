@@ -162,30 +162,42 @@ class NegativeBinomial(AbstractCountNoise):
         if isinstance(self.dispersion, str):
             return
         if not (isinstance(self.dispersion, (int, float)) and np.isfinite(self.dispersion) and self.dispersion > 0):
-            raise ValueError(f"NegativeBinomial: dispersion must be a number > 0 or the name of a model parameter, "
-                             f"got {self.dispersion!r}.")
+            raise ValueError(
+                f"NegativeBinomial: dispersion must be a number > 0 or the name of a model parameter, "
+                f"got {self.dispersion!r}."
+            )
 
     def resolve(self, model) -> "NegativeBinomial":
         if not isinstance(self.dispersion, str):
             return self
         if self.dispersion not in model.param_names:
-            raise ValueError(f"NegativeBinomial(dispersion={self.dispersion!r}): model '{model.name}' has no such "
-                             f"parameter; its parameters are {', '.join(model.param_names)} (add one for the "
-                             f"dispersion, or give a number).")
+            raise ValueError(
+                f"NegativeBinomial(dispersion={self.dispersion!r}): model '{model.name}' has no such "
+                f"parameter; its parameters are {', '.join(model.param_names)} (add one for the "
+                f"dispersion, or give a number)."
+            )
         return NegativeBinomial(self.dispersion, model.param_names.index(self.dispersion))
 
     def _phi(self, p):
         if not isinstance(self.dispersion, str):
             return self.dispersion
         if self.index is None:
-            raise ValueError(f"NegativeBinomial(dispersion={self.dispersion!r}) names a parameter: only a fit, which "
-                             f"knows the model's parameters, can use it; give a number to simulate.")
+            raise ValueError(
+                f"NegativeBinomial(dispersion={self.dispersion!r}) names a parameter: only a fit, which "
+                f"knows the model's parameters, can use it; give a number to simulate."
+            )
         return p[self.index]
 
     def nll(self, y, mean, p):
         phi, gammaln = self._phi(p), jax.scipy.special.gammaln
-        return -(gammaln(y + phi) - gammaln(phi) - gammaln(y + 1) + phi * jnp.log(phi / (phi + mean))
-                 + _xlogm(y, mean) - y * jnp.log(phi + mean))
+        return -(
+            gammaln(y + phi)
+            - gammaln(phi)
+            - gammaln(y + 1)
+            + phi * jnp.log(phi / (phi + mean))
+            + _xlogm(y, mean)
+            - y * jnp.log(phi + mean)
+        )
 
     def information(self, mean, p):
         phi = self._phi(p)
@@ -204,15 +216,18 @@ def is_log_space(noise: "str | AbstractNoise") -> bool:
         return noise.log_space
     if noise in ("gaussian", "lognormal"):
         return noise == "lognormal"
-    raise ValueError(f"noise must be 'gaussian', 'lognormal' or a noise model (e.g. wj.Poisson()), got {noise!r} "
-                     f"(one noise model per observable, a sequence, is an option of output error).")
+    raise ValueError(
+        f"noise must be 'gaussian', 'lognormal' or a noise model (e.g. wj.Poisson()), got {noise!r} "
+        f"(one noise model per observable, a sequence, is an option of output error)."
+    )
 
 
 def noise_name(noise: "str | AbstractNoise | AbstractCountNoise") -> str:
     """The noise model's name in results: "gaussian", "lognormal", "poisson", "negative binomial"."""
     if isinstance(noise, AbstractCountNoise):
-        return {"Poisson": "poisson", "NegativeBinomial": "negative binomial"}.get(type(noise).__name__,
-                                                                                   type(noise).__name__)
+        return {"Poisson": "poisson", "NegativeBinomial": "negative binomial"}.get(
+            type(noise).__name__, type(noise).__name__
+        )
     return "lognormal" if is_log_space(noise) else "gaussian"
 
 
@@ -289,9 +304,7 @@ def estimate_noise_std(u: ArrayLike, order: int = 6, width: int = NOISE_WIDTH) -
     if u.ndim != 2:
         raise ValueError(f"u must have shape (M+1, D), got {u.shape}.")
     if u.shape[0] < width:
-        raise ValueError(
-            f"the noise estimate needs at least {width} samples per state, got {u.shape[0]}."
-        )
+        raise ValueError(f"the noise estimate needs at least {width} samples per state, got {u.shape[0]}.")
     f = jnp.asarray(_noise_filter(order, width), dtype=u.dtype)
     filtered = jax.vmap(lambda col: jnp.convolve(col, f, mode="valid"), in_axes=1, out_axes=1)(u)
     return jnp.sqrt(jnp.mean(filtered**2, axis=0))

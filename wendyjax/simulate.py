@@ -25,7 +25,8 @@ def _solve(rhs, p, u0, t, solver, rtol, atol, max_steps, jump_ts=None):
         args=p,
         saveat=diffrax.SaveAt(ts=t),
         stepsize_controller=diffrax.PIDController(
-            rtol=rtol, atol=atol, jump_ts=None if jump_ts is None else jnp.asarray(jump_ts)),
+            rtol=rtol, atol=atol, jump_ts=None if jump_ts is None else jnp.asarray(jump_ts)
+        ),
         max_steps=max_steps,
         throw=False,
     )
@@ -36,8 +37,9 @@ def _check_grid(t: ArrayLike, backward_ok: bool = False) -> Float[Array, " n"]:
     t = jnp.asarray(t, dtype=float)
     monotone = bool(jnp.all(jnp.diff(t) > 0)) or (backward_ok and bool(jnp.all(jnp.diff(t) < 0)))
     if t.ndim != 1 or t.shape[0] < 2 or not monotone:
-        raise ValueError(f"t must be a strictly {'monotone' if backward_ok else 'increasing'} 1-D array of at least 2 "
-                         f"times.")
+        raise ValueError(
+            f"t must be a strictly {'monotone' if backward_ok else 'increasing'} 1-D array of at least 2 times."
+        )
     return t
 
 
@@ -61,22 +63,21 @@ def solve(
     p = model.check_params(p)
     u0 = jnp.asarray(u0, dtype=float).reshape(-1)
     if u0.shape != (model.n_states,):
-        raise ValueError(
-            f"u0 must have shape ({model.n_states},) for model '{model.name}', got {u0.shape}."
-        )
+        raise ValueError(f"u0 must have shape ({model.n_states},) for model '{model.name}', got {u0.shape}.")
     t = _check_grid(t)
     solver = diffrax.Tsit5() if solver is None else solver
-    ys, result = _solve(model.rhs, p, u0, t, solver, jnp.asarray(rtol), jnp.asarray(atol), max_steps,
-                        model.jump_ts)
+    ys, result = _solve(model.rhs, p, u0, t, solver, jnp.asarray(rtol), jnp.asarray(atol), max_steps, model.jump_ts)
     ok = bool(result == diffrax.RESULTS.successful) and bool(jnp.all(jnp.isfinite(ys)))
     if not ok:
         where = f"model '{model.name}' on [{float(t[0])}, {float(t[-1])}]"
         finite = np.all(np.isfinite(np.asarray(ys)), axis=1)
         last = float(t[np.flatnonzero(finite)[-1]]) if finite.any() else float(t[0])
-        hint = (f"it got past t = {last:.6g} only. Either the solution blows up in finite time after that with "
-                f"these parameters (then no solver helps: check p and u0, or end the grid earlier), or the "
-                f"system is stiff (use an implicit solver, solver=diffrax.Kvaerno5()), or it needs more than "
-                f"max_steps={max_steps} steps.")
+        hint = (
+            f"it got past t = {last:.6g} only. Either the solution blows up in finite time after that with "
+            f"these parameters (then no solver helps: check p and u0, or end the grid earlier), or the "
+            f"system is stiff (use an implicit solver, solver=diffrax.Kvaerno5()), or it needs more than "
+            f"max_steps={max_steps} steps."
+        )
         raise RuntimeError(f"diffrax failed to solve {where} ({result}): {hint}")
     return ys
 
@@ -127,4 +128,3 @@ def simulate(
         return Trajectory(np.asarray(t), np.asarray(clean))
     noisy = noise.sample(clean, key)
     return Trajectory(np.asarray(t), np.asarray(noisy))
-

@@ -55,6 +55,7 @@ def _counted(f: Callable, counts: EvaluationCounts, mode: str) -> Callable:
         jax.debug.callback(lambda _: counts._add(field, 1), jnp.sum(value))
 
     if mode == "forward":
+
         @jax.custom_jvp
         def g(t, x, theta):
             tick("primal", x)
@@ -97,8 +98,16 @@ def _adjoint(mode: str) -> diffrax.AbstractAdjoint:
 
 def _loss(vector_field, theta, x0, t, y, solver, controller, adjoint, max_steps):
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(vector_field), solver, t0=t[0], t1=t[-1], dt0=None, y0=x0, args=theta,
-        saveat=diffrax.SaveAt(ts=t), stepsize_controller=controller, adjoint=adjoint,
+        diffrax.ODETerm(vector_field),
+        solver,
+        t0=t[0],
+        t1=t[-1],
+        dt0=None,
+        y0=x0,
+        args=theta,
+        saveat=diffrax.SaveAt(ts=t),
+        stepsize_controller=controller,
+        adjoint=adjoint,
         max_steps=max_steps,
     )
     return jnp.mean((sol.ys - y) ** 2)
@@ -136,13 +145,17 @@ def trajectory_loss_gradient(
     x0 = jnp.asarray(x0, float)
     windows = x0.ndim == 2
     if t.ndim != 1 + windows or t.shape[-1] < 2:
-        raise ValueError(f"t must have shape (n,) ((B, n) with a batch of windows, x0 of shape (B, d)) with "
-                         f"n ≥ 2 times, got shape {t.shape} for x0 of shape {x0.shape}.")
+        raise ValueError(
+            f"t must have shape (n,) ((B, n) with a batch of windows, x0 of shape (B, d)) with "
+            f"n ≥ 2 times, got shape {t.shape} for x0 of shape {x0.shape}."
+        )
     if y.shape != t.shape + x0.shape[-1:]:
         raise ValueError(f"y must have shape {t.shape + x0.shape[-1:]} (t's shape, state), got {y.shape}.")
     if windows and (count or t.shape[0] != x0.shape[0]):
-        raise ValueError(f"a batch of windows needs x0 and t with the same leading axis (got {x0.shape[0]} and "
-                         f"{t.shape[0]}) and count=False.")
+        raise ValueError(
+            f"a batch of windows needs x0 and t with the same leading axis (got {x0.shape[0]} and "
+            f"{t.shape[0]}) and count=False."
+        )
     counts = EvaluationCounts() if count else None
     f = _counted(vector_field, counts, mode) if count else vector_field
     controller = diffrax.PIDController(rtol=rtol, atol=atol)

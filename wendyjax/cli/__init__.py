@@ -28,6 +28,7 @@ def _floats(text: str) -> list[float]:
 
 def _number(low: float, strict: bool):
     """An argparse type: one finite number above `low` (or at least `low`)."""
+
     def parse(text: str) -> float:
         try:
             value = float(text)
@@ -78,28 +79,41 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--noise", type=_number(0, strict=False), default=0.1, help="noise ratio (default 0.1)")
     demo.add_argument("--seed", type=int, default=0)
 
-    fit = sub.add_parser("fit", help="fit a model to time series from a CSV or NPZ file",
-                         description="Fit MODEL to DATA and print the parameter table. MODEL: a zoo name or a "
-                                     "Python file defining `model = wendyjax.ODEModel(...)` or `rhs(u, p, t)` with "
-                                     "lists `states` and `params` (optional `bounds`), or `model = "
-                                     "wendyjax.linear.LinearODE(...)` with `basis = wendyjax.linear.BSplineBasis(...)` "
-                                     "(fitted by Data2LD; one trajectory). DATA: CSV with a header "
-                                     "(`t`, the states by name or in order, optional `trajectory`; empty or NaN "
-                                     "cells are missing values) or NPZ (`t` and `u`).")
+    fit = sub.add_parser(
+        "fit",
+        help="fit a model to time series from a CSV or NPZ file",
+        description="Fit MODEL to DATA and print the parameter table. MODEL: a zoo name or a "
+        "Python file defining `model = wendyjax.ODEModel(...)` or `rhs(u, p, t)` with "
+        "lists `states` and `params` (optional `bounds`), or `model = "
+        "wendyjax.linear.LinearODE(...)` with `basis = wendyjax.linear.BSplineBasis(...)` "
+        "(fitted by Data2LD; one trajectory). DATA: CSV with a header "
+        "(`t`, the states by name or in order, optional `trajectory`; empty or NaN "
+        "cells are missing values) or NPZ (`t` and `u`).",
+    )
     fit.add_argument("model")
     fit.add_argument("data")
-    fit.add_argument("--method", choices=(*_METHODS, "data2ld"),
-                     help="default: mle for an ODEModel, data2ld for a LinearODE")
-    fit.add_argument("--p0", type=_floats, help="start, comma-separated (default: the centre of the model's box; "
-                                                "not needed for WENDy on models linear in the parameters; "
-                                                "Data2LD: 0.01 each)")
-    fit.add_argument("--noise", choices=("gaussian", "lognormal"),
-                     help="noise model (default: the zoo model's, else gaussian)")
-    fit.add_argument("--covariance", help="sandwich or hessian (WENDy), gauss_newton (output error), "
-                                          "gauss_newton or implicit (Data2LD)")
-    fit.add_argument("--radius", type=_number(0, strict=True),
-                     help="test-function radius in time units (WENDy; default: selected from the data, which needs a "
-                          "uniform grid)")
+    fit.add_argument(
+        "--method", choices=(*_METHODS, "data2ld"), help="default: mle for an ODEModel, data2ld for a LinearODE"
+    )
+    fit.add_argument(
+        "--p0",
+        type=_floats,
+        help="start, comma-separated (default: the centre of the model's box; "
+        "not needed for WENDy on models linear in the parameters; "
+        "Data2LD: 0.01 each)",
+    )
+    fit.add_argument(
+        "--noise", choices=("gaussian", "lognormal"), help="noise model (default: the zoo model's, else gaussian)"
+    )
+    fit.add_argument(
+        "--covariance",
+        help="sandwich or hessian (WENDy), gauss_newton (output error), gauss_newton or implicit (Data2LD)",
+    )
+    fit.add_argument(
+        "--radius",
+        type=_number(0, strict=True),
+        help="test-function radius in time units (WENDy; default: selected from the data, which needs a uniform grid)",
+    )
     fit.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
     fit.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
 
@@ -113,28 +127,38 @@ def _parser() -> argparse.ArgumentParser:
     study.add_argument("--batch-size", type=_count, default=64)
     study.add_argument("--covariance", help="sandwich or hessian (WENDy), gauss_newton (output error)")
     study.add_argument("--level", type=float, default=0.95)
-    study.add_argument("--intervals", type=_names, default=[],
-                       help="interval methods whose coverage and width to measure, comma-separated: "
-                            f"{', '.join(_INTERVALS)}")
+    study.add_argument(
+        "--intervals",
+        type=_names,
+        default=[],
+        help=f"interval methods whose coverage and width to measure, comma-separated: {', '.join(_INTERVALS)}",
+    )
     study.add_argument("--boot", type=int, default=200, help="bootstrap refits per run (--intervals bootstrap)")
-    study.add_argument("--profile-points", type=int, default=21,
-                       help="grid points per parameter of a profile (--intervals profile)")
+    study.add_argument(
+        "--profile-points", type=int, default=21, help="grid points per parameter of a profile (--intervals profile)"
+    )
     study.add_argument("--csv", help="write the metric table here")
     study.add_argument("--json", help="write metrics, every run and the settings here")
 
-    petab = sub.add_parser("petab", help="load a PEtab problem, check its log-likelihood, fit it by batched multistart",
-                           description="Load the PEtab v1 problem PATH.yaml (needs `pip install wendyjax[petab]`), "
-                                       "print its log-likelihood at the nominal parameters, then fit it from --starts "
-                                       "starts in one batched call and print the best fit.")
+    petab = sub.add_parser(
+        "petab",
+        help="load a PEtab problem, check its log-likelihood, fit it by batched multistart",
+        description="Load the PEtab v1 problem PATH.yaml (needs `pip install wendyjax[petab]`), "
+        "print its log-likelihood at the nominal parameters, then fit it from --starts "
+        "starts in one batched call and print the best fit.",
+    )
     petab.add_argument("path", help="the problem's PEtab YAML file")
     petab.add_argument("--starts", type=_count, default=100, help="multistart starts (default 100)")
     petab.add_argument("--max-steps", type=_count, default=200, help="trust-region steps per start (default 200)")
     petab.add_argument("--seed", type=int, default=0)
     petab.add_argument("--waterfall", help="save the waterfall plot of the final objectives to this image file")
 
-    bench = sub.add_parser("bench", help="run benchmark scripts (source checkout only)",
-                           description="Run benchmarks/NAME.py for each NAME; arguments after `--` go to every "
-                                       "script. Results land in benchmarks/results/.")
+    bench = sub.add_parser(
+        "bench",
+        help="run benchmark scripts (source checkout only)",
+        description="Run benchmarks/NAME.py for each NAME; arguments after `--` go to every "
+        "script. Results land in benchmarks/results/.",
+    )
     bench.add_argument("names", nargs="*", help="benchmarks to run (see --list)")
     bench.add_argument("--list", action="store_true", help="list the benchmark scripts")
     return parser
@@ -183,8 +207,9 @@ def _run_fit(args) -> int:
         if args.covariance not in (None, "gauss_newton"):
             raise ValueError(f"--covariance {args.covariance}: output error has only gauss_newton.")
     elif p0 is None and not model.linear_in_params:
-        raise ValueError(f"--p0 is needed: model '{model.name}' is nonlinear in its parameters and has no "
-                         f"finite box to start from.")
+        raise ValueError(
+            f"--p0 is needed: model '{model.name}' is nonlinear in its parameters and has no finite box to start from."
+        )
     if args.radius is not None and "test_functions" not in est.options():
         raise ValueError(f"--radius sets WENDy's test functions; {args.method.replace('_', ' ')} has none.")
     if args.noise is not None and "noise" not in est.options():
@@ -206,16 +231,20 @@ def _check_weak_data(args, data) -> None:
         mask = np.ones(tr.u.shape, bool) if tr.mask is None else np.asarray(tr.mask)
         partial = mask.any(axis=1) & ~mask.all(axis=1)
         if partial.any():
-            raise ValueError(f"{where}: {int(partial.sum())} rows (first at t={t[partial][0]:g}) have only some states "
-                             f"missing, and WENDy (--method {args.method}) needs every state at a sample time: fill "
-                             f"those cells, delete those rows (then pass --radius, since the grid is no longer "
-                             f"uniform), or use --method output_error, which fits partly observed states.")
+            raise ValueError(
+                f"{where}: {int(partial.sum())} rows (first at t={t[partial][0]:g}) have only some states "
+                f"missing, and WENDy (--method {args.method}) needs every state at a sample time: fill "
+                f"those cells, delete those rows (then pass --radius, since the grid is no longer "
+                f"uniform), or use --method output_error, which fits partly observed states."
+            )
         dropped = ~mask.any(axis=1)
         if dropped.any() and args.radius is None and not tr.observed_rows().is_uniform():
-            raise ValueError(f"{where}: {int(dropped.sum())} rows with every state missing (first at "
-                             f"t={t[dropped][0]:g}) are left out, which makes the time grid non-uniform, and the "
-                             f"automatic test-function radius needs a uniform one: pass --radius R (in time units, "
-                             f"a few sample steps).")
+            raise ValueError(
+                f"{where}: {int(dropped.sum())} rows with every state missing (first at "
+                f"t={t[dropped][0]:g}) are left out, which makes the time grid non-uniform, and the "
+                f"automatic test-function radius needs a uniform one: pass --radius R (in time units, "
+                f"a few sample steps)."
+            )
 
 
 def _fit_data2ld(args, model, basis, data):
@@ -256,8 +285,10 @@ def _check_before_work(args) -> None:
     paths = {flag: getattr(args, flag, None) for flag in ("csv", "json")}
     paths = {flag: path for flag, path in paths.items() if isinstance(path, str)}  # `fit --json` is a switch
     if len(paths) == 2 and Path(paths["csv"]).resolve() == Path(paths["json"]).resolve():
-        raise ValueError(f"--csv and --json name the same file {paths['csv']}: the JSON would overwrite the table; "
-                         f"give two paths. Nothing was run.")
+        raise ValueError(
+            f"--csv and --json name the same file {paths['csv']}: the JSON would overwrite the table; "
+            f"give two paths. Nothing was run."
+        )
     for flag, path in paths.items():
         target = Path(path)
         folder = target.parent if str(target.parent) else Path(".")
@@ -284,16 +315,21 @@ def _interval_methods(names: list[str], n_boot: int, n_points: int, level: float
     if any(n.startswith("bootstrap") for n in names) and n_boot < 2:
         raise ValueError(f"--boot must be at least 2 bootstrap refits per run, got {n_boot}.")
     if "bootstrap" in names and n_boot < studies.min_refits(level):
-        raise ValueError(f"--boot {n_boot} is too few for --intervals bootstrap (basic intervals, from quantiles) at "
-                         f"--level {level:g}: they need --boot >= {studies.min_refits(level)}; use bootstrap_normal or "
-                         f"more refits.")
+        raise ValueError(
+            f"--boot {n_boot} is too few for --intervals bootstrap (basic intervals, from quantiles) at "
+            f"--level {level:g}: they need --boot >= {studies.min_refits(level)}; use bootstrap_normal or "
+            f"more refits."
+        )
     if any("profile" in n for n in names) and n_points < 3:
         raise ValueError(f"--profile-points must be at least 3 grid points per parameter, got {n_points}.")
-    make = {"bootstrap": lambda: studies.BootstrapIntervals(n_boot),
-            "bootstrap_normal": lambda: studies.BootstrapIntervals(n_boot, kind="normal"),
-            "profile": lambda: studies.ProfileIntervals(n_points),
-            "bootstrap_or_profile": lambda: studies.BootstrapOrProfile(
-                studies.BootstrapIntervals(n_boot, kind="normal"), studies.ProfileIntervals(n_points))}
+    make = {
+        "bootstrap": lambda: studies.BootstrapIntervals(n_boot),
+        "bootstrap_normal": lambda: studies.BootstrapIntervals(n_boot, kind="normal"),
+        "profile": lambda: studies.ProfileIntervals(n_points),
+        "bootstrap_or_profile": lambda: studies.BootstrapOrProfile(
+            studies.BootstrapIntervals(n_boot, kind="normal"), studies.ProfileIntervals(n_points)
+        ),
+    }
     return [make[n]() if n in make else studies.Wald(n) for n in names]
 
 
@@ -304,10 +340,18 @@ def _run_study(args) -> int:
 
     _check_before_work(args)
     intervals = _interval_methods(args.intervals, args.boot, args.profile_points, args.level)
-    study = studies.monte_carlo(getattr(models, args.model)(), args.estimator, noise_levels=args.noise,
-                                subsamples=args.subsample, n_runs=args.runs, key=jax.random.key(args.seed),
-                                covariance=args.covariance, level=args.level, batch_size=args.batch_size,
-                                intervals=intervals)
+    study = studies.monte_carlo(
+        getattr(models, args.model)(),
+        args.estimator,
+        noise_levels=args.noise,
+        subsamples=args.subsample,
+        n_runs=args.runs,
+        key=jax.random.key(args.seed),
+        covariance=args.covariance,
+        level=args.level,
+        batch_size=args.batch_size,
+        intervals=intervals,
+    )
     print(study)
     if args.csv:
         study.to_csv(args.csv)
@@ -320,13 +364,17 @@ def _run_petab(args) -> int:
     from .. import petab
 
     problem = petab.load(args.path)
-    print(f"{problem.name}: {problem.n_parameters} estimated parameters, {len(problem.conditions)} conditions, "
-          f"{len(problem.measurements)} measurements")
+    print(
+        f"{problem.name}: {problem.n_parameters} estimated parameters, {len(problem.conditions)} conditions, "
+        f"{len(problem.measurements)} measurements"
+    )
     print(f"log-likelihood at the nominal parameters: {float(problem.log_likelihood()):.10g}")
     result = petab.multistart(problem, args.starts, key=args.seed, max_steps=args.max_steps)
-    print(f"{args.starts} starts in {result.seconds:.1f} s: best objective {result.best_objective:.6g}, "
-          f"{int(result.converged.sum())} converged, "
-          f"{result.fraction_within(result.best_objective):.0%} within 0.1 of the best")
+    print(
+        f"{args.starts} starts in {result.seconds:.1f} s: best objective {result.best_objective:.6g}, "
+        f"{int(result.converged.sum())} converged, "
+        f"{result.fraction_within(result.best_objective):.0%} within 0.1 of the best"
+    )
     for name, scale, value in zip(problem.parameter_names, problem.scales, np.asarray(result.best), strict=True):
         print(f"  {name:32s} {scale:6s} {value: .6g}")
     if args.waterfall:
@@ -336,8 +384,10 @@ def _run_petab(args) -> int:
 
 def _run_bench(args, extra: list[str]) -> int:
     if not _BENCHMARKS.is_dir():
-        raise FileNotFoundError("the benchmark scripts come with the source checkout (benchmarks/ next to the "
-                                "wendyjax package); install from a clone with `pip install -e .`.")
+        raise FileNotFoundError(
+            "the benchmark scripts come with the source checkout (benchmarks/ next to the "
+            "wendyjax package); install from a clone with `pip install -e .`."
+        )
     scripts = {p.stem: p for p in sorted(_BENCHMARKS.glob("*.py")) if not p.stem.startswith("_")}
     if args.list or not args.names:
         for name, path in scripts.items():
@@ -358,7 +408,7 @@ def _run_bench(args, extra: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 for bad input, with the reason on stderr)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
     parser = _parser()
     args = parser.parse_args(argv)
@@ -380,5 +430,6 @@ def main(argv: list[str] | None = None) -> int:
         return _run_bench(args, extra)
     except (ValueError, TypeError, FileNotFoundError) as e:
         parser.exit(2, f"{parser.prog} {args.command}: error: {e}\n")
+
 
 __all__ = ["main"]

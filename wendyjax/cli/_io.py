@@ -17,9 +17,14 @@ from ..model import ODEModel
 def zoo_names() -> list[str]:
     """The names of the model zoo's ODE benchmarks (`wj.models.<name>()`; not the PDE
     reference solutions, which have no protocol to fit)."""
-    return sorted(n for n, f in vars(models).items()
-                  if callable(f) and getattr(f, "__module__", None) == models.Benchmark.__module__
-                  and not n.startswith("_") and n != "Benchmark")
+    return sorted(
+        n
+        for n, f in vars(models).items()
+        if callable(f)
+        and getattr(f, "__module__", None) == models.Benchmark.__module__
+        and not n.startswith("_")
+        and n != "Benchmark"
+    )
 
 
 def load_model(spec: str) -> "tuple[ODEModel | LinearODE, models.Benchmark | None, BSplineBasis | None]":
@@ -32,8 +37,10 @@ def load_model(spec: str) -> "tuple[ODEModel | LinearODE, models.Benchmark | Non
         return bench.model, bench, None
     path = Path(spec)
     if path.suffix != ".py":
-        raise ValueError(f"unknown model {spec!r}: give a zoo name ({', '.join(zoo_names())}) "
-                         f"or a Python file (.py) defining the model.")
+        raise ValueError(
+            f"unknown model {spec!r}: give a zoo name ({', '.join(zoo_names())}) "
+            f"or a Python file (.py) defining the model."
+        )
     if not path.is_file():
         raise FileNotFoundError(f"model file {spec!r} does not exist.")
     try:
@@ -44,15 +51,28 @@ def load_model(spec: str) -> "tuple[ODEModel | LinearODE, models.Benchmark | Non
         return scope["model"], None, None
     if isinstance(scope.get("model"), LinearODE):
         if not isinstance(scope.get("basis"), BSplineBasis):
-            raise ValueError(f"model file {spec!r} defines a LinearODE but no `basis = "
-                             f"wendyjax.linear.BSplineBasis(breaks, order)` for its Data2LD fit.")
+            raise ValueError(
+                f"model file {spec!r} defines a LinearODE but no `basis = "
+                f"wendyjax.linear.BSplineBasis(breaks, order)` for its Data2LD fit."
+            )
         return scope["model"], None, scope["basis"]
     if callable(scope.get("rhs")) and "states" in scope and "params" in scope:
-        return ODEModel(scope["rhs"], scope["states"], scope["params"], bounds=scope.get("bounds"),
-                        name=scope.get("name", path.stem)), None, None
-    raise ValueError(f"model file {spec!r} must define `model = wendyjax.ODEModel(...)` (or a "
-                     f"`wendyjax.linear.LinearODE` with a `basis`) or a function `rhs(u, p, t)` with lists "
-                     f"`states` and `params`.")
+        return (
+            ODEModel(
+                scope["rhs"],
+                scope["states"],
+                scope["params"],
+                bounds=scope.get("bounds"),
+                name=scope.get("name", path.stem),
+            ),
+            None,
+            None,
+        )
+    raise ValueError(
+        f"model file {spec!r} must define `model = wendyjax.ODEModel(...)` (or a "
+        f"`wendyjax.linear.LinearODE` with a `basis`) or a function `rhs(u, p, t)` with lists "
+        f"`states` and `params`."
+    )
 
 
 def _observed_names(model: "ODEModel | LinearODE") -> list[str]:
@@ -73,9 +93,11 @@ def _trajectories(series, where: str, names: list[str]) -> list[Trajectory]:
         label = "" if g is None else f" (trajectory {g})"
         empty = [n for n, col in zip(names, np.asarray(u, float).T) if np.isnan(col).all()]
         if empty:
-            raise ValueError(f"{where}{label}: column{'s' if len(empty) > 1 else ''} {', '.join(empty)} "
-                             f"{'have' if len(empty) > 1 else 'has'} no observed value (every cell is empty or "
-                             f"NaN).")
+            raise ValueError(
+                f"{where}{label}: column{'s' if len(empty) > 1 else ''} {', '.join(empty)} "
+                f"{'have' if len(empty) > 1 else 'has'} no observed value (every cell is empty or "
+                f"NaN)."
+            )
         try:
             out.append(Trajectory(t, u))  # NaN = missing; inf is refused
         except ValueError as e:
@@ -89,8 +111,10 @@ def _columns(header: list[str], model: "ODEModel | LinearODE", where: str) -> li
     names = _observed_names(model)
     rest = [i for i, h in enumerate(header) if h not in ("t", "trajectory")]
     if len(rest) != len(names):
-        raise ValueError(f"{where}: model '{model.name}' has {len(names)} states ({', '.join(names)}) but the "
-                         f"file has {len(rest)} state columns ({', '.join(header[i] for i in rest)}).")
+        raise ValueError(
+            f"{where}: model '{model.name}' has {len(names)} states ({', '.join(names)}) but the "
+            f"file has {len(rest)} state columns ({', '.join(header[i] for i in rest)})."
+        )
     if all(n in header for n in names):
         return [header.index(n) for n in names]
     return rest
@@ -112,8 +136,7 @@ def _read_csv(path: Path, model: "ODEModel | LinearODE"):
     body = rows[1:]
     bad = [i + 2 for i, r in enumerate(body) if len(r) != len(header)]
     if bad:
-        raise ValueError(f"{path}: line {bad[0]} has a different number of columns than the header "
-                         f"({len(header)}).")
+        raise ValueError(f"{path}: line {bad[0]} has a different number of columns than the header ({len(header)}).")
     cols = _columns(header, model, str(path))
 
     def number(text: str, line: int) -> float:
@@ -150,8 +173,9 @@ def _read_npz(path: Path, model: "ODEModel | LinearODE"):
     elif all(n in arrays for n in names):
         u = np.stack([np.asarray(arrays[n], float) for n in names], axis=1)
     else:
-        raise ValueError(f"{path}: the archive must hold 'u' (samples × states) or one array per state "
-                         f"({', '.join(names)}).")
+        raise ValueError(
+            f"{path}: the archive must hold 'u' (samples × states) or one array per state ({', '.join(names)})."
+        )
     if u.ndim != 2 or u.shape[1] != len(names):
         raise ValueError(f"{path}: model '{model.name}' has {len(names)} states but 'u' has shape {u.shape}.")
     if len(t) != len(u):

@@ -50,11 +50,17 @@ class SavitzkyGolay(eqx.Module):
         if self.window < 1 or self.window % 2 == 0:
             raise ValueError(f"SavitzkyGolay.window must be a positive odd number of samples, got {self.window}.")
         if not 0 <= self.degree < self.window:
-            raise ValueError(f"SavitzkyGolay.degree must be in [0, window), got {self.degree} with window "
-                             f"{self.window}.")
+            raise ValueError(
+                f"SavitzkyGolay.degree must be in [0, window), got {self.degree} with window {self.window}."
+            )
 
-    def _fit(self, x: Float[Array, " window"], w: Float[Array, "window d"], y: Float[Array, "window d"],
-             x_eval: Float[Array, " e"]) -> Float[Array, "e d"]:
+    def _fit(
+        self,
+        x: Float[Array, " window"],
+        w: Float[Array, "window d"],
+        y: Float[Array, "window d"],
+        x_eval: Float[Array, " e"],
+    ) -> Float[Array, "e d"]:
         """Per component, the weighted degree-`degree` fit through (x, y) evaluated at
         `x_eval`; x in [-1, 1] (Legendre columns keep the normal equations well
         conditioned; a tiny ridge covers windows emptied by missing values)."""
@@ -77,8 +83,10 @@ class SavitzkyGolay(eqx.Module):
             except jax.errors.TracerArrayConversionError:  # inside the caller's jit: trust the flag
                 dt, observed = np.zeros(1), True
             if not (np.allclose(dt, dt[:1], rtol=1e-9, atol=0.0) and observed):
-                raise ValueError("uniform=True needs a uniform time grid t and every entry observed (mask > 0); "
-                                 "call with uniform=False.")
+                raise ValueError(
+                    "uniform=True needs a uniform time grid t and every entry observed (mask > 0); "
+                    "call with uniform=False."
+                )
         return self._smooth(t, y, mask, uniform)
 
     @cpu_safe_jit
@@ -90,8 +98,9 @@ class SavitzkyGolay(eqx.Module):
         starts = jnp.clip(jnp.arange(n) - half, 0, n - self.window)
         if uniform:
             x = jnp.linspace(-1.0, 1.0, self.window, dtype=y.dtype)
-            hat = jax.vmap(lambda e: self._fit(x, jnp.ones((self.window, 1), y.dtype), e[:, None], x)[:, 0],
-                           out_axes=1)(jnp.eye(self.window, dtype=y.dtype))  # (window, window)
+            hat = jax.vmap(
+                lambda e: self._fit(x, jnp.ones((self.window, 1), y.dtype), e[:, None], x)[:, 0], out_axes=1
+            )(jnp.eye(self.window, dtype=y.dtype))  # (window, window)
             rows = hat[jnp.arange(n) - starts]  # each sample's weights on its window
             return jnp.einsum("nw,nwd->nd", rows, y[starts[:, None] + jnp.arange(self.window)])
 

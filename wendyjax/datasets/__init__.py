@@ -94,8 +94,7 @@ def boehm_petab() -> Path:
     (Benchmarking-Initiative/Benchmark-Models-PEtab, BSD-3-Clause: `petab/LICENSE` beside
     it), unchanged; AMICI's value at the nominal parameters is
     `BOEHM_AMICI_LOG_LIKELIHOOD`."""
-    return Path(str(resources.files(__package__).joinpath(
-        "petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml")))
+    return Path(str(resources.files(__package__).joinpath("petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml")))
 
 
 def head_impact_model() -> LinearODE:
@@ -137,6 +136,7 @@ def head_impact_basis(start: float = 2.4, stop: float = 57.6, order: int = 6, n_
     compares both)."""
     a, b = IMPACT
     return BSplineBasis([start, a, a, a, b, b, *np.linspace(b, stop, n_after)], order=order)
+
 
 __all__ = [
     "BOEHM_AMICI_LOG_LIKELIHOOD",

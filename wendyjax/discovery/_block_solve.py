@@ -47,9 +47,14 @@ def _block_cholesky_solve(chols: Array, ws: Array, rhs: Float[Array, "T S m"]) -
     return x
 
 
-def bordered_solve(diag: Float[Array, "T S S"], sub: Float[Array, "T-1 S S"], border: Float[Array, "T S p"],
-                   corner: Float[Array, "p p"], r_u: Float[Array, "T S"], r_theta: Float[Array, " p"]
-                   ) -> tuple[Float[Array, "T S"], Float[Array, " p"]]:
+def bordered_solve(
+    diag: Float[Array, "T S S"],
+    sub: Float[Array, "T-1 S S"],
+    border: Float[Array, "T S p"],
+    corner: Float[Array, "p p"],
+    r_u: Float[Array, "T S"],
+    r_theta: Float[Array, " p"],
+) -> tuple[Float[Array, "T S"], Float[Array, " p"]]:
     """Solve the bordered block-tridiagonal system above (symmetric positive definite)."""
     chols, ws = _block_cholesky(diag, sub)
     x = _block_cholesky_solve(chols, ws, jnp.concatenate([r_u[..., None], border], axis=-1))

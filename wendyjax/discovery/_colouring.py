@@ -28,14 +28,14 @@ def star_colouring(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
     n_max = int(min(n, degree.max(initial=0) ** 2 + 1))
     count = np.zeros((n, n_max), dtype=np.int32)  # count[x, k]: coloured neighbours of x with colour k
     for v in range(n):
-        nbrs = indices[indptr[v]:indptr[v + 1]]
+        nbrs = indices[indptr[v] : indptr[v + 1]]
         coloured = nbrs[colour[nbrs] >= 0]
         forbidden = np.zeros(n_max, dtype=bool)
         forbidden[colour[coloured]] = True
         shared = count[v] >= 2  # colours held by two or more neighbours of v
         for w in coloured:
             cw = colour[w]
-            xs = indices[indptr[w]:indptr[w + 1]]
+            xs = indices[indptr[w] : indptr[w + 1]]
             xs = xs[(xs != v) & (colour[xs] >= 0)]
             if shared[cw]:  # u - v - w - x with c(u) = c(w): v may not take c(x)
                 forbidden[colour[xs]] = True
@@ -51,7 +51,7 @@ def is_star_colouring(indptr: np.ndarray, indices: np.ndarray, colour: np.ndarra
     """Whether `colour` is proper and every two-coloured path on four vertices is absent
     (brute force over paths; for tests on small graphs)."""
     n = len(indptr) - 1
-    nbrs = [indices[indptr[v]:indptr[v + 1]] for v in range(n)]
+    nbrs = [indices[indptr[v] : indptr[v + 1]] for v in range(n)]
     for v in range(n):
         if np.any(colour[nbrs[v]] == colour[v]):
             return False

@@ -74,12 +74,13 @@ def _coloured_products(linearised, x: Array, problem: DiscoveryProblem, n_theta:
     st = problem.structure
     n_u = x.size - n_theta
     grad, hvp = linearised(x)
-    colours = jnp.concatenate([jax.nn.one_hot(st.colour, st.n_colours, dtype=x.dtype).T,
-                               jnp.zeros((st.n_colours, n_theta), x.dtype)], axis=1)
+    colours = jnp.concatenate(
+        [jax.nn.one_hot(st.colour, st.n_colours, dtype=x.dtype).T, jnp.zeros((st.n_colours, n_theta), x.dtype)], axis=1
+    )
     coefficients = jnp.concatenate([jnp.zeros((n_theta, n_u), x.dtype), jnp.eye(n_theta, dtype=x.dtype)], axis=1)
     products = jax.vmap(hvp)(jnp.concatenate([colours, coefficients]))
-    corner = products[st.n_colours:, n_u:]
-    return grad, products[:st.n_colours, :n_u].T, products[st.n_colours:, :n_u].T, 0.5 * (corner + corner.T)
+    corner = products[st.n_colours :, n_u:]
+    return grad, products[: st.n_colours, :n_u].T, products[st.n_colours :, :n_u].T, 0.5 * (corner + corner.T)
 
 
 def _gradient_and_hessian(linearised, x: Array, problem: DiscoveryProblem, n_theta: int) -> tuple[Array, _Hessian]:
@@ -88,8 +89,11 @@ def _gradient_and_hessian(linearised, x: Array, problem: DiscoveryProblem, n_the
     T = problem.state_shape[0]
     grad, compressed, border, corner = _coloured_products(linearised, x, problem, n_theta)
     S = compressed.shape[0] // T
-    blocks = jnp.zeros((2 * T - 1, S, S), x.dtype).at[st.dst_block, st.dst_row, st.dst_col].set(
-        compressed[st.src_row, st.src_colour])
+    blocks = (
+        jnp.zeros((2 * T - 1, S, S), x.dtype)
+        .at[st.dst_block, st.dst_row, st.dst_col]
+        .set(compressed[st.src_row, st.src_colour])
+    )
     return grad, _Hessian(blocks[:T], blocks[T:], border.reshape(T, S, n_theta), corner)
 
 
@@ -107,8 +111,9 @@ def _gradient_and_diagonal(linearised, x: Array, problem: DiscoveryProblem, n_th
     st = problem.structure
     n_u = x.size - n_theta
     grad, hvp = linearised(x)
-    colours = jnp.concatenate([jax.nn.one_hot(st.colour, st.n_colours, dtype=x.dtype).T,
-                               jnp.zeros((st.n_colours, n_theta), x.dtype)], axis=1)
+    colours = jnp.concatenate(
+        [jax.nn.one_hot(st.colour, st.n_colours, dtype=x.dtype).T, jnp.zeros((st.n_colours, n_theta), x.dtype)], axis=1
+    )
     products = jax.vmap(hvp)(colours)
     diag_u = products[st.colour, jnp.arange(n_u)]
     diag_theta = jax.vmap(lambda i: hvp(jnp.zeros_like(x).at[n_u + i].set(1.0))[n_u + i])(jnp.arange(n_theta))
@@ -148,8 +153,9 @@ def _linearisation(hessian: str, problem: DiscoveryProblem, shape, theta_shape, 
             return jax.linearize(jax.grad(fn), x)
         res, jvp = jax.linearize(lambda y: weighted_residuals(problem, *split(y), mask, lam), x)
         vjp = jax.linear_transpose(jvp, x)
-        curvature = jnp.concatenate([jnp.zeros(n_u, x.dtype),
-                                     _smoothed_l0_curvature(x[n_u:] * active, eps, penalty, n_theta) * active])
+        curvature = jnp.concatenate(
+            [jnp.zeros(n_u, x.dtype), _smoothed_l0_curvature(x[n_u:] * active, eps, penalty, n_theta) * active]
+        )
         grad = 2 * vjp(res)[0] + jax.grad(lambda y: penalty * smoothed_l0(y[n_u:] * active, eps) / n_theta)(x)
         return grad, lambda v: 2 * vjp(jvp(v))[0] + curvature * v
 
@@ -178,8 +184,16 @@ class LevenbergMarquardt(eqx.Module):
         if self.hessian not in ("exact", "gauss_newton"):
             raise ValueError(f"hessian must be 'exact' or 'gauss_newton', got {self.hessian!r}.")
 
-    def __call__(self, problem: DiscoveryProblem, u0: Float[Array, "T *space D"], theta0: Float[Array, "F D"],
-                 mask: Float[Array, "F D"], lam: ArrayLike, penalty: ArrayLike, eps: ArrayLike) -> LMSolution:
+    def __call__(
+        self,
+        problem: DiscoveryProblem,
+        u0: Float[Array, "T *space D"],
+        theta0: Float[Array, "F D"],
+        mask: Float[Array, "F D"],
+        lam: ArrayLike,
+        penalty: ArrayLike,
+        eps: ArrayLike,
+    ) -> LMSolution:
         """Minimise eq. 12 over the states and the coefficients of the term `mask` from
         `(u0, theta0)`, with weights `lam` ($\\lambda$), `penalty` ($R$) and `eps`
         ($\varepsilon$)."""
@@ -190,19 +204,27 @@ class LevenbergMarquardt(eqx.Module):
 
         fn, linearised = _linearisation(self.hessian, problem, shape, theta0.shape, mask, lam, penalty, eps)
         if problem.structure.kind != HESSIAN_KINDS[self.linear_solver]:
-            raise ValueError(f"linear_solver={self.linear_solver!r} needs a problem built with "
-                             f"hessian={HESSIAN_KINDS[self.linear_solver]!r}.")
+            raise ValueError(
+                f"linear_solver={self.linear_solver!r} needs a problem built with "
+                f"hessian={HESSIAN_KINDS[self.linear_solver]!r}."
+            )
         keep = jnp.concatenate([jnp.ones(n_u, u0.dtype), active])
-        curvature = {"cg": _gradient_and_diagonal, "sparse": _gradient_and_sparse,
-                     "cholesky": _gradient_and_hessian}[self.linear_solver]
+        curvature = {"cg": _gradient_and_diagonal, "sparse": _gradient_and_sparse, "cholesky": _gradient_and_hessian}[
+            self.linear_solver
+        ]
 
         def cg_step(state: _State) -> Array:
             """Matrix-free: Jacobi-preconditioned conjugate gradients on Hessian–vector products."""
             _, hvp = linearised(state.x)
             scale = state.alpha * jnp.where(state.hessian > 0, state.hessian, 1e-8) + (1.0 - keep)
             diag = jnp.where(state.hessian > 0, state.hessian, 0.0) + scale
-            d, _ = jax.scipy.sparse.linalg.cg(lambda v: hvp(v * keep) * keep + scale * v, -state.grad * keep,
-                                              tol=self.cg_rtol, maxiter=self.cg_max_steps, M=lambda v: v / diag)
+            d, _ = jax.scipy.sparse.linalg.cg(
+                lambda v: hvp(v * keep) * keep + scale * v,
+                -state.grad * keep,
+                tol=self.cg_rtol,
+                maxiter=self.cg_max_steps,
+                M=lambda v: v / diag,
+            )
             return d * keep
 
         def damped_step(state: _State) -> Array:
@@ -214,15 +236,28 @@ class LevenbergMarquardt(eqx.Module):
             if self.linear_solver == "sparse":
                 st = problem.structure
                 scale_u = a * jnp.where(h.diag > 0, h.diag, 1e-8)
-                d_u, d_t = sparse_bordered_solve(st.dst_row, st.dst_col, h.values, scale_u, h.border,
-                                                 h.corner + jnp.diag(scale_t), -state.grad[:n_u], -state.grad[n_u:],
-                                                 levels=T)
+                d_u, d_t = sparse_bordered_solve(
+                    st.dst_row,
+                    st.dst_col,
+                    h.values,
+                    scale_u,
+                    h.border,
+                    h.corner + jnp.diag(scale_t),
+                    -state.grad[:n_u],
+                    -state.grad[n_u:],
+                    levels=T,
+                )
             else:
                 d_blocks = jnp.diagonal(h.diag, axis1=1, axis2=2)
                 scale_u = a * jnp.where(d_blocks > 0, d_blocks, 1e-8)
-                d_u, d_t = bordered_solve(h.diag + jax.vmap(jnp.diag)(scale_u), h.sub, h.border,
-                                          h.corner + jnp.diag(scale_t), -state.grad[:n_u].reshape(T, S),
-                                          -state.grad[n_u:])
+                d_u, d_t = bordered_solve(
+                    h.diag + jax.vmap(jnp.diag)(scale_u),
+                    h.sub,
+                    h.border,
+                    h.corner + jnp.diag(scale_t),
+                    -state.grad[:n_u].reshape(T, S),
+                    -state.grad[n_u:],
+                )
             return jnp.concatenate([d_u.ravel(), d_t * active])
 
         def body(state: _State) -> _State:
@@ -231,23 +266,42 @@ class LevenbergMarquardt(eqx.Module):
             f_trial = fn(trial)
             accept = jnp.all(jnp.isfinite(d)) & jnp.isfinite(f_trial) & (f_trial < state.f)
             x = jnp.where(accept, trial, state.x)
-            grad, hessian = jax.lax.cond(accept, lambda: curvature(linearised, trial, problem, n_theta),
-                                         lambda: (state.grad, state.hessian))
+            grad, hessian = jax.lax.cond(
+                accept, lambda: curvature(linearised, trial, problem, n_theta), lambda: (state.grad, state.hessian)
+            )
             alpha = jnp.where(accept, jnp.maximum(state.alpha / self.tau_accept, 1e-16), state.alpha * self.tau_reject)
             converged = (accept & (state.f - f_trial <= self.rtol * jnp.abs(state.f))) | (
-                jnp.max(jnp.abs(grad)) <= self.gtol)
+                jnp.max(jnp.abs(grad)) <= self.gtol
+            )
             stalled = alpha > 1e16
             result = RESULTS.where(converged, RESULTS.successful, RESULTS.where(stalled, RESULTS.stalled, state.result))
-            return _State(x, jnp.where(accept, f_trial, state.f), grad, hessian, alpha, state.step + 1,
-                          converged | stalled, result)
+            return _State(
+                x,
+                jnp.where(accept, f_trial, state.f),
+                grad,
+                hessian,
+                alpha,
+                state.step + 1,
+                converged | stalled,
+                result,
+            )
 
         x0 = jnp.concatenate([u0.ravel(), (theta0 * mask).ravel()])
         f0 = fn(x0)
         g0, h0 = curvature(linearised, x0, problem, n_theta)
         ok0 = jnp.isfinite(f0) & jnp.all(jnp.isfinite(g0))
-        init = _State(x0, f0, g0, h0, jnp.asarray(self.alpha0, x0.dtype), jnp.asarray(0), ~ok0,
-                      RESULTS.where(ok0, RESULTS.max_steps_reached, RESULTS.nonfinite))
+        init = _State(
+            x0,
+            f0,
+            g0,
+            h0,
+            jnp.asarray(self.alpha0, x0.dtype),
+            jnp.asarray(0),
+            ~ok0,
+            RESULTS.where(ok0, RESULTS.max_steps_reached, RESULTS.nonfinite),
+        )
         final = jax.lax.while_loop(lambda s: ~s.done & (s.step < self.max_steps), body, init)
         u, theta = final.x[:n_u].reshape(shape), final.x[n_u:].reshape(theta0.shape) * mask
-        return LMSolution(theta, u, final.f, objective(problem, u, theta, mask, lam, 0.0, eps), final.step,
-                          final.result)
+        return LMSolution(
+            theta, u, final.f, objective(problem, u, theta, mask, lam, 0.0, eps), final.step, final.result
+        )

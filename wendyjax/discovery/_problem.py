@@ -77,10 +77,16 @@ def hessian_structure(shape: tuple[int, ...], halfwidth: tuple[int, ...], kind: 
     if kind == "sparse":
         colour = _lattice_colouring(shape, reach, time_period=3)
         rows, cols = _pattern(shape, reach)
-        return HessianStructure(colour=jnp.asarray(colour), src_row=jnp.asarray(rows),
-                                src_colour=jnp.asarray(colour[cols]), dst_block=jnp.zeros(0, int),
-                                dst_row=jnp.asarray(rows), dst_col=jnp.asarray(cols),
-                                n_colours=int(colour.max()) + 1, kind=kind)
+        return HessianStructure(
+            colour=jnp.asarray(colour),
+            src_row=jnp.asarray(rows),
+            src_colour=jnp.asarray(colour[cols]),
+            dst_block=jnp.zeros(0, int),
+            dst_row=jnp.asarray(rows),
+            dst_col=jnp.asarray(cols),
+            n_colours=int(colour.max()) + 1,
+            kind=kind,
+        )
     if kind == "diagonal":
         colour = _lattice_colouring(shape, reach)
         empty = jnp.zeros(0, int)
@@ -152,13 +158,16 @@ def weighted_residuals(problem: DiscoveryProblem, u: Array, theta: Array, mask: 
     return jnp.concatenate([r.ravel() / jnp.sqrt(r.size), misfit.ravel() * jnp.sqrt(lam / problem.n_observed)])
 
 
-def objective(problem: DiscoveryProblem, u: Array, theta: Array, mask: Array, lam: ArrayLike, penalty: ArrayLike,
-              eps: ArrayLike) -> Array:
+def objective(
+    problem: DiscoveryProblem, u: Array, theta: Array, mask: Array, lam: ArrayLike, penalty: ArrayLike, eps: ArrayLike
+) -> Array:
     r"""Meissner & Glasner 2024, eq. 12: mean squared model residual + $\lambda$ × mean squared misfit on the observed
     entries + $R/d$ × smoothed $\ell_0$ of the active coefficients $\Theta \odot M$ ($d$ the library
     size). `penalty` = 0 gives $\mathcal L_\lambda$."""
-    return (jnp.sum(weighted_residuals(problem, u, theta, mask, lam) ** 2)
-            + penalty * smoothed_l0(theta * mask, eps) / theta.size)
+    return (
+        jnp.sum(weighted_residuals(problem, u, theta, mask, lam) ** 2)
+        + penalty * smoothed_l0(theta * mask, eps) / theta.size
+    )
 
 
 def _arrays(data, library: AbstractLibrary) -> tuple[np.ndarray, np.ndarray, float]:
@@ -179,23 +188,28 @@ def _arrays(data, library: AbstractLibrary) -> tuple[np.ndarray, np.ndarray, flo
     n_space = len(library.halfwidth)
     if values.ndim != n_space + 2 or values.shape[-1] != library.n_states:
         kind = "a wendyjax.Field (T, *space, D)" if n_space else "a wendyjax.Trajectory (T, D)"
-        raise ValueError(f"data must be {kind} with {n_space} spatial axes and D = {library.n_states} states (the "
-                         f"library's), got u of shape {values.shape}.")
+        raise ValueError(
+            f"data must be {kind} with {n_space} spatial axes and D = {library.n_states} states (the "
+            f"library's), got u of shape {values.shape}."
+        )
     if not observed.any():
         raise ValueError("every entry of data is missing: there is nothing to fit.")
     empty = np.flatnonzero(~observed.reshape(-1, library.n_states).any(axis=0))
     if empty.size:
-        raise ValueError(f"data: state(s) {empty.tolist()} are never observed; leave them out of the data and "
-                         f"the library.")
+        raise ValueError(
+            f"data: state(s) {empty.tolist()} are never observed; leave them out of the data and the library."
+        )
     for axis, (w, n) in enumerate(zip(library.halfwidth, values.shape[1:-1])):
         if n <= 2 * w:
-            raise ValueError(f"data: spatial axis {axis} has {n} points; the library's stencils need more than "
-                             f"{2 * w}.")
+            raise ValueError(
+                f"data: spatial axis {axis} has {n} points; the library's stencils need more than {2 * w}."
+            )
     return values, observed, dt
 
 
-def discovery_problem(data: Field | Trajectory | Dataset, library: AbstractLibrary, hessian: str = "blocks"
-                      ) -> DiscoveryProblem:
+def discovery_problem(
+    data: Field | Trajectory | Dataset, library: AbstractLibrary, hessian: str = "blocks"
+) -> DiscoveryProblem:
     """The regression problem of `data` for `library`, with the Hessian structure its linear
     solver needs (`"blocks"` for the block Cholesky, `"sparse"` for a general sparse
     factorisation, `"diagonal"` for conjugate gradients).
@@ -204,8 +218,10 @@ def discovery_problem(data: Field | Trajectory | Dataset, library: AbstractLibra
     [`Field`][wendyjax.Field] for PDEs, on a uniform time grid; the mask marks the missing
     entries."""
     if not isinstance(library, AbstractLibrary):
-        raise TypeError(f"library must be a wendyjax library (PolynomialLibrary, FiniteDifferenceLibrary), "
-                        f"got {type(library).__name__}.")
+        raise TypeError(
+            f"library must be a wendyjax library (PolynomialLibrary, FiniteDifferenceLibrary), "
+            f"got {type(library).__name__}."
+        )
     if hessian not in HESSIAN_KINDS.values():
         raise ValueError(f"hessian must be one of {sorted(HESSIAN_KINDS.values())}, got {hessian!r}.")
     values, observed, dt = _arrays(data, library)

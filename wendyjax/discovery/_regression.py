@@ -132,25 +132,36 @@ class StateParameterRegression(AbstractEstimator):
 
     def __check_init__(self):
         if not (self.lam > 0 and self.penalty >= 0 and self.eps > 0):
-            raise ValueError(f"lam and eps must be positive and penalty non-negative, got lam={self.lam}, "
-                             f"penalty={self.penalty}, eps={self.eps}.")
+            raise ValueError(
+                f"lam and eps must be positive and penalty non-negative, got lam={self.lam}, "
+                f"penalty={self.penalty}, eps={self.eps}."
+            )
         if not (isinstance(self.k0, int) and self.k0 >= 1):
             raise ValueError(f"k0 must be a positive integer, got {self.k0!r}.")
         if self.criterion not in ("bic", "aic"):
             raise ValueError(f"criterion must be 'bic' or 'aic', got {self.criterion!r}.")
 
     # -- the estimator contract -------------------------------------------------------
-    def problem(self, model: AbstractLibrary, data: Field | Dataset, *, key: PRNGKeyArray | None = None,
-                u0: ArrayLike | Literal["data", "smoothed", "interpolated"] = "data",
-                max_models: int = 100) -> SearchProblem:
+    def problem(
+        self,
+        model: AbstractLibrary,
+        data: Field | Dataset,
+        *,
+        key: PRNGKeyArray | None = None,
+        u0: ArrayLike | Literal["data", "smoothed", "interpolated"] = "data",
+        max_models: int = 100,
+    ) -> SearchProblem:
         """The regression problem of `data` for the library `model` ([`discovery_problem`][]),
         its starting states `u0` and the bound `max_models` (see the class); `key` is unused."""
         if not isinstance(model, AbstractLibrary):
-            raise TypeError(f"model must be a wendyjax library (PolynomialLibrary, FiniteDifferenceLibrary) for "
-                            f"{type(self).__name__}, got {type(model).__name__}.")
+            raise TypeError(
+                f"model must be a wendyjax library (PolynomialLibrary, FiniteDifferenceLibrary) for "
+                f"{type(self).__name__}, got {type(model).__name__}."
+            )
         if isinstance(u0, str) and u0 not in _STARTS:
-            raise ValueError(f"u0 must be 'data', 'smoothed', 'interpolated' or an array of the states' shape, "
-                             f"got {u0!r}.")
+            raise ValueError(
+                f"u0 must be 'data', 'smoothed', 'interpolated' or an array of the states' shape, got {u0!r}."
+            )
         if not (isinstance(max_models, int) and not isinstance(max_models, bool) and max_models >= 1):
             raise ValueError(f"max_models must be a positive integer, got {max_models!r}.")
         problem = discovery_problem(data, model, hessian=HESSIAN_KINDS[self.solver.linear_solver])
@@ -184,15 +195,30 @@ class StateParameterRegression(AbstractEstimator):
 
         zero = _Model(jnp.zeros(p0.shape, bool), p0, p0, problem.u0, problem.u0, jnp.asarray(jnp.inf, p0.dtype))
         history = SearchHistory(
-            masks=jnp.zeros((size, *p0.shape), bool), params=jnp.zeros((size, *p0.shape), p0.dtype),
-            params_sparse=jnp.zeros((size, *p0.shape), p0.dtype), loss=jnp.full(size, jnp.nan, p0.dtype),
+            masks=jnp.zeros((size, *p0.shape), bool),
+            params=jnp.zeros((size, *p0.shape), p0.dtype),
+            params_sparse=jnp.zeros((size, *p0.shape), p0.dtype),
+            loss=jnp.full(size, jnp.nan, p0.dtype),
             criterion=jnp.full(size, jnp.nan, p0.dtype),
             result=jax.tree.map(lambda x: jnp.zeros((size, 2), jnp.asarray(x).dtype), RESULTS.successful),
-            num_steps=jnp.zeros((size, 2), int), accepted=jnp.zeros(size, bool))
-        search = _Search(count=jnp.asarray(0), k=jnp.asarray(self.k0), forward=jnp.asarray(True),
-                         single=jnp.asarray(False), n_accepted=jnp.asarray(0), has_second=jnp.asarray(False),
-                         running=jnp.asarray(True), mask=jnp.ones(p0.shape, bool), start=(problem.u0, p0), last=zero,
-                         before=zero, second=zero, history=history)
+            num_steps=jnp.zeros((size, 2), int),
+            accepted=jnp.zeros(size, bool),
+        )
+        search = _Search(
+            count=jnp.asarray(0),
+            k=jnp.asarray(self.k0),
+            forward=jnp.asarray(True),
+            single=jnp.asarray(False),
+            n_accepted=jnp.asarray(0),
+            has_second=jnp.asarray(False),
+            running=jnp.asarray(True),
+            mask=jnp.ones(p0.shape, bool),
+            start=(problem.u0, p0),
+            last=zero,
+            before=zero,
+            second=zero,
+            history=history,
+        )
 
         def body(s: _Search) -> _Search:
             plain, sparse = fits(s.start, s.mask)
@@ -207,28 +233,51 @@ class StateParameterRegression(AbstractEstimator):
             k = jnp.minimum(k, jnp.sum(base.mask) - 1)
             start = _pick(accept, new, base)
             statuses = jax.tree.map(lambda a, b: jnp.stack([a, b]), plain.result, sparse.result)
-            row = SearchHistory(s.mask, plain.params, sparse.params, plain.loss_lambda, score, statuses,
-                                jnp.stack([plain.num_steps, sparse.num_steps]), accept)
+            row = SearchHistory(
+                s.mask,
+                plain.params,
+                sparse.params,
+                plain.loss_lambda,
+                score,
+                statuses,
+                jnp.stack([plain.num_steps, sparse.num_steps]),
+                accept,
+            )
             history = jax.tree.map(lambda h, x: h.at[s.count].set(x), s.history, row)
             count = s.count + 1
             return _Search(
-                count=count, k=k, forward=s.forward & ~back, single=s.single | (accept & s.forward & (s.k == 1)),
-                n_accepted=s.n_accepted + accept, has_second=jnp.where(refine, s.n_accepted >= 2, s.has_second),
+                count=count,
+                k=k,
+                forward=s.forward & ~back,
+                single=s.single | (accept & s.forward & (s.k == 1)),
+                n_accepted=s.n_accepted + accept,
+                has_second=jnp.where(refine, s.n_accepted >= 2, s.has_second),
                 running=(accept | refine | back) & (k > 0) & (count < size),
                 mask=jnp.where(k > 0, drop_terms(base.mask, base.params_sparse, k), s.mask),
-                start=(start.states_sparse, start.params_sparse), last=_pick(accept | (s.count == 0), new, s.last),
-                before=_pick(accept, s.last, s.before), second=_pick(refine, s.before, s.second), history=history)
+                start=(start.states_sparse, start.params_sparse),
+                last=_pick(accept | (s.count == 0), new, s.last),
+                before=_pick(accept, s.last, s.before),
+                second=_pick(refine, s.before, s.second),
+                history=history,
+            )
 
         final = jax.lax.while_loop(lambda s: s.running, body, search)
         first = jax.tree.map(lambda x: x[0, 0], final.history.result)
-        result = RESULTS.where(final.n_accepted > 0, RESULTS.successful, RESULTS.where(
-            first == RESULTS.nonfinite, RESULTS.nonfinite, RESULTS.nonlinear_divergence))
+        result = RESULTS.where(
+            final.n_accepted > 0,
+            RESULTS.successful,
+            RESULTS.where(first == RESULTS.nonfinite, RESULTS.nonfinite, RESULTS.nonlinear_divergence),
+        )
         best = final.last
-        return Solution(best.params, best.criterion, final.count, result,
-                        {"support": best.mask, "states": best.states, "history": final.history})
+        return Solution(
+            best.params,
+            best.criterion,
+            final.count,
+            result,
+            {"support": best.mask, "states": best.states, "history": final.history},
+        )
 
-    def covariance(self, problem: SearchProblem, solution: Solution, kind: str | None = None
-                   ) -> Float[Array, "j j"]:
+    def covariance(self, problem: SearchProblem, solution: Solution, kind: str | None = None) -> Float[Array, "j j"]:
         """No covariance (Meissner & Glasner 2024 give no sampling theory for the selected
         model): NaN, one row per coefficient (the order of the library's `param_names`)."""
         n = jnp.size(solution.params)
@@ -245,20 +294,33 @@ class StateParameterRegression(AbstractEstimator):
         return make, [{} for _ in datasets]
 
     # -- the pieces -----------------------------------------------------------------------
-    def fit_terms(self, problem: DiscoveryProblem, u0: Float[Array, "T *space D"], theta0: Float[Array, "F D"],
-                  mask: Float[Array, "F D"], penalty: ArrayLike) -> LMSolution:
+    def fit_terms(
+        self,
+        problem: DiscoveryProblem,
+        u0: Float[Array, "T *space D"],
+        theta0: Float[Array, "F D"],
+        mask: Float[Array, "F D"],
+        penalty: ArrayLike,
+    ) -> LMSolution:
         """One fit of eq. 12 for the term `mask` (eqs. 10-11), a pure function of arrays."""
         return self.solver(problem, u0, theta0, mask, self.lam, penalty, self.eps)
 
-    def fit_pair(self, problem: DiscoveryProblem, u0: Float[Array, "T *space D"], theta0: Float[Array, "F D"],
-                 mask: Float[Array, "F D"]) -> LMSolution:
+    def fit_pair(
+        self,
+        problem: DiscoveryProblem,
+        u0: Float[Array, "T *space D"],
+        theta0: Float[Array, "F D"],
+        mask: Float[Array, "F D"],
+    ) -> LMSolution:
         """The unpenalised and the penalised fit from one start, vmapped (the paper: "in
         parallel"): an `LMSolution` batched along a leading axis of 2."""
         return jax.vmap(self.fit_terms, in_axes=(None, None, None, None, 0))(
-            problem, u0, theta0, mask, jnp.asarray([0.0, self.penalty]))
+            problem, u0, theta0, mask, jnp.asarray([0.0, self.penalty])
+        )
 
-    def information_criterion(self, problem: DiscoveryProblem, loss_lambda: Float[ArrayLike, ""],
-                              n_terms: Int[ArrayLike, ""]) -> Float[Array, ""]:
+    def information_criterion(
+        self, problem: DiscoveryProblem, loss_lambda: Float[ArrayLike, ""], n_terms: Int[ArrayLike, ""]
+    ) -> Float[Array, ""]:
         r"""Meissner & Glasner 2024, eq. 9: $\hat n \ln \mathcal L_\lambda + \ln(\hat n)\, d$ (BIC) or
         $\hat n \ln \mathcal L_\lambda + 2d$ (AIC), $\hat n$ the number of observed values and $d$ the
         number of active terms."""

@@ -58,14 +58,31 @@ class Candidate:
 
 def _candidates(history: SearchHistory, n: int) -> tuple[Candidate, ...]:
     """The first `n` rows of `history`."""
-    masks, params, sparse, loss, criterion, steps, accepted = (np.asarray(x) for x in (
-        history.masks, history.params, history.params_sparse, history.loss, history.criterion, history.num_steps,
-        history.accepted))
-    return tuple(Candidate(mask=masks[i], params=params[i], params_sparse=sparse[i], loss=float(loss[i]),
-                           criterion=float(criterion[i]),
-                           status=tuple(jax.tree.map(lambda x, i=i, j=j: x[i, j], history.result) for j in (0, 1)),
-                           num_steps=(int(steps[i, 0]), int(steps[i, 1])), accepted=bool(accepted[i]))
-                 for i in range(n))
+    masks, params, sparse, loss, criterion, steps, accepted = (
+        np.asarray(x)
+        for x in (
+            history.masks,
+            history.params,
+            history.params_sparse,
+            history.loss,
+            history.criterion,
+            history.num_steps,
+            history.accepted,
+        )
+    )
+    return tuple(
+        Candidate(
+            mask=masks[i],
+            params=params[i],
+            params_sparse=sparse[i],
+            loss=float(loss[i]),
+            criterion=float(criterion[i]),
+            status=tuple(jax.tree.map(lambda x, i=i, j=j: x[i, j], history.result) for j in (0, 1)),
+            num_steps=(int(steps[i, 0]), int(steps[i, 1])),
+            accepted=bool(accepted[i]),
+        )
+        for i in range(n)
+    )
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -86,12 +103,24 @@ class Discovery(AbstractFit):
     @classmethod
     def from_solution(cls, estimator, model, problem, p0, solution, covariance, kind, seconds):
         ex = solution.extras
-        return cls(model=model, params=np.asarray(solution.params), covariance=None, covariance_method=None,
-                   p0=np.asarray(p0), num_steps=int(solution.num_steps), status=solution.result,
-                   method=estimator.method, objective=float(solution.objective), noise=None, seconds=seconds,
-                   support=np.asarray(ex["support"]), states=np.asarray(ex["states"]),
-                   history=_candidates(ex["history"], int(solution.num_steps)), criterion=estimator.criterion,
-                   problem=problem.problem)
+        return cls(
+            model=model,
+            params=np.asarray(solution.params),
+            covariance=None,
+            covariance_method=None,
+            p0=np.asarray(p0),
+            num_steps=int(solution.num_steps),
+            status=solution.result,
+            method=estimator.method,
+            objective=float(solution.objective),
+            noise=None,
+            seconds=seconds,
+            support=np.asarray(ex["support"]),
+            states=np.asarray(ex["states"]),
+            history=_candidates(ex["history"], int(solution.num_steps)),
+            criterion=estimator.criterion,
+            problem=problem.problem,
+        )
 
     @property
     def selected(self) -> int | None:
@@ -122,8 +151,10 @@ class Discovery(AbstractFit):
         ([`wendyjax.integrate`][]: rows from a failed step on are NaN). A PDE's library has
         no solver here."""
         if not isinstance(self.model, PolynomialLibrary):
-            raise TypeError(f"simulate solves the ODE of a PolynomialLibrary; {type(self.model).__name__} "
-                            f"describes a PDE, which wendyjax does not solve.")
+            raise TypeError(
+                f"simulate solves the ODE of a PolynomialLibrary; {type(self.model).__name__} "
+                f"describes a PDE, which wendyjax does not solve."
+            )
         return integrate(self.model.rhs, self.params, u0, t, solver=solver)
 
     def forward_error(self, u0, t, reference, solver: diffrax.AbstractSolver = diffrax.Tsit5()) -> float:
@@ -139,9 +170,12 @@ class Discovery(AbstractFit):
         support = true != 0
         err = np.abs(self.params - true)[support] / np.abs(true[support])
         l2 = np.linalg.norm((self.params - true)[support]) / np.linalg.norm(true[support])
-        return {"missing_terms": int((support & ~self.support).sum()),
-                "extra_terms": int((~support & self.support).sum()),
-                "max_relative_error": float(err.max()), "relative_l2_error": float(l2)}
+        return {
+            "missing_terms": int((support & ~self.support).sum()),
+            "extra_terms": int((~support & self.support).sum()),
+            "max_relative_error": float(err.max()),
+            "relative_l2_error": float(l2),
+        }
 
     def state_error(self, u_true: ArrayLike) -> dict:
         """Relative ‖·‖₂ errors against the clean states: of the reconstruction (every entry)
@@ -149,8 +183,10 @@ class Discovery(AbstractFit):
         u_true = np.asarray(u_true, float).reshape(self.states.shape)
         observed = np.asarray(self.problem.observed)
         data = np.asarray(self.problem.data)
-        return {"reconstruction": float(np.linalg.norm(self.states - u_true) / np.linalg.norm(u_true)),
-                "data": float(np.linalg.norm((data - u_true)[observed]) / np.linalg.norm(u_true[observed]))}
+        return {
+            "reconstruction": float(np.linalg.norm(self.states - u_true) / np.linalg.norm(u_true)),
+            "data": float(np.linalg.norm((data - u_true)[observed]) / np.linalg.norm(u_true[observed])),
+        }
 
     def models_table(self) -> str:
         """Every tested model: number of terms, 𝓛_λ, score, steps (unpenalised/penalised fit)
@@ -158,15 +194,19 @@ class Discovery(AbstractFit):
         lines = [f"{'model':>5} {'terms':>5} {'loss':>12} {self.criterion.upper():>12} {'steps':>9}  status"]
         for i, c in enumerate(self.history):
             status = "/".join(str(status_names(s)) or "ok" for s in c.status)
-            lines.append(f"{i:>5} {c.n_terms:>5} {c.loss:>12.5g} {c.criterion:>12.6g} {c.num_steps[0]:>4}/"
-                         f"{c.num_steps[1]:<4}  {status}{'  <- selected' if i == self.selected else ''}")
+            lines.append(
+                f"{i:>5} {c.n_terms:>5} {c.loss:>12.5g} {c.criterion:>12.6g} {c.num_steps[0]:>4}/"
+                f"{c.num_steps[1]:<4}  {status}{'  <- selected' if i == self.selected else ''}"
+            )
         return "\n".join(lines)
 
     def _head(self) -> list[str]:
-        return [f"{self.title} (Meissner & Glasner 2024) of '{self.model_name}': {self._status_text}",
-                f"  {self.criterion.upper()} = {self.objective:.6g}   {int(self.support.sum())} of "
-                f"{self.support.size} terms   models tested = {self.num_steps}   time = {self.seconds:.3g} s   "
-                "no covariance"]
+        return [
+            f"{self.title} (Meissner & Glasner 2024) of '{self.model_name}': {self._status_text}",
+            f"  {self.criterion.upper()} = {self.objective:.6g}   {int(self.support.sum())} of "
+            f"{self.support.size} terms   models tested = {self.num_steps}   time = {self.seconds:.3g} s   "
+            "no covariance",
+        ]
 
     def table(self, level: float = 0.95, truth=None) -> str:
         """The status, score and the selected equations; `truth` (a true coefficient matrix)
@@ -174,8 +214,10 @@ class Discovery(AbstractFit):
         lines = self._head() + ["  " + line for line in self.equations()]
         if truth is not None:
             c = self.compare(truth)
-            lines.append(f"  against the truth: {c['missing_terms']} missing, {c['extra_terms']} extra terms, "
-                         f"max relative error {c['max_relative_error']:.3g}")
+            lines.append(
+                f"  against the truth: {c['missing_terms']} missing, {c['extra_terms']} extra terms, "
+                f"max relative error {c['max_relative_error']:.3g}"
+            )
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
@@ -183,10 +225,20 @@ class Discovery(AbstractFit):
         the selected terms and equations, the models tested."""
         names = self.model.param_names
         flat = self.params.T.ravel().tolist()
-        return {"model": self.model_name, "method": self.method, "status": self.message or "successful",
-                "noise": None, "objective": self.objective, "criterion": self.criterion,
-                "params": dict(zip(names, flat)), "stderr": dict.fromkeys(names, float("nan")),
-                "ci95": dict.fromkeys(names, (float("nan"), float("nan"))), "covariance": None,
-                "covariance_method": None, "num_steps": self.num_steps,
-                "support": [n for n, s in zip(names, self.support.T.ravel()) if s], "equations": self.equations(),
-                "seconds": self.seconds}
+        return {
+            "model": self.model_name,
+            "method": self.method,
+            "status": self.message or "successful",
+            "noise": None,
+            "objective": self.objective,
+            "criterion": self.criterion,
+            "params": dict(zip(names, flat)),
+            "stderr": dict.fromkeys(names, float("nan")),
+            "ci95": dict.fromkeys(names, (float("nan"), float("nan"))),
+            "covariance": None,
+            "covariance_method": None,
+            "num_steps": self.num_steps,
+            "support": [n for n, s in zip(names, self.support.T.ravel()) if s],
+            "equations": self.equations(),
+            "seconds": self.seconds,
+        }

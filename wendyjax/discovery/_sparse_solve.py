@@ -32,8 +32,9 @@ from jaxtyping import Array, Float, Int
 
 def _factorise(a: scipy.sparse.csc_matrix):
     """SuperLU's factorisation of a symmetric positive-definite `a` (its Cholesky up to scaling)."""
-    return scipy.sparse.linalg.splu(a, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
-                                    options={"SymmetricMode": True})
+    return scipy.sparse.linalg.splu(
+        a, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True}
+    )
 
 
 def _solve_two_levels(a: scipy.sparse.csc_matrix, rhs: np.ndarray) -> np.ndarray | None:
@@ -71,13 +72,31 @@ def _solve_on_host(levels, *args):
     return (x_r - x_b @ d_theta).astype(r_u.dtype), d_theta.astype(r_theta.dtype)
 
 
-def sparse_bordered_solve(rows: Int[Array, " nnz"], cols: Int[Array, " nnz"], values: Float[Array, " nnz"],
-                          shift: Float[Array, " n"], border: Float[Array, "n p"], corner: Float[Array, "p p"],
-                          r_u: Float[Array, " n"], r_theta: Float[Array, " p"], levels: int = 1
-                          ) -> tuple[Float[Array, " n"], Float[Array, " p"]]:
+def sparse_bordered_solve(
+    rows: Int[Array, " nnz"],
+    cols: Int[Array, " nnz"],
+    values: Float[Array, " nnz"],
+    shift: Float[Array, " n"],
+    border: Float[Array, "n p"],
+    corner: Float[Array, "p p"],
+    r_u: Float[Array, " n"],
+    r_theta: Float[Array, " p"],
+    levels: int = 1,
+) -> tuple[Float[Array, " n"], Float[Array, " p"]]:
     """Solve the bordered system above with $A$ = the entries `values` at `(rows, cols)`
     (every non-zero, both triangles) plus `diag(shift)`; `levels` is the number of time
     levels the states (flattened level by level) have."""
     out = (jax.ShapeDtypeStruct(r_u.shape, r_u.dtype), jax.ShapeDtypeStruct(r_theta.shape, r_theta.dtype))
-    return jax.pure_callback(functools.partial(_solve_on_host, levels), out, rows, cols, values, shift, border,
-                             corner, r_u, r_theta, vmap_method="sequential")
+    return jax.pure_callback(
+        functools.partial(_solve_on_host, levels),
+        out,
+        rows,
+        cols,
+        values,
+        shift,
+        border,
+        corner,
+        r_u,
+        r_theta,
+        vmap_method="sequential",
+    )

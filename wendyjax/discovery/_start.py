@@ -48,6 +48,7 @@ def _centre_weight(widths: tuple[float, ...]) -> float:
 
 def _kernel_sums(values: np.ndarray, seen: np.ndarray, widths: tuple[float, ...]):
     """Kernel-weighted sums of the observed values and of the observation indicator."""
+
     def smooth(a):
         return ndimage.gaussian_filter(a, widths, mode="constant", truncate=_TRUNCATE)
 
@@ -87,15 +88,16 @@ def smooth_missing(problem: DiscoveryProblem, sweeps: int = 3) -> tuple[np.ndarr
         for _ in range(sweeps):
             before = list(widths)
             for axis, w in ((a, w) for a in range(values.ndim) for w in allowed[a]):
-                trial = widths[:axis] + [w] + widths[axis + 1:]
+                trial = widths[:axis] + [w] + widths[axis + 1 :]
                 trial_score = leave_one_out_error(values, seen, tuple(trial))
                 if trial_score < score:
                     widths, score = trial, trial_score
             if widths == before:
                 break
         if not np.isfinite(score):
-            raise ValueError(f"state component {c} has too few observations to smooth; start from the data "
-                             f"(u0='data') instead.")
+            raise ValueError(
+                f"state component {c} has too few observations to smooth; start from the data (u0='data') instead."
+            )
         total, weight = _kernel_sums(values, seen, tuple(widths))
         states[..., c] = np.where(weight > 1e-12, total / np.maximum(weight, 1e-300), fallback[..., c])
         chosen[c] = widths

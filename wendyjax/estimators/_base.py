@@ -24,7 +24,7 @@ from ._solution import Solution
 # options some estimators have, and where to go for them from one that has not
 _ELSEWHERE = {
     "observe": "Observables other than the states (observe=) are fitted by output error (wj.OutputError): the weak "
-               "form needs every state observed directly.",
+    "form needs every state observed directly.",
     "u0": "Initial states (u0=) are an option of output error and the hybrid; the weak form does not solve the ODE.",
 }
 
@@ -40,9 +40,11 @@ def model_box(model, bounds) -> tuple[np.ndarray | None, np.ndarray | None]:
     if j is None:
         # a library or a neural field (any other object is the estimator's `problem` to refuse)
         if isinstance(model, eqx.Module) and not (bounds is None or (isinstance(bounds, str) and bounds == "model")):
-            raise ValueError(f"bounds: {getattr(model, 'name', type(model).__name__)} has no parameter vector (a "
-                             f"library or a neural field), so a box does not apply; pass bounds=None, got "
-                             f"{bounds!r}.")
+            raise ValueError(
+                f"bounds: {getattr(model, 'name', type(model).__name__)} has no parameter vector (a "
+                f"library or a neural field), so a box does not apply; pass bounds=None, got "
+                f"{bounds!r}."
+            )
         return None, None
     if isinstance(bounds, str):
         if bounds != "model":
@@ -55,8 +57,7 @@ def model_box(model, bounds) -> tuple[np.ndarray | None, np.ndarray | None]:
         return np.full(j, -np.inf), np.full(j, np.inf)
     if len(bounds) != 2:
         raise ValueError("bounds must be 'model', None or a pair (lower, upper).")
-    lo, hi = (np.broadcast_to(np.asarray(b, float), (j,)) if np.ndim(b) == 0 else np.asarray(b, float)
-              for b in bounds)
+    lo, hi = (np.broadcast_to(np.asarray(b, float), (j,)) if np.ndim(b) == 0 else np.asarray(b, float) for b in bounds)
     if lo.shape != (j,) or hi.shape != (j,):
         raise ValueError(
             f"bounds must be two arrays of shape ({j},) for model '{model.name}' "
@@ -75,18 +76,23 @@ def hold(model, fixed, p0, bounds) -> tuple:
     if fixed is None:
         return model, p0, bounds
     if not isinstance(model, ODEModel):
-        raise TypeError(f"fixed holds parameters of an ODEModel; {type(model).__name__} has no named parameter "
-                        f"vector to hold.")
+        raise TypeError(
+            f"fixed holds parameters of an ODEModel; {type(model).__name__} has no named parameter vector to hold."
+        )
     if isinstance(fixed, Mapping):
         values = dict(fixed)
     else:
         mask = np.asarray(fixed)
         if mask.dtype != bool or mask.shape != (model.n_params,):
-            raise ValueError(f"fixed must be a dict {{name: value}} or a boolean mask of shape ({model.n_params},) "
-                             f"(parameters {', '.join(model.param_names)}), got {fixed!r}.")
+            raise ValueError(
+                f"fixed must be a dict {{name: value}} or a boolean mask of shape ({model.n_params},) "
+                f"(parameters {', '.join(model.param_names)}), got {fixed!r}."
+            )
         if p0 is None or np.shape(p0) != (model.n_params,):
-            raise ValueError(f"fixed as a mask holds parameters at their p0: pass p0 with all {model.n_params} "
-                             f"parameters ({', '.join(model.param_names)}), or fixed={{name: value}}.")
+            raise ValueError(
+                f"fixed as a mask holds parameters at their p0: pass p0 with all {model.n_params} "
+                f"parameters ({', '.join(model.param_names)}), or fixed={{name: value}}."
+            )
         values = {n: v for n, v, m in zip(model.param_names, param_vector(model, p0, "p0"), mask) if m}
     held = model.fix(values)
     free = [model.param_names.index(n) for n in held.param_names]
@@ -100,8 +106,11 @@ def hold(model, fixed, p0, bounds) -> tuple:
 def check_start(model, p0, lower: np.ndarray, upper: np.ndarray, argname: str = "p0") -> np.ndarray:
     """`p0` as a finite parameter vector of `model` inside `[lower, upper]`."""
     p0 = param_vector(model, p0, argname)
-    outside = [f"{n} = {v:g} not in [{a:g}, {b:g}]"
-               for n, v, a, b in zip(model.param_names, p0, lower, upper) if not a <= v <= b]
+    outside = [
+        f"{n} = {v:g} not in [{a:g}, {b:g}]"
+        for n, v, a, b in zip(model.param_names, p0, lower, upper)
+        if not a <= v <= b
+    ]
     if outside:
         raise ValueError(f"{argname} lies outside the bounds: " + "; ".join(outside) + ".")
     return p0
@@ -234,11 +243,14 @@ class AbstractEstimator(eqx.Module):
         unknown = sorted(set(options) - set(allowed))
         if unknown:
             hint = "".join(f" {_ELSEWHERE[k]}" for k in unknown if k in _ELSEWHERE)
-            raise TypeError(f"{type(self).__name__}.fit got unknown keyword(s) {', '.join(unknown)}; its options "
-                            f"are bounds, key, throw, covariance, fixed{''.join(', ' + a for a in allowed)}.{hint}")
+            raise TypeError(
+                f"{type(self).__name__}.fit got unknown keyword(s) {', '.join(unknown)}; its options "
+                f"are bounds, key, throw, covariance, fixed{''.join(', ' + a for a in allowed)}.{hint}"
+            )
         if covariance is not None and covariance not in self.covariances:
-            raise ValueError(f"covariance must be one of {self.covariances} for {type(self).__name__}, got "
-                             f"{covariance!r}.")
+            raise ValueError(
+                f"covariance must be one of {self.covariances} for {type(self).__name__}, got {covariance!r}."
+            )
         kind = covariance if covariance is not None else (self.covariances[0] if self.covariances else None)
         model, p0, bounds = hold(model, fixed, p0, bounds)
         lower, upper = model_box(model, bounds)
@@ -265,7 +277,9 @@ class AbstractEstimator(eqx.Module):
 def _listed(names, most: int = 8) -> str:
     """`names` joined by commas; beyond `most`, the first few and how many more."""
     names = list(names)
-    return ", ".join(names) if len(names) <= most else f"{', '.join(names[:most - 2])} and {len(names) - most + 2} more"
+    return (
+        ", ".join(names) if len(names) <= most else f"{', '.join(names[: most - 2])} and {len(names) - most + 2} more"
+    )
 
 
 def _report(fit, throw: bool, data) -> None:
@@ -275,40 +289,61 @@ def _report(fit, throw: bool, data) -> None:
     if not fit.successful:
         name, title, model = fit.status_name, fit.title, f"model '{fit.model_name}'"
         if name == "max_steps_reached":
-            warnings.warn(f"{title} stopped at its step limit without converging on {model}; the estimate may be "
-                          f"inaccurate.", RuntimeWarning, stacklevel=stack)
+            warnings.warn(
+                f"{title} stopped at its step limit without converging on {model}; the estimate may be inaccurate.",
+                RuntimeWarning,
+                stacklevel=stack,
+            )
         elif name in _WARN_ONLY:
-            warnings.warn(f"{title} {'stalled' if name == 'stalled' else 'stopped early'} on {model}: {fit.message} "
-                          f"The estimate may be inaccurate.", RuntimeWarning, stacklevel=stack)
+            warnings.warn(
+                f"{title} {'stalled' if name == 'stalled' else 'stopped early'} on {model}: {fit.message} "
+                f"The estimate may be inaccurate.",
+                RuntimeWarning,
+                stacklevel=stack,
+            )
         else:
             text = f"{title} failed on {model} from p0 = {fit.start_text}: {fit.message}"
             if isinstance(fit.params, np.ndarray) and np.array_equal(fit.params, fit.p0):
                 text += " It fails at the start already (the estimate never left p0)." + fit.stuck_hint()
             big = largest_magnitude(data)
             if big > 1e20 or 0 < big < 1e-20:
-                text += (f" The data's largest magnitude is {big:.3g}: the model's terms may overflow or underflow "
-                         f"float64 at that scale; rescale the data to order one (and the parameters with them).")
+                text += (
+                    f" The data's largest magnitude is {big:.3g}: the model's terms may overflow or underflow "
+                    f"float64 at that scale; rescale the data to order one (and the parameters with them)."
+                )
             if throw:
                 raise RuntimeError(text)
             warnings.warn(text, RuntimeWarning, stacklevel=stack)
     small = largest_magnitude(data) if fit.successful else 0.0
     if 0 < small < 1e-6:  # stopping tests and floors are absolute too: below them every change looks converged
-        warnings.warn(f"the data's largest magnitude is {small:.3g}: the solvers' absolute tolerances (atol, e.g. "
-                      f"1e-8) and floors assume data of order one, so {fit.title} may stop at its start or at a poor "
-                      f"estimate, and its warnings may blame the data. Rescale the data to order one (and the "
-                      f"parameters with them).", RuntimeWarning, stacklevel=stack)
+        warnings.warn(
+            f"the data's largest magnitude is {small:.3g}: the solvers' absolute tolerances (atol, e.g. "
+            f"1e-8) and floors assume data of order one, so {fit.title} may stop at its start or at a poor "
+            f"estimate, and its warnings may blame the data. Rescale the data to order one (and the "
+            f"parameters with them).",
+            RuntimeWarning,
+            stacklevel=stack,
+        )
     if fit.successful and fit.at_bound:
-        warnings.warn(f"the {fit.title} estimate of {_listed(fit.at_bound)} on model '{fit.model_name}' lies on "
-                      f"the box's bound: the optimum may lie outside the box, or the fit stopped there from a poor "
-                      f"start; try a wider box (bounds=...) or another start (e.g. MLE(start='both')).",
-                      RuntimeWarning, stacklevel=stack)
+        warnings.warn(
+            f"the {fit.title} estimate of {_listed(fit.at_bound)} on model '{fit.model_name}' lies on "
+            f"the box's bound: the optimum may lie outside the box, or the fit stopped there from a poor "
+            f"start; try a wider box (bounds=...) or another start (e.g. MLE(start='both')).",
+            RuntimeWarning,
+            stacklevel=stack,
+        )
     if weak := fit.weak_text():
         warnings.warn(f"{fit.title} on model '{fit.model_name}': {weak}.", RuntimeWarning, stacklevel=stack)
     if fit.covariance is not None and not np.all(np.isfinite(fit.covariance)):
         names = getattr(fit.model, "param_names", None)
         bad = np.flatnonzero(~np.isfinite(np.diagonal(fit.covariance)))
-        which = (_listed([names[i] for i in bad]) if names is not None and 0 < len(bad) < len(names)
-                 else "all parameters")
-        warnings.warn(f"the {fit.covariance_method} parameter covariance of {fit.title} is not finite at the "
-                      f"estimate: standard errors of {which} are NaN (the data do not determine them there: the "
-                      f"Hessian or Jacobian is singular along them).", RuntimeWarning, stacklevel=stack)
+        which = (
+            _listed([names[i] for i in bad]) if names is not None and 0 < len(bad) < len(names) else "all parameters"
+        )
+        warnings.warn(
+            f"the {fit.covariance_method} parameter covariance of {fit.title} is not finite at the "
+            f"estimate: standard errors of {which} are NaN (the data do not determine them there: the "
+            f"Hessian or Jacobian is singular along them).",
+            RuntimeWarning,
+            stacklevel=stack,
+        )

@@ -54,14 +54,17 @@ def chained_problem(data, *, order: int, length: float, smoother) -> IntegralMat
     t = np.asarray(data[0].t, float)
     step = int(np.searchsorted(t, t[0] + length * (1 - 1e-9)))
     if step >= t.size or not np.isclose(t[step] - t[0], length, rtol=1e-9, atol=0.0):
-        raise ValueError(f"hidden-state reconstruction chains subintervals end to start: the subinterval length "
-                         f"h = {length} must be a multiple of the sampling step and shorter than the data.")
-    problem = integral_matching_problem(data, order=order, length=length, smoother=smoother, stride=step,
-                                        hidden=True)
+        raise ValueError(
+            f"hidden-state reconstruction chains subintervals end to start: the subinterval length "
+            f"h = {length} must be a multiple of the sampling step and shorter than the data."
+        )
+    problem = integral_matching_problem(data, order=order, length=length, smoother=smoother, stride=step, hidden=True)
     a = np.asarray(problem.a)
     if not np.allclose(np.diff(a), length, rtol=0.0, atol=1e-9 * max(length, 1.0)):
-        raise ValueError("hidden-state reconstruction needs a uniform time grid (subinterval starts "
-                         f"t_0 + i h with h = {length} must be sample times).")
+        raise ValueError(
+            "hidden-state reconstruction needs a uniform time grid (subinterval starts "
+            f"t_0 + i h with h = {length} must be sample times)."
+        )
     return problem
 
 
@@ -93,8 +96,14 @@ def standardise(Z: Float[Array, "n H"]) -> Float[Array, "n H"]:
     return (Z - Z.mean(axis=0)) / Z.std(axis=0)
 
 
-def reconstruct_hidden(rhs, theta: PyTree, problem: IntegralMatchingProblem, hidden: Int[Array, " H"],
-                       z0: Float[Array, " H"], newton_steps: int = 20) -> Float[Array, "n H"]:
+def reconstruct_hidden(
+    rhs,
+    theta: PyTree,
+    problem: IntegralMatchingProblem,
+    hidden: Int[Array, " H"],
+    z0: Float[Array, " H"],
+    newton_steps: int = 20,
+) -> Float[Array, "n H"]:
     r"""Algorithm 2's $\gamma(\Theta, \hat X)$: the hidden components at the chained nodes,
     integrated along the observed node values by the collocation equations
     $\tilde X_{1:K} = \tilde X_0 + hAF(\hat X, \tilde X, \Theta)_{\rm hidden}$ (Newton on each
@@ -146,9 +155,19 @@ class HiddenSolution(eqx.Module):
     history: Float[Array, " c"]
 
 
-def solve_hidden(solver: TrustRegion, max_steps: int, rhs, theta0: PyTree, Z0: Float[Array, "n H"],
-                 problem: IntegralMatchingProblem, hidden: Int[Array, " H"], lower, upper, *,
-                 standardised: bool) -> HiddenSolution:
+def solve_hidden(
+    solver: TrustRegion,
+    max_steps: int,
+    rhs,
+    theta0: PyTree,
+    Z0: Float[Array, "n H"],
+    problem: IntegralMatchingProblem,
+    hidden: Int[Array, " H"],
+    lower,
+    upper,
+    *,
+    standardised: bool,
+) -> HiddenSolution:
     r"""Joint bounded Gauss–Newton over $(\Theta, \tilde X)$ by `solver` on the §5 loss (bounds on
     $\Theta$ only)."""
     flat0, unravel = ravel_pytree(theta0)
@@ -173,8 +192,9 @@ def solve_hidden(solver: TrustRegion, max_steps: int, rhs, theta0: PyTree, Z0: F
     v0 = jnp.concatenate([flat0, Z0.reshape(-1)])
     sol = solver.minimise(fn, v0, lo, hi, problem, max_steps=max_steps)
     theta, Z = split(sol.params)
-    return HiddenSolution(theta, Z, 2.0 * sol.objective, sol.num_steps, sol.result,
-                          jnp.zeros((0,), sol.objective.dtype))
+    return HiddenSolution(
+        theta, Z, 2.0 * sol.objective, sol.num_steps, sol.result, jnp.zeros((0,), sol.objective.dtype)
+    )
 
 
 def _hidden_start(rhs, theta0, problem, hidden, z0, features):
@@ -186,13 +206,15 @@ def _hidden_start(rhs, theta0, problem, hidden, z0, features):
 
 
 @cpu_safe_jit
-def fit_hidden(solver: TrustRegion, max_steps: int, rhs, theta0, problem, hidden, z0, lower, upper,
-               features=None) -> HiddenSolution:
+def fit_hidden(
+    solver: TrustRegion, max_steps: int, rhs, theta0, problem, hidden, z0, lower, upper, features=None
+) -> HiddenSolution:
     """γ(Θ₀) from `z0`, then the joint Gauss–Newton solve by `solver`; a library's
     `features` turn on standardised hidden states (Θ₀ mapped to them)."""
     theta0, Z0 = _hidden_start(rhs, theta0, problem, hidden, z0, features)
-    return solve_hidden(solver, max_steps, rhs, theta0, Z0, problem, hidden, lower, upper,
-                        standardised=features is not None)
+    return solve_hidden(
+        solver, max_steps, rhs, theta0, Z0, problem, hidden, lower, upper, standardised=features is not None
+    )
 
 
 def _hidden_loss(params: tuple, args: PyTree, index: Int[Array, " b"] | None) -> Float[Array, ""]:
@@ -206,17 +228,44 @@ def _hidden_loss(params: tuple, args: PyTree, index: Int[Array, " b"] | None) ->
 _run_gradient = cpu_safe_jit(lambda solver, *args: solver.run(*args))
 
 
-def fit_hidden_gradient(solver: Gradient, max_steps: int, rhs, theta0: PyTree, problem: IntegralMatchingProblem,
-                        hidden: Int[Array, " H"], z0: Float[Array, " H"], key: PRNGKeyArray, lower, upper, *,
-                        features=None, standardised: bool, progress: bool = False) -> HiddenSolution:
+def fit_hidden_gradient(
+    solver: Gradient,
+    max_steps: int,
+    rhs,
+    theta0: PyTree,
+    problem: IntegralMatchingProblem,
+    hidden: Int[Array, " H"],
+    z0: Float[Array, " H"],
+    key: PRNGKeyArray,
+    lower,
+    upper,
+    *,
+    features=None,
+    standardised: bool,
+    progress: bool = False,
+) -> HiddenSolution:
     """Algorithm 2: γ(Θ₀) from `z0`, then `solver`'s optimizer alternating between the
     parameters (clipped to the bounds) and the hidden node values, on random batches of
     chained subintervals, with its chunks and stopping rule, in at most `max_steps` steps."""
     theta0, Z0 = cpu_safe_jit(_hidden_start)(rhs, theta0, problem, hidden, z0, features)
     params, static = eqx.partition(theta0, eqx.is_inexact_array)
-    args = (_hidden_loss, (rhs, static, problem, hidden, standardised), (params, Z0), problem.X.shape[0], key,
-            lower, upper, max_steps)
+    args = (
+        _hidden_loss,
+        (rhs, static, problem, hidden, standardised),
+        (params, Z0),
+        problem.X.shape[0],
+        key,
+        lower,
+        upper,
+        max_steps,
+    )
     state = solver.run(*args, progress=True) if progress else _run_gradient(solver, *args)
     theta, Z = eqx.combine(state.best[0], static), state.best[1]
-    return HiddenSolution(theta, standardise(Z) if standardised else Z, state.best_loss, state.chunks * solver.chunk,
-                          solver.status(state), state.history)
+    return HiddenSolution(
+        theta,
+        standardise(Z) if standardised else Z,
+        state.best_loss,
+        state.chunks * solver.chunk,
+        solver.status(state),
+        state.history,
+    )

@@ -43,20 +43,26 @@ def _plan(t: np.ndarray, mask: np.ndarray, order: int, length: float, stride, hi
     seen = mask.sum(axis=0) > 0
     if not (hidden and seen.any()) and not seen.all():
         k = int(np.argmin(seen))
-        raise ValueError(f"trajectory {r}: state {k} is never observed; integral matching needs every state "
-                         "observed, or hidden-state reconstruction (Anonymous 2025, §5: IntegralMatching.fit "
-                         "with u0).")
+        raise ValueError(
+            f"trajectory {r}: state {k} is never observed; integral matching needs every state "
+            "observed, or hidden-state reconstruction (Anonymous 2025, §5: IntegralMatching.fit "
+            "with u0)."
+        )
     last = np.searchsorted(t, t[-1] - length * (1 - 1e-9), side="right")  # t_i + h ≤ t_end, to rounding
     if last == 0:
-        raise ValueError(f"trajectory {r} spans {t[-1] - t[0]:.6g}, shorter than the subinterval length "
-                         f"h = {length}; lower `length`.")
+        raise ValueError(
+            f"trajectory {r} spans {t[-1] - t[0]:.6g}, shorter than the subinterval length "
+            f"h = {length}; lower `length`."
+        )
     ends = np.searchsorted(t, t[:last] + length * (1 + 1e-9), side="right")
     cum = np.concatenate([np.zeros((1, mask.shape[1])), np.cumsum(mask, axis=0)])
     observed = (cum[ends] - cum[:last])[:, seen].min()
     if observed < order + 1:
-        raise ValueError(f"trajectory {r}: a subinterval of length h = {length} holds only {int(observed)} "
-                         f"observed samples of some state, but LGR order K = {order} needs at least K + 1 = "
-                         f"{order + 1}; lengthen `length` or lower `order`.")
+        raise ValueError(
+            f"trajectory {r}: a subinterval of length h = {length} holds only {int(observed)} "
+            f"observed samples of some state, but LGR order K = {order} needs at least K + 1 = "
+            f"{order + 1}; lengthen `length` or lower `order`."
+        )
     window = int((ends - np.arange(last)).max())  # samples in the fullest subinterval
     step = max(1, window // 10) if stride is None else int(stride)
     if step < 1:
@@ -73,6 +79,7 @@ def _plan(t: np.ndarray, mask: np.ndarray, order: int, length: float, stride, hi
 def _node_values(lgr, smoother, t, y, weights, starts, length, window, grid, uniform):
     """The node values `(S, K+1, D)` of the subintervals of every dataset `y` `(R, n, D)` on
     the times `t` (smoothed first, unless `smoother` is None): `(R, S, K+1, D)`."""
+
     def one(y):
         if smoother is not None:
             y = smoother(t, y, weights, grid)
@@ -94,9 +101,22 @@ def _subintervals(batch: Batch, order, length, smoother, stride, hidden) -> tupl
         mask = np.ones(u.shape[1:]) if m is None else m[0].astype(float)
         plan = _plan(t, mask, order, length, stride, hidden, r)
         y = np.stack([_fill_gaps(t, y, mask) for y in u]) if m is not None else u
-        X.append(np.asarray(_node_values(lgr, smoother, jnp.asarray(t), jnp.asarray(y), jnp.asarray(plan["weights"]),
-                                         jnp.asarray(plan["starts"]), float(length), plan["window"], plan["grid"],
-                                         plan["uniform"])))
+        X.append(
+            np.asarray(
+                _node_values(
+                    lgr,
+                    smoother,
+                    jnp.asarray(t),
+                    jnp.asarray(y),
+                    jnp.asarray(plan["weights"]),
+                    jnp.asarray(plan["starts"]),
+                    float(length),
+                    plan["window"],
+                    plan["grid"],
+                    plan["uniform"],
+                )
+            )
+        )
         a.append(t[plan["starts"]])
     return lgr, np.concatenate(X, axis=1), np.concatenate(a)
 

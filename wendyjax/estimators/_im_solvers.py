@@ -43,8 +43,9 @@ class LeastSquares(eqx.Module):
         if self.threshold is not None and not self.threshold >= 0:
             raise ValueError(f"LeastSquares: threshold must be non-negative or None, got {self.threshold}.")
         if not (isinstance(self.max_threshold_iter, int) and self.max_threshold_iter >= 1):
-            raise ValueError(f"LeastSquares: max_threshold_iter must be a positive integer, got "
-                             f"{self.max_threshold_iter!r}.")
+            raise ValueError(
+                f"LeastSquares: max_threshold_iter must be a positive integer, got {self.max_threshold_iter!r}."
+            )
         if not self.ridge >= 0:
             raise ValueError(f"LeastSquares: ridge must be non-negative, got {self.ridge}.")
 
@@ -128,12 +129,12 @@ class Gradient(eqx.Module):
             index = jax.random.randint(key, (self.batch_size,), 0, n_sub)
             states = []
             for g, opt_g in enumerate(opt_state):
-                grads = jax.grad(lambda x, g=g, ps=params: loss((*ps[:g], x, *ps[g + 1:]), args, index))(params[g])
+                grads = jax.grad(lambda x, g=g, ps=params: loss((*ps[:g], x, *ps[g + 1 :]), args, index))(params[g])
                 updates, opt_g = self.optimizer.update(grads, opt_g, params[g])
                 new = optax.apply_updates(params[g], updates)
                 if g == 0 and lower is not None:
                     new = jnp.clip(new, lower, upper)
-                params = (*params[:g], new, *params[g + 1:])
+                params = (*params[:g], new, *params[g + 1 :])
                 states.append(opt_g)
             return (params, tuple(states)), None
 
@@ -143,15 +144,30 @@ class Gradient(eqx.Module):
         better = full < state.best_loss
         improved = full < state.best_loss * (1.0 - self.rtol)
         best = jax.tree.map(lambda new, old: jnp.where(better, new, old), params, state.best)
-        return GradientState(params, opt_state, best, jnp.where(better, full, state.best_loss),
-                             jnp.where(improved, 0, state.stale + 1), state.chunks + 1,
-                             state.history.at[state.chunks].set(full), key)
+        return GradientState(
+            params,
+            opt_state,
+            best,
+            jnp.where(better, full, state.best_loss),
+            jnp.where(improved, 0, state.stale + 1),
+            state.chunks + 1,
+            state.history.at[state.chunks].set(full),
+            key,
+        )
 
     def start(self, loss: Callable, args: PyTree, params: tuple, key, max_steps: int) -> GradientState:
         """The loop's state before the first chunk (a history of `max_steps / chunk` chunks)."""
         full = loss(params, args, None)
-        return GradientState(params, tuple(self.optimizer.init(x) for x in params), params, full, jnp.asarray(0),
-                             jnp.asarray(0), jnp.full((-(-max_steps // self.chunk),), jnp.nan, full.dtype), key)
+        return GradientState(
+            params,
+            tuple(self.optimizer.init(x) for x in params),
+            params,
+            full,
+            jnp.asarray(0),
+            jnp.asarray(0),
+            jnp.full((-(-max_steps // self.chunk),), jnp.nan, full.dtype),
+            key,
+        )
 
     @staticmethod
     def _finite(state: GradientState) -> Array:
@@ -165,11 +181,25 @@ class Gradient(eqx.Module):
 
     def status(self, state: GradientState) -> RESULTS:
         """Status of a finished loop: converged (patience ran out), step limit, or non-finite loss."""
-        return RESULTS.where(~self._finite(state), RESULTS.nonfinite, RESULTS.where(
-            state.stale >= self.patience, RESULTS.successful, RESULTS.max_steps_reached))
+        return RESULTS.where(
+            ~self._finite(state),
+            RESULTS.nonfinite,
+            RESULTS.where(state.stale >= self.patience, RESULTS.successful, RESULTS.max_steps_reached),
+        )
 
-    def run(self, loss: Callable, args: PyTree, params: tuple, n_sub: int, key: PRNGKeyArray, lower, upper,
-            max_steps: int, *, progress: bool = False) -> GradientState:
+    def run(
+        self,
+        loss: Callable,
+        args: PyTree,
+        params: tuple,
+        n_sub: int,
+        key: PRNGKeyArray,
+        lower,
+        upper,
+        max_steps: int,
+        *,
+        progress: bool = False,
+    ) -> GradientState:
         """The chunked loop until the stopping rule holds: pure (jit- and vmap-able) as one
         `lax.while_loop`; with `progress`, one compiled chunk per call and a tqdm bar. The
         best iterate is `state.best`."""

@@ -59,6 +59,7 @@ from ._trust_region import TrustRegion
 _TRUST_REGION_STEPS, _GRADIENT_STEPS = 200, 20_000
 _SOLVER_NAMES = {LeastSquares: "least squares", TrustRegion: "Gauss–Newton trust region", Gradient: "gradient"}
 
+
 def _batch_loss(params: tuple, args: PyTree, index: Int[Array, " b"] | None) -> Float[Array, ""]:
     """ℓ of `(params,)` on the subintervals `index`, with `args = (rhs, static, problem)`
     (the gradient loop's form: parameter groups, then everything else as arguments)."""
@@ -96,14 +97,25 @@ class IntegralMatchingFit(AbstractFit):
         history = np.asarray(solution.extras["history"])
         hidden = problem.hidden
         return cls(
-            model=model, params=np.asarray(solution.params) if vector else solution.params, covariance=None,
-            covariance_method=None, p0=np.asarray(p0) if vector else p0, num_steps=int(solution.num_steps),
-            status=solution.result, method=estimator.method, objective=float(solution.objective), noise=None,
-            seconds=seconds, solver=_SOLVER_NAMES[type(problem.solver)], history=history[np.isfinite(history)],
+            model=model,
+            params=np.asarray(solution.params) if vector else solution.params,
+            covariance=None,
+            covariance_method=None,
+            p0=np.asarray(p0) if vector else p0,
+            num_steps=int(solution.num_steps),
+            status=solution.result,
+            method=estimator.method,
+            objective=float(solution.objective),
+            noise=None,
+            seconds=seconds,
+            solver=_SOLVER_NAMES[type(problem.solver)],
+            history=history[np.isfinite(history)],
             rhs=problem.rhs,
-            hidden=hidden, node_times=np.asarray(node_times(problem.subintervals)) if hidden else None,
+            hidden=hidden,
+            node_times=np.asarray(node_times(problem.subintervals)) if hidden else None,
             node_states=np.asarray(solution.extras["node_states"]) if hidden else None,
-            standardised=bool(hidden) and problem.kind != "ode")
+            standardised=bool(hidden) and problem.kind != "ode",
+        )
 
     @property
     def title(self) -> str:
@@ -134,21 +146,36 @@ class IntegralMatchingFit(AbstractFit):
     def to_dict(self) -> dict:
         """Plain Python/NumPy view: status, loss, steps, solver and the parameters (by
         name for an ODEModel)."""
-        params = (dict(zip(self.model.param_names, self.params.tolist())) if isinstance(self.model, ODEModel)
-                  else self.params.tolist() if isinstance(self.params, np.ndarray) else None)
-        return {"model": self.model_name, "method": self.method, "solver": self.solver,
-                "status": self.message or "successful", "objective": self.objective, "params": params,
-                "num_steps": self.num_steps, "seconds": self.seconds}
+        params = (
+            dict(zip(self.model.param_names, self.params.tolist()))
+            if isinstance(self.model, ODEModel)
+            else self.params.tolist()
+            if isinstance(self.params, np.ndarray)
+            else None
+        )
+        return {
+            "model": self.model_name,
+            "method": self.method,
+            "solver": self.solver,
+            "status": self.message or "successful",
+            "objective": self.objective,
+            "params": params,
+            "num_steps": self.num_steps,
+            "seconds": self.seconds,
+        }
 
     def _head(self) -> list[str]:
-        head = [f"Integral-matching fit ({self.solver}): {self._status_text}",
-                f"  ℓ(Θ̂) = {self.objective:.6g}   steps = {self.num_steps}   time = {self.seconds:.3g} s   "
-                f"no covariance (refine with OutputError or Hybrid for intervals)"]
+        head = [
+            f"Integral-matching fit ({self.solver}): {self._status_text}",
+            f"  ℓ(Θ̂) = {self.objective:.6g}   steps = {self.num_steps}   time = {self.seconds:.3g} s   "
+            f"no covariance (refine with OutputError or Hybrid for intervals)",
+        ]
         if self.hidden:
             state_names = getattr(self.model, "state_names", None)  # a neural field has none
             names = [state_names[k] if state_names else f"u[{k}]" for k in self.hidden]
-            head.append(f"  hidden states reconstructed: {', '.join(names)}"
-                        + (" (standardised)" if self.standardised else ""))
+            head.append(
+                f"  hidden states reconstructed: {', '.join(names)}" + (" (standardised)" if self.standardised else "")
+            )
         return head
 
     def table(self, level: float = 0.95, truth=None) -> str:
@@ -191,24 +218,29 @@ class IntegralMatching(AbstractEstimator):
 
     def __check_init__(self):
         if self.solver is not None and not isinstance(self.solver, (LeastSquares, TrustRegion, Gradient)):
-            raise TypeError(f"IntegralMatching: solver must be LeastSquares(), TrustRegion() or Gradient() of "
-                            f"wendyjax.estimators (or None: chosen by the model), got {self.solver!r}.")
-        if self.max_steps is not None and (isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int)
-                                           or self.max_steps < 1):
-            raise ValueError(f"IntegralMatching: max_steps must be a positive integer or None, got "
-                             f"{self.max_steps!r}.")
+            raise TypeError(
+                f"IntegralMatching: solver must be LeastSquares(), TrustRegion() or Gradient() of "
+                f"wendyjax.estimators (or None: chosen by the model), got {self.solver!r}."
+            )
+        if self.max_steps is not None and (
+            isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 1
+        ):
+            raise ValueError(f"IntegralMatching: max_steps must be a positive integer or None, got {self.max_steps!r}.")
         as_count("IntegralMatching: order (the LGR order K)", self.order, 1)
         as_ratio("IntegralMatching: length (the subinterval length h)", self.length)
         if self.stride is not None:
             as_count("IntegralMatching: stride (samples between subinterval starts)", self.stride, 1)
         if self.smoother is not None and not isinstance(self.smoother, SavitzkyGolay):
-            raise TypeError(f"IntegralMatching: smoother must be a wendyjax.collocation.SavitzkyGolay or None, got "
-                            f"{self.smoother!r}.")
+            raise TypeError(
+                f"IntegralMatching: smoother must be a wendyjax.collocation.SavitzkyGolay or None, got "
+                f"{self.smoother!r}."
+            )
 
     def subintervals(self, data) -> IntegralMatchingProblem:
         """The subintervals of `data` with this estimator's order, length, smoother and stride."""
-        return integral_matching_problem(data, order=self.order, length=self.length, smoother=self.smoother,
-                                         stride=self.stride)
+        return integral_matching_problem(
+            data, order=self.order, length=self.length, smoother=self.smoother, stride=self.stride
+        )
 
     def steps(self, solver) -> int:
         """The step limit of `solver`: `max_steps`, or its default."""
@@ -217,8 +249,13 @@ class IntegralMatching(AbstractEstimator):
         return _GRADIENT_STEPS if isinstance(solver, Gradient) else _TRUST_REGION_STEPS
 
     def solve_gauss_newton(
-        self, solver: TrustRegion, rhs: Callable, problem: IntegralMatchingProblem, p0: Float[Array, " J"],
-        lower: Float[Array, " J"], upper: Float[Array, " J"],
+        self,
+        solver: TrustRegion,
+        rhs: Callable,
+        problem: IntegralMatchingProblem,
+        p0: Float[Array, " J"],
+        lower: Float[Array, " J"],
+        upper: Float[Array, " J"],
     ) -> Solution:
         r"""`solver` on the Gauss–Newton model of $\ell$ over all subintervals."""
         scale = 1.0 / jnp.sqrt(problem.X[:, 1:].size)
@@ -233,18 +270,39 @@ class IntegralMatching(AbstractEstimator):
         return Solution(sol.params, 2.0 * sol.objective, sol.num_steps, sol.result, {"history": history})
 
     def solve_gradient(
-        self, solver: Gradient, rhs: Callable, theta0: PyTree, problem: IntegralMatchingProblem, key: PRNGKeyArray,
-        lower: Float[Array, " J"] | None = None, upper: Float[Array, " J"] | None = None, *,
+        self,
+        solver: Gradient,
+        rhs: Callable,
+        theta0: PyTree,
+        problem: IntegralMatchingProblem,
+        key: PRNGKeyArray,
+        lower: Float[Array, " J"] | None = None,
+        upper: Float[Array, " J"] | None = None,
+        *,
         progress: bool = False,
     ) -> Solution:
         """Algorithm 1 as one pure function (jit- and vmap-able without `progress`, which
         shows a tqdm bar): chunks of `solver`'s steps in a `lax.while_loop` until its
         stopping rule holds."""
         params, static = eqx.partition(theta0, eqx.is_inexact_array)
-        state = solver.run(_batch_loss, (rhs, static, problem), (params,), problem.X.shape[0], key, lower, upper,
-                           self.steps(solver), progress=progress)
-        return Solution(eqx.combine(state.best[0], static), state.best_loss, state.chunks * solver.chunk,
-                        solver.status(state), {"history": state.history})
+        state = solver.run(
+            _batch_loss,
+            (rhs, static, problem),
+            (params,),
+            problem.X.shape[0],
+            key,
+            lower,
+            upper,
+            self.steps(solver),
+            progress=progress,
+        )
+        return Solution(
+            eqx.combine(state.best[0], static),
+            state.best_loss,
+            state.chunks * solver.chunk,
+            solver.status(state),
+            {"history": state.history},
+        )
 
     # -- the estimator contract -------------------------------------------------------
     def problem(self, model, data: Dataset, *, key: PRNGKeyArray | None = None, u0=None) -> "IntegralMatchingData":
@@ -263,46 +321,70 @@ class IntegralMatching(AbstractEstimator):
         kind = "ode" if isinstance(model, ODEModel) else "library" if isinstance(model, PolynomialLibrary) else None
         if kind is None:
             if not (isinstance(model, eqx.Module) and callable(model)):
-                raise TypeError(f"model must be an ODEModel, a PolynomialLibrary or an equinox Module called as "
-                                f"field(u, t), got {type(model).__name__}.")
+                raise TypeError(
+                    f"model must be an ODEModel, a PolynomialLibrary or an equinox Module called as "
+                    f"field(u, t), got {type(model).__name__}."
+                )
             kind = "neural"
         if kind != "neural" and data.n_states != model.n_states:
             raise ValueError(f"data have {data.n_states} state columns but the model has {model.n_states} states.")
-        hidden = np.flatnonzero(~np.all([np.any(np.ones(tr.u.shape, bool) if tr.mask is None else tr.mask, axis=0)
-                                         for tr in data], axis=0))
+        hidden = np.flatnonzero(
+            ~np.all([np.any(np.ones(tr.u.shape, bool) if tr.mask is None else tr.mask, axis=0) for tr in data], axis=0)
+        )
         solver = self.solver
         if solver is None:
-            solver = {"library": TrustRegion(1e-10, 1e-10) if hidden.size else LeastSquares(),
-                      "ode": TrustRegion(1e-10, 1e-10), "neural": Gradient()}[kind]
+            solver = {
+                "library": TrustRegion(1e-10, 1e-10) if hidden.size else LeastSquares(),
+                "ode": TrustRegion(1e-10, 1e-10),
+                "neural": Gradient(),
+            }[kind]
         if isinstance(solver, LeastSquares) and kind != "library":
             raise ValueError("solver=LeastSquares() needs a PolynomialLibrary model.")
         if isinstance(solver, LeastSquares) and hidden.size:
-            raise ValueError("solver=LeastSquares() cannot fit hidden states (the joint problem is nonlinear in them): "
-                             "use TrustRegion() (the default for a library with hidden states) or Gradient().")
+            raise ValueError(
+                "solver=LeastSquares() cannot fit hidden states (the joint problem is nonlinear in them): "
+                "use TrustRegion() (the default for a library with hidden states) or Gradient()."
+            )
         if isinstance(solver, TrustRegion) and not (kind == "ode" or (hidden.size and kind == "library")):
-            raise ValueError("solver=TrustRegion() needs an ODEModel (or a PolynomialLibrary with hidden states); "
-                             "use LeastSquares() for a library, Gradient() for a neural field.")
+            raise ValueError(
+                "solver=TrustRegion() needs an ODEModel (or a PolynomialLibrary with hidden states); "
+                "use LeastSquares() for a library, Gradient() for a neural field."
+            )
         if isinstance(solver, Gradient) and key is None:
             raise ValueError("key (a jax.random key) is required by the Gradient solver: it draws the subintervals.")
         if not hidden.size:
             if u0 is not None:
-                raise ValueError("u0 (the start of hidden states) is given but every state is observed somewhere "
-                                 "in the data.")
-            return IntegralMatchingData(self.subintervals(data), _rhs(model, kind), kind, solver,
-                                        model if kind == "library" else None, key)
+                raise ValueError(
+                    "u0 (the start of hidden states) is given but every state is observed somewhere in the data."
+                )
+            return IntegralMatchingData(
+                self.subintervals(data), _rhs(model, kind), kind, solver, model if kind == "library" else None, key
+            )
         if len(data) != 1:
             raise ValueError(f"hidden-state reconstruction takes one trajectory, got {len(data)}.")
         if u0 is None:
-            raise ValueError(f"u0 (the initial state, or the values of the never-observed states {hidden.tolist()} at "
-                             "the first sample time) is required.")
+            raise ValueError(
+                f"u0 (the initial state, or the values of the never-observed states {hidden.tolist()} at "
+                "the first sample time) is required."
+            )
         z0 = np.asarray(u0, float).reshape(-1)
         z0 = z0[hidden] if z0.size == data.n_states and hidden.size != data.n_states else z0
         if z0.shape != (hidden.size,) or not np.all(np.isfinite(z0)):
-            raise ValueError(f"u0 must hold {hidden.size} finite values (one per hidden state) or a whole initial "
-                             f"state of {data.n_states}, got {np.asarray(u0).tolist()}.")
+            raise ValueError(
+                f"u0 must hold {hidden.size} finite values (one per hidden state) or a whole initial "
+                f"state of {data.n_states}, got {np.asarray(u0).tolist()}."
+            )
         chained = chained_problem(data, order=self.order, length=self.length, smoother=self.smoother)
-        return IntegralMatchingData(chained, _rhs(model, kind), kind, solver, model if kind == "library" else None,
-                                    key, tuple(hidden.tolist()), jnp.asarray(z0))
+        return IntegralMatchingData(
+            chained,
+            _rhs(model, kind),
+            kind,
+            solver,
+            model if kind == "library" else None,
+            key,
+            tuple(hidden.tolist()),
+            jnp.asarray(z0),
+        )
 
     def start_required(self, model) -> str | None:
         """An `ODEModel` needs `p0` (a library starts at zero, a neural field at itself)."""
@@ -317,15 +399,18 @@ class IntegralMatching(AbstractEstimator):
             self.require_start(model, p0)
             return jnp.asarray(p0, float)
         if p0 is None and problem.hidden and problem.kind == "library":
-            raise ValueError("p0 is required with hidden states: the hidden states start as the model's solution "
-                             "along the observed ones (zero coefficients would make them constant).")
+            raise ValueError(
+                "p0 is required with hidden states: the hidden states start as the model's solution "
+                "along the observed ones (zero coefficients would make them constant)."
+            )
         if problem.kind == "library":
             return model.zeros() if p0 is None else model.check_theta(p0, "p0")
         if p0 is None:
             return model
         if jax.tree.structure(p0) != jax.tree.structure(model):
-            raise ValueError("p0 for a neural field must be a module of the field's structure (or None: the field "
-                             "is its own start).")
+            raise ValueError(
+                "p0 for a neural field must be a module of the field's structure (or None: the field is its own start)."
+            )
         return p0
 
     def solve(self, problem: "IntegralMatchingData", p0, lower, upper) -> Solution:
@@ -340,8 +425,20 @@ class IntegralMatching(AbstractEstimator):
             features = problem.library.features if problem.kind == "library" else None
             solver, steps = problem.solver, self.steps(problem.solver)
             if isinstance(solver, Gradient):
-                sol = fit_hidden_gradient(solver, steps, problem.rhs, p0, sub, hidden, problem.z0, problem.key, lower,
-                                          upper, features=features, standardised=standardised)
+                sol = fit_hidden_gradient(
+                    solver,
+                    steps,
+                    problem.rhs,
+                    p0,
+                    sub,
+                    hidden,
+                    problem.z0,
+                    problem.key,
+                    lower,
+                    upper,
+                    features=features,
+                    standardised=standardised,
+                )
             else:
                 sol = fit_hidden(solver, steps, problem.rhs, p0, sub, hidden, problem.z0, lower, upper, features)
             extras = {"history": sol.history, "node_states": chained_states(sub, hidden, sol.Z)}
@@ -376,8 +473,9 @@ class IntegralMatching(AbstractEstimator):
                 return eqx.combine(jax.tree.map(lambda *x: jnp.stack(x), *arrays), static[0])
 
             return make, [{} for _ in range(len(batch))]
-        X = integral_matching_problems(batch, order=self.order, length=self.length, smoother=self.smoother,
-                                       stride=self.stride).X
+        X = integral_matching_problems(
+            batch, order=self.order, length=self.length, smoother=self.smoother, stride=self.stride
+        ).X
         keys = None if key is None else jnp.stack(keys)
 
         def make(indices):

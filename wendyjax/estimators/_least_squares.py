@@ -51,6 +51,7 @@ def weighted_least_squares(
         def fn(p, _):
             return _gauss_newton(A @ p - y, A)
     else:
+
         def weighted_residual(p):
             return _whiten(chol, residual(lik, p)[..., None]).reshape(-1)
 
@@ -58,4 +59,3 @@ def weighted_least_squares(
             return _gauss_newton(weighted_residual(p), jax.jacfwd(weighted_residual)(p))
 
     return solver.minimise(fn, p_start, lower, upper, max_steps=max_steps)
-

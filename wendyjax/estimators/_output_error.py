@@ -99,8 +99,11 @@ class OutputErrorProblem(eqx.Module):
         (`(R, N, D)`, as integrated), on the scale of `y`."""
         if self.log_states:
             return xs
-        h = xs if self.observe is None else jax.vmap(jax.vmap(self.observe, in_axes=(0, None, 0)),
-                                                     in_axes=(0, None, 0))(xs, p, self.t)
+        h = (
+            xs
+            if self.observe is None
+            else jax.vmap(jax.vmap(self.observe, in_axes=(0, None, 0)), in_axes=(0, None, 0))(xs, p, self.t)
+        )
         logs = np.array([n == "lognormal" for n in self.noises])
         return jnp.where(logs, jnp.log(jnp.where(logs, h, 1.0)), h) if logs.any() else h
 
@@ -136,15 +139,19 @@ def _trajectory_arrays(tr: Trajectory, logs: np.ndarray, d: int, hidden_ok: bool
     u = np.where(mask, u, 0.0)
     if not hidden_ok and not mask.any(axis=0).all():
         missing = [j for j in range(d) if not mask[:, j].any()]
-        raise ValueError(f"states {missing} are never observed in a trajectory: their initial "
-                         f"condition cannot be started from the data (pass u0=..., the start of the initial "
-                         f"states).")
+        raise ValueError(
+            f"states {missing} are never observed in a trajectory: their initial "
+            f"condition cannot be started from the data (pass u0=..., the start of the initial "
+            f"states)."
+        )
     return t, u, mask, first
 
 
-_LOG_ZERO = ("A state that starts at 0 and is never observed (e.g. R = 0): fit the observed columns through observe= "
-             "(e.g. observe=lambda u, p, t: u[1:2] with data of those columns), which keeps the states on their own "
-             "scale and takes the logarithm of the observables only.")
+_LOG_ZERO = (
+    "A state that starts at 0 and is never observed (e.g. R = 0): fit the observed columns through observe= "
+    "(e.g. observe=lambda u, p, t: u[1:2] with data of those columns), which keeps the states on their own "
+    "scale and takes the logarithm of the observables only."
+)
 
 
 def output_error_problem(
@@ -191,18 +198,22 @@ def output_error_problem(
     else:
         k = _check_observe(model, observe, dataset.n_states)
         if u0 is None:
-            raise ValueError("with observe=..., the data show observables, not the states: pass u0= (the initial "
-                             "states, or a function u0(p) of the parameters).")
+            raise ValueError(
+                "with observe=..., the data show observables, not the states: pass u0= (the initial "
+                "states, or a function u0(p) of the parameters)."
+            )
     noises = observable_noises(model, noise, k)
     logs = np.array([n == "lognormal" for n in noises])
     counting = np.array([isinstance(n, AbstractCountNoise) for n in noises])
     log_states = bool(logs.all()) and observe is None
     if counting.all() and sigma is not None or counting.any() and not weighted:
-        raise ValueError(f"sigma and weighted=False set a Gaussian noise level, but counts "
-                         f"({', '.join(sorted({noise_name(n) for n in noises if isinstance(n, AbstractCountNoise)}))}) "
-                         f"have the "
-                         f"variance their likelihood gives them: leave weighted out (and sigma, or give it for the "
-                         f"Gaussian and log-normal observables: their terms enter the likelihood with it as known).")
+        raise ValueError(
+            f"sigma and weighted=False set a Gaussian noise level, but counts "
+            f"({', '.join(sorted({noise_name(n) for n in noises if isinstance(n, AbstractCountNoise)}))}) "
+            f"have the "
+            f"variance their likelihood gives them: leave weighted out (and sigma, or give it for the "
+            f"Gaussian and log-normal observables: their terms enter the likelihood with it as known)."
+        )
     arrays = [_trajectory_arrays(tr, logs, k, hidden_ok=u0 is not None) for tr in dataset]
     if counting.any():
         _check_counts(arrays, counting)
@@ -216,8 +227,10 @@ def output_error_problem(
         u0 = np.asarray(u0, dtype=float)
         u0 = np.broadcast_to(u0, (len(arrays), d)) if u0.shape == (d,) else u0
         if u0.shape != (len(arrays), d) or not np.all(np.isfinite(u0)):
-            raise ValueError(f"u0 must be {d} finite initial states of model '{model.name}', or one row per "
-                             f"trajectory ({len(arrays)}, {d}), got shape {u0.shape}.")
+            raise ValueError(
+                f"u0 must be {d} finite initial states of model '{model.name}', or one row per "
+                f"trajectory ({len(arrays)}, {d}), got shape {u0.shape}."
+            )
         if log_states and np.any(u0 <= 0):
             raise ValueError(f"u0 must be positive under log-normal noise (the fit runs on log states). {_LOG_ZERO}")
         x0 = np.log(u0) if log_states else u0
@@ -265,20 +278,24 @@ def _check_observe(model: ODEModel, observe: Callable, n_columns: int) -> int:
     """The number of observables `observe(u, p, t)` returns, checked against the data's
     columns."""
     if not callable(observe):
-        raise TypeError(f"observe must be a function h(u, p, t) of the states, parameters and time, got "
-                        f"{type(observe).__name__}.")
+        raise TypeError(
+            f"observe must be a function h(u, p, t) of the states, parameters and time, got {type(observe).__name__}."
+        )
     d, j = model.n_states, model.n_params
     try:
         out = jax.eval_shape(observe, jnp.zeros(d), jnp.zeros(j), jnp.zeros(()))
     except Exception as e:  # noqa: BLE001 - re-raised with context
-        raise ValueError(f"observe(u, p, t) with u of shape ({d},), p of shape ({j},) and a scalar t failed: "
-                         f"{e}") from e
+        raise ValueError(
+            f"observe(u, p, t) with u of shape ({d},), p of shape ({j},) and a scalar t failed: {e}"
+        ) from e
     shape = getattr(out, "shape", None)
     if shape is None or len(shape) != 1:
         raise ValueError(f"observe(u, p, t) must return a vector of observables (K,), got {shape}.")
     if shape[0] != n_columns:
-        raise ValueError(f"observe returns {shape[0]} observables but the data have {n_columns} columns: one column "
-                         f"per observable, in observe's order.")
+        raise ValueError(
+            f"observe returns {shape[0]} observables but the data have {n_columns} columns: one column "
+            f"per observable, in observe's order."
+        )
     return shape[0]
 
 
@@ -288,9 +305,11 @@ def _check_counts(arrays, counting: np.ndarray) -> None:
         bad = mask & ~(u >= 0) & counting
         if bad.any():
             i, k = np.argwhere(bad)[0]
-            raise ValueError(f"a count likelihood models counts, but trajectory {r} has u[{i}, {k}] = {u[i, k]:.6g} "
-                             f"(at t = {t[i]:.6g}): counts are >= 0; use Gaussian or log-normal noise for other "
-                             f"data.")
+            raise ValueError(
+                f"a count likelihood models counts, but trajectory {r} has u[{i}, {k}] = {u[i, k]:.6g} "
+                f"(at t = {t[i]:.6g}): counts are >= 0; use Gaussian or log-normal noise for other "
+                f"data."
+            )
 
 
 def _check_initial(model: ODEModel, u0: Callable, n_trajectories: int) -> Callable:
@@ -299,11 +318,15 @@ def _check_initial(model: ODEModel, u0: Callable, n_trajectories: int) -> Callab
     try:
         out = jax.eval_shape(u0, jnp.zeros(j))
     except Exception as e:  # noqa: BLE001 - re-raised with context
-        raise ValueError(f"u0 as a function u0(p) of the {j} parameters ({', '.join(model.param_names)}) failed on "
-                         f"p of shape ({j},): {e}") from e
+        raise ValueError(
+            f"u0 as a function u0(p) of the {j} parameters ({', '.join(model.param_names)}) failed on "
+            f"p of shape ({j},): {e}"
+        ) from e
     if getattr(out, "shape", None) not in ((d,), (n_trajectories, d)):
-        raise ValueError(f"u0(p) must return the {d} initial states ({', '.join(model.state_names)}) of shape ({d},) "
-                         f"or ({n_trajectories}, {d}), got {getattr(out, 'shape', type(out).__name__)}.")
+        raise ValueError(
+            f"u0(p) must return the {d} initial states ({', '.join(model.state_names)}) of shape ({d},) "
+            f"or ({n_trajectories}, {d}), got {getattr(out, 'shape', type(out).__name__)}."
+        )
     return u0
 
 
@@ -326,8 +349,9 @@ class _Box(eqx.Module):
         lo_f, hi_f = jnp.isfinite(lo), jnp.isfinite(hi)
         lo0, hi0 = jnp.where(lo_f, lo, 0.0), jnp.where(hi_f, hi, 0.0)
         both = lo0 + (hi0 - lo0) * jax.nn.sigmoid(z)
-        return jnp.where(lo_f & hi_f, both, jnp.where(lo_f, lo0 + jax.nn.softplus(z),
-                                                      jnp.where(hi_f, hi0 - jax.nn.softplus(z), z)))
+        return jnp.where(
+            lo_f & hi_f, both, jnp.where(lo_f, lo0 + jax.nn.softplus(z), jnp.where(hi_f, hi0 - jax.nn.softplus(z), z))
+        )
 
     def to_free(self, p):
         lo, hi = self.lower, self.upper
@@ -339,8 +363,11 @@ class _Box(eqx.Module):
         inv_softplus = lambda v: v + jnp.log(-jnp.expm1(-v))  # noqa: E731
         gap_lo = jnp.maximum(p - lo0, 1e-9 * jnp.maximum(jnp.abs(lo0), 1.0))
         gap_hi = jnp.maximum(hi0 - p, 1e-9 * jnp.maximum(jnp.abs(hi0), 1.0))
-        return jnp.where(lo_f & hi_f, jnp.log(s) - jnp.log1p(-s),
-                         jnp.where(lo_f, inv_softplus(gap_lo), jnp.where(hi_f, inv_softplus(gap_hi), p)))
+        return jnp.where(
+            lo_f & hi_f,
+            jnp.log(s) - jnp.log1p(-s),
+            jnp.where(lo_f, inv_softplus(gap_lo), jnp.where(hi_f, inv_softplus(gap_hi), p)),
+        )
 
 
 def _states_norm(y):
@@ -409,18 +436,25 @@ class OutputError(AbstractEstimator):
     def __check_init__(self):
         if self.jacobian not in ("sensitivity", "forward_mode"):
             raise ValueError(f"jacobian must be 'sensitivity' or 'forward_mode', got {self.jacobian!r}.")
-        check_solver_options(self, (TrustRegion, optx.AbstractLeastSquaresSolver),
-                             "wendyjax.estimators.TrustRegion() or optimistix.LevenbergMarquardt(rtol=1e-8, atol=1e-8)")
+        check_solver_options(
+            self,
+            (TrustRegion, optx.AbstractLeastSquaresSolver),
+            "wendyjax.estimators.TrustRegion() or optimistix.LevenbergMarquardt(rtol=1e-8, atol=1e-8)",
+        )
         for name in ("ode_rtol", "ode_atol"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and np.isfinite(value) and value >= 0):
-                raise ValueError(f"OutputError: {name} (the ODE solver's step-size tolerance) must be a finite number "
-                                 f">= 0, got {value!r}.")
+                raise ValueError(
+                    f"OutputError: {name} (the ODE solver's step-size tolerance) must be a finite number "
+                    f">= 0, got {value!r}."
+                )
         if self.ode_rtol == 0 and self.ode_atol == 0:
             raise ValueError("OutputError: ode_rtol and ode_atol cannot both be 0.")
         if isinstance(self.ode_max_steps, bool) or not isinstance(self.ode_max_steps, int) or self.ode_max_steps < 1:
-            raise ValueError(f"OutputError: ode_max_steps (the ODE solver's step limit per solve) must be a positive "
-                             f"integer, got {self.ode_max_steps!r}.")
+            raise ValueError(
+                f"OutputError: ode_max_steps (the ODE solver's step limit per solve) must be a positive "
+                f"integer, got {self.ode_max_steps!r}."
+            )
 
     def problem(
         self,
@@ -440,24 +474,36 @@ class OutputError(AbstractEstimator):
         per observable), `sigma` and `weighted`, `u0`, the start of the initial states (`(D,)` or `(R, D)`;
         default: the first observations) or a function of the parameters, and `observe`, the
         observables the data's columns measure."""
-        problem = output_error_problem(model, data, noise if isinstance(noise, (list, tuple)) else
-                                       resolve_noise(model, noise), sigma=sigma, weighted=weighted, u0=u0,
-                                       observe=observe)
+        problem = output_error_problem(
+            model,
+            data,
+            noise if isinstance(noise, (list, tuple)) else resolve_noise(model, noise),
+            sigma=sigma,
+            weighted=weighted,
+            u0=u0,
+            observe=observe,
+        )
         if problem.counts and not isinstance(self.solver, TrustRegion):
-            raise ValueError("counts are fitted by their likelihood, which needs the TrustRegion solver (optimistix's "
-                             "solvers fit least squares); use OutputError(solver=wj.estimators.TrustRegion()).")
+            raise ValueError(
+                "counts are fitted by their likelihood, which needs the TrustRegion solver (optimistix's "
+                "solvers fit least squares); use OutputError(solver=wj.estimators.TrustRegion())."
+            )
         return problem
 
     def batch_problems(self, model, datasets: list, **options):
         """One output-error problem per dataset (each from its own first observations)."""
-        return (lambda indices: stack_problems([self.problem(model, as_dataset(datasets[i]), **options)
-                                                for i in indices]), [{} for _ in datasets])
+        return (
+            lambda indices: stack_problems([self.problem(model, as_dataset(datasets[i]), **options) for i in indices]),
+            [{} for _ in datasets],
+        )
 
     def start_required(self, model) -> str | None:
         """Output error has no default start."""
         names = ", ".join(getattr(model, "param_names", ()))
-        return (f"output error on model '{getattr(model, 'name', type(model).__name__)}' starts from given "
-                f"parameters ({names}); a WENDy estimate is a good one (see Hybrid).")
+        return (
+            f"output error on model '{getattr(model, 'name', type(model).__name__)}' starts from given "
+            f"parameters ({names}); a WENDy estimate is a good one (see Hybrid)."
+        )
 
     def init(self, model, problem, p0, lower, upper) -> Float[Array, " j"]:
         """`p0` checked: output error has no default start (and initial states tied to it
@@ -465,8 +511,10 @@ class OutputError(AbstractEstimator):
         self.require_start(model, p0)
         p0 = check_start(model, p0, lower, upper)
         if problem.initial is not None and problem.log_states and np.any(np.asarray(problem.initial(p0)) <= 0):
-            raise ValueError(f"u0(p0) = {np.asarray(problem.initial(p0)).tolist()} must be positive under log-normal "
-                             f"noise (the fit runs on log states). {_LOG_ZERO}")
+            raise ValueError(
+                f"u0(p0) = {np.asarray(problem.initial(p0)).tolist()} must be positive under log-normal "
+                f"noise (the fit runs on log states). {_LOG_ZERO}"
+            )
         return jnp.asarray(p0, float)
 
     def _solve(self, problem, t, x0, p, sensitivities: bool):
@@ -475,6 +523,7 @@ class OutputError(AbstractEstimator):
         The steps land on the model's `jump_ts`."""
         rhs = problem.rhs
         if sensitivities:
+
             def field(s, y, p):
                 x, sx, sp = y
                 fx = jax.jacfwd(rhs, argnums=0)(x, p, s)
@@ -484,11 +533,19 @@ class OutputError(AbstractEstimator):
         else:
             field, y0 = (lambda s, x, p: rhs(x, p, s)), x0
         sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(field), self.ode_solver, t0=t[0], t1=t[-1], dt0=None, y0=y0, args=p,
+            diffrax.ODETerm(field),
+            self.ode_solver,
+            t0=t[0],
+            t1=t[-1],
+            dt0=None,
+            y0=y0,
+            args=p,
             saveat=diffrax.SaveAt(ts=t),
             # step sizes controlled by the states alone: the same steps as the plain solve
             stepsize_controller=problem.model.stepsize_controller(self.ode_rtol, self.ode_atol, norm=_states_norm),
-            max_steps=self.ode_max_steps, adjoint=diffrax.ForwardMode(), throw=False,
+            max_steps=self.ode_max_steps,
+            adjoint=diffrax.ForwardMode(),
+            throw=False,
         )
         finite = jnp.stack([jnp.all(jnp.isfinite(y)) for y in jax.tree_util.tree_leaves(sol.ys)])
         ok = diffrax.is_successful(sol.result) & jnp.all(finite)
@@ -526,15 +583,20 @@ class OutputError(AbstractEstimator):
         missing entries get a valid mean and weight 0."""
         mean = jnp.where(problem.mask > 0, means, 1.0)
         scale = jnp.broadcast_to(problem.scale[:, None, :], mean.shape)
-        cols = [count(n, problem.y[..., k], mean[..., k]) if isinstance(n, AbstractCountNoise)
-                else other(problem.y[..., k], mean[..., k], scale[..., k]) for k, n in enumerate(problem.noises)]
+        cols = [
+            count(n, problem.y[..., k], mean[..., k])
+            if isinstance(n, AbstractCountNoise)
+            else other(problem.y[..., k], mean[..., k], scale[..., k])
+            for k, n in enumerate(problem.noises)
+        ]
         return problem.mask * jnp.stack(cols, axis=-1)
 
     def _nll(self, problem: OutputErrorProblem, p, means) -> Float[Array, ""]:
         """The negative log-likelihood at the observables' `means` (the count likelihoods',
         and ½ of the squared whitened residuals of the others)."""
-        return jnp.sum(self._columns(problem, p, means, lambda n, y, m: n.nll(y, m, p),
-                                     lambda y, m, s: 0.5 * ((m - y) / s) ** 2))
+        return jnp.sum(
+            self._columns(problem, p, means, lambda n, y, m: n.nll(y, m, p), lambda y, m, s: 0.5 * ((m - y) / s) ** 2)
+        )
 
     def _fisher_model(self, problem, theta, split):
         """The likelihood (with count observables) at the unknowns `theta` (parameters, then
@@ -551,8 +613,7 @@ class OutputError(AbstractEstimator):
         jac, (mu, ok) = jax.jacfwd(means, has_aux=True)(theta)
         p = theta[:n_p]
         value, dmu = jax.value_and_grad(lambda m: self._nll(problem, p, m.reshape(mu.shape)))(mu.reshape(-1))
-        w = self._columns(problem, p, mu, lambda n, y, m: n.information(m, p),
-                          lambda y, m, s: 1.0 / s**2).reshape(-1)
+        w = self._columns(problem, p, mu, lambda n, y, m: n.information(m, p), lambda y, m, s: 1.0 / s**2).reshape(-1)
         held = lambda th: self._nll(problem, th[:n_p], jax.lax.stop_gradient(mu))  # noqa: E731
         lam, vec = jnp.linalg.eigh(jax.hessian(held)(theta))
         root = jnp.sqrt(jnp.maximum(lam, 0.0))[:, None] * vec.T
@@ -599,8 +660,14 @@ class OutputError(AbstractEstimator):
             return jnp.where(ok, 0.5 * jnp.dot(r, r), jnp.inf), jac.T @ r, jac.T @ jac
 
         free = jnp.full(theta0.size - p0.size, jnp.inf)
-        sol = self.solver.minimise(fn, theta0, jnp.concatenate([lower, -free]), jnp.concatenate([upper, free]),
-                                   problem, max_steps=self.max_steps)
+        sol = self.solver.minimise(
+            fn,
+            theta0,
+            jnp.concatenate([lower, -free]),
+            jnp.concatenate([upper, free]),
+            problem,
+            max_steps=self.max_steps,
+        )
         # the value at the last accepted point: finite unless the start's forward solve failed
         return (*split(sol.params), sol.num_steps, sol.result, sol.objective)
 
@@ -608,12 +675,17 @@ class OutputError(AbstractEstimator):
         box, fits = _Box(lower, upper), self.fits_u0(problem)
         unknowns = lambda y: (box.to_box(y[0]), y[1] if fits else problem.states0(box.to_box(y[0]), x0))  # noqa: E731
         fn = lambda y, problem: self._penalised(problem, *unknowns(y))  # noqa: E731
-        sol = optx.least_squares(fn, self.solver, (box.to_free(p0), x0),
-                                 args=problem, max_steps=self.max_steps, throw=False)
-        capped = ((sol.result == optx.RESULTS.max_steps_reached)
-                  | (sol.result == optx.RESULTS.nonlinear_max_steps_reached))
-        result = RESULTS.where(sol.result == optx.RESULTS.successful, RESULTS.successful,
-                               RESULTS.where(capped, RESULTS.max_steps_reached, RESULTS.nonfinite))
+        sol = optx.least_squares(
+            fn, self.solver, (box.to_free(p0), x0), args=problem, max_steps=self.max_steps, throw=False
+        )
+        capped = (sol.result == optx.RESULTS.max_steps_reached) | (
+            sol.result == optx.RESULTS.nonlinear_max_steps_reached
+        )
+        result = RESULTS.where(
+            sol.result == optx.RESULTS.successful,
+            RESULTS.successful,
+            RESULTS.where(capped, RESULTS.max_steps_reached, RESULTS.nonfinite),
+        )
         p, x = unknowns(sol.value)
         r, ok = self.residuals(problem, p, x)
         return p, x, sol.stats["num_steps"], result, jnp.where(ok, 0.5 * jnp.sum(r**2), jnp.inf)
@@ -635,8 +707,9 @@ class OutputError(AbstractEstimator):
         scale); the objective is inf when the forward solve at the estimate fails."""
         x0 = problem.x0
         run = self._trust_region if isinstance(self.solver, TrustRegion) else self._optimistix
-        p, x, num_steps, result, loss = run(problem, jnp.asarray(p0, float), x0, jnp.asarray(lower, float),
-                                            jnp.asarray(upper, float))
+        p, x, num_steps, result, loss = run(
+            problem, jnp.asarray(p0, float), x0, jnp.asarray(lower, float), jnp.asarray(upper, float)
+        )
         result = RESULTS.where(jnp.isfinite(loss), result, RESULTS.forward_failed)
         u0 = jnp.exp(x) if problem.log_states else x
         return Solution(p, loss, num_steps, result, {"u0": u0})
@@ -663,9 +736,7 @@ class OutputError(AbstractEstimator):
         pinv = determined_pinv(jac)[:n]
         return s2 * pinv @ pinv.T
 
-    def solve_multistart(
-        self, problem: OutputErrorProblem, p0s, lower, upper
-    ) -> tuple[Solution, Solution]:
+    def solve_multistart(self, problem: OutputErrorProblem, p0s, lower, upper) -> tuple[Solution, Solution]:
         """Fit from every row of `p0s` (vmapped, one compiled call) and return
         `(best, all)`: the successful fit of least loss (the least-loss fit when none
         succeeded), and every fit."""
@@ -714,8 +785,9 @@ class Hybrid(AbstractEstimator):
         lik = self.wendy.problem(model, data, noise=noise, sigma=sigma, test_functions=test_functions, k=k)
         return HybridProblem(lik, output_error_problem(model, data, noise, sigma=sigma, weighted=weighted, u0=u0))
 
-    def batch_problems(self, model, datasets: list, *, noise=None, sigma=None, weighted: bool = True, u0=None,
-                       **options):
+    def batch_problems(
+        self, model, datasets: list, *, noise=None, sigma=None, weighted: bool = True, u0=None, **options
+    ):
         """The WENDy stage's stacked likelihoods (padded to one K) with the stacked
         output-error problems."""
         noise = resolve_noise(model, noise)
@@ -737,8 +809,9 @@ class Hybrid(AbstractEstimator):
         start = self.wendy.solve(problem.likelihood, p0, lower, upper)
         p_start = jnp.where(start.successful & jnp.all(jnp.isfinite(start.params)), start.params, p0)
         sol = self.output_error.solve(problem.output_error, p_start, lower, upper)
-        return eqx.tree_at(lambda s: s.extras, sol,
-                           {**sol.extras, "wendy_params": start.params, "wendy_result": start.result})
+        return eqx.tree_at(
+            lambda s: s.extras, sol, {**sol.extras, "wendy_params": start.params, "wendy_result": start.result}
+        )
 
     def objective(self, problem: HybridProblem, params) -> Float[Array, ""]:
         """The output-error stage's objective ([`OutputError.objective`][])."""

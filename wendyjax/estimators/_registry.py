@@ -22,5 +22,7 @@ def get_estimator(estimator: "str | AbstractEstimator") -> AbstractEstimator:
         return estimator
     if isinstance(estimator, str) and estimator.lower() in ESTIMATORS:
         return ESTIMATORS[estimator.lower()]()
-    raise ValueError(f"estimator must be one of {', '.join(map(repr, ESTIMATORS))} or an estimator object "
-                     f"(e.g. wendyjax.MLE(start='both')), got {estimator!r}.")
+    raise ValueError(
+        f"estimator must be one of {', '.join(map(repr, ESTIMATORS))} or an estimator object "
+        f"(e.g. wendyjax.MLE(start='both')), got {estimator!r}."
+    )

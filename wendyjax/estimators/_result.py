@@ -77,9 +77,16 @@ class Identifiability:
         lines = ["correlation of the estimates:", " " * width + "".join(f"{n:>9s}" for n in self.names)]
         lines += [f"{n:<{width}s}" + "".join(f"{v:9.3f}" for v in row) for n, row in zip(self.names, self.correlation)]
         lines.append(f"undetermined (no standard error): {', '.join(self.undetermined) or 'none'}")
-        lines.append("weakly determined (95 % interval contains 0): " + ("; ".join(
-            f"{' '.join(f'{w:+.2f}·{n}' for n, w in ws.items())} (relative standard error {rel:.3g})"
-            for rel, ws in self.weak) or "none"))
+        lines.append(
+            "weakly determined (95 % interval contains 0): "
+            + (
+                "; ".join(
+                    f"{' '.join(f'{w:+.2f}·{n}' for n, w in ws.items())} (relative standard error {rel:.3g})"
+                    for rel, ws in self.weak
+                )
+                or "none"
+            )
+        )
         lines.append(f"on a bound of the box: {', '.join(self.at_bound) or 'none'}")
         return "\n".join(lines)
 
@@ -121,9 +128,19 @@ class AbstractFit(StatusMixin, abc.ABC):
 
     @classmethod
     def _common(cls, estimator, model, p0, solution, covariance, kind, seconds, noise) -> dict:
-        return dict(model=model, params=np.asarray(solution.params), covariance=covariance, covariance_method=kind,
-                    p0=np.asarray(p0, float), num_steps=int(solution.num_steps), status=solution.result,
-                    method=estimator.method, objective=float(solution.objective), noise=noise, seconds=seconds)
+        return dict(
+            model=model,
+            params=np.asarray(solution.params),
+            covariance=covariance,
+            covariance_method=kind,
+            p0=np.asarray(p0, float),
+            num_steps=int(solution.num_steps),
+            status=solution.result,
+            method=estimator.method,
+            objective=float(solution.objective),
+            noise=noise,
+            seconds=seconds,
+        )
 
     @property
     @abc.abstractmethod
@@ -165,8 +182,10 @@ class AbstractFit(StatusMixin, abc.ABC):
         covariance. For intervals that follow a nonlinear `fn`, derive from a bootstrap:
         `wj.studies.bootstrap(...).derived(fn)`."""
         if self.covariance is None:
-            raise ValueError(f"{self.title} has no covariance, so the delta method has nothing to propagate; derive "
-                             f"from a bootstrap instead (wj.studies.bootstrap(...).derived(fn)).")
+            raise ValueError(
+                f"{self.title} has no covariance, so the delta method has nothing to propagate; derive "
+                f"from a bootstrap instead (wj.studies.bootstrap(...).derived(fn))."
+            )
         value, cov = delta_method(fn, self.params, self.covariance)
         return Derived(derived_names(names, value.size), value, cov, self.covariance_method)
 
@@ -177,8 +196,9 @@ class AbstractFit(StatusMixin, abc.ABC):
     def forward_error(self, u0, t, reference, solver: diffrax.AbstractSolver = diffrax.Tsit5()) -> float:
         """Relative forward-simulation error of the fit (Rummel et al. 2025, eq. 13) against `reference`
         (the noiseless states when known, else the data); inf if the solve fails."""
-        err, _ = forward_simulation_error(self.model, self.params, np.asarray(u0, float),
-                                          np.asarray(t, float), np.asarray(reference, float), solver)
+        err, _ = forward_simulation_error(
+            self.model, self.params, np.asarray(u0, float), np.asarray(t, float), np.asarray(reference, float), solver
+        )
         return float(err)
 
     def _trajectory_error(self, states: np.ndarray, reference) -> float:
@@ -223,8 +243,7 @@ class AbstractFit(StatusMixin, abc.ABC):
         lo, hi = self.ci(level)
         pct = f"{100 * level:g}%"
         header = ["param", "estimate", "std err", f"{pct} lower", f"{pct} upper"]
-        rows = [[n, p, s, a, b] for n, p, s, a, b in
-                zip(self.model.param_names, self.params, self.stderr, lo, hi)]
+        rows = [[n, p, s, a, b] for n, p, s, a, b in zip(self.model.param_names, self.params, self.stderr, lo, hi)]
         if truth is not None:
             header.append("truth")
             for row, v in zip(rows, np.asarray(truth, float)):
@@ -234,18 +253,24 @@ class AbstractFit(StatusMixin, abc.ABC):
             lines.append(f"held, not fitted: {', '.join(f'{n} = {v:g}' for n, v in held.items())}")
         on_bound = self.at_bound
         if on_bound:
-            lines.append(f"note: the estimate of {', '.join(on_bound)} lies on the box's bound: the optimum may lie "
-                         f"outside the box, or the fit stopped there; try a wider box or another start (e.g. "
-                         f"MLE(start='both')).")
+            lines.append(
+                f"note: the estimate of {', '.join(on_bound)} lies on the box's bound: the optimum may lie "
+                f"outside the box, or the fit stopped there; try a wider box or another start (e.g. "
+                f"MLE(start='both'))."
+            )
         if weak := self.weak_text():
             lines.append(f"note: {weak}.")
         outside = self._outside_box(lo, hi)
         if outside:
-            lines.append(f"note: the {pct} intervals of {', '.join(outside)} reach outside the model's parameter "
-                         f"box; normal intervals ignore the box, so they are a poor guide there.")
+            lines.append(
+                f"note: the {pct} intervals of {', '.join(outside)} reach outside the model's parameter "
+                f"box; normal intervals ignore the box, so they are a poor guide there."
+            )
         if self._calibrated_elsewhere and self.covariance_method in _WALD_CAVEAT:
-            lines += [f"intervals: Wald, from {_WALD_CAVEAT[self.covariance_method]};",
-                      "  calibrated ones: wj.studies.BootstrapOrProfile()(estimator, fit, data) (docs: Uncertainty)."]
+            lines += [
+                f"intervals: Wald, from {_WALD_CAVEAT[self.covariance_method]};",
+                "  calibrated ones: wj.studies.BootstrapOrProfile()(estimator, fit, data) (docs: Uncertainty).",
+            ]
         if np.ndim(self.params) == 1 and getattr(self.model, "param_names", None) is not None:
             report = self.identifiability()
             if not report.ok:  # something is wrong: the whole report (fit.identifiability())
@@ -260,8 +285,10 @@ class AbstractFit(StatusMixin, abc.ABC):
         if self.covariance is None or np.ndim(self.params) != 1:
             return []
         names = self.model.param_names
-        return [(rel, {n: float(x) for n, x in zip(names, w) if abs(x) >= 0.1})
-                for rel, w in weak_directions(self.params, self.covariance)]
+        return [
+            (rel, {n: float(x) for n, x in zip(names, w) if abs(x) >= 0.1})
+            for rel, w in weak_directions(self.params, self.covariance)
+        ]
 
     def identifiability(self) -> "Identifiability":
         """What the local curvature says about which parameters the data determine: the
@@ -271,9 +298,13 @@ class AbstractFit(StatusMixin, abc.ABC):
         names = tuple(self.model.param_names)
         cov = np.full((len(names),) * 2, np.nan) if self.covariance is None else np.asarray(self.covariance)
         se = np.sqrt(np.diagonal(cov))
-        return Identifiability(names=names, correlation=cov / np.outer(se, se),
-                               undetermined=tuple(n for n, v in zip(names, se) if not np.isfinite(v)),
-                               weak=tuple(self.weak_directions), at_bound=tuple(self.at_bound))
+        return Identifiability(
+            names=names,
+            correlation=cov / np.outer(se, se),
+            undetermined=tuple(n for n, v in zip(names, se) if not np.isfinite(v)),
+            weak=tuple(self.weak_directions),
+            at_bound=tuple(self.at_bound),
+        )
 
     def weak_text(self) -> str:
         """One sentence on the [`weak_directions`][], or "" when there are none."""
@@ -288,10 +319,12 @@ class AbstractFit(StatusMixin, abc.ABC):
         if not parts:
             return ""
         whose = "its" if len(parts) == 1 else "each one’s"
-        return (f"the data barely determine {'; '.join(parts)}: {whose} 95% interval contains 0, so not even the sign "
-                f"is fixed, and these parameters are practically non-identifiable from these data (too little "
-                f"variation in the data, too short a span, too much noise, a model that does not fit, or "
-                f"parameters that enter only together)")
+        return (
+            f"the data barely determine {'; '.join(parts)}: {whose} 95% interval contains 0, so not even the sign "
+            f"is fixed, and these parameters are practically non-identifiable from these data (too little "
+            f"variation in the data, too short a span, too much noise, a model that does not fit, or "
+            f"parameters that enter only together)"
+        )
 
     @property
     def at_bound(self) -> list[str]:
@@ -320,10 +353,15 @@ class AbstractFit(StatusMixin, abc.ABC):
         return self.table()
 
     def __repr__(self) -> str:  # one line: the fields hold arrays of every test function and trajectory
-        params = (np.array2string(self.params, precision=4, threshold=8) if isinstance(self.params, np.ndarray)
-                  else type(self.params).__name__)
-        return (f"{type(self).__name__}({self.title} of {self.model_name!r}: {self.status_name}, params={params}, "
-                f"covariance={self.covariance_method!r})")
+        params = (
+            np.array2string(self.params, precision=4, threshold=8)
+            if isinstance(self.params, np.ndarray)
+            else type(self.params).__name__
+        )
+        return (
+            f"{type(self).__name__}({self.title} of {self.model_name!r}: {self.status_name}, params={params}, "
+            f"covariance={self.covariance_method!r})"
+        )
 
     def _repr_pretty_(self, printer, cycle) -> None:  # IPython and Jupyter show the summary table
         printer.text(self.table())
@@ -344,8 +382,16 @@ class WENDyFit(AbstractFit):
 
     @classmethod
     def from_solution(cls, estimator, model, problem, p0, solution, covariance, kind, seconds):
-        common = cls._common(estimator, model, p0, solution, covariance, kind, seconds,
-                             "lognormal" if problem.problem.log_space else "gaussian")
+        common = cls._common(
+            estimator,
+            model,
+            p0,
+            solution,
+            covariance,
+            kind,
+            seconds,
+            "lognormal" if problem.problem.log_space else "gaussian",
+        )
         if problem.noiseless:
             common["method"] = "wls"
         return cls(**common, test_functions=problem.test_functions, likelihood=problem)
@@ -355,8 +401,11 @@ class WENDyFit(AbstractFit):
         return f"WENDy-{self.method.upper()}"
 
     def _head(self) -> list[str]:
-        k = ", ".join(f"{info.k} (capped by k_max; the criteria keep {info.k_criteria})" if info.capped
-                      else str(info.k) for info in self.test_functions if info is not None)
+        k = ", ".join(
+            f"{info.k} (capped by k_max; the criteria keep {info.k_criteria})" if info.capped else str(info.k)
+            for info in self.test_functions
+            if info is not None
+        )
         return [
             f"{self.title} fit of '{self.model.name}': {self._status_text}",
             f"  ℓ(p̂) = {self.objective:.6g}   steps = {self.num_steps}   noise: {self.noise}   "
@@ -386,8 +435,13 @@ class OutputErrorFit(AbstractFit):
         common = cls._common(estimator, model, p0, solution, covariance, kind, seconds, noise)
         extras = solution.extras
         wendy = extras.get("wendy_params")
-        return cls(**common, u0=np.asarray(extras["u0"]), scale=np.asarray(oe.scale),
-                   wendy_params=None if wendy is None else np.asarray(wendy), wendy_status=extras.get("wendy_result"))
+        return cls(
+            **common,
+            u0=np.asarray(extras["u0"]),
+            scale=np.asarray(oe.scale),
+            wendy_params=None if wendy is None else np.asarray(wendy),
+            wendy_status=extras.get("wendy_result"),
+        )
 
     @property
     def title(self) -> str:
@@ -398,8 +452,10 @@ class OutputErrorFit(AbstractFit):
 
     def stuck_hint(self) -> str:
         u0 = "; ".join(", ".join(f"{v:.6g}" for v in row) for row in self.u0)
-        return (f" Its initial state was u0 = ({u0}): the first observations unless u0= is given, and a noisy "
-                f"first sample can start the ODE where it blows up; pass a better u0=.")
+        return (
+            f" Its initial state was u0 = ({u0}): the first observations unless u0= is given, and a noisy "
+            f"first sample can start the ODE where it blows up; pass a better u0=."
+        )
 
     def _head(self) -> list[str]:
         u0 = "; ".join(", ".join(f"{v:.6g}" for v in row) for row in self.u0)

@@ -72,8 +72,11 @@ def _trust_region_step(H, g, radius, n_iter: int = 60):
         den = lam + mu
         # components whose shifted eigenvalue vanishes contribute nothing when their
         # gradient component vanishes too (the hard case); otherwise they blow up
-        return jnp.where(jnp.abs(den) > tiny, a / jnp.where(jnp.abs(den) > tiny, den, 1.0),
-                         jnp.where(jnp.abs(a) > tiny * radius, jnp.inf, 0.0))
+        return jnp.where(
+            jnp.abs(den) > tiny,
+            a / jnp.where(jnp.abs(den) > tiny, den, 1.0),
+            jnp.where(jnp.abs(a) > tiny * radius, jnp.inf, 0.0),
+        )
 
     mu_lo = jnp.maximum(0.0, -lam[0])
     c_lo = coeffs(mu_lo)
@@ -147,8 +150,10 @@ def _cauchy_step(g, H, D, x, lower, upper, free, radius):
     set, within the trust region and the box."""
     d = jnp.where(free, -g / D**2, 0.0)
     length = jnp.linalg.norm(D * d)  # 0 at a stationary point of the free set: no step
-    t_max = jnp.minimum(jnp.where(length > 0, radius / jnp.where(length > 0, length, 1.0), 0.0),
-                        _max_feasible_fraction(x, d, lower, upper, jnp.inf))
+    t_max = jnp.minimum(
+        jnp.where(length > 0, radius / jnp.where(length > 0, length, 1.0), 0.0),
+        _max_feasible_fraction(x, d, lower, upper, jnp.inf),
+    )
     curv = d @ H @ d
     t = jnp.where(curv > 0, jnp.minimum(-(g @ d) / jnp.where(curv > 0, curv, 1.0), t_max), t_max)
     return t * d
@@ -171,8 +176,10 @@ class TrustRegion(eqx.Module):
         for name in ("rtol", "atol"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and 0 <= value < 1):
-                raise ValueError(f"TrustRegion: {name} must lie in [0, 1) (e.g. 1e-8), got {value!r}: a tolerance "
-                                 f"of 1 or more declares any start converged.")
+                raise ValueError(
+                    f"TrustRegion: {name} must lie in [0, 1) (e.g. 1e-8), got {value!r}: a tolerance "
+                    f"of 1 or more declares any start converged."
+                )
         if self.rtol == 0 and self.atol == 0:
             raise ValueError("TrustRegion: rtol and atol cannot both be 0 (the iteration would never stop).")
 
@@ -219,14 +226,17 @@ def _minimise(fn, x0, lower, upper, args, rtol, atol, max_steps) -> TrustRegionS
 
         kkt_free = ~((at_lower & (g > 0)) | (at_upper & (g < 0)))
         free, step, inside, _, _ = jax.lax.while_loop(
-            lambda state: state[3], refine, (kkt_free, jnp.zeros_like(x), jnp.array(False), jnp.array(True), 0))
+            lambda state: state[3], refine, (kkt_free, jnp.zeros_like(x), jnp.array(False), jnp.array(True), 0)
+        )
         # feasible candidates: projected, truncated, and the scaled projected-gradient
         # (Cauchy) step that guarantees progress; the lowest model value wins
-        candidates = jnp.stack([
-            jnp.clip(x + step, lower, upper) - x,
-            _max_feasible_fraction(x, step, lower, upper) * step,
-            _cauchy_step(g, H, D, x, lower, upper, free, radius),
-        ])
+        candidates = jnp.stack(
+            [
+                jnp.clip(x + step, lower, upper) - x,
+                _max_feasible_fraction(x, step, lower, upper) * step,
+                _cauchy_step(g, H, D, x, lower, upper, free, radius),
+            ]
+        )
         step = candidates[jnp.argmin(jax.vmap(lambda c: _model(g, H, c))(candidates))]
         predicted = -_model(g, H, step)
         small_x = jnp.max(jnp.abs(step)) <= xtol
@@ -246,9 +256,20 @@ def _minimise(fn, x0, lower, upper, args, rtol, atol, max_steps) -> TrustRegionS
     # The loop's first pass evaluates `fn` at x0 (a zero proposal, always accepted, not
     # counted as a step): `fn` and the step are traced and compiled once, not twice.
     zero = jnp.zeros_like(x0)
-    init = _State(x0, jnp.array(jnp.inf, x0.dtype), zero, jnp.zeros((x0.size, x0.size), x0.dtype), zero + 1.0,
-                  jnp.array(0.0, x0.dtype), zero, jnp.array(0.0, x0.dtype), jnp.array(0), jnp.array(False),
-                  RESULTS.successful, jnp.array(True))
+    init = _State(
+        x0,
+        jnp.array(jnp.inf, x0.dtype),
+        zero,
+        jnp.zeros((x0.size, x0.size), x0.dtype),
+        zero + 1.0,
+        jnp.array(0.0, x0.dtype),
+        zero,
+        jnp.array(0.0, x0.dtype),
+        jnp.array(0),
+        jnp.array(False),
+        RESULTS.successful,
+        jnp.array(True),
+    )
 
     def cond(s: _State):
         return s.first | (~s.done & (s.step < max_steps))
@@ -265,8 +286,11 @@ def _minimise(fn, x0, lower, upper, args, rtol, atol, max_steps) -> TrustRegionS
             return jnp.where(accept, new, old)
 
         x, f, g, H = pick(x_new, s.x), pick(f_new, s.f), pick(g_new, s.g), pick(H_new, s.H)
-        D = jnp.where(s.first, jnp.sqrt(jnp.maximum(jnp.abs(jnp.diagonal(H)), _diag_floor(H))),
-                      jnp.maximum(s.D, jnp.sqrt(jnp.abs(jnp.diagonal(H)))))
+        D = jnp.where(
+            s.first,
+            jnp.sqrt(jnp.maximum(jnp.abs(jnp.diagonal(H)), _diag_floor(H))),
+            jnp.maximum(s.D, jnp.sqrt(jnp.abs(jnp.diagonal(H)))),
+        )
         radius = jnp.where(
             s.first,
             jnp.maximum(jnp.linalg.norm(g / D), 1e-8 * (1.0 + jnp.linalg.norm(D * x))),
@@ -279,8 +303,20 @@ def _minimise(fn, x0, lower, upper, args, rtol, atol, max_steps) -> TrustRegionS
         step, predicted, converged, stalled = propose(x, f, g, H, D, radius)
         failed_start = s.first & ~ok
         result = RESULTS.where(failed_start, RESULTS.nonfinite, RESULTS.where(stalled, RESULTS.stalled, s.result))
-        return _State(x, f, g, H, D, radius, step, predicted, s.step + jnp.where(s.first, 0, 1),
-                      converged | failed_start, result, jnp.array(False))
+        return _State(
+            x,
+            f,
+            g,
+            H,
+            D,
+            radius,
+            step,
+            predicted,
+            s.step + jnp.where(s.first, 0, 1),
+            converged | failed_start,
+            result,
+            jnp.array(False),
+        )
 
     final = jax.lax.while_loop(cond, body, init)
     result = RESULTS.where(final.done, final.result, RESULTS.max_steps_reached)
@@ -289,4 +325,3 @@ def _minimise(fn, x0, lower, upper, args, rtol, atol, max_steps) -> TrustRegionS
 
 def _diag_floor(H):
     return 1e-12 * jnp.maximum(jnp.max(jnp.abs(jnp.diagonal(H))), jnp.finfo(H.dtype).tiny)
-

@@ -75,8 +75,9 @@ class AbstractWENDyEstimator(AbstractEstimator):
         """The weak likelihood of `model` on `data` (as [`weak_likelihood`][wendyjax.weak_likelihood];
         `noise=None` takes the model's own, `model.noise`). Noiseless data
         (σ̂/max|U| < 1e-8) make S singular: WLS is then solved instead, with a warning."""
-        lik = weak_likelihood(model, data, resolve_noise(model, noise), sigma=sigma, test_functions=test_functions,
-                              k=k, diag_reg=diag_reg)
+        lik = weak_likelihood(
+            model, data, resolve_noise(model, noise), sigma=sigma, test_functions=test_functions, k=k, diag_reg=diag_reg
+        )
         self._warn_noiseless(lik.noiseless)
         return lik
 
@@ -85,13 +86,17 @@ class AbstractWENDyEstimator(AbstractEstimator):
             warnings.warn(
                 f"the data look noiseless (estimated noise / max|U| < {NOISELESS_RATIO:g}): the "
                 f"residual covariance is singular, so WENDy-{self.method.upper()} is replaced by "
-                f"WLS (weak least squares).", stacklevel=user_stacklevel())
+                f"WLS (weak least squares).",
+                stacklevel=user_stacklevel(),
+            )
 
     def start_required(self, model) -> str | None:
         """Models nonlinear in their parameters need `p0` (no closed-form start)."""
         if not model.linear_in_params:
-            return (f"model '{model.name}' is nonlinear in its parameters ({', '.join(model.param_names)}), so "
-                    f"there is no closed-form start.")
+            return (
+                f"model '{model.name}' is nonlinear in its parameters ({', '.join(model.param_names)}), so "
+                f"there is no closed-form start."
+            )
         return None
 
     def init(self, model, problem: WeakLikelihood, p0, lower, upper) -> Float[Array, " j"]:
@@ -114,15 +119,32 @@ class AbstractWENDyEstimator(AbstractEstimator):
         """Covariance of the estimate: "sandwich" (default) or "hessian" (inverse Hessian of ℓ)."""
         return parameter_covariance(problem, solution.params, kind or "sandwich")
 
-    def batch_problems(self, model, datasets: "Batch | list", *, key: PRNGKeyArray | None = None, noise=None,
-                       sigma=None, test_functions=TestFunctionConfig(), k: int | None = None, diag_reg: float = 1e-10):
+    def batch_problems(
+        self,
+        model,
+        datasets: "Batch | list",
+        *,
+        key: PRNGKeyArray | None = None,
+        noise=None,
+        sigma=None,
+        test_functions=TestFunctionConfig(),
+        k: int | None = None,
+        diag_reg: float = 1e-10,
+    ):
         """The likelihoods of a [`Batch`][wendyjax.Batch] of datasets on shared grids (or a list
         of such datasets), built together ([`build_batch`][wendyjax.weak.build_batch]): the
         radius search of all of them in one compiled call, the test functions once per
         selected radius, every likelihood padded to the largest K among them; `make(indices)`
         assembles a chunk's stacked likelihoods in one compiled call on the default device."""
-        batch = build_batch(model, as_batch(datasets), resolve_noise(model, noise), sigma=sigma,
-                            test_functions=test_functions, k=k, diag_reg=diag_reg)
+        batch = build_batch(
+            model,
+            as_batch(datasets),
+            resolve_noise(model, noise),
+            sigma=sigma,
+            test_functions=test_functions,
+            k=k,
+            diag_reg=diag_reg,
+        )
         self._warn_noiseless(batch.noiseless)
         return batch.likelihoods, batch.notes()
 
@@ -195,7 +217,8 @@ class IRLS(AbstractWENDyEstimator):
         chol = jnp.where(ok, chol, jnp.eye(chol.shape[-1], dtype=chol.dtype))
         sol = weighted_least_squares(lik, chol, p, lower, upper, solver=self.solver, max_steps=self.max_steps)
         whitened = jax.vmap(lambda c, r: jax.scipy.linalg.solve_triangular(c, r, lower=True))(
-            chol, residual(lik, sol.params))
+            chol, residual(lik, sol.params)
+        )
         result = RESULTS.where(ok, sol.result, RESULTS.cholesky_failed)
         # an inner solve that hit its step limit still gives a usable reweighted iterate
         result = RESULTS.where(result == RESULTS.max_steps_reached, RESULTS.successful, result)
@@ -211,8 +234,9 @@ class IRLS(AbstractWENDyEstimator):
         if not self.shapiro_wilk:
             return jnp.array(False)
         mask = jnp.tile(lik.problem.kmask, (1, lik.problem.n_states)) > 0
-        pvalue = jax.pure_callback(_shapiro_pvalue, jax.ShapeDtypeStruct((), whitened.dtype), whitened, mask,
-                                   vmap_method="sequential")
+        pvalue = jax.pure_callback(
+            _shapiro_pvalue, jax.ShapeDtypeStruct((), whitened.dtype), whitened, mask, vmap_method="sequential"
+        )
         return (n > self.sw_start) & (pvalue < self.sw_tol)
 
     def solve(self, lik, p0, lower, upper) -> Solution:
@@ -287,11 +311,13 @@ class MLE(AbstractWENDyEstimator):
 
     def _solve_from(self, lik, x0, lower, upper) -> Solution:
         x0 = jnp.clip(x0, lower, upper)
-        sol = self.solver.minimise(lambda p, lik: nll_derivatives(lik, p), x0, lower, upper, lik,
-                                   max_steps=self.max_steps)
+        sol = self.solver.minimise(
+            lambda p, lik: nll_derivatives(lik, p), x0, lower, upper, lik, max_steps=self.max_steps
+        )
         result = RESULTS.where(
             (sol.result == RESULTS.nonfinite) & _cholesky_failed(lik, x0),
-            RESULTS.cholesky_failed, sol.result,
+            RESULTS.cholesky_failed,
+            sol.result,
         )
         return Solution(sol.params, sol.objective, sol.num_steps, result)
 

@@ -62,8 +62,10 @@ class AbstractLibrary(eqx.Module):
         """`theta` as a `(n_features, n_states)` array; raises naming `argname` otherwise."""
         theta = jnp.asarray(theta, float)
         if theta.shape != (self.n_features, self.n_states):
-            raise ValueError(f"{argname} must have shape ({self.n_features}, {self.n_states}) (terms × states "
-                             f"of this library: {', '.join(self.feature_names)}), got {theta.shape}.")
+            raise ValueError(
+                f"{argname} must have shape ({self.n_features}, {self.n_states}) (terms × states "
+                f"of this library: {', '.join(self.feature_names)}), got {theta.shape}."
+            )
         return theta
 
     def equations(self, theta: ArrayLike, precision: int = 4) -> list[str]:
@@ -71,8 +73,11 @@ class AbstractLibrary(eqx.Module):
         theta = np.asarray(self.check_theta(theta))
         lines = []
         for k, state in enumerate(self.state_names):
-            terms = [f"{c:+.{precision}g}" + ("" if n == "1" else f" {n}")
-                     for c, n in zip(theta[:, k], self.feature_names) if c != 0.0]
+            terms = [
+                f"{c:+.{precision}g}" + ("" if n == "1" else f" {n}")
+                for c, n in zip(theta[:, k], self.feature_names)
+                if c != 0.0
+            ]
             body = " ".join(terms).lstrip("+") if terms else "0"
             lines.append(f"{self._lhs(state)} = {body}")
         return lines

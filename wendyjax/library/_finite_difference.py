@@ -31,13 +31,16 @@ def _parse(term: str, states: tuple[str, ...], axes: tuple[str, ...]) -> tuple[t
     for text in term.replace("*", " ").split():
         m = _FACTOR.match(text)
         if m is None or m.group(1) not in states:
-            raise ValueError(f"cannot read the factor {text!r} of the term {term!r}: write a state name "
-                             f"({', '.join(states)}), optionally _ and spatial axes ({''.join(axes)}) and ^power, "
-                             f"e.g. 'u', 'u^3', 'u_xx', 'u u_x'.")
+            raise ValueError(
+                f"cannot read the factor {text!r} of the term {term!r}: write a state name "
+                f"({', '.join(states)}), optionally _ and spatial axes ({''.join(axes)}) and ^power, "
+                f"e.g. 'u', 'u^3', 'u_xx', 'u u_x'."
+            )
         orders = tuple(m.group(2).count(a) if m.group(2) else 0 for a in axes)
         if m.group(2) and sum(orders) != len(m.group(2)):
-            raise ValueError(f"the factor {text!r} of {term!r} differentiates along an axis other than "
-                             f"{', '.join(axes)}.")
+            raise ValueError(
+                f"the factor {text!r} of {term!r} differentiates along an axis other than {', '.join(axes)}."
+            )
         if max(orders) > 4:
             raise ValueError(f"the factor {text!r} of {term!r} asks for a derivative of order > 4 along one axis.")
         power = int(m.group(3) or 1)
@@ -69,14 +72,19 @@ class FiniteDifferenceLibrary(AbstractLibrary):
     axis_names: tuple[str, ...] = eqx.field(static=True)
     _parsed: tuple = eqx.field(static=True)
 
-    def __init__(self, terms: Sequence[str], spacing: float | Sequence[float],
-                 state_names: int | Sequence[str] = ("u",), axis_names: Sequence[str] | None = None):
+    def __init__(
+        self,
+        terms: Sequence[str],
+        spacing: float | Sequence[float],
+        state_names: int | Sequence[str] = ("u",),
+        axis_names: Sequence[str] | None = None,
+    ):
         spacing = (spacing,) if np.ndim(spacing) == 0 else tuple(spacing)
         if not 1 <= len(spacing) <= 3 or not all(np.isfinite(h) and h > 0 for h in spacing):
             raise ValueError(f"spacing must be one to three positive grid steps, got {spacing!r}.")
         self.spacing = tuple(float(h) for h in spacing)
         self.state_names = as_names(state_names, "u", "state_names")
-        self.axis_names = tuple(axis_names) if axis_names is not None else ("x", "y", "z")[:len(spacing)]
+        self.axis_names = tuple(axis_names) if axis_names is not None else ("x", "y", "z")[: len(spacing)]
         if len(self.axis_names) != len(spacing) or not all(len(a) == 1 for a in self.axis_names):
             raise ValueError(f"axis_names must be {len(spacing)} single letters, got {axis_names!r}.")
         if isinstance(terms, str) or len(terms) == 0:
@@ -96,8 +104,10 @@ class FiniteDifferenceLibrary(AbstractLibrary):
 
     @property
     def halfwidth(self) -> tuple[int, ...]:
-        return tuple(max(_HALFWIDTH[orders[a]] for term in self._parsed for _, orders, _ in term)
-                     for a in range(len(self.spacing)))
+        return tuple(
+            max(_HALFWIDTH[orders[a]] for term in self._parsed for _, orders, _ in term)
+            for a in range(len(self.spacing))
+        )
 
     def _lhs(self, state: str) -> str:
         return f"{state}_t"
@@ -107,8 +117,14 @@ class FiniteDifferenceLibrary(AbstractLibrary):
         out = field
         for axis, (order, h) in enumerate(zip(orders, self.spacing)):
             if order:
-                out = sum(c * jnp.roll(out, -offset, axis=axis)
-                          for offset, c in zip(range(-2, 3), _STENCILS[order]) if c != 0.0) / h**order
+                out = (
+                    sum(
+                        c * jnp.roll(out, -offset, axis=axis)
+                        for offset, c in zip(range(-2, 3), _STENCILS[order])
+                        if c != 0.0
+                    )
+                    / h**order
+                )
         crop = tuple(slice(w, n - w) for w, n in zip(self.halfwidth, field.shape))
         return out[crop]
 

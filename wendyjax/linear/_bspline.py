@@ -42,8 +42,10 @@ class BSplineBasis(eqx.Module):
             raise ValueError("breaks contains NaN or inf.")
         if np.any(np.diff(breaks) < 0):
             i = int(np.argmax(np.diff(breaks) < 0))
-            raise ValueError(f"breaks must be sorted (non-decreasing): breaks[{i}] = {breaks[i]} > "
-                             f"breaks[{i + 1}] = {breaks[i + 1]}.")
+            raise ValueError(
+                f"breaks must be sorted (non-decreasing): breaks[{i}] = {breaks[i]} > "
+                f"breaks[{i + 1}] = {breaks[i + 1]}."
+            )
         if breaks[0] == breaks[-1]:
             raise ValueError(f"breaks must span an interval, got a single value {breaks[0]}.")
         if int(order) != order or order < 1:
@@ -53,8 +55,10 @@ class BSplineBasis(eqx.Module):
         if counts[0] > 1 or counts[-1] > 1:
             raise ValueError("breaks: the end points a and b must appear once (fda repeats them itself).")
         if np.any(counts > order):
-            raise ValueError(f"breaks: an interior break repeated {counts.max()} times exceeds the order "
-                             f"{order} (the basis would be discontinuous beyond a jump).")
+            raise ValueError(
+                f"breaks: an interior break repeated {counts.max()} times exceeds the order "
+                f"{order} (the basis would be discontinuous beyond a jump)."
+            )
         self.break_values = tuple(breaks.tolist())
         self.order = order
 
@@ -95,8 +99,9 @@ class BSplineBasis(eqx.Module):
         a, b = self.domain
         scale = 1e-12 * (b - a)
         if t.size and (np.min(t) < a - scale or np.max(t) > b + scale):
-            raise ValueError(f"{argname} must lie in the basis range [{a:g}, {b:g}], got values in "
-                             f"[{np.min(t):g}, {np.max(t):g}].")
+            raise ValueError(
+                f"{argname} must lie in the basis range [{a:g}, {b:g}], got values in [{np.min(t):g}, {np.max(t):g}]."
+            )
         return t
 
     def __call__(self, t: Float[ArrayLike, " n"], deriv: int = 0) -> Float[Array, "n K"]:
@@ -131,9 +136,7 @@ def _evaluate(basis: BSplineBasis, t, deriv: int):
     return B
 
 
-def breakpoint_quadrature(
-    breaks: ArrayLike, num_points: int
-) -> tuple[np.ndarray, np.ndarray]:
+def breakpoint_quadrature(breaks: ArrayLike, num_points: int) -> tuple[np.ndarray, np.ndarray]:
     r"""Gauss–Legendre nodes and weights with `num_points` points on every interval between
     consecutive distinct `breaks` (exact for polynomials of degree $2n-1$ on each piece, so
     for piecewise polynomials — B-spline products, pulses — broken only at `breaks`)."""

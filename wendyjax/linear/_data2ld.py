@@ -70,10 +70,12 @@ def residuals_and_jacobian(problem: Data2LDProblem, theta, rho):
     kappa = problem.kappa0 + problem.kappa_theta @ theta
     lam = problem.lam0 + problem.lam_theta @ theta
     Gc = jnp.einsum("abkl,l->abk", problem.gram, coef)
-    dRc = jnp.einsum("aj,b,abk->kj", problem.kappa_theta, kappa, Gc) \
-        + jnp.einsum("a,bj,abk->kj", kappa, problem.kappa_theta, Gc)
-    dS = jnp.einsum("aj,f,afk->kj", problem.kappa_theta, lam, problem.cross) \
-        + jnp.einsum("a,fj,afk->kj", kappa, problem.lam_theta, problem.cross)
+    dRc = jnp.einsum("aj,b,abk->kj", problem.kappa_theta, kappa, Gc) + jnp.einsum(
+        "a,bj,abk->kj", kappa, problem.kappa_theta, Gc
+    )
+    dS = jnp.einsum("aj,f,afk->kj", problem.kappa_theta, lam, problem.cross) + jnp.einsum(
+        "a,fj,afk->kj", kappa, problem.lam_theta, problem.cross
+    )
     dcoef = -rho / problem.span * jax.scipy.linalg.cho_solve((chol, True), dRc + dS)  # (DK, J)
     D = problem.y.shape[1]
     dx = jnp.einsum("nk,dkj->ndj", problem.phi, dcoef.reshape(D, -1, theta.size))
@@ -106,6 +108,7 @@ def dtheta_dy(problem: Data2LDProblem, theta, rho) -> Float[Array, "J nD"]:
     $H(\theta, y) = \frac12\|y - \Phi\hat c(\theta, \rho; y)\|^2$ (implicit function theorem,
     exact second derivatives; $\hat c$ depends on $y$ directly too). Zero columns where
     `y` is missing."""
+
     def half_sse(th, y):
         res = residuals(problem, th, rho, y)
         return 0.5 * res @ res
@@ -208,8 +211,9 @@ class Ladder(AbstractContinuation):
             change = jnp.sum(jnp.abs(jnp.diff(thetas, axis=0)), axis=1)
             change = jnp.where(good[1:] & good[:-1], change, jnp.inf)
             selected = jnp.where(jnp.isfinite(jnp.min(change)), jnp.argmin(change) + 1, U - 1)
-        return Continuation(gammas, rho_of(gammas), thetas, H, result, steps, jnp.ones(U, bool), selected,
-                            jnp.zeros_like(thetas))
+        return Continuation(
+            gammas, rho_of(gammas), thetas, H, result, steps, jnp.ones(U, bool), selected, jnp.zeros_like(thetas)
+        )
 
 
 class Adaptive(AbstractContinuation):
@@ -227,17 +231,24 @@ class Adaptive(AbstractContinuation):
 
     def __check_init__(self):
         if not (self.eps0 > 0 and self.eps1 > 0 and self.gamma_max > self.gamma_start and self.max_stages >= 2):
-            raise ValueError("Adaptive: needs eps0 > 0, eps1 > 0, gamma_max > gamma_start and max_stages >= 2, got "
-                             f"{self}.")
+            raise ValueError(
+                f"Adaptive: needs eps0 > 0, eps1 > 0, gamma_max > gamma_start and max_stages >= 2, got {self}."
+            )
 
     def run(self, stage, problem, p0) -> Continuation:
         U, J = self.max_stages, p0.size
         th, H, result, steps = stage(problem, p0, jnp.asarray(self.gamma_start))
         empty = Continuation(
-            jnp.zeros(U).at[0].set(self.gamma_start), jnp.zeros(U).at[0].set(rho_of(self.gamma_start)),
-            jnp.zeros((U, J)).at[0].set(th), jnp.zeros(U).at[0].set(H),
+            jnp.zeros(U).at[0].set(self.gamma_start),
+            jnp.zeros(U).at[0].set(rho_of(self.gamma_start)),
+            jnp.zeros((U, J)).at[0].set(th),
+            jnp.zeros(U).at[0].set(H),
             _set(jax.tree.map(lambda v: jnp.full(U, v), RESULTS.successful), 0, result),
-            jnp.zeros(U, int).at[0].set(steps), jnp.arange(U) == 0, jnp.array(0), jnp.zeros((U, J)))
+            jnp.zeros(U, int).at[0].set(steps),
+            jnp.arange(U) == 0,
+            jnp.array(0),
+            jnp.zeros((U, J)),
+        )
         # carry: path, step δ, number of solves, done
         init = (empty, jnp.asarray(1.0), jnp.array(1), jnp.array(False))
 
@@ -255,10 +266,17 @@ class Adaptive(AbstractContinuation):
             accept = ok & ((rel < self.eps0) | (delta <= 1 / 64))
             stop = accept & ((jnp.linalg.norm(th - path.theta[u]) < self.eps1) | (gamma >= self.gamma_max))
             v = u + 1
-            grown = Continuation(path.gamma.at[v].set(gamma), path.rho.at[v].set(rho_of(gamma)),
-                                 path.theta.at[v].set(th), path.H.at[v].set(H),
-                                 _set(path.result, v, result),
-                                 path.num_steps.at[v].set(steps), path.valid.at[v].set(True), v, path.stderr)
+            grown = Continuation(
+                path.gamma.at[v].set(gamma),
+                path.rho.at[v].set(rho_of(gamma)),
+                path.theta.at[v].set(th),
+                path.H.at[v].set(H),
+                _set(path.result, v, result),
+                path.num_steps.at[v].set(steps),
+                path.valid.at[v].set(True),
+                v,
+                path.stderr,
+            )
             path = jax.tree.map(lambda a, b: jnp.where(accept, a, b), grown, path)
             delta = jnp.where(accept, 1.0, delta / 2)
             give_up = ~ok & (delta < 1 / 64)
@@ -284,8 +302,17 @@ class GCV(AbstractContinuation):
         gcv = jax.vmap(lambda th, g: uncertainty(problem, th, rho_of(g), "gauss_newton").gcv)(thetas, gammas)
         ok = (result == RESULTS.successful) & jnp.isfinite(gcv)
         selected = jnp.argmin(jnp.where(ok, gcv, jnp.inf))
-        return Continuation(gammas, rho_of(gammas), thetas, H, result, steps, jnp.ones(gammas.size, bool),
-                            selected, jnp.zeros_like(thetas))
+        return Continuation(
+            gammas,
+            rho_of(gammas),
+            thetas,
+            H,
+            result,
+            steps,
+            jnp.ones(gammas.size, bool),
+            selected,
+            jnp.zeros_like(thetas),
+        )
 
 
 class Data2LD(AbstractEstimator):
@@ -321,16 +348,19 @@ class Data2LD(AbstractEstimator):
         if not isinstance(self.basis, BSplineBasis):
             raise TypeError(f"basis must be a BSplineBasis, got {type(self.basis).__name__}.")
         if not isinstance(self.continuation, AbstractContinuation):
-            raise TypeError(f"continuation must be Ladder(), Adaptive() or GCV() of wendyjax.linear, got "
-                            f"{self.continuation!r}.")
+            raise TypeError(
+                f"continuation must be Ladder(), Adaptive() or GCV() of wendyjax.linear, got {self.continuation!r}."
+            )
         check_solver_options(self, TrustRegion, "wendyjax.estimators.TrustRegion(rtol=1e-10, atol=1e-12)")
 
     def problem(self, model: LinearODE, data: Dataset, *, key=None) -> Data2LDProblem:
         """The [`Data2LDProblem`][] of `model` on `data` (one trajectory) with this
         estimator's basis."""
         if len(data) != 1:
-            raise ValueError(f"Data2LD fits one trajectory; data holds {len(data)}. Pool replicate experiments "
-                             f"into one trajectory (repeated times are allowed).")
+            raise ValueError(
+                f"Data2LD fits one trajectory; data holds {len(data)}. Pool replicate experiments "
+                f"into one trajectory (repeated times are allowed)."
+            )
         tr = data[0]
         y = np.asarray(tr.u, float)
         if tr.mask is not None:
@@ -367,18 +397,30 @@ class Data2LD(AbstractEstimator):
         lower = jnp.full_like(p0, -jnp.inf) if lower is None else lower
         upper = jnp.full_like(p0, jnp.inf) if upper is None else upper
         path = self.continuation.run(lambda pr, th, g: self.stage(pr, th, g, lower, upper), problem, p0)
-        stage_cov = jax.vmap(lambda th, r: uncertainty(problem, th, r, "gauss_newton").covariance)(
-            path.theta, path.rho)
+        stage_cov = jax.vmap(lambda th, r: uncertainty(problem, th, r, "gauss_newton").covariance)(path.theta, path.rho)
         path = eqx.tree_at(lambda p: p.stderr, path, jnp.sqrt(jnp.diagonal(stage_cov, axis1=1, axis2=2)))
         u = path.selected
         theta, gamma = path.theta[u], path.gamma[u]
         rho = rho_of(gamma)
         coef, _ = smooth(problem, theta, rho)
         unc = uncertainty(problem, theta, rho, "gauss_newton")
-        extras = {"coef": coef, "rho": rho, "gamma": gamma, "df": unc.df, "dof": unc.dof, "sigma2": unc.sigma2,
-                  "gcv": unc.gcv, "path": path}
-        return Solution(theta, unc.sse / problem.num_obs, jnp.sum(jnp.where(path.valid, path.num_steps, 0)),
-                        _take(path.result, u), extras)
+        extras = {
+            "coef": coef,
+            "rho": rho,
+            "gamma": gamma,
+            "df": unc.df,
+            "dof": unc.dof,
+            "sigma2": unc.sigma2,
+            "gcv": unc.gcv,
+            "path": path,
+        }
+        return Solution(
+            theta,
+            unc.sse / problem.num_obs,
+            jnp.sum(jnp.where(path.valid, path.num_steps, 0)),
+            _take(path.result, u),
+            extras,
+        )
 
     def covariance(self, problem: Data2LDProblem, solution: Solution, kind: str | None = None) -> Float[Array, "J J"]:
         """The covariance of the estimate at the selected ρ by `kind` ("gauss_newton" or
@@ -388,12 +430,19 @@ class Data2LD(AbstractEstimator):
     def batch_problems(self, model: LinearODE, datasets: list, **options):
         """The problems of several datasets (the same sample times and missing pattern
         shapes), stacked for `vmap`."""
-        return (lambda indices: stack_problems([self.problem(model, as_dataset(datasets[i]), **options)
-                                                for i in indices]), [{} for _ in datasets])
+        return (
+            lambda indices: stack_problems([self.problem(model, as_dataset(datasets[i]), **options) for i in indices]),
+            [{} for _ in datasets],
+        )
 
-    def solve_many(self, problem: Data2LDProblem, ys: Float[Array, "R n D"], p0: Float[Array, " J"],
-                   batch_size: int | None = None,
-                   covariance: str | None = None) -> tuple[Solution, Float[Array, "R J J"]]:
+    def solve_many(
+        self,
+        problem: Data2LDProblem,
+        ys: Float[Array, "R n D"],
+        p0: Float[Array, " J"],
+        batch_size: int | None = None,
+        covariance: str | None = None,
+    ) -> tuple[Solution, Float[Array, "R J J"]]:
         """[`solve`][] and [`covariance`][] (of kind `covariance`, default "gauss_newton")
         for every dataset `ys[r]` (the times of `problem`, NaN = missing) in one compiled
         call (e.g. the replicates of a simulation study): `lax.map` over batches of

@@ -52,8 +52,10 @@ class TimeVarying:
         object.__setattr__(self, "names", tuple(str(n) for n in self.names))
         m = np.asarray(self.basis(jnp.zeros(1))).shape
         if m != (1, len(self.names)):
-            raise ValueError(f"TimeVarying: basis(t) must return shape (len(t), {len(self.names)}) "
-                             f"(one column per name), got {m} for one point.")
+            raise ValueError(
+                f"TimeVarying: basis(t) must return shape (len(t), {len(self.names)}) "
+                f"(one column per name), got {m} for one point."
+            )
 
 
 Coefficient = str | float | TimeVarying
@@ -85,8 +87,9 @@ def _check_coefficient(c, where: str) -> Coefficient:
         return c
     if isinstance(c, int | float | np.floating | np.integer) and np.isfinite(c):
         return float(c)
-    raise TypeError(f"{where}: a coefficient must be a parameter name (str), a finite number or "
-                    f"TimeVarying, got {c!r}.")
+    raise TypeError(
+        f"{where}: a coefficient must be a parameter name (str), a finite number or TimeVarying, got {c!r}."
+    )
 
 
 class LinearODE:
@@ -99,8 +102,13 @@ class LinearODE:
     `LinearODE.scalar(order, beta, inputs)` builds the one-variable case of Carey & Ramsay 2021, eq. (1).
     """
 
-    def __init__(self, orders: Mapping[str, int], terms: Sequence[Term] = (),
-                 inputs: Sequence[Input] = (), name: str = "linear_ode"):
+    def __init__(
+        self,
+        orders: Mapping[str, int],
+        terms: Sequence[Term] = (),
+        inputs: Sequence[Input] = (),
+        name: str = "linear_ode",
+    ):
         if not orders:
             raise ValueError("orders must name at least one variable.")
         self.orders = {str(v): int(p) for v, p in orders.items()}
@@ -117,13 +125,17 @@ class LinearODE:
                 if v not in self.orders:
                     raise ValueError(f"{where}: unknown {role} '{v}' (variables: {', '.join(self.orders)}).")
             if not 0 <= term.derivative < self.orders[term.variable]:
-                raise ValueError(f"{where}: derivative must be in 0..{self.orders[term.variable] - 1} for "
-                                 f"'{term.variable}' (its order is {self.orders[term.variable]}), "
-                                 f"got {term.derivative}.")
+                raise ValueError(
+                    f"{where}: derivative must be in 0..{self.orders[term.variable] - 1} for "
+                    f"'{term.variable}' (its order is {self.orders[term.variable]}), "
+                    f"got {term.derivative}."
+                )
             key = (term.equation, term.variable, term.derivative)
             if key in seen:
-                raise ValueError(f"{where}: a second term for D^{term.derivative} {term.variable} in the "
-                                 f"equation of '{term.equation}'.")
+                raise ValueError(
+                    f"{where}: a second term for D^{term.derivative} {term.variable} in the "
+                    f"equation of '{term.equation}'."
+                )
             seen.add(key)
             names += self._names(_check_coefficient(term.coefficient, where))
         for i, inp in enumerate(self.inputs):
@@ -138,14 +150,20 @@ class LinearODE:
             raise ValueError("the model has no unknown parameters: name at least one coefficient.")
 
     @classmethod
-    def scalar(cls, order: int, beta: Sequence[Coefficient | None],
-               inputs: Sequence[tuple[Callable, Coefficient]] = (), name: str = "linear_ode",
-               variable: str = "x") -> "LinearODE":
+    def scalar(
+        cls,
+        order: int,
+        beta: Sequence[Coefficient | None],
+        inputs: Sequence[tuple[Callable, Coefficient]] = (),
+        name: str = "linear_ode",
+        variable: str = "x",
+    ) -> "LinearODE":
         r"""$D^p x = \sum_{r<p} \beta_r D^r x + \sum_q \alpha_q u_q$ with `beta[r]` the
         coefficient of $D^r x$ (None: absent) and `inputs` pairs $(u_q, \alpha_q)$."""
         if len(beta) != order:
-            raise ValueError(f"beta must have one entry per derivative 0..{order - 1} (None for absent), "
-                             f"got {len(beta)}.")
+            raise ValueError(
+                f"beta must have one entry per derivative 0..{order - 1} (None for absent), got {len(beta)}."
+            )
         terms = [Term(variable, variable, r, b) for r, b in enumerate(beta) if b is not None]
         return cls({variable: order}, terms, [Input(variable, u, a) for u, a in inputs], name=name)
 
@@ -188,8 +206,7 @@ class LinearODE:
         if isinstance(c, TimeVarying):
             E = np.zeros((len(c.names), J))
             E[np.arange(len(c.names)), [self.param_names.index(n) for n in c.names]] = 1.0
-            return ([lambda t, m=m, b=c.basis: b(t)[:, m] for m in range(len(c.names))],
-                    np.zeros(len(c.names)), E)
+            return ([lambda t, m=m, b=c.basis: b(t)[:, m] for m in range(len(c.names))], np.zeros(len(c.names)), E)
         one = [lambda t: jnp.ones_like(t)]
         if isinstance(c, str):
             return one, np.zeros(1), np.eye(J)[[self.param_names.index(c)]]
@@ -205,8 +222,9 @@ class LinearODE:
 
     def state_names(self) -> tuple[str, ...]:
         """Companion-form states: $x_v, Dx_v, \\dots, D^{p_v-1}x_v$ per variable."""
-        return tuple(v if r == 0 else f"D{r}{v}" if r > 1 else f"D{v}"
-                     for v, p in self.orders.items() for r in range(p))
+        return tuple(
+            v if r == 0 else f"D{r}{v}" if r > 1 else f"D{v}" for v, p in self.orders.items() for r in range(p)
+        )
 
     def ode_model(self) -> ODEModel:
         """The first-order companion system as an [`ODEModel`][wendyjax.ODEModel] (for
@@ -222,8 +240,11 @@ class LinearODE:
                 top = jnp.zeros((), u.dtype)
                 for term in self.terms:
                     if term.equation == v:
-                        top = top + self._coefficient_value(term.coefficient, theta, t) * u[
-                            index[term.variable] + term.derivative]
+                        top = (
+                            top
+                            + self._coefficient_value(term.coefficient, theta, t)
+                            * u[index[term.variable] + term.derivative]
+                        )
                 for inp in self.inputs:
                     if inp.equation == v:
                         top = top + self._coefficient_value(inp.coefficient, theta, t) * inp.function(t)
@@ -231,5 +252,11 @@ class LinearODE:
             return jnp.stack(out)
 
         jumps = self.breaks()
-        return ODEModel(rhs, self.state_names(), self.param_names, linear_in_params=True, name=self.name,
-                        jump_ts=jumps if jumps.size else None)
+        return ODEModel(
+            rhs,
+            self.state_names(),
+            self.param_names,
+            linear_in_params=True,
+            name=self.name,
+            jump_ts=jumps if jumps.size else None,
+        )

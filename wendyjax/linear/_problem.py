@@ -61,14 +61,18 @@ def check_basis(model: LinearODE, basis: BSplineBasis) -> None:
         raise TypeError(f"basis must be a BSplineBasis, got {type(basis).__name__}.")
     p = model.max_order
     if basis.order <= p:
-        raise ValueError(f"basis: order {basis.order} is too low for an ODE of order {p}: D^{p} of the "
-                         f"splines vanishes, so the penalty cannot see the equation. Use order >= {p + 1} "
-                         f"(Carey & Ramsay 2021 recommends order > p + 3 = {p + 3}).")
+        raise ValueError(
+            f"basis: order {basis.order} is too low for an ODE of order {p}: D^{p} of the "
+            f"splines vanishes, so the penalty cannot see the equation. Use order >= {p + 1} "
+            f"(Carey & Ramsay 2021 recommends order > p + 3 = {p + 3})."
+        )
     worst = max(basis.multiplicity().values(), default=1)
     if worst > basis.order - p:
-        raise ValueError(f"basis: a break repeated {worst} times leaves D^{p - 1} x discontinuous for order "
-                         f"{basis.order}, so the penalty integral of (D^{p} x)^2 is infinite; repeat breaks at "
-                         f"most {basis.order - p} times.")
+        raise ValueError(
+            f"basis: a break repeated {worst} times leaves D^{p - 1} x discontinuous for order "
+            f"{basis.order}, so the penalty integral of (D^{p} x)^2 is infinite; repeat breaks at "
+            f"most {basis.order - p} times."
+        )
 
 
 def _atoms(model: LinearODE, basis: BSplineBasis, nodes: np.ndarray):
@@ -103,9 +107,16 @@ def _atoms(model: LinearODE, basis: BSplineBasis, nodes: np.ndarray):
             l0.append(-fixed[m])
             lE.append(-E[m])
     F = len(Z)
-    return (np.stack(V), np.array(eq), np.array(k0), np.stack(kE),
-            np.stack(Z) if F else np.zeros((0, nodes.size)), np.array(feq, int),
-            np.array(l0), np.stack(lE) if F else np.zeros((0, J)))
+    return (
+        np.stack(V),
+        np.array(eq),
+        np.array(k0),
+        np.stack(kE),
+        np.stack(Z) if F else np.zeros((0, nodes.size)),
+        np.array(feq, int),
+        np.array(l0),
+        np.stack(lE) if F else np.zeros((0, J)),
+    )
 
 
 def data2ld_problem(
@@ -133,8 +144,9 @@ def data2ld_problem(
     if y.ndim == 1 and D == 1:
         y = y[:, None]
     if y.shape != (t.size, D):
-        raise ValueError(f"y must have shape ({t.size}, {D}) (one column per variable "
-                         f"{', '.join(model.variables)}), got {y.shape}.")
+        raise ValueError(
+            f"y must have shape ({t.size}, {D}) (one column per variable {', '.join(model.variables)}), got {y.shape}."
+        )
     if np.any(np.isinf(y)):
         raise ValueError("y contains inf (use NaN for a missing value).")
     mask = np.isfinite(y)
@@ -145,18 +157,24 @@ def data2ld_problem(
         num_quad = basis.order + max(coef_orders, default=1) - 1
     a, b = basis.domain
     inner = model.breaks()
-    nodes, weights = breakpoint_quadrature(np.concatenate([basis.breaks, inner[(inner > a) & (inner < b)]]),
-                                           num_quad)
+    nodes, weights = breakpoint_quadrature(np.concatenate([basis.breaks, inner[(inner > a) & (inner < b)]]), num_quad)
     V, eq, k0, kE, Z, feq, l0, lE = _atoms(model, basis, nodes)
     same = (eq[:, None] == eq[None, :]).astype(float)
     gram = np.einsum("q,aqk,bql->abkl", weights, V, V) * same[:, :, None, None]
     cross = np.einsum("q,aqk,fq->afk", weights, V, Z) * (eq[:, None] == feq[None, :])[:, :, None]
     fgram = np.einsum("q,fq,gq->fg", weights, Z, Z) * (feq[:, None] == feq[None, :])
     return Data2LDProblem(
-        t=jnp.asarray(t), phi=jnp.asarray(basis(t)), y=jnp.asarray(np.where(mask, y, 0.0)),
+        t=jnp.asarray(t),
+        phi=jnp.asarray(basis(t)),
+        y=jnp.asarray(np.where(mask, y, 0.0)),
         mask=jnp.asarray(mask, float),
-        gram=jnp.asarray(gram), cross=jnp.asarray(cross), forcing_gram=jnp.asarray(fgram),
-        kappa0=jnp.asarray(k0), kappa_theta=jnp.asarray(kE), lam0=jnp.asarray(l0), lam_theta=jnp.asarray(lE),
+        gram=jnp.asarray(gram),
+        cross=jnp.asarray(cross),
+        forcing_gram=jnp.asarray(fgram),
+        kappa0=jnp.asarray(k0),
+        kappa_theta=jnp.asarray(kE),
+        lam0=jnp.asarray(l0),
+        lam_theta=jnp.asarray(lE),
         span=jnp.asarray(b - a),
     )
 
@@ -165,8 +183,10 @@ def stack_problems(problems: list[Data2LDProblem]) -> Data2LDProblem:
     """Problems of the same shapes stacked along a leading axis (for `vmap`)."""
     shapes = {jax.tree.map(jnp.shape, p).y for p in problems}
     if len(shapes) != 1:
-        raise ValueError(f"batched Data2LD problems need the same number of samples and variables, got data of "
-                         f"shapes {sorted(shapes)}.")
+        raise ValueError(
+            f"batched Data2LD problems need the same number of samples and variables, got data of "
+            f"shapes {sorted(shapes)}."
+        )
     return jax.tree.map(lambda *leaves: jnp.stack(leaves), *problems)
 
 

@@ -41,21 +41,32 @@ class Data2LDFit(AbstractFit):
     path: dict
 
     @classmethod
-    def from_solution(cls, estimator, model: LinearODE, problem: Data2LDProblem, p0, solution, covariance,
-                      kind: str, seconds: float) -> "Data2LDFit":
+    def from_solution(
+        cls, estimator, model: LinearODE, problem: Data2LDProblem, p0, solution, covariance, kind: str, seconds: float
+    ) -> "Data2LDFit":
         ex, path = solution.extras, solution.extras["path"]
         valid = np.asarray(path.valid)
         D = len(model.variables)
         return cls(
             **cls._common(estimator, model.ode_model(), p0, solution, covariance, kind, seconds, "gaussian"),
-            linear_model=model, basis=estimator.basis, problem=problem, t=np.asarray(problem.t),
+            linear_model=model,
+            basis=estimator.basis,
+            problem=problem,
+            t=np.asarray(problem.t),
             y=np.where(np.asarray(problem.mask) > 0, np.asarray(problem.y), np.nan),
-            rho=float(ex["rho"]), gamma=float(ex["gamma"]), coef=np.asarray(ex["coef"]).reshape(D, -1),
-            df=float(ex["df"]), dof=float(ex["dof"]), sigma2=float(ex["sigma2"]), gcv=float(ex["gcv"]),
+            rho=float(ex["rho"]),
+            gamma=float(ex["gamma"]),
+            coef=np.asarray(ex["coef"]).reshape(D, -1),
+            df=float(ex["df"]),
+            dof=float(ex["dof"]),
+            sigma2=float(ex["sigma2"]),
+            gcv=float(ex["gcv"]),
             mse=float(solution.objective),
             path={
-                "gamma": np.asarray(path.gamma)[valid], "rho": np.asarray(path.rho)[valid],
-                "theta": np.asarray(path.theta)[valid], "H": np.asarray(path.H)[valid],
+                "gamma": np.asarray(path.gamma)[valid],
+                "rho": np.asarray(path.rho)[valid],
+                "theta": np.asarray(path.theta)[valid],
+                "H": np.asarray(path.H)[valid],
                 "stderr": np.asarray(path.stderr)[valid],
                 "successful": np.asarray(path.result == RESULTS.successful)[valid],
                 "selected": int(np.sum(valid[: int(path.selected)])),
@@ -98,8 +109,14 @@ class Data2LDFit(AbstractFit):
         return {"x": x, "lower": x - half, "upper": x + half, "pred_lower": x - pred, "pred_upper": x + pred}
 
     def _extra_dict(self) -> dict:
-        return {"rho": self.rho, "gamma": self.gamma, "df": self.df, "sigma2": self.sigma2, "gcv": self.gcv,
-                "mse": self.mse}
+        return {
+            "rho": self.rho,
+            "gamma": self.gamma,
+            "df": self.df,
+            "sigma2": self.sigma2,
+            "gcv": self.gcv,
+            "mse": self.mse,
+        }
 
     @property
     def title(self) -> str:
@@ -117,4 +134,3 @@ class Data2LDFit(AbstractFit):
             f"σ̂ = {np.sqrt(self.sigma2):.4g}   GCV = {self.gcv:.4g}   GN steps = {self.num_steps}   "
             f"covariance: {self.covariance_method} (t, {self.dof:.4g} dof)",
         ]
-

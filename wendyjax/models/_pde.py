@@ -42,8 +42,9 @@ def _sample(step, v0, n_samples: int, substeps: int, physical) -> np.ndarray:
     return np.asarray(cpu_safe_jit(lambda v: jax.lax.scan(sample, v, None, length=n_samples)[1])(v0))
 
 
-def kuramoto_sivashinsky(n: int = 128, length: float = 40.0, dt: float = 0.3, n_times: int = 128,
-                         substeps: int = 12) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def kuramoto_sivashinsky(
+    n: int = 128, length: float = 40.0, dt: float = 0.3, n_times: int = 128, substeps: int = 12
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""$u_t = u u_x - u_{xx} - u_{xxxx}$ (Meissner & Glasner 2024's sign of the nonlinear term) on a periodic domain of
     `length`, $u(x, 0) = -2\sin(12\pi x/L) + 2\exp(-(x-2)^2/5)$, sampled on `n` points every `dt`
     for `n_times` levels from t = 0 (Meissner & Glasner 2024, §5.2.1: L = 40, 128 × 128 samples, Δt = 0.3).
@@ -60,8 +61,9 @@ def kuramoto_sivashinsky(n: int = 128, length: float = 40.0, dt: float = 0.3, n_
     return np.arange(n_times) * dt, x, np.concatenate([u0[None], rest])
 
 
-def allen_cahn_2d(n: int = 256, spacing: float = 40.0 / 127, dt: float = 0.05, times: tuple[float, ...] = (25.0, 26.0),
-                  seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def allen_cahn_2d(
+    n: int = 256, spacing: float = 40.0 / 127, dt: float = 0.05, times: tuple[float, ...] = (25.0, 26.0), seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""$u_t = \Delta u + u - u^3$ on an `n` × `n` grid of step `spacing` with Neumann boundaries,
     $u(x, y, 0) = 0.1(\mathrm{rand} - 0.5)$ (uniform, `seed`), sampled at `times`, equally spaced
     (Meissner & Glasner 2024, §5.2.2: N = 256, Δx = 40/127, Δt = 0.01, snapshots at t = 25 and 26).
@@ -83,7 +85,7 @@ def allen_cahn_2d(n: int = 256, spacing: float = 40.0 / 127, dt: float = 0.05, t
     def idct(v):
         return idctn(v, type=2, norm="ortho")
 
-    step = _etdrk4(1 - kx[:, None] - kx[None, :], dt, lambda v: dct(-idct(v) ** 3))
+    step = _etdrk4(1 - kx[:, None] - kx[None, :], dt, lambda v: dct(-(idct(v) ** 3)))
     u0 = 0.1 * (np.random.default_rng(seed).uniform(size=(n, n)) - 0.5)
     v = cpu_safe_jit(lambda v: jax.lax.fori_loop(0, int(steps[0]), lambda i, w: step(w), v))(dct(jnp.asarray(u0)))
     rest = _sample(step, v, len(times) - 1, int(gaps[0]) if gaps.size else 1, idct)

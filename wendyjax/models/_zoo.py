@@ -63,7 +63,12 @@ class Benchmark(eqx.Module):
         t = np.asarray(self.t)[::subsample]
         p = self.p_true if p is None else p
         data = simulate(
-            self.model, p, self.u0, t, None if noise.noise_ratio == 0 else noise, key,
+            self.model,
+            p,
+            self.u0,
+            t,
+            None if noise.noise_ratio == 0 else noise,
+            key,
             solver=self.solver,
         )
         if noise.log_space:
@@ -87,10 +92,20 @@ def logistic() -> Benchmark:
     here is [-10, 0]."""
     model = ODEModel(
         _logistic_rhs,
-        ["u"], ["p1", "p2"], bounds=([0.0, -10.0], [10.0, 0.0]), name="logistic",
+        ["u"],
+        ["p1", "p2"],
+        bounds=([0.0, -10.0], [10.0, 0.0]),
+        name="logistic",
     )
-    return Benchmark(model, jnp.array([1.0, -1.0]), jnp.array([0.01]), _grid(10.0),
-                     AdditiveGaussian(0.1), diffrax.Tsit5(), "Rummel et al. 2025, Table 2")
+    return Benchmark(
+        model,
+        jnp.array([1.0, -1.0]),
+        jnp.array([0.01]),
+        _grid(10.0),
+        AdditiveGaussian(0.1),
+        diffrax.Tsit5(),
+        "Rummel et al. 2025, Table 2",
+    )
 
 
 def _lotka_volterra_rhs(u, p, t):
@@ -100,11 +115,18 @@ def _lotka_volterra_rhs(u, p, t):
 
 def lotka_volterra() -> Benchmark:
     """Lotka–Volterra x' = p1 x - p2 x y, y' = -p3 y + p4 x y (Bortz et al. 2023; p* = (3, 1, 6, 1))."""
-    model = ODEModel(_lotka_volterra_rhs, ["x", "y"], ["p1", "p2", "p3", "p4"],
-                     bounds=([0.0] * 4, [10.0] * 4), name="lotka_volterra")
-    return Benchmark(model, jnp.array([3.0, 1.0, 6.0, 1.0]), jnp.array([1.0, 1.0]),
-                     jnp.linspace(0.0, 5.0, 1025), AdditiveGaussian(0.05), diffrax.Tsit5(),
-                     "Bortz et al. 2023, Table 1 (MATLAB get_ode_features)")
+    model = ODEModel(
+        _lotka_volterra_rhs, ["x", "y"], ["p1", "p2", "p3", "p4"], bounds=([0.0] * 4, [10.0] * 4), name="lotka_volterra"
+    )
+    return Benchmark(
+        model,
+        jnp.array([3.0, 1.0, 6.0, 1.0]),
+        jnp.array([1.0, 1.0]),
+        jnp.linspace(0.0, 5.0, 1025),
+        AdditiveGaussian(0.05),
+        diffrax.Tsit5(),
+        "Bortz et al. 2023, Table 1 (MATLAB get_ode_features)",
+    )
 
 
 def _lorenz_rhs(u, p, t):
@@ -114,10 +136,22 @@ def _lorenz_rhs(u, p, t):
 
 def lorenz() -> Benchmark:
     """Lorenz (Rummel et al. 2025, eq. 23): p* = (10, 28, 8/3), u0 = (2, 1, 1), t ∈ [0, 10], 10 % additive."""
-    model = ODEModel(_lorenz_rhs, ["x", "y", "z"], ["sigma", "rho", "beta"],
-                     bounds=([0.0, 0.0, 0.0], [20.0, 35.0, 5.0]), name="lorenz")
-    return Benchmark(model, jnp.array([10.0, 28.0, 8.0 / 3.0]), jnp.array([2.0, 1.0, 1.0]),
-                     _grid(10.0), AdditiveGaussian(0.1), diffrax.Tsit5(), "Rummel et al. 2025, Table 2")
+    model = ODEModel(
+        _lorenz_rhs,
+        ["x", "y", "z"],
+        ["sigma", "rho", "beta"],
+        bounds=([0.0, 0.0, 0.0], [20.0, 35.0, 5.0]),
+        name="lorenz",
+    )
+    return Benchmark(
+        model,
+        jnp.array([10.0, 28.0, 8.0 / 3.0]),
+        jnp.array([2.0, 1.0, 1.0]),
+        _grid(10.0),
+        AdditiveGaussian(0.1),
+        diffrax.Tsit5(),
+        "Rummel et al. 2025, Table 2",
+    )
 
 
 def _fitzhugh_nagumo_rhs(u, p, t):
@@ -133,8 +167,15 @@ def fitzhugh_nagumo() -> Benchmark:
     Bortz et al. 2023's figures; the textbook model y' = -(x - a + b y)/c has -0.2/3. Both oscillate."""
     model = ODEModel(_fitzhugh_nagumo_rhs, ["x", "y"], [f"p{i}" for i in range(1, 7)], name="fitzhugh_nagumo")
     p = jnp.array([3.0, -3.0, 3.0, -1.0 / 3.0, 0.34 / 3.0, 0.2 / 3.0])
-    return Benchmark(model, p, jnp.array([0.0, 0.1]), jnp.linspace(0.0, 25.0, 1025),
-                     AdditiveGaussian(0.05), diffrax.Tsit5(), "Bortz et al. 2023, Table 1 (MATLAB get_ode_features)")
+    return Benchmark(
+        model,
+        p,
+        jnp.array([0.0, 0.1]),
+        jnp.linspace(0.0, 25.0, 1025),
+        AdditiveGaussian(0.05),
+        diffrax.Tsit5(),
+        "Bortz et al. 2023, Table 1 (MATLAB get_ode_features)",
+    )
 
 
 def _goodwin_2d_rhs(u, p, t):
@@ -143,19 +184,32 @@ def _goodwin_2d_rhs(u, p, t):
 
 def goodwin_2d() -> Benchmark:
     """Goodwin 2-D (Rummel et al. 2025, eq. 24): u1' = p1/(36 + p2 u2) - p3, u2' = p4 u1 - p5; NiP."""
-    model = ODEModel(_goodwin_2d_rhs, ["u1", "u2"], [f"p{i}" for i in range(1, 6)],
-                     bounds=([60.0, 1.0, 0.5, 0.5, 0.5], [80.0, 3.0, 3.0, 3.0, 3.0]),
-                     name="goodwin_2d")
-    return Benchmark(model, jnp.array([72.0, 1.0, 2.0, 1.0, 1.0]), jnp.array([7.0, -10.0]),
-                     _grid(60.0), AdditiveGaussian(0.1), diffrax.Tsit5(), "Rummel et al. 2025, Table 2")
+    model = ODEModel(
+        _goodwin_2d_rhs,
+        ["u1", "u2"],
+        [f"p{i}" for i in range(1, 6)],
+        bounds=([60.0, 1.0, 0.5, 0.5, 0.5], [80.0, 3.0, 3.0, 3.0, 3.0]),
+        name="goodwin_2d",
+    )
+    return Benchmark(
+        model,
+        jnp.array([72.0, 1.0, 2.0, 1.0, 1.0]),
+        jnp.array([7.0, -10.0]),
+        _grid(60.0),
+        AdditiveGaussian(0.1),
+        diffrax.Tsit5(),
+        "Rummel et al. 2025, Table 2",
+    )
 
 
 def _goodwin_3d_rhs(u, p, t):
-    return jnp.stack([
-        p[0] / (2.15 + p[2] * u[2] ** p[3]) - p[1] * u[0],
-        p[4] * u[0] - p[5] * u[1],
-        p[6] * u[1] - p[7] * u[2],
-    ])
+    return jnp.stack(
+        [
+            p[0] / (2.15 + p[2] * u[2] ** p[3]) - p[1] * u[0],
+            p[4] * u[0] - p[5] * u[1],
+            p[6] * u[1] - p[7] * u[2],
+        ]
+    )
 
 
 def goodwin_3d() -> Benchmark:
@@ -164,44 +218,69 @@ def goodwin_3d() -> Benchmark:
 
     Table 2 lists seven values for eight parameters; WENDy.jl's example writes the
     denominator as w3 + u3^w4 with w3 = 2.15, which in this form is p3* = 1."""
-    model = ODEModel(_goodwin_3d_rhs, ["u1", "u2", "u3"], [f"p{i}" for i in range(1, 9)],
-                     bounds=([1.0, 0.0, 0.0, 5.0, 0.0, 0.0, 0.0, 0.0],
-                             [5.0, 0.2, 2.0, 15.0, 0.2, 0.2, 0.2, 0.2]),
-                     name="goodwin_3d", noise="lognormal")
+    model = ODEModel(
+        _goodwin_3d_rhs,
+        ["u1", "u2", "u3"],
+        [f"p{i}" for i in range(1, 9)],
+        bounds=([1.0, 0.0, 0.0, 5.0, 0.0, 0.0, 0.0, 0.0], [5.0, 0.2, 2.0, 15.0, 0.2, 0.2, 0.2, 0.2]),
+        name="goodwin_3d",
+        noise="lognormal",
+    )
     p = jnp.array([3.4884, 0.0969, 1.0, 10.0, 0.0969, 0.0581, 0.0969, 0.0775])
-    return Benchmark(model, p, jnp.array([0.3617, 0.9137, 1.3934]), _grid(80.0),
-                     LogNormal(0.05), diffrax.Kvaerno5(),
-                     "Rummel et al. 2025, Table 2; WENDy.jl examples/odes/goodwin.jl")
+    return Benchmark(
+        model,
+        p,
+        jnp.array([0.3617, 0.9137, 1.3934]),
+        _grid(80.0),
+        LogNormal(0.05),
+        diffrax.Kvaerno5(),
+        "Rummel et al. 2025, Table 2; WENDy.jl examples/odes/goodwin.jl",
+    )
 
 
 def _hindmarsh_rose_rhs(u, p, t):
     x, y, z = u
-    return jnp.stack([
-        p[0] * y - p[1] * x**3 + p[2] * x**2 - p[3] * z,
-        p[4] - p[5] * x**2 - p[6] * y,
-        p[7] * x + p[8] - p[9] * z,
-    ])
+    return jnp.stack(
+        [
+            p[0] * y - p[1] * x**3 + p[2] * x**2 - p[3] * z,
+            p[4] - p[5] * x**2 - p[6] * y,
+            p[7] * x + p[8] - p[9] * z,
+        ]
+    )
 
 
 def hindmarsh_rose() -> Benchmark:
     """Hindmarsh–Rose (Rummel et al. 2025, eq. 22, signs as in Bortz et al. 2023's code): LiP, 10 parameters."""
-    model = ODEModel(_hindmarsh_rose_rhs, ["x", "y", "z"], [f"p{i}" for i in range(1, 11)],
-                     bounds=([0.0] * 10, [20, 20, 60, 20, 20, 100, 20, 1, 1, 1]),
-                     name="hindmarsh_rose")
+    model = ODEModel(
+        _hindmarsh_rose_rhs,
+        ["x", "y", "z"],
+        [f"p{i}" for i in range(1, 11)],
+        bounds=([0.0] * 10, [20, 20, 60, 20, 20, 100, 20, 1, 1, 1]),
+        name="hindmarsh_rose",
+    )
     p = jnp.array([10.0, 10.0, 30.0, 10.0, 10.0, 50.0, 10.0, 0.04, 0.0319, 0.01])
-    return Benchmark(model, p, jnp.array([-1.31, -7.6, -0.2]), _grid(10.0),
-                     AdditiveGaussian(0.1), diffrax.Tsit5(), "Rummel et al. 2025, Table 2")
+    return Benchmark(
+        model,
+        p,
+        jnp.array([-1.31, -7.6, -0.2]),
+        _grid(10.0),
+        AdditiveGaussian(0.1),
+        diffrax.Tsit5(),
+        "Rummel et al. 2025, Table 2",
+    )
 
 
 def _sir_tdi_rhs(u, p, t):
     e = jnp.exp(-p[0] * p[1])
     beta = p[0] * e / (1.0 - e)
     waning = p[3] * (1.0 - jnp.exp(-p[4] * t**2)) * u[1]
-    return jnp.stack([
-        -p[0] * u[0] + p[2] * u[1] + beta * u[2],
-        p[0] * u[0] - p[2] * u[1] - waning,
-        waning - beta * u[2],
-    ])
+    return jnp.stack(
+        [
+            -p[0] * u[0] + p[2] * u[1] + beta * u[2],
+            p[0] * u[0] - p[2] * u[1] - waning,
+            waning - beta * u[2],
+        ]
+    )
 
 
 def sir_tdi() -> Benchmark:
@@ -214,12 +293,24 @@ def sir_tdi() -> Benchmark:
     Rummel et al. 2025, Table 2 prints $p_1^* = 1.99$, outside its own box $[10^{-4}, 1]$; the paper's
     scripts (nrummel/rummelWENDy2025, odes/sir.jl) and WENDy.jl's example use
     $p_1^* = 0.2$, which is used here."""
-    model = ODEModel(_sir_tdi_rhs, ["S", "I", "R"], ["h", "tau", "rho", "R0", "v"],
-                     bounds=([1e-4] * 5, [1.0, 2.0, 1.0, 1.0, 1.0]), name="sir_tdi",
-                     noise="lognormal")
+    model = ODEModel(
+        _sir_tdi_rhs,
+        ["S", "I", "R"],
+        ["h", "tau", "rho", "R0", "v"],
+        bounds=([1e-4] * 5, [1.0, 2.0, 1.0, 1.0, 1.0]),
+        name="sir_tdi",
+        noise="lognormal",
+    )
     p = jnp.array([0.2, 1.5, 0.074, 0.113, 0.0024])
-    return Benchmark(model, p, jnp.array([1.0, 0.0, 0.0]), _grid(50.0), LogNormal(0.1),
-                     diffrax.Kvaerno5(), "Rummel et al. 2025, eq. 26, Table 2 (p1* from the paper's scripts)")
+    return Benchmark(
+        model,
+        p,
+        jnp.array([1.0, 0.0, 0.0]),
+        _grid(50.0),
+        LogNormal(0.1),
+        diffrax.Kvaerno5(),
+        "Rummel et al. 2025, eq. 26, Table 2 (p1* from the paper's scripts)",
+    )
 
 
 _PTB_KM = 0.3  # K_m, fixed in Bortz et al. 2023's MATLAB code
@@ -228,13 +319,15 @@ _PTB_KM = 0.3  # K_m, fixed in Bortz et al. 2023's MATLAB code
 def _ptb_rhs(u, p, t):
     s, ds, r, rs, rpp = u
     mm = rpp / (_PTB_KM + rpp)
-    return jnp.stack([
-        -p[0] * s - p[1] * s * r + p[2] * rs,
-        p[3] * s,
-        -p[4] * s * r + p[5] * rs + p[6] * mm,
-        p[7] * s * r - p[8] * rs,
-        p[9] * rs - p[10] * mm,
-    ])
+    return jnp.stack(
+        [
+            -p[0] * s - p[1] * s * r + p[2] * rs,
+            p[3] * s,
+            -p[4] * s * r + p[5] * rs + p[6] * mm,
+            p[7] * s * r - p[8] * rs,
+            p[9] * rs - p[10] * mm,
+        ]
+    )
 
 
 def ptb() -> Benchmark:
@@ -244,9 +337,15 @@ def ptb() -> Benchmark:
     $R_{pp}' = p_{10}RS - p_{11}R_{pp}/(K_m + R_{pp})$; LiP with 11 parameters."""
     model = ODEModel(_ptb_rhs, ["S", "dS", "R", "RS", "Rpp"], [f"p{i}" for i in range(1, 12)], name="ptb")
     p = jnp.array([0.07, 0.6, 0.35, 0.07, 0.6, 0.05, 0.017, 0.6, 0.35, 0.3, 0.017])
-    return Benchmark(model, p, jnp.array([1.0, 0.0, 1.0, 0.0, 1.0]), jnp.linspace(0.0, 25.0, 1025),
-                     AdditiveGaussian(0.05), diffrax.Kvaerno5(),
-                     "Bortz et al. 2023 (MATLAB get_ode_features, biochemM1)")
+    return Benchmark(
+        model,
+        p,
+        jnp.array([1.0, 0.0, 1.0, 0.0, 1.0]),
+        jnp.linspace(0.0, 25.0, 1025),
+        AdditiveGaussian(0.05),
+        diffrax.Kvaerno5(),
+        "Bortz et al. 2023 (MATLAB get_ode_features, biochemM1)",
+    )
 
 
 def _rossler_rhs(u, p, t):
@@ -258,10 +357,18 @@ def rossler() -> Benchmark:
     """Rössler (1976): x' = -y - z, y' = x + a y, z' = b + z (x - c), (a, b, c) = (0.2, 0.2, 5.7);
     t ∈ [0, 40] with Δt = 0.01 as in Anonymous 2025, §4 (which states no parameters or initial
     condition: the classical chaotic values and u0 = (1, 1, 1) are used)."""
-    model = ODEModel(_rossler_rhs, ["x", "y", "z"], ["a", "b", "c"], bounds=([0.0, 0.0, 0.0], [1.0, 1.0, 10.0]),
-                     name="rossler")
-    return Benchmark(model, jnp.array([0.2, 0.2, 5.7]), jnp.array([1.0, 1.0, 1.0]), _grid(40.0, 4001),
-                     AdditiveGaussian(0.05), diffrax.Tsit5(), "Anonymous 2025, §4 (classical parameters)")
+    model = ODEModel(
+        _rossler_rhs, ["x", "y", "z"], ["a", "b", "c"], bounds=([0.0, 0.0, 0.0], [1.0, 1.0, 10.0]), name="rossler"
+    )
+    return Benchmark(
+        model,
+        jnp.array([0.2, 0.2, 5.7]),
+        jnp.array([1.0, 1.0, 1.0]),
+        _grid(40.0, 4001),
+        AdditiveGaussian(0.05),
+        diffrax.Tsit5(),
+        "Anonymous 2025, §4 (classical parameters)",
+    )
 
 
 def _duffing_rhs(u, p, t):
@@ -273,10 +380,18 @@ def duffing() -> Benchmark:
     """Unforced damped Duffing oscillator x' = y, y' = -δ y - α x - β x³ with
     (δ, α, β) = (0.1, 1, 5) and u0 = (1, 0) (Anonymous 2025, §4 gives no values; degree-3 polynomial
     dynamics as there); t ∈ [0, 40], Δt = 0.01."""
-    model = ODEModel(_duffing_rhs, ["x", "y"], ["delta", "alpha", "beta"], bounds=([0.0, 0.0, 0.0], [1.0, 5.0, 20.0]),
-                     name="duffing")
-    return Benchmark(model, jnp.array([0.1, 1.0, 5.0]), jnp.array([1.0, 0.0]), _grid(40.0, 4001),
-                     AdditiveGaussian(0.05), diffrax.Tsit5(), "Anonymous 2025, §4 (values chosen here)")
+    model = ODEModel(
+        _duffing_rhs, ["x", "y"], ["delta", "alpha", "beta"], bounds=([0.0, 0.0, 0.0], [1.0, 5.0, 20.0]), name="duffing"
+    )
+    return Benchmark(
+        model,
+        jnp.array([0.1, 1.0, 5.0]),
+        jnp.array([1.0, 0.0]),
+        _grid(40.0, 4001),
+        AdditiveGaussian(0.05),
+        diffrax.Tsit5(),
+        "Anonymous 2025, §4 (values chosen here)",
+    )
 
 
 def _lorenz96_rhs(u, p, t):
@@ -291,11 +406,19 @@ def lorenz96(n: int = 6, forcing: float = 8.0, t1: float = 10.0) -> Benchmark:
         raise ValueError(f"Lorenz-96 needs an integer n >= 4 states, got {n!r}.")
     if not forcing > 0 or not t1 > 0:
         raise ValueError(f"forcing and t1 must be positive, got {forcing} and {t1}.")
-    model = ODEModel(_lorenz96_rhs, [f"x{i}" for i in range(1, n + 1)], ["F"], bounds=([0.0], [4.0 * forcing]),
-                     name=f"lorenz96_{n}")
+    model = ODEModel(
+        _lorenz96_rhs, [f"x{i}" for i in range(1, n + 1)], ["F"], bounds=([0.0], [4.0 * forcing]), name=f"lorenz96_{n}"
+    )
     u0 = jnp.full(n, forcing).at[0].add(0.01)
-    return Benchmark(model, jnp.array([forcing]), u0, _grid(t1, int(round(t1 / 0.01)) + 1),
-                     AdditiveGaussian(0.05), diffrax.Tsit5(), "Bortz et al. 2023, MATLAB code; Anonymous 2025, App. C")
+    return Benchmark(
+        model,
+        jnp.array([forcing]),
+        u0,
+        _grid(t1, int(round(t1 / 0.01)) + 1),
+        AdditiveGaussian(0.05),
+        diffrax.Tsit5(),
+        "Bortz et al. 2023, MATLAB code; Anonymous 2025, App. C",
+    )
 
 
 def _spiral_rhs(u, p, t):
@@ -306,10 +429,18 @@ def spiral() -> Benchmark:
     """The damped spiral oscillator of Chen et al. (2018) (neural-ODE demo, Anonymous 2025, Fig. 1):
     u' = (u³) A (row vector times matrix) with A = [[-0.1, 2], [-2, -0.1]], parameters the
     entries of A row by row, u0 = (2, 0), 1000 samples on [0, 25]."""
-    model = ODEModel(_spiral_rhs, ["x", "y"], ["a11", "a12", "a21", "a22"], bounds=([-3.0] * 4, [3.0] * 4),
-                     name="spiral")
-    return Benchmark(model, jnp.array([-0.1, 2.0, -2.0, -0.1]), jnp.array([2.0, 0.0]), _grid(25.0, 1000),
-                     AdditiveGaussian(0.05), diffrax.Tsit5(), "Chen et al. 2018 (torchdiffeq ode_demo)")
+    model = ODEModel(
+        _spiral_rhs, ["x", "y"], ["a11", "a12", "a21", "a22"], bounds=([-3.0] * 4, [3.0] * 4), name="spiral"
+    )
+    return Benchmark(
+        model,
+        jnp.array([-0.1, 2.0, -2.0, -0.1]),
+        jnp.array([2.0, 0.0]),
+        _grid(25.0, 1000),
+        AdditiveGaussian(0.05),
+        diffrax.Tsit5(),
+        "Chen et al. 2018 (torchdiffeq ode_demo)",
+    )
 
 
 def _van_der_pol_rhs(u, p, t):
@@ -321,5 +452,12 @@ def van_der_pol() -> Benchmark:
     """Van der Pol x' = y, y' = μ(1 - x²) y - x with μ = 2, u0 = (0, 2), t ∈ [0, 10],
     Δt = 0.02 (Meissner & Glasner 2024, §5.1.1)."""
     model = ODEModel(_van_der_pol_rhs, ["x", "y"], ["mu"], bounds=([0.0], [10.0]), name="van_der_pol")
-    return Benchmark(model, jnp.array([2.0]), jnp.array([0.0, 2.0]), _grid(10.0, 501),
-                     AdditiveGaussian(0.05), diffrax.Tsit5(), "Meissner & Glasner 2024, §5.1.1")
+    return Benchmark(
+        model,
+        jnp.array([2.0]),
+        jnp.array([0.0, 2.0]),
+        _grid(10.0, 501),
+        AdditiveGaussian(0.05),
+        diffrax.Tsit5(),
+        "Meissner & Glasner 2024, §5.1.1",
+    )

@@ -7,8 +7,9 @@ try:
     import petab.v1 as _petab  # noqa: F401
     import sbmlmath as _sbmlmath  # noqa: F401
 except ImportError as error:
-    raise ImportError(f"wendyjax.petab needs the petab extra ({error.name} is missing): "
-                      f"pip install 'wendyjax[petab]'.") from error
+    raise ImportError(
+        f"wendyjax.petab needs the petab extra ({error.name} is missing): pip install 'wendyjax[petab]'."
+    ) from error
 
 from ._experiments import PetabExperiments as PetabExperiments, experiments as experiments
 from ._multistart import MultistartResult as MultistartResult, multistart as multistart

@@ -44,8 +44,9 @@ class _Conditions:
 
     def observe(self, u, q, t):
         """Every column's observable (untransformed) at the states `u` of all conditions."""
-        return _observe(self.problem, self.free, self.x, self.condition, self.observable, self.source, self.value,
-                        u, q, t)
+        return _observe(
+            self.problem, self.free, self.x, self.condition, self.observable, self.source, self.value, u, q, t
+        )
 
 
 # Compiled once per problem (a check or a user calling them outside jit runs one program, not
@@ -72,8 +73,12 @@ def _observe(problem: PetabProblem, free, x, condition, observable, source, valu
     states = u.reshape(p.shape[0], len(problem.states))
     placeholders = _pick(values, source, value)
     functions = problem._functions.observables
-    return jnp.stack([functions[o](t, states[c], p[c], placeholders[k])[0]
-                      for k, (c, o) in enumerate(zip(condition, observable, strict=True))])
+    return jnp.stack(
+        [
+            functions[o](t, states[c], p[c], placeholders[k])[0]
+            for k, (c, o) in enumerate(zip(condition, observable, strict=True))
+        ]
+    )
 
 
 @cpu_safe_jit
@@ -85,8 +90,15 @@ def _noise_levels(problem: PetabProblem, x):
     sigma = jnp.zeros(problem._measured.shape)
     for o, rows in enumerate(problem._groups):
         level = jax.vmap(problem._functions.noises[o], in_axes=(0, None, 0, 0, 0))
-        sigma = sigma.at[rows].set(level(problem._time[rows], jnp.zeros(len(problem.states)),
-                                         p[problem._condition[rows]], placeholders[rows], noise[rows])[:, 0])
+        sigma = sigma.at[rows].set(
+            level(
+                problem._time[rows],
+                jnp.zeros(len(problem.states)),
+                p[problem._condition[rows]],
+                placeholders[rows],
+                noise[rows],
+            )[:, 0]
+        )
     return sigma
 
 
@@ -122,8 +134,10 @@ class PetabExperiments:
         `fit.params`."""
         q = jnp.asarray(q, dtype=float)
         if q.shape != (self.model.n_params,):
-            raise ValueError(f"params: a vector of the model's {self.model.n_params} parameters "
-                             f"({', '.join(self.model.param_names)}), got shape {q.shape}.")
+            raise ValueError(
+                f"params: a vector of the model's {self.model.n_params} parameters "
+                f"({', '.join(self.model.param_names)}), got shape {q.shape}."
+            )
         return self._conditions.params(q)
 
     def fit(self, estimator, p0: ArrayLike | None = None, **kwargs):
@@ -131,8 +145,9 @@ class PetabExperiments:
         `observe` only where it has them: the weak form solves no ODE) and `kwargs` on top;
         `p0` defaults to `self.p0`."""
         if not isinstance(estimator, AbstractEstimator):
-            raise TypeError(f"estimator must be a wendyjax estimator (e.g. wj.OutputError()), got "
-                            f"{type(estimator).__name__}.")
+            raise TypeError(
+                f"estimator must be a wendyjax estimator (e.g. wj.OutputError()), got {type(estimator).__name__}."
+            )
         mine = {k: v for k, v in self.options.items() if k in estimator.options() or k == "observe"}
         return estimator.fit(self.model, self.data, self.p0 if p0 is None else p0, **(mine | kwargs))
 
@@ -155,17 +170,23 @@ def experiments(problem: PetabProblem, params: ArrayLike | None = None) -> Petab
     refuse = f"{problem.name}: the estimators' likelihoods cannot represent"
     laplace = np.asarray(problem._laplace)
     if laplace.any():
-        raise PetabError(f"{refuse} Laplace noise (observable {observables[observable_of[np.argmax(laplace)]]}); fit "
-                         f"it with wendyjax.petab.multistart.")
+        raise PetabError(
+            f"{refuse} Laplace noise (observable {observables[observable_of[np.argmax(laplace)]]}); fit "
+            f"it with wendyjax.petab.multistart."
+        )
     moving = [o for o in set(observable_of) if not problem._noise_static[o]]
     if moving:
-        raise PetabError(f"{refuse} a noise level that depends on the states or time (observable "
-                         f"{observables[min(moving)]}): they take one per column; fit it with "
-                         f"wendyjax.petab.multistart.")
+        raise PetabError(
+            f"{refuse} a noise level that depends on the states or time (observable "
+            f"{observables[min(moving)]}): they take one per column; fit it with "
+            f"wendyjax.petab.multistart."
+        )
     if any(kind is not None for kind in problem._priors):
-        raise PetabError(f"{refuse} objective priors (parameter "
-                         f"{problem.parameter_names[next(i for i, k in enumerate(problem._priors) if k)]}): they fit "
-                         f"the likelihood alone; fit the posterior with wendyjax.petab.multistart.")
+        raise PetabError(
+            f"{refuse} objective priors (parameter "
+            f"{problem.parameter_names[next(i for i, k in enumerate(problem._priors) if k)]}): they fit "
+            f"the likelihood alone; fit the posterior with wendyjax.petab.multistart."
+        )
 
     condition = np.asarray(problem._condition)
     sigma = np.asarray(_noise_levels(problem, jnp.asarray(x)))
@@ -173,13 +194,17 @@ def experiments(problem: PetabProblem, params: ArrayLike | None = None) -> Petab
     sigma = np.where(transform == "log10", sigma * math.log(10), sigma)
     if not np.all(np.isfinite(sigma) & (sigma > 0)):
         i = int(np.argmax(~(np.isfinite(sigma) & (sigma > 0))))
-        raise PetabError(f"{problem.name}: the noise formula of measurement row {i} is {sigma[i]} at these "
-                         f"parameters; a noise level must be positive.")
+        raise PetabError(
+            f"{problem.name}: the noise formula of measurement row {i} is {sigma[i]} at these "
+            f"parameters; a noise level must be positive."
+        )
 
     # Columns: one per condition, observable, placeholder values and noise level.
     source, value = np.asarray(problem._obs_source), np.asarray(problem._obs_value)
-    keys = [(int(c), int(o), tuple(source[i]), tuple(value[i]), float(sigma[i]), str(transform[i]))
-            for i, (c, o) in enumerate(zip(condition, observable_of, strict=True))]
+    keys = [
+        (int(c), int(o), tuple(source[i]), tuple(value[i]), float(sigma[i]), str(transform[i]))
+        for i, (c, o) in enumerate(zip(condition, observable_of, strict=True))
+    ]
     where = {key: k for k, key in enumerate(dict.fromkeys(keys))}
     columns = list(where)
     column_of = np.array([where[key] for key in keys])
@@ -196,13 +221,26 @@ def experiments(problem: PetabProblem, params: ArrayLike | None = None) -> Petab
 
     free = tuple(i for i, d in enumerate(problem._dynamic) if d)
     names = [n if s == "lin" else f"{s}({n})" for n, s in zip(problem.parameter_names, problem.scales, strict=True)]
-    conditions = _Conditions(problem, free, x, tuple(c[0] for c in columns), tuple(c[1] for c in columns),
-                             np.array([c[2] for c in columns]).reshape(len(columns), -1),
-                             np.array([c[3] for c in columns]).reshape(len(columns), -1))
+    conditions = _Conditions(
+        problem,
+        free,
+        x,
+        tuple(c[0] for c in columns),
+        tuple(c[1] for c in columns),
+        np.array([c[2] for c in columns]).reshape(len(columns), -1),
+        np.array([c[3] for c in columns]).reshape(len(columns), -1),
+    )
     lower, upper = np.asarray(problem.lower)[list(free)], np.asarray(problem.upper)[list(free)]
     states = [f"{s}[{c}]" for c in problem.conditions for s in problem.states]
-    model = ODEModel(conditions, states, [names[i] for i in free], bounds=(lower, upper), name=problem.name,
-                     check_indexing=False, linear_in_params=False)
+    model = ODEModel(
+        conditions,
+        states,
+        [names[i] for i in free],
+        bounds=(lower, upper),
+        name=problem.name,
+        check_indexing=False,
+        linear_in_params=False,
+    )
     options: dict[str, Any] = {
         "noise": ["lognormal" if c[5] != "lin" else "gaussian" for c in columns],
         "sigma": np.array([c[4] for c in columns]),

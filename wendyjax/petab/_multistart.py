@@ -114,6 +114,7 @@ class MultistartResult(eqx.Module):
 @cpu_safe_jit
 def _fit_all(problem: PetabProblem, starts, solver: TrustRegion, max_steps: int, vectorize: bool):
     """`starts` `(devices, per device, n)`: each device's starts vmapped, or one after another."""
+
     def one(x0):
         return solver.minimise(_value_gradient_fisher, x0, problem.lower, problem.upper, problem, max_steps=max_steps)
 

@@ -183,8 +183,13 @@ class PetabProblem(eqx.Module):
         for o, rows in enumerate(self._groups):
             t = self._transforms[o]
             m = m.at[rows].set(_transform(self._measured[rows], t))
-            jac = jac.at[rows].set({"lin": 0.0, "log": jnp.log(self._measured[rows]),
-                                    "log10": jnp.log(self._measured[rows] * math.log(10))}[t])
+            jac = jac.at[rows].set(
+                {
+                    "lin": 0.0,
+                    "log": jnp.log(self._measured[rows]),
+                    "log10": jnp.log(self._measured[rows] * math.log(10)),
+                }[t]
+            )
         return m, jac
 
     def _nll_terms(self, sim, log_sigma):
@@ -201,8 +206,10 @@ class PetabProblem(eqx.Module):
         x = self._as_params(params)
         value, ok = _log_likelihood(self, x)
         if not bool(ok):
-            raise RuntimeError(f"{self.name}: the ODE solve failed at these parameters (try a larger max_steps or "
-                               f"looser rtol/atol in wendyjax.petab.load).")
+            raise RuntimeError(
+                f"{self.name}: the ODE solve failed at these parameters (try a larger max_steps or "
+                f"looser rtol/atol in wendyjax.petab.load)."
+            )
         return value
 
     def log_prior(self, params: ArrayLike | None = None) -> Float[Array, ""]:
@@ -224,8 +231,9 @@ class PetabProblem(eqx.Module):
         sim, log_sigma, ok = _outputs(self, x)
         if not bool(ok):
             raise RuntimeError(f"{self.name}: the ODE solve failed at these parameters.")
-        return self.measurements.assign(simulation=np.asarray(self._untransformed(sim)),
-                                        sigma=np.exp(np.asarray(log_sigma)))
+        return self.measurements.assign(
+            simulation=np.asarray(self._untransformed(sim)), sigma=np.exp(np.asarray(log_sigma))
+        )
 
     def _untransformed(self, values: Float[Array, "*b m"]) -> Float[Array, "*b m"]:
         """Values on the observables' transformed scales (last axis: measurements) back on the
@@ -241,8 +249,10 @@ class PetabProblem(eqx.Module):
             return self.nominal
         x = jnp.asarray(params, dtype=float)
         if x.shape != (self.n_parameters,):
-            raise ValueError(f"params must be a vector of the {self.n_parameters} estimated parameters on their scales "
-                             f"(order: problem.parameter_names), got shape {x.shape}.")
+            raise ValueError(
+                f"params must be a vector of the {self.n_parameters} estimated parameters on their scales "
+                f"(order: problem.parameter_names), got shape {x.shape}."
+            )
         return x
 
 
@@ -266,7 +276,8 @@ def run_fits(fits: Callable, *args):
             "which stops every fit of the batch. Run with the environment variable EQX_ON_ERROR=nan set before "
             "Python starts: such trial points then get a non-finite objective and the trust region rejects them "
             "(errors of other kinds inside equinox code become NaN too). Or load the problem with tighter rtol/atol "
-            "or another solver.") from error
+            "or another solver."
+        ) from error
 
 
 def _pick(values, source, value):
@@ -303,9 +314,11 @@ def _log_prior(problem: PetabProblem, x):
         base = kind.removeprefix("parameterScale").removeprefix("log").lower()
         if kind.startswith("log"):
             value = jnp.log(value)
-        density = {"uniform": jnp.where((value >= a) & (value <= b), -jnp.log(b - a), -jnp.inf),
-                   "normal": jstats.norm.logpdf(value, a, b),
-                   "laplace": jstats.laplace.logpdf(value, a, b)}[base]
+        density = {
+            "uniform": jnp.where((value >= a) & (value <= b), -jnp.log(b - a), -jnp.inf),
+            "normal": jstats.norm.logpdf(value, a, b),
+            "laplace": jstats.laplace.logpdf(value, a, b),
+        }[base]
         total = total + density - (value if kind.startswith("log") else 0.0)
     return total
 
@@ -326,8 +339,10 @@ def _formula(table: Table, i: int, column: str, known: dict[str, sp.Expr]) -> sp
         raise PetabError(f"{table.where(i, column)}: cannot parse {text!r} ({error}).") from None
     unknown = sorted(str(s) for s in expr.free_symbols if str(s) not in known)
     if unknown:
-        raise PetabError(f"{table.where(i, column)}: unknown symbol {unknown[0]!r} in {text!r} (not a state, model "
-                         f"parameter, rule, parameter-table entry or placeholder of this observable).")
+        raise PetabError(
+            f"{table.where(i, column)}: unknown symbol {unknown[0]!r} in {text!r} (not a state, model "
+            f"parameter, rule, parameter-table entry or placeholder of this observable)."
+        )
     return expr.xreplace({s: known[str(s)] for s in expr.free_symbols})
 
 
@@ -341,15 +356,19 @@ def _overrides(table: Table, column: str, counts: np.ndarray, index: dict[str, i
     for i, entry in enumerate(entries):
         parts = [] if not isinstance(entry, str) else [e.strip() for e in entry.split(";")]
         if len(parts) != counts[i]:
-            raise PetabError(f"{table.where(i, column)}: {len(parts)} values for the {counts[i]} placeholders of "
-                             f"observable {table.frame['observableId'].iloc[i]}.")
+            raise PetabError(
+                f"{table.where(i, column)}: {len(parts)} values for the {counts[i]} placeholders of "
+                f"observable {table.frame['observableId'].iloc[i]}."
+            )
         for k, part in enumerate(parts):
             try:
                 value[i, k] = float(part)
             except ValueError:
                 if part not in index:
-                    raise PetabError(f"{table.where(i, column)}: {part!r} is neither a number nor a parameter of the "
-                                     f"parameter table.") from None
+                    raise PetabError(
+                        f"{table.where(i, column)}: {part!r} is neither a number nor a parameter of the "
+                        f"parameter table."
+                    ) from None
                 source[i, k] = index[part]
     return source, value
 
@@ -413,22 +432,27 @@ def load(
             raise PetabError(f"{ptable.where(i, 'parameterScale')}: {scale!r} is not one of {', '.join(SCALES)}.")
         lo, hi = number(ptable, i, "lowerBound"), number(ptable, i, "upperBound")
         if not lo < hi or (scale != "lin" and lo < 0):
-            raise PetabError(f"{ptable.where(i, 'lowerBound')}: bounds [{lo}, {hi}] are not an interval on the "
-                             f"{scale} scale.")
+            raise PetabError(
+                f"{ptable.where(i, 'lowerBound')}: bounds [{lo}, {hi}] are not an interval on the {scale} scale."
+            )
         if math.isnan(values[i]):
             values[i] = math.sqrt(lo * hi) if scale != "lin" and lo > 0 else 0.5 * (lo + hi)
         kind = ptable.frame["objectivePriorType"].iloc[i] if "objectivePriorType" in ptable.frame else None
         if isinstance(kind, str):
             if kind not in PRIORS:
-                raise PetabError(f"{name}: {ptable.where(i, 'objectivePriorType')}: prior {kind!r} is not supported "
-                                 f"(supported: {', '.join(PRIORS)}).")
-            text = ptable.frame["objectivePriorParameters"].iloc[i] if "objectivePriorParameters" in ptable.frame \
-                else None
+                raise PetabError(
+                    f"{name}: {ptable.where(i, 'objectivePriorType')}: prior {kind!r} is not supported "
+                    f"(supported: {', '.join(PRIORS)})."
+                )
+            text = (
+                ptable.frame["objectivePriorParameters"].iloc[i] if "objectivePriorParameters" in ptable.frame else None
+            )
             try:
                 a, b = (float(v) for v in str(text).split(";"))
             except ValueError:
-                raise PetabError(f"{ptable.where(i, 'objectivePriorParameters')}: expected two numbers 'a;b', got "
-                                 f"{text!r}.") from None
+                raise PetabError(
+                    f"{ptable.where(i, 'objectivePriorParameters')}: expected two numbers 'a;b', got {text!r}."
+                ) from None
             priors.append(kind)
             prior_parameters.append((a, b))
         else:
@@ -456,13 +480,17 @@ def load(
     used = list(dict.fromkeys(frame["simulationConditionId"]))
     for i, c in enumerate(frame["simulationConditionId"]):
         if c not in conditions:
-            raise PetabError(f"{measurement.where(i, 'simulationConditionId')}: condition {c!r} is not in the "
-                             f"condition table ({ctable.frame['_file'].iloc[0] if len(ctable.frame) else 'empty'}).")
+            raise PetabError(
+                f"{measurement.where(i, 'simulationConditionId')}: condition {c!r} is not in the "
+                f"condition table ({ctable.frame['_file'].iloc[0] if len(ctable.frame) else 'empty'})."
+            )
     columns = [c for c in ctable.frame.columns if c not in ("conditionId", "conditionName", "_file", "_line")]
     for column in columns:
         if column not in p_sym and column not in x_sym:
-            raise PetabError(f"{ctable.frame['_file'].iloc[0]}, column {column}: not a parameter, compartment or "
-                             f"species of the model.")
+            raise PetabError(
+                f"{ctable.frame['_file'].iloc[0]}, column {column}: not a parameter, compartment or "
+                f"species of the model."
+            )
     par_source = np.full((len(used), len(model_parameters)), _CONSTANT)
     par_value = np.zeros((len(used), len(model_parameters)))
     x0_source = np.full((len(used), len(ode.states)), _DEFAULT)
@@ -471,8 +499,10 @@ def load(
         if q in index:
             par_source[:, j] = index[q]
         elif math.isnan(ode.values.get(q, math.nan)):
-            raise PetabError(f"{name}: model parameter {q} has no value in the SBML model and is in neither the "
-                             f"parameter nor the condition table.")
+            raise PetabError(
+                f"{name}: model parameter {q} has no value in the SBML model and is in neither the "
+                f"parameter nor the condition table."
+            )
         else:
             par_value[:, j] = ode.values[q]
     for c, cid in enumerate(used):
@@ -484,19 +514,26 @@ def load(
                 if not is_state:
                     raise PetabError(f"{ctable.where(i, column)}: empty; give a number or a parameter.")
                 continue
-            target = (x0_source, x0_value, list(x_sym).index(column)) if is_state \
+            target = (
+                (x0_source, x0_value, list(x_sym).index(column))
+                if is_state
                 else (par_source, par_value, model_parameters.index(column))
+            )
             try:
                 target[1][c, target[2]], target[0][c, target[2]] = float(entry), _CONSTANT
             except ValueError:
                 if entry not in index:
-                    raise PetabError(f"{ctable.where(i, column)}: {entry!r} is neither a number nor a parameter of the "
-                                     f"parameter table.") from None
+                    raise PetabError(
+                        f"{ctable.where(i, column)}: {entry!r} is neither a number nor a parameter of the "
+                        f"parameter table."
+                    ) from None
                 target[0][c, target[2]] = index[entry]
     for i, state in enumerate(ode.states):
         if ode.initial[i].has(sp.nan) and (x0_source[:, i] == _DEFAULT).any():
-            raise PetabError(f"{name}: {state} has no initial value in the SBML model, and the condition table does "
-                             f"not set one for condition {used[int(np.argmax(x0_source[:, i] == _DEFAULT))]}.")
+            raise PetabError(
+                f"{name}: {state} has no initial value in the SBML model, and the condition table does "
+                f"not set one for condition {used[int(np.argmax(x0_source[:, i] == _DEFAULT))]}."
+            )
     if np.isnan(par_value).any():
         raise PetabError(f"{name}: a condition sets a model parameter to NaN.")
 
@@ -505,8 +542,10 @@ def load(
     observables = list(otable.frame["observableId"])
     for i, o in enumerate(frame["observableId"]):
         if o not in observables:
-            raise PetabError(f"{measurement.where(i, 'observableId')}: observable {o!r} is not in the observable "
-                             f"table ({otable.frame['_file'].iloc[0]}).")
+            raise PetabError(
+                f"{measurement.where(i, 'observableId')}: observable {o!r} is not in the observable "
+                f"table ({otable.frame['_file'].iloc[0]})."
+            )
     obs_functions, noise_functions, transforms, distributions, direct, noise_static = [], [], [], [], [], []
     used_symbols = set()
     n_obs = n_noise = 1
@@ -532,17 +571,20 @@ def load(
         noise_static.append(not s.free_symbols & (set(x_sym.values()) | {t_sym}))
         obs_functions.append(_lambdify([t_sym, x_args, p_args, sp.Matrix(a_sym)], [y]))
         noise_functions.append(_lambdify([t_sym, x_args, p_args, sp.Matrix(a_sym), sp.Matrix(b_sym)], [s]))
-        transform = otable.frame["observableTransformation"].iloc[i] if "observableTransformation" in otable.frame \
-            else None
+        transform = (
+            otable.frame["observableTransformation"].iloc[i] if "observableTransformation" in otable.frame else None
+        )
         transform = transform if isinstance(transform, str) else "lin"
         distribution = otable.frame["noiseDistribution"].iloc[i] if "noiseDistribution" in otable.frame else None
         distribution = distribution if isinstance(distribution, str) else "normal"
         if transform not in SCALES:
-            raise PetabError(f"{otable.where(i, 'observableTransformation')}: {transform!r} is not one of "
-                             f"{', '.join(SCALES)}.")
+            raise PetabError(
+                f"{otable.where(i, 'observableTransformation')}: {transform!r} is not one of {', '.join(SCALES)}."
+            )
         if distribution not in DISTRIBUTIONS:
-            raise PetabError(f"{otable.where(i, 'noiseDistribution')}: {distribution!r} is not supported (normal or "
-                             f"laplace).")
+            raise PetabError(
+                f"{otable.where(i, 'noiseDistribution')}: {distribution!r} is not supported (normal or laplace)."
+            )
         transforms.append(transform)
         distributions.append(distribution)
 
@@ -552,20 +594,23 @@ def load(
     for i, t in enumerate(times):
         if not math.isfinite(t) or t < 0:
             feature = "steady-state (time inf) measurements" if t == math.inf else "negative times"
-            raise PetabError(f"{name} has {feature} ({measurement.where(i, 'time')}), which wendyjax does not "
-                             f"support.")
+            raise PetabError(f"{name} has {feature} ({measurement.where(i, 'time')}), which wendyjax does not support.")
     observable_of = np.array([observables.index(o) for o in frame["observableId"]])
     for i, o in enumerate(observable_of):
         if transforms[o] != "lin" and not measured[i] > 0:
-            raise PetabError(f"{measurement.where(i, 'measurement')}: {measured[i]} is not positive, but observable "
-                             f"{observables[o]} is on the {transforms[o]} scale.")
+            raise PetabError(
+                f"{measurement.where(i, 'measurement')}: {measured[i]} is not positive, but observable "
+                f"{observables[o]} is on the {transforms[o]} scale."
+            )
     condition_of = np.array([used.index(c) for c in frame["simulationConditionId"]])
     grids = [np.unique(times[condition_of == c]) for c in range(len(used))]
     width = max(len(g) for g in grids)
     padded = np.stack([np.concatenate([g, np.full(width - len(g), g[-1])]) for g in grids])
     time_index = np.array([np.searchsorted(grids[c], t) for c, t in zip(condition_of, times, strict=True)])
-    counts = {kind: np.array([placeholders[observables[o]][kind] for o in observable_of], dtype=int)
-              for kind in ("observable", "noise")}
+    counts = {
+        kind: np.array([placeholders[observables[o]][kind] for o in observable_of], dtype=int)
+        for kind in ("observable", "noise")
+    }
     obs_source, obs_value = _overrides(measurement, "observableParameters", counts["observable"], index)
     noise_source, noise_value = _overrides(measurement, "noiseParameters", counts["noise"], index)
     groups = tuple(jnp.asarray(np.flatnonzero(observable_of == o)) for o in range(len(observables)))

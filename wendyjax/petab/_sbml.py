@@ -45,8 +45,9 @@ def _math(source, where: str) -> sp.Expr:
     expr = expr.xreplace(swap)
     unsupported = [f for f in expr.atoms(sp.Function) if isinstance(f, (sbmlmath.Delay, sbmlmath.RateOf))]
     if unsupported:
-        raise PetabError(f"{where} uses {unsupported[0].func.__name__} (delay or rateOf), which wendyjax cannot "
-                         f"represent.")
+        raise PetabError(
+            f"{where} uses {unsupported[0].func.__name__} (delay or rateOf), which wendyjax cannot represent."
+        )
     return expr
 
 
@@ -70,8 +71,11 @@ def read_sbml(path: Path) -> SbmlOde:
     delays, variable compartments and variable stoichiometries by name."""
     where = f"SBML model {path.name}"
     document = libsbml.readSBMLFromFile(str(path))
-    errors = [document.getError(i) for i in range(document.getNumErrors())
-              if document.getError(i).getSeverity() >= libsbml.LIBSBML_SEV_ERROR]
+    errors = [
+        document.getError(i)
+        for i in range(document.getNumErrors())
+        if document.getError(i).getSeverity() >= libsbml.LIBSBML_SEV_ERROR
+    ]
     if errors or document.getModel() is None:
         detail = errors[0].getMessage().strip() if errors else "no model element"
         raise PetabError(f"{where} cannot be read: {detail}")
@@ -81,8 +85,10 @@ def read_sbml(path: Path) -> SbmlOde:
         raise PetabError(f"{where}: its function definitions could not be expanded.")
     model = document.getModel()
     if model.getNumEvents():
-        raise PetabError(f"{where} has events ({model.getEvent(0).getId() or 'unnamed'}), which wendyjax does not "
-                         f"support: use a tool with event handling (AMICI, PEtab.jl) for this problem.")
+        raise PetabError(
+            f"{where} has events ({model.getEvent(0).getId() or 'unnamed'}), which wendyjax does not "
+            f"support: use a tool with event handling (AMICI, PEtab.jl) for this problem."
+        )
     if model.getNumConstraints():
         raise PetabError(f"{where} has constraints, which wendyjax does not support.")
 
@@ -107,8 +113,10 @@ def read_sbml(path: Path) -> SbmlOde:
             values[pid] = parameter.getValue() if parameter.isSetValue() else math.nan
             parameters.append(pid)
 
-    initial_assign = {a.getSymbol(): _math(a, f"{where}, initial assignment of {a.getSymbol()}")
-                      for a in model.getListOfInitialAssignments()}
+    initial_assign = {
+        a.getSymbol(): _math(a, f"{where}, initial assignment of {a.getSymbol()}")
+        for a in model.getListOfInitialAssignments()
+    }
     # Constant parameters set by an initial assignment are expressions of the others.
     constants = {sp.Symbol(p): initial_assign.pop(p) for p in list(parameters) if p in initial_assign}
     parameters = [p for p in parameters if sp.Symbol(p) not in constants]
@@ -148,16 +156,20 @@ def read_sbml(path: Path) -> SbmlOde:
         law = reaction.getKineticLaw()
         if law is None:
             raise PetabError(f"{where}: reaction {rid} has no kinetic law.")
-        local = {sp.Symbol(q.getId()): sp.Float(q.getValue())
-                 for q in list(law.getListOfParameters()) + list(law.getListOfLocalParameters())}
+        local = {
+            sp.Symbol(q.getId()): sp.Float(q.getValue())
+            for q in list(law.getListOfParameters()) + list(law.getListOfLocalParameters())
+        }
         reactions[rid] = _math(law, f"{where}, kinetic law of {rid}").xreplace(local)
         for sign, refs in ((-1, reaction.getListOfReactants()), (1, reaction.getListOfProducts())):
             for ref in refs:
                 sid = ref.getSpecies()
                 species = model.getSpecies(sid)
                 if ref.isSetStoichiometryMath() or (ref.isSetId() and ref.getId() in assignment | rate):
-                    raise PetabError(f"{where}: reaction {rid} has a variable stoichiometry for {sid}, which wendyjax "
-                                     f"does not support.")
+                    raise PetabError(
+                        f"{where}: reaction {rid} has a variable stoichiometry for {sid}, which wendyjax "
+                        f"does not support."
+                    )
                 if species.getBoundaryCondition() or species.getConstant() or sid in rate_ruled or sid in assignment:
                     continue
                 stoich = ref.getStoichiometry() if ref.isSetStoichiometry() else 1.0

@@ -19,8 +19,16 @@ _REQUIRED = {
 }
 SCALES = ("lin", "log", "log10")
 DISTRIBUTIONS = ("normal", "laplace")
-PRIORS = ("uniform", "normal", "laplace", "logNormal", "logLaplace", "parameterScaleUniform", "parameterScaleNormal",
-          "parameterScaleLaplace")
+PRIORS = (
+    "uniform",
+    "normal",
+    "laplace",
+    "logNormal",
+    "logLaplace",
+    "parameterScaleUniform",
+    "parameterScaleNormal",
+    "parameterScaleLaplace",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,8 +66,10 @@ def _read(kind: str, paths: list[Path]) -> Table:
         frame.columns = [str(c).strip() for c in frame.columns]
         missing = [c for c in _REQUIRED[kind] if c not in frame.columns]
         if missing:
-            raise PetabError(f"{path.name}: the {kind} table has no column {missing[0]} (PEtab v1 requires "
-                             f"{', '.join(_REQUIRED[kind])}).")
+            raise PetabError(
+                f"{path.name}: the {kind} table has no column {missing[0]} (PEtab v1 requires "
+                f"{', '.join(_REQUIRED[kind])})."
+            )
         frame = frame.assign(_file=path.name, _line=np.arange(2, len(frame) + 2))
         frames.append(frame)
     table = Table(kind, pd.concat(frames, ignore_index=True))
@@ -98,8 +108,9 @@ def read_tables(path: str | Path) -> Tables:
     except yaml.YAMLError as error:
         raise PetabError(f"{path.name}: not a YAML file ({error}).") from None
     if not isinstance(spec, dict) or "problems" not in spec or "parameter_file" not in spec:
-        raise PetabError(f"{path.name}: not a PEtab problem file (it needs format_version, parameter_file and "
-                         f"problems).")
+        raise PetabError(
+            f"{path.name}: not a PEtab problem file (it needs format_version, parameter_file and problems)."
+        )
     if str(spec.get("format_version", "1")).split(".")[0] != "1":
         raise PetabError(f"{path.name}: PEtab format_version {spec['format_version']} is not supported (PEtab v1 is).")
     if len(spec["problems"]) != 1:
@@ -109,8 +120,10 @@ def read_tables(path: str | Path) -> Tables:
     models = problem.get("sbml_files") or [m["location"] for m in (problem.get("model_files") or {}).values()]
     if len(models) != 1:
         raise PetabError(f"{path.name}: expected one SBML model file, found {len(models)}.")
-    files = {kind: [base / f for f in problem.get(f"{kind}_files", [])]
-             for kind in ("condition", "observable", "measurement")}
+    files = {
+        kind: [base / f for f in problem.get(f"{kind}_files", [])]
+        for kind in ("condition", "observable", "measurement")
+    }
     parameter_files = spec["parameter_file"]
     parameter_files = [parameter_files] if isinstance(parameter_files, str) else parameter_files
     files["parameter"] = [base / f for f in parameter_files]

@@ -48,8 +48,9 @@ class Profile(eqx.Module):
         if ax is None:
             _, ax = plt.subplots(figsize=(4.5, 3.2))
         ax.plot(np.asarray(self.values), np.asarray(self.objectives) - self.best_objective, "o-", ms=3)
-        ax.axhline(stats.chi2.ppf(self.level, 1) / 2, color="tab:red", ls="--", lw=1,
-                   label=f"{self.level:.0%} threshold")
+        ax.axhline(
+            stats.chi2.ppf(self.level, 1) / 2, color="tab:red", ls="--", lw=1, label=f"{self.level:.0%} threshold"
+        )
         ax.set_xlabel(self.name)
         ax.set_ylabel("objective − best")
         ax.legend(frameon=False, fontsize="small")
@@ -103,8 +104,9 @@ def profile(
     x, level = _check(problem, params, level)
     vectorize = resolve_vectorize(vectorize, jax.devices())
     if name not in problem.parameter_names:
-        raise ValueError(f"name must be an estimated parameter of {problem.name} (problem.parameter_names), "
-                         f"got {name!r}.")
+        raise ValueError(
+            f"name must be an estimated parameter of {problem.name} (problem.parameter_names), got {name!r}."
+        )
     n_points = as_count("n_points", n_points, 3)
     passes = as_count("passes", passes, 1)
     i = problem.parameter_names.index(name)
@@ -123,18 +125,28 @@ def profile(
         f = np.where(np.isfinite(np.asarray(fits.objective)), np.asarray(fits.objective), np.inf)
         left, right = np.r_[np.inf, f[:-1]], np.r_[f[1:], np.inf]
         source = np.where(left <= right, np.arange(n_points) - 1, np.arange(n_points) + 1).clip(0, n_points - 1)
-        again = run_fits(_pinned_fits, problem, fits.params[source].at[:, i].set(grid), lower, upper, solver,
-                         max_steps, vectorize)
+        again = run_fits(
+            _pinned_fits, problem, fits.params[source].at[:, i].set(grid), lower, upper, solver, max_steps, vectorize
+        )
         better = np.asarray(again.objective) < f
         fits = jax.tree_util.tree_map(
-            lambda a, b, keep=better: jnp.where(keep.reshape((-1,) + (1,) * (a.ndim - 1)), b, a), fits, again)
+            lambda a, b, keep=better: jnp.where(keep.reshape((-1,) + (1,) * (a.ndim - 1)), b, a), fits, again
+        )
     objectives = np.asarray(fits.objective)
     best = float(min(np.nanmin(objectives), float(value)))
     threshold = stats.chi2.ppf(level, 1) / 2
     excess = objectives - best
-    return Profile(name=name, values=jnp.asarray(grid), objectives=fits.objective, params=fits.params,
-                   result=fits.result, best_objective=best, level=level,
-                   lower=_crossing(grid, excess, threshold, -1), upper=_crossing(grid, excess, threshold, +1))
+    return Profile(
+        name=name,
+        values=jnp.asarray(grid),
+        objectives=fits.objective,
+        params=fits.params,
+        result=fits.result,
+        best_objective=best,
+        level=level,
+        lower=_crossing(grid, excess, threshold, -1),
+        upper=_crossing(grid, excess, threshold, +1),
+    )
 
 
 class Bootstrap(eqx.Module):
@@ -200,8 +212,14 @@ def bootstrap(
         raise RuntimeError(f"{problem.name}: the ODE solve failed at params.")
     k_normal, k_laplace = jax.random.split(as_key(key))
     shape = (n_boot, sim.shape[0])
-    noise = jnp.where(problem._laplace, jax.random.laplace(k_laplace, shape),
-                      jax.random.normal(k_normal, shape)) * jnp.exp(log_sigma)
+    noise = jnp.where(
+        problem._laplace, jax.random.laplace(k_laplace, shape), jax.random.normal(k_normal, shape)
+    ) * jnp.exp(log_sigma)
     fits = run_fits(_refits, problem, problem._untransformed(sim + noise), x, solver, max_steps, vectorize)
-    return Bootstrap(parameter_names=problem.parameter_names, params=fits.params, objectives=fits.objective,
-                     result=fits.result, level=level)
+    return Bootstrap(
+        parameter_names=problem.parameter_names,
+        params=fits.params,
+        objectives=fits.objective,
+        result=fits.result,
+        level=level,
+    )

@@ -12,8 +12,9 @@ def grid(n: int, axes=None, *, ncols: int = 1, size: tuple[float, float] = (6.0,
             raise ValueError(f"axes: need {n} axes for this plot, got {flat.size}.")
         return flat[0].figure, flat
     nrows = -(-n // ncols)
-    fig, ax = plt.subplots(nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), sharex=sharex,
-                           squeeze=False, layout="constrained")
+    fig, ax = plt.subplots(
+        nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), sharex=sharex, squeeze=False, layout="constrained"
+    )
     for extra in ax.ravel()[n:]:
         extra.set_visible(False)
     return fig, ax.ravel()[:n]

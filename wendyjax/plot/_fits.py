@@ -33,8 +33,7 @@ def _initial_states(result, data, u0) -> np.ndarray:
     return first
 
 
-def fit(result: "AbstractFit | IntegralMatchingFit", data, u0=None, *, truth=None, n_points: int = 400,
-        axes=None):
+def fit(result: "AbstractFit | IntegralMatchingFit", data, u0=None, *, truth=None, n_points: int = 400, axes=None):
     """Data against the fitted model solved forward with diffrax (Rummel et al. 2025, eq. 13): one panel per
     state, the samples as dots (unobserved entries left out), the fit as a line from `u0`.
 
@@ -43,8 +42,9 @@ def fit(result: "AbstractFit | IntegralMatchingFit", data, u0=None, *, truth=Non
     curve starts off by the noise there). `truth`, a trajectory (or list) of noiseless
     states, is drawn dashed. Returns `(figure, axes)`."""
     if not isinstance(result, (AbstractFit, IntegralMatchingFit)):
-        raise TypeError(f"result must be a fit result (WENDyFit, OutputErrorFit, IntegralMatchingFit), "
-                        f"got {type(result).__name__}.")
+        raise TypeError(
+            f"result must be a fit result (WENDyFit, OutputErrorFit, IntegralMatchingFit), got {type(result).__name__}."
+        )
     data = as_dataset(data)
     starts = _initial_states(result, data, u0)
     truths = [] if truth is None else list(as_dataset(truth))
@@ -59,8 +59,7 @@ def fit(result: "AbstractFit | IntegralMatchingFit", data, u0=None, *, truth=Non
         sim = result.simulate(starts[r], dense)
         tag = f" {r}" if len(data) > 1 else ""
         for d, ax in enumerate(axes):
-            ax.plot(t[mask[:, d]], u[mask[:, d], d], ".", ms=3, alpha=0.5, color="0.4",
-                    label="data" + tag)
+            ax.plot(t[mask[:, d]], u[mask[:, d], d], ".", ms=3, alpha=0.5, color="0.4", label="data" + tag)
             ax.plot(dense, sim[:, d], "-", lw=1.5, label="fit" + tag)
             if truths:
                 ax.plot(np.asarray(truths[r].t), np.asarray(truths[r].u)[:, d], "k--", lw=1, label="truth" + tag)
@@ -70,8 +69,14 @@ def fit(result: "AbstractFit | IntegralMatchingFit", data, u0=None, *, truth=Non
     return fig, axes
 
 
-def forest(fits: "AbstractFit | Sequence[AbstractFit]", truth=None, *, level: float = 0.95,
-           labels: Sequence[str] | None = None, axes=None):
+def forest(
+    fits: "AbstractFit | Sequence[AbstractFit]",
+    truth=None,
+    *,
+    level: float = 0.95,
+    labels: Sequence[str] | None = None,
+    axes=None,
+):
     """Estimates with `level` confidence intervals (Bortz et al. 2023, eq. 16), one panel per parameter and
     one row per fit (e.g. WENDy-MLE beside output error); `truth` is a vertical dashed line.
     Returns `(figure, axes)`."""

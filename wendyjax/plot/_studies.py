@@ -8,14 +8,20 @@ import scipy.stats
 from ..studies import Study
 from ._axes import grid
 
-_LABELS = {"rel_sq_bias": "relative squared bias", "rel_variance": "relative variance",
-           "rel_mse": "relative MSE", "coverage_2se": "coverage |p̂ − p*| < 2 se",
-           "median_coef_error": "median coefficient error", "median_forward_error": "median forward error",
-           "failure_rate": "failure rate"}
+_LABELS = {
+    "rel_sq_bias": "relative squared bias",
+    "rel_variance": "relative variance",
+    "rel_mse": "relative MSE",
+    "coverage_2se": "coverage |p̂ − p*| < 2 se",
+    "median_coef_error": "median coefficient error",
+    "median_forward_error": "median forward error",
+    "failure_rate": "failure rate",
+}
 
 
-def study(result: Study, metrics: Sequence[str] = ("rel_sq_bias", "rel_variance", "rel_mse", "coverage_2se"),
-          *, axes=None):
+def study(
+    result: Study, metrics: Sequence[str] = ("rel_sq_bias", "rel_variance", "rel_mse", "coverage_2se"), *, axes=None
+):
     """Metrics of Rummel et al. 2025, Table 1 per parameter against the noise level, one line per parameter
     and number of samples M (Rummel et al. 2025, Figs. 10–15); a sweep is drawn against its grid point.
     Relative metrics on a log scale; coverage with its nominal level dotted. Returns

@@ -7,8 +7,15 @@ import numpy as np
 from ._axes import single
 
 
-def loss_curves(curves: Mapping[str, tuple], *, xlabel: str = "wall time (s)", ylabel: str = "loss",
-                logx: bool = False, logy: bool = True, ax=None):
+def loss_curves(
+    curves: Mapping[str, tuple],
+    *,
+    xlabel: str = "wall time (s)",
+    ylabel: str = "loss",
+    logx: bool = False,
+    logy: bool = True,
+    ax=None,
+):
     """One line per method: `curves` maps a label to `(x, y)` (e.g. cumulative seconds or
     vector-field evaluations, and the loss or an error). Returns `(figure, axes)`."""
     if not isinstance(curves, Mapping) or not curves:

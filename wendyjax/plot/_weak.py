@@ -24,8 +24,9 @@ def radius(selection: "RadiusSelection | TestFunctionInfo | WENDyFit", *, ax=Non
             raise ValueError("selection: the radius was given, not selected; there is no selection curve.")
         selection = selection.selection
     if not isinstance(selection, RadiusSelection):
-        raise TypeError(f"selection must be a RadiusSelection, TestFunctionInfo or WENDyFit, "
-                        f"got {type(selection).__name__}.")
+        raise TypeError(
+            f"selection must be a RadiusSelection, TestFunctionInfo or WENDyFit, got {type(selection).__name__}."
+        )
     fig, ax = single(ax, (5.0, 3.5))
     ax.semilogy(selection.radii, selection.errors, ".-", label="ê_rms (Bortz et al. 2023 eq. 21)")
     ax.axvline(selection.radius, color="k", ls="--", lw=1, label=f"selected radius {selection.radius:.3g}")
@@ -73,8 +74,16 @@ def _landscape(lik: WeakLikelihood, points):
     return jax.vmap(nll, in_axes=(None, 0))(lik, points)
 
 
-def likelihood(lik: "WeakLikelihood | WENDyFit", centre: ArrayLike | None = None, params: tuple[int, int] = (0, 1),
-               *, span: float = 0.5, n: int = 41, truth: ArrayLike | None = None, ax=None):
+def likelihood(
+    lik: "WeakLikelihood | WENDyFit",
+    centre: ArrayLike | None = None,
+    params: tuple[int, int] = (0, 1),
+    *,
+    span: float = 0.5,
+    n: int = 41,
+    truth: ArrayLike | None = None,
+    ax=None,
+):
     """Contours of the weak negative log-likelihood ℓ (Rummel et al. 2025, eq. 6) over two parameters
     `params`, the others held at `centre` (Rummel et al. 2025, Fig. 8): each varies by ±`span` relative to
     its centre value (absolute where it is 0). `centre` defaults to a fit's estimate; `truth`

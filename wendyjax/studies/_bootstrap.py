@@ -89,8 +89,10 @@ class Bootstrap:
 
     def _box(self) -> tuple[np.ndarray, np.ndarray]:
         shape = np.shape(self.estimate)
-        return (np.full(shape, -np.inf) if self.lower is None else np.asarray(self.lower, float),
-                np.full(shape, np.inf) if self.upper is None else np.asarray(self.upper, float))
+        return (
+            np.full(shape, -np.inf) if self.lower is None else np.asarray(self.lower, float),
+            np.full(shape, np.inf) if self.upper is None else np.asarray(self.upper, float),
+        )
 
     def _in_box(self, lo: np.ndarray, hi: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
         """Reflected or shifted intervals cut to the box (NaN stays NaN). At an estimate on a
@@ -114,10 +116,14 @@ class Bootstrap:
         n = np.sum(~np.isnan(self.draws), axis=0)
         few = n < min_refits(level)
         if kind is not None and np.any(few & self._usable):
-            warnings.warn(f"bootstrap {kind} intervals at level {level:g} need at least {min_refits(level)} "
-                          f"successful refits (one beyond each quantile); {', '.join(np.asarray(self.names)[few])} "
-                          f"have {int(n[few].max())} or fewer: NaN. Use normal() (Student's t, any B >= 2) or more "
-                          f"refits.", RuntimeWarning, stacklevel=user_stacklevel())
+            warnings.warn(
+                f"bootstrap {kind} intervals at level {level:g} need at least {min_refits(level)} "
+                f"successful refits (one beyond each quantile); {', '.join(np.asarray(self.names)[few])} "
+                f"have {int(n[few].max())} or fewer: NaN. Use normal() (Student's t, any B >= 2) or more "
+                f"refits.",
+                RuntimeWarning,
+                stacklevel=user_stacklevel(),
+            )
         return self._masked(np.where(few, np.nan, lo)), self._masked(np.where(few, np.nan, hi))
 
     @property
@@ -146,8 +152,9 @@ class Bootstrap:
         draws[~np.isfinite(draws)] = np.nan
         weak = np.isin(self.names, self.undetermined)
         undetermined = tuple(n for n, row in zip(names, jac) if np.any(row[weak] != 0))
-        return dataclasses.replace(self, names=names, estimate=value, draws=draws, undetermined=undetermined,
-                                   lower=None, upper=None)
+        return dataclasses.replace(
+            self, names=names, estimate=value, draws=draws, undetermined=undetermined, lower=None, upper=None
+        )
 
     def percentile(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         """Percentile intervals: the (1 − level)/2 and (1 + level)/2 quantiles of p* (NaN,
@@ -195,23 +202,30 @@ class Bootstrap:
         pct = f"{100 * level:g}%"
         (blo, bhi), (plo, phi) = self.basic(level), self.percentile(level)
         header = ["param", "estimate", "bias", "std err", f"{pct} basic lower", "upper", f"{pct} pct lower", "upper"]
-        rows = [[n, *(f"{v: .6g}" for v in vals)]
-                for n, *vals in zip(self.names, self.estimate, self.bias, self.stderr, blo, bhi, plo, phi)]
+        rows = [
+            [n, *(f"{v: .6g}" for v in vals)]
+            for n, *vals in zip(self.names, self.estimate, self.bias, self.stderr, blo, bhi, plo, phi)
+        ]
         lines = fixed_width(header, rows)
         kinds = self.noise.split(", ")  # one per observable where they differ
         kinds = kinds if len(kinds) == len(self.sigma) else kinds * len(self.sigma)
         gauss = [k in ("gaussian", "lognormal") for k in kinds]
-        shown = [("not observed" if np.isnan(s) else f"{s:.3g}") if g else k
-                 for s, g, k in zip(self.sigma, gauss, kinds)]
+        shown = [
+            ("not observed" if np.isnan(s) else f"{s:.3g}") if g else k for s, g, k in zip(self.sigma, gauss, kinds)
+        ]
         sigma = f"σ = ({', '.join(shown)}), " if any(gauss) else ""
-        head = (f"parametric bootstrap: {len(self.draws)} refits, {self.n_failed} failed, {self.noise} noise, "
-                f"{sigma}{self.seconds:.1f} s")
+        head = (
+            f"parametric bootstrap: {len(self.draws)} refits, {self.n_failed} failed, {self.noise} noise, "
+            f"{sigma}{self.seconds:.1f} s"
+        )
         if self.timings:
             head += "\n" + timings_text(self.timings)
         if self.undetermined:
-            lines.append(f"note: the fit does not determine {', '.join(self.undetermined)} (no standard error, or only "
-                         f"weakly together): their refits only move along a flat direction from the estimate, so they "
-                         f"get no interval.")
+            lines.append(
+                f"note: the fit does not determine {', '.join(self.undetermined)} (no standard error, or only "
+                f"weakly together): their refits only move along a flat direction from the estimate, so they "
+                f"get no interval."
+            )
         return "\n".join([head, *lines])
 
     def __str__(self) -> str:
@@ -281,8 +295,9 @@ def _initial_states(fit, data: Dataset, u0, ode_solver) -> np.ndarray:
     if getattr(fit, "u0", None) is not None:
         return np.asarray(fit.u0, float)
     p = np.asarray(fit.params, float)
-    starts = [s for s in _starts(fit, data, ode_solver)
-              if fit.noise != "lognormal" or np.all(s > 0)]  # no start for a fit on log states otherwise
+    starts = [
+        s for s in _starts(fit, data, ode_solver) if fit.noise != "lognormal" or np.all(s > 0)
+    ]  # no start for a fit on log states otherwise
     if starts:
         oe = OutputError(ode_solver=ode_solver)
         problems = stack_problems([oe.problem(fit.model, data, noise=fit.noise, weighted=False, u0=s) for s in starts])
@@ -290,15 +305,18 @@ def _initial_states(fit, data: Dataset, u0, ode_solver) -> np.ndarray:
         objective = np.where(np.asarray(sols.successful), np.asarray(sols.objective), np.inf)
         if np.isfinite(objective).any():
             return np.asarray(sols.extras["u0"][int(np.argmin(objective))], float)
-    raise ValueError("the initial states could not be fitted with the parameters held at the estimate (output "
-                     "error from the first observations and from states solved back from later ones failed); "
-                     "pass u0=...")
+    raise ValueError(
+        "the initial states could not be fitted with the parameters held at the estimate (output "
+        "error from the first observations and from states solved back from later ones failed); "
+        "pass u0=..."
+    )
 
 
 @cpu_safe_jit
 def _held_fits(estimator, problems, p):
     """Output-error fits of the initial states alone (the parameters held at `p`, a box of one
     point), one per stacked problem (each its own start), in one compiled call."""
+
     def one(problem):
         return estimator.solve(problem, p, p, p)
 
@@ -327,8 +345,16 @@ def _starts(fit, data: Dataset, ode_solver):
                 break
             # backwards in time with the model's own right-hand side, so the compiled solve
             # is reused across calls
-            ys = integrate(model.rhs, jnp.asarray(p), np.asarray(tr.u)[k], [t[k], t[0]], solver=ode_solver,
-                           rtol=1e-8, atol=1e-8, max_steps=10_000)
+            ys = integrate(
+                model.rhs,
+                jnp.asarray(p),
+                np.asarray(tr.u)[k],
+                [t[k], t[0]],
+                solver=ode_solver,
+                rtol=1e-8,
+                atol=1e-8,
+                max_steps=10_000,
+            )
             if not np.all(np.isfinite(ys)):  # the backward solve blew up
                 break
             rows.append(ys[-1])
@@ -406,9 +432,13 @@ def bootstrap(
     check_data(fit, data, "the bootstrap")
     # the refits' data are drawn block by block (`BLOCK_VALUES`); what every refit keeps is its
     # key, its solution (parameters, status, steps, the solver's extras) and its draw
-    check_host_memory(n_boot, 4 * p.size + 16, f"a bootstrap of {n_boot} refits",
-                      "use fewer refits (the Monte Carlo error of a quantile falls as 1/√B: B = 200 to 2,000 is "
-                      "plenty for intervals).")
+    check_host_memory(
+        n_boot,
+        4 * p.size + 16,
+        f"a bootstrap of {n_boot} refits",
+        "use fewer refits (the Monte Carlo error of a quantile falls as 1/√B: B = 200 to 2,000 is "
+        "plenty for intervals).",
+    )
     if (fit.options is None or fit.data_fingerprint is None) and has_objective(estimator):
         fit_problem(estimator, fit, data, options, "the bootstrap")  # nothing recorded to check the data against
     devices = list(jax.devices() if devices is None else devices)
@@ -431,14 +461,20 @@ def bootstrap(
             c = np.asarray(jax.vmap(observe, in_axes=(0, None, 0))(jnp.asarray(c), jnp.asarray(p), jnp.asarray(tr.t)))
         m = _observed(tr)
         if not np.all(np.isfinite(c[m])) or np.any(((c <= 0) & logs | (c < 0) & counting) & m):
-            raise ValueError(f"the fitted model solved forward from u0 = {x0} is not finite"
-                             f"{' and positive' * bool(logs.any() or counting.any())} on trajectory {r}'s grid: it "
-                             f"cannot generate bootstrap data.")
+            raise ValueError(
+                f"the fitted model solved forward from u0 = {x0} is not finite"
+                f"{' and positive' * bool(logs.any() or counting.any())} on trajectory {r}'s grid: it "
+                f"cannot generate bootstrap data."
+            )
         clean.append(c)
         masks.append(m)
     count = sum(m.sum(axis=0) for m in masks)
-    resid = [np.where(m, np.where(logs, np.log(np.where(m & logs, tr.u, 1.0)) - np.log(np.where(m & logs, c, 1.0)),
-                                  tr.u - c), 0.0) for tr, c, m in zip(data, clean, masks)]
+    resid = [
+        np.where(
+            m, np.where(logs, np.log(np.where(m & logs, tr.u, 1.0)) - np.log(np.where(m & logs, c, 1.0)), tr.u - c), 0.0
+        )
+        for tr, c, m in zip(data, clean, masks)
+    ]
     squares = sum(np.sum(r**2, axis=0) for r in resid)
     sigma = np.sqrt(np.divide(squares, count, out=np.full(count.shape, np.nan), where=count > 0))  # NaN: unobserved
     if options.get("sigma") is not None and options.get("weighted", True):  # a known noise level: the fit's own
@@ -456,24 +492,39 @@ def bootstrap(
     blocks, size, bar, sols = _blocks(n_boot, sum(tr.u.size for tr in data)), None, None, []
     for block in blocks:
         start = time.perf_counter()
-        noisy = jax.device_get(_draws(keys[block], clean, jnp.asarray(sigma), jnp.asarray(logs), counts,
-                                      jnp.asarray(p)))
+        noisy = jax.device_get(
+            _draws(keys[block], clean, jnp.asarray(sigma), jnp.asarray(logs), counts, jnp.asarray(p))
+        )
         # the block's data: the draws (b, n, D) per trajectory, the data's missing entries left missing
-        batch = Batch(tuple(np.asarray(tr.t) for tr in data),
-                      tuple(np.where(m, x, np.nan) for x, m in zip(noisy, masks)),
-                      tuple(None if tr.mask is None else m for tr, m in zip(data, masks)))
+        batch = Batch(
+            tuple(np.asarray(tr.t) for tr in data),
+            tuple(np.where(m, x, np.nan) for x, m in zip(noisy, masks)),
+            tuple(None if tr.mask is None else m for tr, m in zip(data, masks)),
+        )
         built = time.perf_counter()
         timings["simulate_s"] += built - start
         make, _ = estimator.batch_problems(model, batch, **options)
         timings["build_s"] += time.perf_counter() - built
         if size is None:
             size = chunk_size(batch_size, make, n_boot, devices)
-            bar = progress_bar(total=sum(chunking(len(b), size, len(devices))[0] for b in blocks),
-                               desc=f"{model.name} bootstrap", unit="chunk",
-                               disable=not progress or jax.process_index() != 0)
-        sol, _, _, _ = fit_batches(estimator, model, make, np.broadcast_to(p, (len(block), p.size)), (lower, upper),
-                                   batch_size=chunking(len(block), size, len(devices))[1], devices=devices,
-                                   vectorize=vectorize, bar=bar, timings=timings)
+            bar = progress_bar(
+                total=sum(chunking(len(b), size, len(devices))[0] for b in blocks),
+                desc=f"{model.name} bootstrap",
+                unit="chunk",
+                disable=not progress or jax.process_index() != 0,
+            )
+        sol, _, _, _ = fit_batches(
+            estimator,
+            model,
+            make,
+            np.broadcast_to(p, (len(block), p.size)),
+            (lower, upper),
+            batch_size=chunking(len(block), size, len(devices))[1],
+            devices=devices,
+            vectorize=vectorize,
+            bar=bar,
+            timings=timings,
+        )
         sols.append(sol)
     bar.close()
     sols = jax.tree_util.tree_map(lambda *x: np.concatenate(x), *sols)
@@ -481,19 +532,38 @@ def bootstrap(
     draws = np.where((status == "successful")[:, None], np.asarray(sols.params, float), np.nan)
     undetermined, ridges = _ridges(fit)
     timings["total_s"] = time.perf_counter() - clock
-    result = Bootstrap(names=tuple(model.param_names), estimate=p, draws=draws, status=np.asarray(status), u0=u0s,
-                       sigma=sigma, noise=fit.noise or "gaussian", seconds=timings["total_s"],
-                       undetermined=undetermined, lower=lower, upper=upper, timings=timings)
+    result = Bootstrap(
+        names=tuple(model.param_names),
+        estimate=p,
+        draws=draws,
+        status=np.asarray(status),
+        u0=u0s,
+        sigma=sigma,
+        noise=fit.noise or "gaussian",
+        seconds=timings["total_s"],
+        undetermined=undetermined,
+        lower=lower,
+        upper=upper,
+        timings=timings,
+    )
     stack = user_stacklevel()
     if undetermined:
-        why = ", ".join(f"{n} ({'only weakly, with ' + ', '.join(ridges[n]) if n in ridges else 'no standard error'})"
-                        for n in undetermined)
-        warnings.warn(f"bootstrap of {fit.title}: the fit does not determine {why}; their refits stay near the "
-                      f"estimate along a flat direction, so they get NaN intervals, not falsely tight ones (their "
-                      f"profiles, or BootstrapOrProfile, follow the flat direction).", RuntimeWarning,
-                      stacklevel=stack)
+        why = ", ".join(
+            f"{n} ({'only weakly, with ' + ', '.join(ridges[n]) if n in ridges else 'no standard error'})"
+            for n in undetermined
+        )
+        warnings.warn(
+            f"bootstrap of {fit.title}: the fit does not determine {why}; their refits stay near the "
+            f"estimate along a flat direction, so they get NaN intervals, not falsely tight ones (their "
+            f"profiles, or BootstrapOrProfile, follow the flat direction).",
+            RuntimeWarning,
+            stacklevel=stack,
+        )
     if result.n_failed > 0.1 * n_boot:
-        warnings.warn(f"bootstrap of {fit.title}: {result.n_failed} of {n_boot} refits failed; the intervals come from "
-                      f"the others only and may be too narrow (the failures are often the far draws).",
-                      RuntimeWarning, stacklevel=stack)
+        warnings.warn(
+            f"bootstrap of {fit.title}: {result.n_failed} of {n_boot} refits failed; the intervals come from "
+            f"the others only and may be too narrow (the failures are often the far draws).",
+            RuntimeWarning,
+            stacklevel=stack,
+        )
     return result

@@ -80,6 +80,7 @@ def _diagnose_runs(estimator, liks, sols, u0s, references, covariances, model, s
     """The covariances (one per kind in `covariances`, stacked: (runs, kinds, j, j)) and the
     forward-simulation errors of a chunk's solutions, each run from its own initial state
     and against its own noiseless trajectory on the grid `t`."""
+
     def one(lik, sol, u0, reference):
         cov = jnp.stack([estimator.covariance(lik, sol, kind) for kind in covariances])
         err, ok = forward_simulation_error(model, sol.params, u0, t, reference, solver, max_steps=50_000)
@@ -105,13 +106,13 @@ def _on_mesh(mesh, fn, sharded, replicated):
         return body(sharded, replicated)  # solvers' root finds (Kvaerno5: "pytree does not match")
     # check_vma=False: the fits' while loops carry values that differ per device in
     # some leaves and not in others, which the check would reject as a type mismatch
-    return jax.shard_map(body, mesh=mesh, in_specs=(_RUNS, P()), out_specs=_RUNS, check_vma=False)(sharded,
-                                                                                                     replicated)
+    return jax.shard_map(body, mesh=mesh, in_specs=(_RUNS, P()), out_specs=_RUNS, check_vma=False)(sharded, replicated)
 
 
 @cpu_safe_jit
 def _fit_chunk(mesh, estimator, liks, p0s, box, vectorize):
     """[`_fit_runs`][] of a chunk whose runs are sharded over `mesh`'s axis "runs"."""
+
     def fit(liks, p0s, estimator, lower, upper):
         return _fit_runs(estimator, liks, p0s, lower, upper, vectorize)
 
@@ -121,6 +122,7 @@ def _fit_chunk(mesh, estimator, liks, p0s, box, vectorize):
 @cpu_safe_jit
 def _diagnose_chunk(mesh, estimator, liks, sols, starts, kinds, model, solver, t, vectorize):
     """[`_diagnose_runs`][] of a chunk whose runs are sharded over `mesh`'s axis "runs"."""
+
     def diagnose(liks, sols, u0s, references, estimator, model, solver, t):
         return _diagnose_runs(estimator, liks, sols, u0s, references, kinds, model, solver, t, vectorize)
 
@@ -137,8 +139,10 @@ def _sharded(mesh, local_shards: dict):
     sharding = NamedSharding(mesh, _RUNS)
     arrays = [
         jax.make_array_from_single_device_arrays(
-            (leaf.shape[0] * len(devices), *leaf.shape[1:]), sharding,
-            [jax.device_put(leaves[g][i], devices[g]) for g in local_shards])
+            (leaf.shape[0] * len(devices), *leaf.shape[1:]),
+            sharding,
+            [jax.device_put(leaves[g][i], devices[g]) for g in local_shards],
+        )
         for i, leaf in enumerate(jax.tree_util.tree_leaves(dynamic))
     ]
     return eqx.combine(jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(dynamic), arrays), static)
@@ -148,7 +152,8 @@ def _replicated(mesh, tree):
     """`tree`'s arrays (the same in every process) on every device of `mesh`."""
     sharding = NamedSharding(mesh, P())
     return jax.tree_util.tree_map(
-        lambda x: jax.make_array_from_callback(np.shape(x), sharding, lambda index: np.asarray(x)[index]), tree)
+        lambda x: jax.make_array_from_callback(np.shape(x), sharding, lambda index: np.asarray(x)[index]), tree
+    )
 
 
 def _gathered(tree):
@@ -166,9 +171,11 @@ def check_processes(devices) -> None:
     if set(counts) == {jax.process_index()}:
         return
     if len(counts) != jax.process_count() or len(set(counts.values())) != 1:
-        raise ValueError("devices must be this process's own or hold the same number of devices of every process "
-                         f"(jax.distributed), got {dict(sorted(counts.items()))} devices per process of "
-                         f"{jax.process_count()}.")
+        raise ValueError(
+            "devices must be this process's own or hold the same number of devices of every process "
+            f"(jax.distributed), got {dict(sorted(counts.items()))} devices per process of "
+            f"{jax.process_count()}."
+        )
 
 
 def _single_threaded_blas():
@@ -204,9 +211,11 @@ def check_host_memory(n_datasets: int, values: int, what: str, fix: str) -> None
     `HOST_COPIES` copies would take more than `MEMORY_SHARE` of the host's memory."""
     need, have = HOST_COPIES * 8 * n_datasets * values, host_memory()
     if have is not None and need > MEMORY_SHARE * have:
-        raise ValueError(f"{what} would hold about {need / 1e9:.3g} GB of data on the host ({HOST_COPIES} copies of "
-                         f"{n_datasets} datasets of {values} values), more than half of this machine's "
-                         f"{have / 1e9:.3g} GB: {fix}")
+        raise ValueError(
+            f"{what} would hold about {need / 1e9:.3g} GB of data on the host ({HOST_COPIES} copies of "
+            f"{n_datasets} datasets of {values} values), more than half of this machine's "
+            f"{have / 1e9:.3g} GB: {fix}"
+        )
 
 
 def chunk_size(batch_size, make, n_runs: int, devices) -> int:
@@ -233,8 +242,9 @@ def chunking(n_runs: int, batch_size: int, n_devices: int) -> tuple[int, int]:
     return n_chunks, -(-per_chunk // n_devices) * n_devices
 
 
-def fit_batches(estimator, model, make, p0s, box, *, diagnostics=None, solver=None, batch_size, devices, vectorize,
-                bar, timings):
+def fit_batches(
+    estimator, model, make, p0s, box, *, diagnostics=None, solver=None, batch_size, devices, vectorize, bar, timings
+):
     """Fit the `len(p0s)` problems `make(indices)` builds, from the starts `p0s`, within
     `box` = (lower, upper), in compiled chunks of `batch_size` runs sharded over `devices`.
     With `diagnostics` = (covariance kinds, t, u0s (runs, D), references (runs, n, D)) also
@@ -270,8 +280,9 @@ def fit_batches(estimator, model, make, p0s, box, *, diagnostics=None, solver=No
             sols.append(_gathered(sol))
             if diagnostics is not None:
                 starts = _sharded(mesh, {g: (u0s[parts[g]], references[parts[g]]) for g in local})
-                diags.append(_gathered(_diagnose_chunk(mesh, estimator, liks, sol, starts, kinds, model, solver, t,
-                                                       vectorize)))
+                diags.append(
+                    _gathered(_diagnose_chunk(mesh, estimator, liks, sol, starts, kinds, model, solver, t, vectorize))
+                )
                 timings["diagnostics_s"] += time.perf_counter() - fitted
             if bar is not None:
                 bar.update()
@@ -291,11 +302,12 @@ def _groups(cells: list[Cell], prepared: list) -> dict:
 def _setting_text(bench, cells, which) -> str:
     def one(c):
         n = len(np.asarray(bench.t)[:: cells[c].subsample])
-        return (f"{c} (noise ratio {cells[c].noise_ratio:g}, subsample {cells[c].subsample}: {n} of the benchmark's "
-                f"{len(bench.t)} samples)")
+        return (
+            f"{c} (noise ratio {cells[c].noise_ratio:g}, subsample {cells[c].subsample}: {n} of the benchmark's "
+            f"{len(bench.t)} samples)"
+        )
 
-    return ("setting " + one(which[0]) if len(which) == 1
-            else "settings " + ", ".join(one(c) for c in which))
+    return "setting " + one(which[0]) if len(which) == 1 else "settings " + ", ".join(one(c) for c in which)
 
 
 def run_cells(
@@ -338,48 +350,70 @@ def run_cells(
         keys = jax.random.split(jax.random.fold_in(jax.random.fold_in(key, c), 2**31 - 1), n_runs)
         prepared.append((t, clean, keep, noisy, p0s, keys))
     timings["simulate_s"] += time.perf_counter() - start
-    options = {k: v for k, v in {"noise": noise_kind, "test_functions": test_functions}.items()
-               if k in estimator.options()}
+    options = {
+        k: v for k, v in {"noise": noise_kind, "test_functions": test_functions}.items() if k in estimator.options()
+    }
     built = []
     for which in _groups(cells, prepared).values():
         start = time.perf_counter()
         t, _, keep, _, _, _ = prepared[which[0]]
         try:
             batch = Batch(t[keep], np.concatenate([prepared[c][3] for c in which]))
-            make, notes = estimator.batch_problems(model, batch, key=jnp.concatenate([prepared[c][5] for c in which]),
-                                                   **options)
+            make, notes = estimator.batch_problems(
+                model, batch, key=jnp.concatenate([prepared[c][5] for c in which]), **options
+            )
         except ValueError as e:
             raise ValueError(f"{_setting_text(bench, cells, which)} cannot be set up: {e}") from e
         timings["build_s"] += time.perf_counter() - start
         built.append((which, batch, make, notes))
     size = chunk_size(batch_size, built[0][2], n_runs * max(len(w) for w, _, _, _ in built), devices)
     chunks = [chunking(n_runs * len(which), size, len(devices)) for which, _, _, _ in built]
-    bar = progress_bar(total=sum(n for n, _ in chunks), desc=f"{model.name} study", unit="chunk",
-                       disable=not progress or jax.process_index() != 0)
+    bar = progress_bar(
+        total=sum(n for n, _ in chunks),
+        desc=f"{model.name} study",
+        unit="chunk",
+        disable=not progress or jax.process_index() != 0,
+    )
     out, extras = [None] * len(cells), [None] * len(cells)
     for (which, batch, make, notes), (_, per_chunk) in zip(built, chunks):
         p0s = np.concatenate([prepared[c][4] for c in which])
-        u0s = np.concatenate([np.broadcast_to(np.asarray(cells[c].u0, float), (n_runs, model.n_states))
-                              for c in which])
-        references = np.concatenate([np.broadcast_to(prepared[c][1], (n_runs, *prepared[c][1].shape))
-                                     for c in which])
+        u0s = np.concatenate([np.broadcast_to(np.asarray(cells[c].u0, float), (n_runs, model.n_states)) for c in which])
+        references = np.concatenate([np.broadcast_to(prepared[c][1], (n_runs, *prepared[c][1].shape)) for c in which])
         t = prepared[which[0]][0]
-        sols, covs, errs, oks = fit_batches(estimator, model, make, p0s, (np.asarray(lower), np.asarray(upper)),
-                                            diagnostics=(tuple(covariances), np.asarray(t), u0s, references),
-                                            solver=bench.solver, batch_size=per_chunk, devices=devices,
-                                            vectorize=vectorize, bar=bar, timings=timings)
+        sols, covs, errs, oks = fit_batches(
+            estimator,
+            model,
+            make,
+            p0s,
+            (np.asarray(lower), np.asarray(upper)),
+            diagnostics=(tuple(covariances), np.asarray(t), u0s, references),
+            solver=bench.solver,
+            batch_size=per_chunk,
+            devices=devices,
+            vectorize=vectorize,
+            bar=bar,
+            timings=timings,
+        )
         for g, c in enumerate(which):
             runs = slice(g * n_runs, (g + 1) * n_runs)
             sol = jax.tree_util.tree_map(lambda x, runs=runs: x[runs], sols)
             out[c] = CellRuns(
-                m=len(t) - 1, params=sol.params, p0=np.array(p0s[runs]), covariance=covs[runs, 0],
-                status=status_names(sol.result), num_steps=sol.num_steps, objective=sol.objective,
-                forward_error=errs[runs], forward_ok=oks[runs],
+                m=len(t) - 1,
+                params=sol.params,
+                p0=np.array(p0s[runs]),
+                covariance=covs[runs, 0],
+                status=status_names(sol.result),
+                num_steps=sol.num_steps,
+                objective=sol.objective,
+                forward_error=errs[runs],
+                forward_ok=oks[runs],
                 k=np.array([note.get("k", np.nan) for note in notes[runs]], float),
                 radius=np.array([note.get("radius", np.nan) for note in notes[runs]], float),
             )
-            extras[c] = (batch.take(np.arange(runs.start, runs.stop)),
-                         {kind: covs[runs, i] for i, kind in enumerate(covariances[1:], 1)})
+            extras[c] = (
+                batch.take(np.arange(runs.start, runs.stop)),
+                {kind: covs[runs, i] for i, kind in enumerate(covariances[1:], 1)},
+            )
     bar.close()
     info = {"chunk_size": chunks[0][1], "n_chunks": sum(n for n, _ in chunks), "timings": timings}
     return out, info, extras
@@ -390,7 +424,8 @@ def forward_errors(bench: Benchmark, cell: Cell, params: np.ndarray) -> tuple[np
     t = np.asarray(bench.t)[:: cell.subsample]
     clean = solve(bench.model, cell.p_true, cell.u0, t, solver=bench.solver)
     err, ok = jax.vmap(
-        lambda p: forward_simulation_error(bench.model, p, jnp.asarray(cell.u0, float), jnp.asarray(t), clean,
-                                           bench.solver, max_steps=50_000)
+        lambda p: forward_simulation_error(
+            bench.model, p, jnp.asarray(cell.u0, float), jnp.asarray(t), clean, bench.solver, max_steps=50_000
+        )
     )(jnp.asarray(params))
     return np.asarray(err), np.asarray(ok)

@@ -22,11 +22,14 @@ def check_fit(estimator: AbstractEstimator, fit: AbstractFit, what: str) -> None
         raise TypeError(f"fit must be the result of estimator.fit(...), got {type(fit).__name__}.")
     if not isinstance(fit.model, ODEModel) or np.ndim(fit.params) != 1:
         raise TypeError(f"{what} works on fits of an ODEModel; the fit is of {type(fit.model).__name__}.")
-    same = fit.method == estimator.method or (isinstance(fit, WENDyFit) and fit.method == "wls"
-                                              and isinstance(fit, estimator.fit_type))
+    same = fit.method == estimator.method or (
+        isinstance(fit, WENDyFit) and fit.method == "wls" and isinstance(fit, estimator.fit_type)
+    )
     if not same:
-        raise ValueError(f"the fit was made by {fit.title} but the estimator is {type(estimator).__name__}: pass the "
-                         f"estimator that made the fit.")
+        raise ValueError(
+            f"the fit was made by {fit.title} but the estimator is {type(estimator).__name__}: pass the "
+            f"estimator that made the fit."
+        )
     if not fit.successful:
         raise ValueError(f"the fit did not succeed ({fit.status_name}): there is no estimate for {what}.")
 
@@ -34,8 +37,10 @@ def check_fit(estimator: AbstractEstimator, fit: AbstractFit, what: str) -> None
 def check_data(fit: AbstractFit, data, what: str) -> None:
     """`data` are the data the fit was made on (where the fit recorded them)."""
     if fit.data_fingerprint is not None and fingerprint(data) != fit.data_fingerprint:
-        raise ValueError(f"data are not the data the fit was made on (other times, values or missing entries): "
-                         f"{what} of a fit starts from the fit's own data; pass those, or refit on these.")
+        raise ValueError(
+            f"data are not the data the fit was made on (other times, values or missing entries): "
+            f"{what} of a fit starts from the fit's own data; pass those, or refit on these."
+        )
 
 
 def _same(a, b) -> bool:
@@ -74,19 +79,25 @@ def fit_options(estimator: AbstractEstimator, fit: AbstractFit, options: dict, w
     repeat but not change (a fit not made by `estimator.fit` has none recorded: `options`)."""
     unknown = sorted(set(options) - set(estimator.options()))
     if unknown:
-        raise TypeError(f"{what} got unknown keyword(s) {', '.join(unknown)}; {type(estimator).__name__}'s options "
-                        f"are {', '.join(estimator.options()) or 'none'}.")
+        raise TypeError(
+            f"{what} got unknown keyword(s) {', '.join(unknown)}; {type(estimator).__name__}'s options "
+            f"are {', '.join(estimator.options()) or 'none'}."
+        )
     if fit.options is None:
         return dict(options)
     signature = inspect.signature(estimator.problem).parameters
     made = {name: signature[name].default for name in estimator.options()} | fit.options
-    changed = [name for name, value in options.items()
-               if not (_same_noise(fit.model, value, made[name]) if name == "noise" else _same(value, made[name]))]
+    changed = [
+        name
+        for name, value in options.items()
+        if not (_same_noise(fit.model, value, made[name]) if name == "noise" else _same(value, made[name]))
+    ]
     if changed:
         raise ValueError(
             f"{what} got {', '.join(f'{n}={_shown(options[n])}' for n in changed)} but the fit was made with "
             f"{', '.join(f'{n}={_shown(made[n])}' for n in changed)}: {what} of a fit rebuilds the fit's own problem "
-            f"(its options are reused when left out); leave them out, or refit with them first.")
+            f"(its options are reused when left out); leave them out, or refit with them first."
+        )
     return {**fit.options, **options}
 
 
@@ -104,7 +115,8 @@ def check_objective(estimator: AbstractEstimator, fit: AbstractFit, problem, wha
             f"the problem rebuilt for {what} has objective {value:.8g} at the estimate, but the fit's is "
             f"{fit.objective:.8g}: the data or the options (sigma, test_functions, k, noise) are not those the fit "
             f"was made with. Pass the fit's data, and leave the options out (a fit made by estimator.fit reuses "
-            f"its own) or pass those it was made with.")
+            f"its own) or pass those it was made with."
+        )
 
 
 def fit_problem(estimator: AbstractEstimator, fit: AbstractFit, data, options: dict, what: str):

@@ -50,8 +50,7 @@ class AbstractIntervals(eqx.Module):
         return self
 
     @abc.abstractmethod
-    def compute(self, estimator: AbstractEstimator, fit: AbstractFit, data, level: float, key: PRNGKeyArray,
-                **options):
+    def compute(self, estimator: AbstractEstimator, fit: AbstractFit, data, level: float, key: PRNGKeyArray, **options):
         """What the intervals are read from (a bootstrap, the profiles), with the fit's
         problem `options` (the fit's own when left out)."""
 
@@ -60,8 +59,14 @@ class AbstractIntervals(eqx.Module):
         """(lower, upper) per parameter from `compute`'s result; ±inf on a side left open."""
 
     def __call__(
-        self, estimator: AbstractEstimator, fit: AbstractFit, data, *, level: float = 0.95,
-        key: PRNGKeyArray | int = 0, **options,
+        self,
+        estimator: AbstractEstimator,
+        fit: AbstractFit,
+        data,
+        *,
+        level: float = 0.95,
+        key: PRNGKeyArray | int = 0,
+        **options,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(lower, upper) per parameter at `level`; ±inf on a side the method leaves open.
         `options` are the estimator's problem options (e.g. `sigma`, `u0`): a fit made by
@@ -81,8 +86,9 @@ class Wald(AbstractIntervals):
 
     def __check_init__(self):
         if not (self.covariance is None or isinstance(self.covariance, str)):
-            raise TypeError(f"covariance must be the name of a covariance (e.g. 'hessian') or None, got "
-                            f"{self.covariance!r}.")
+            raise TypeError(
+                f"covariance must be the name of a covariance (e.g. 'hessian') or None, got {self.covariance!r}."
+            )
 
     @property
     def name(self) -> str:
@@ -92,12 +98,15 @@ class Wald(AbstractIntervals):
         """The covariance this method uses with `estimator` (checked); `default` for `None`
         (else the estimator's default)."""
         if not estimator.covariances:
-            raise ValueError(f"{type(estimator).__name__} has no covariance: Wald intervals need one; use "
-                             f"BootstrapIntervals.")
+            raise ValueError(
+                f"{type(estimator).__name__} has no covariance: Wald intervals need one; use BootstrapIntervals."
+            )
         kind = self.covariance or default or estimator.covariances[0]
         if kind not in estimator.covariances:
-            raise ValueError(f"Wald(covariance={kind!r}) is not one of {type(estimator).__name__}'s covariances "
-                             f"{estimator.covariances}.")
+            raise ValueError(
+                f"Wald(covariance={kind!r}) is not one of {type(estimator).__name__}'s covariances "
+                f"{estimator.covariances}."
+            )
         return kind
 
     def check(self, estimator):
@@ -109,8 +118,10 @@ class Wald(AbstractIntervals):
         if not fit.successful:
             raise ValueError(f"the fit did not succeed ({fit.status_name}): its covariance gives no interval.")
         if fit.covariance_method != kind:
-            raise ValueError(f"the fit's covariance is {fit.covariance_method!r}; refit with covariance={kind!r} for "
-                             f"Wald({kind!r}) intervals.")
+            raise ValueError(
+                f"the fit's covariance is {fit.covariance_method!r}; refit with covariance={kind!r} for "
+                f"Wald({kind!r}) intervals."
+            )
         return fit
 
     def ends(self, computed, level):
@@ -144,21 +155,35 @@ class BootstrapIntervals(AbstractIntervals):
 
     def check_level(self, level):
         if self.kind != "normal" and self.n_boot < min_refits(level):
-            raise ValueError(f"BootstrapIntervals(n_boot={self.n_boot}, kind={self.kind!r}) cannot give {level:g} "
-                             f"intervals: its quantiles need n_boot >= {min_refits(level)} (one refit beyond each); "
-                             f"use kind='normal' (Student's t, any n_boot >= 2) or more refits.")
+            raise ValueError(
+                f"BootstrapIntervals(n_boot={self.n_boot}, kind={self.kind!r}) cannot give {level:g} "
+                f"intervals: its quantiles need n_boot >= {min_refits(level)} (one refit beyond each); "
+                f"use kind='normal' (Student's t, any n_boot >= 2) or more refits."
+            )
 
     def share(self):
         return ("bootstrap", self.n_boot, self.batch_size, self.ode_solver)
 
     def simulating_with(self, ode_solver):
-        return self if self.ode_solver is not None else eqx.tree_at(lambda m: m.ode_solver, self, ode_solver,
-                                                                     is_leaf=lambda x: x is None)
+        return (
+            self
+            if self.ode_solver is not None
+            else eqx.tree_at(lambda m: m.ode_solver, self, ode_solver, is_leaf=lambda x: x is None)
+        )
 
     def compute(self, estimator, fit, data, level, key, **options):
         solver = diffrax.Tsit5() if self.ode_solver is None else self.ode_solver
-        return bootstrap(estimator, fit, data, self.n_boot, key=key, batch_size=self.batch_size, progress=False,
-                         ode_solver=solver, **options)
+        return bootstrap(
+            estimator,
+            fit,
+            data,
+            self.n_boot,
+            key=key,
+            batch_size=self.batch_size,
+            progress=False,
+            ode_solver=solver,
+            **options,
+        )
 
     def ends(self, computed, level):
         return getattr(computed, self.kind)(level)
@@ -192,8 +217,7 @@ class ProfileIntervals(AbstractIntervals):
         hi = np.array([p.interval[1] for p in computed.values()])
         box_lo = np.array([p.bounds[0] for p in computed.values()])
         box_hi = np.array([p.bounds[1] for p in computed.values()])
-        return (np.where(np.isnan(lo) | np.isinf(lo), box_lo, lo),
-                np.where(np.isnan(hi) | np.isinf(hi), box_hi, hi))
+        return (np.where(np.isnan(lo) | np.isinf(lo), box_lo, lo), np.where(np.isnan(hi) | np.isinf(hi), box_hi, hi))
 
 
 #: the profile verdicts under which `BootstrapOrProfile` takes the profile's interval
@@ -218,8 +242,10 @@ class BootstrapOrProfile(AbstractIntervals):
 
     def __check_init__(self):
         if not isinstance(self.bootstrap, BootstrapIntervals) or not isinstance(self.profile, ProfileIntervals):
-            raise TypeError(f"BootstrapOrProfile(bootstrap=BootstrapIntervals(...), profile=ProfileIntervals(...)), "
-                            f"got {self.bootstrap!r}, {self.profile!r}.")
+            raise TypeError(
+                f"BootstrapOrProfile(bootstrap=BootstrapIntervals(...), profile=ProfileIntervals(...)), "
+                f"got {self.bootstrap!r}, {self.profile!r}."
+            )
 
     @property
     def name(self) -> str:
@@ -249,14 +275,14 @@ class BootstrapOrProfile(AbstractIntervals):
         return np.where(use, p_lo, b_lo), np.where(use, p_hi, b_hi)
 
 
-def as_interval_methods(intervals, estimator: AbstractEstimator, covariance: str | None, level: float
-                        ) -> tuple[AbstractIntervals, ...]:
+def as_interval_methods(
+    intervals, estimator: AbstractEstimator, covariance: str | None, level: float
+) -> tuple[AbstractIntervals, ...]:
     """`intervals` checked: a sequence of interval methods with distinct names that
     `estimator` supports at `level` (`Wald()` named by the study's `covariance`)."""
     example = "wj.studies.Wald('hessian'), wj.studies.BootstrapIntervals(200), wj.studies.ProfileIntervals()"
     if isinstance(intervals, AbstractIntervals) or not isinstance(intervals, (list, tuple)):
-        raise TypeError(f"intervals must be a list or tuple of interval methods (e.g. ({example})), got "
-                        f"{intervals!r}.")
+        raise TypeError(f"intervals must be a list or tuple of interval methods (e.g. ({example})), got {intervals!r}.")
     methods = []
     for m in intervals:
         if not isinstance(m, AbstractIntervals):
@@ -266,8 +292,10 @@ def as_interval_methods(intervals, estimator: AbstractEstimator, covariance: str
         methods.append(Wald(m.kind(estimator, covariance)) if isinstance(m, Wald) else m)
     names = [m.name for m in methods]
     if len(set(names)) < len(names):
-        raise ValueError(f"intervals has two methods of the same name: {names} (one study compares one bootstrap "
-                         f"size: run a study per size).")
+        raise ValueError(
+            f"intervals has two methods of the same name: {names} (one study compares one bootstrap "
+            f"size: run a study per size)."
+        )
     return tuple(methods)
 
 

@@ -18,10 +18,13 @@ def _checked(p_hat, **per_parameter) -> list[np.ndarray]:
     for name, value in per_parameter.items():
         value = np.asarray(value, float)
         allowed = {"p_true": [p_hat.shape[1:]], "stderr": [p_hat.shape, p_hat.shape[1:]]}.get(
-            name, [p_hat.shape[1:], ()])
+            name, [p_hat.shape[1:], ()]
+        )
         if value.shape not in allowed:
-            raise ValueError(f"{name} must have shape {' or '.join(map(str, allowed))} to match p_hat of shape "
-                             f"{p_hat.shape}, got shape {value.shape}")
+            raise ValueError(
+                f"{name} must have shape {' or '.join(map(str, allowed))} to match p_hat of shape "
+                f"{p_hat.shape}, got shape {value.shape}"
+            )
         out.append(value)
     return out
 

@@ -61,12 +61,16 @@ def check_profiled(estimator: AbstractEstimator) -> None:
     """Profiles need an estimate that minimises the objective the refits report: WENDy-MLE's ℓ,
     output error's (and the hybrid's) residual sum of squares."""
     if isinstance(estimator, (WLS, IRLS)):
-        raise TypeError(f"profiles compare refits' ℓ with ℓ(p̂), which needs p̂ to minimise ℓ; the "
-                        f"{type(estimator).__name__} estimate does not (it minimises a weighted residual norm), so "
-                        f"refits would fall below it. Profile an MLE fit (wj.MLE()) instead.")
+        raise TypeError(
+            f"profiles compare refits' ℓ with ℓ(p̂), which needs p̂ to minimise ℓ; the "
+            f"{type(estimator).__name__} estimate does not (it minimises a weighted residual norm), so "
+            f"refits would fall below it. Profile an MLE fit (wj.MLE()) instead."
+        )
     if not isinstance(estimator, (MLE, OutputError, Hybrid)):
-        raise TypeError(f"profiles are for the weak maximum-likelihood estimate (MLE) and output error "
-                        f"(OutputError, Hybrid), got {estimator!r}.")
+        raise TypeError(
+            f"profiles are for the weak maximum-likelihood estimate (MLE) and output error "
+            f"(OutputError, Hybrid), got {estimator!r}."
+        )
 
 
 def _grid(fit: AbstractFit, j: int, n: int, width: float) -> np.ndarray:
@@ -103,7 +107,7 @@ class _Through:
 
     def __call__(self, theta):
         q, c = theta[:-1], theta[-1]
-        full = lambda x: jnp.concatenate([q[: self.k], x[None], q[self.k:]])  # noqa: E731
+        full = lambda x: jnp.concatenate([q[: self.k], x[None], q[self.k :]])  # noqa: E731
         g = lambda x: jnp.reshape(self.fn(full(x)), ()) - c  # noqa: E731
 
         def newton(_, x):
@@ -131,24 +135,36 @@ def _reparametrised(fit: AbstractFit, name: str, fn: Callable, options: dict) ->
     if value.size != 1:
         raise ValueError(f"derived[{name!r}] must return one number, got {value.size}.")
     noise = options.get("noise")
-    dispersions = {n.dispersion for n in (noise if isinstance(noise, (list, tuple)) else [noise])
-                   if isinstance(n, NegativeBinomial) and isinstance(n.dispersion, str)}
+    dispersions = {
+        n.dispersion
+        for n in (noise if isinstance(noise, (list, tuple)) else [noise])
+        if isinstance(n, NegativeBinomial) and isinstance(n.dispersion, str)
+    }
     usable = (jac[0] != 0) & ~np.isin(model.param_names, list(dispersions))
     se = np.where(np.isfinite(fit.stderr), fit.stderr, 0.0)
     moves = np.where(usable, np.abs(jac[0]) * np.maximum(se, 1e-300), -1.0)
     if moves.max() < 0:
-        raise ValueError(f"derived[{name!r}] does not depend on the fitted parameters at the estimate: there is "
-                         f"nothing to profile.")
+        raise ValueError(
+            f"derived[{name!r}] does not depend on the fitted parameters at the estimate: there is nothing to profile."
+        )
     k = int(np.argmax(moves))
     through = _Through(fn, k, float(p[k]))
     keep = [i for i in range(p.size) if i != k]
     names = [model.param_names[i] for i in keep] + [name]
-    if name in model.param_names[:k] + model.param_names[k + 1:]:
+    if name in model.param_names[:k] + model.param_names[k + 1 :]:
         raise ValueError(f"derived: {name!r} is already a parameter of model '{model.name}'; name it otherwise.")
     box = lambda b, fill: None if b is None else np.r_[np.asarray(b, float)[keep], fill]  # noqa: E731 - c is unbounded
     bounds = None if model.bounds is None else (box(model.bounds[0], -np.inf), box(model.bounds[1], np.inf))
-    reparam = ODEModel(_ThroughRhs(model.rhs, through), model.state_names, names, bounds=bounds, name=model.name,
-                       jump_ts=model.jump_ts, check_indexing=False, noise=model.noise)
+    reparam = ODEModel(
+        _ThroughRhs(model.rhs, through),
+        model.state_names,
+        names,
+        bounds=bounds,
+        name=model.name,
+        jump_ts=model.jump_ts,
+        check_indexing=False,
+        noise=model.noise,
+    )
     change = np.vstack([np.eye(p.size)[keep], jac])  # d(q, c)/dp
     own = dict(options)
     if callable(own.get("u0")):
@@ -157,9 +173,15 @@ def _reparametrised(fit: AbstractFit, name: str, fn: Callable, options: dict) ->
     if own.get("observe") is not None:
         observe = own["observe"]
         own["observe"] = lambda u, theta, t: observe(u, through(theta), t)
-    return dataclasses.replace(fit, model=reparam, params=np.r_[p[keep], value], options=own,
-                               covariance=None if fit.covariance is None else change @ fit.covariance @ change.T,
-                               lower=box(fit.lower, -np.inf), upper=box(fit.upper, np.inf))
+    return dataclasses.replace(
+        fit,
+        model=reparam,
+        params=np.r_[p[keep], value],
+        options=own,
+        covariance=None if fit.covariance is None else change @ fit.covariance @ change.T,
+        lower=box(fit.lower, -np.inf),
+        upper=box(fit.upper, np.inf),
+    )
 
 
 @cpu_safe_jit
@@ -168,6 +190,7 @@ def _path(estimator, problem, p_hat, j, values, restart, lower, upper):
     started from the previous value's solution (warm starts follow the ridge of the others'
     optimum, so each refit takes a few steps), from `p_hat` where `restart` (the first value
     on either side) or where the previous refit failed."""
+
     def step(prev, args):
         v, fresh = args
         start = jnp.where(fresh, p_hat, prev).at[j].set(v)
@@ -214,13 +237,26 @@ def profile(
     options = fit_options(estimator, fit, options, "a profile")
     if derived is not None:
         if not isinstance(derived, Mapping) or not all(isinstance(n, str) and callable(f) for n, f in derived.items()):
-            raise TypeError(f"derived must be a dict {{name: fn}} of functions fn(p) of the parameters, got "
-                            f"{derived!r}.")
-        out = {} if params is None else profile(estimator, fit, data, params, grid=grid, n_points=n_points,
-                                                 width=width, level=level, **options)
+            raise TypeError(
+                f"derived must be a dict {{name: fn}} of functions fn(p) of the parameters, got {derived!r}."
+            )
+        out = (
+            {}
+            if params is None
+            else profile(
+                estimator, fit, data, params, grid=grid, n_points=n_points, width=width, level=level, **options
+            )
+        )
         for name, fn in derived.items():
-            out[name] = profile(estimator, _reparametrised(fit, name, fn, options), data, name, n_points=n_points,
-                                width=width, level=level)[name]
+            out[name] = profile(
+                estimator,
+                _reparametrised(fit, name, fn, options),
+                data,
+                name,
+                n_points=n_points,
+                width=width,
+                level=level,
+            )[name]
         return out
     level = as_level(level)
     n_points = as_count("n_points", n_points, 3)
@@ -238,8 +274,10 @@ def profile(
     if unknown:
         raise ValueError(f"unknown parameter(s) {unknown} of model '{fit.model.name}' ({', '.join(names)}).")
     if grid is not None and (not isinstance(grid, dict) or set(grid) - set(chosen)):
-        raise ValueError(f"grid must be a dict from the profiled parameters ({', '.join(chosen)}) to their values, "
-                         f"got keys {list(grid) if isinstance(grid, dict) else type(grid).__name__}.")
+        raise ValueError(
+            f"grid must be a dict from the profiled parameters ({', '.join(chosen)}) to their values, "
+            f"got keys {list(grid) if isinstance(grid, dict) else type(grid).__name__}."
+        )
     p = np.asarray(fit.params, float)
     lower = np.full(p.shape, -np.inf) if fit.lower is None else np.asarray(fit.lower, float)
     upper = np.full(p.shape, np.inf) if fit.upper is None else np.asarray(fit.upper, float)
@@ -250,12 +288,16 @@ def profile(
         if g.ndim != 1 or g.size < 2 or not np.all(np.isfinite(g)):
             raise ValueError(f"grid[{c!r}] must be at least two finite values, got {g}.")
         if np.any(g < lower[j]) or np.any(g > upper[j]):
-            raise ValueError(f"grid[{c!r}] leaves the box the fit was held to, [{lower[j]:g}, {upper[j]:g}]: "
-                             f"widen bounds= in the fit, or choose a grid inside.")
+            raise ValueError(
+                f"grid[{c!r}] leaves the box the fit was held to, [{lower[j]:g}, {upper[j]:g}]: "
+                f"widen bounds= in the fit, or choose a grid inside."
+            )
         for side, has, bound in (("below", np.any(g < p[j]), lower[j]), ("above", np.any(g > p[j]), upper[j])):
             if not has and p[j] != bound:
-                raise ValueError(f"grid[{c!r}] has no value {side} the estimate {p[j]:.6g}: a profile needs both "
-                                 f"sides to give an interval.")
+                raise ValueError(
+                    f"grid[{c!r}] has no value {side} the estimate {p[j]:.6g}: a profile needs both "
+                    f"sides to give an interval."
+                )
         grids[c] = g
     problem = fit_problem(estimator, fit, data, options, "the profile")  # checked before any refit
     if isinstance(estimator, (OutputError, Hybrid)):
@@ -275,8 +317,18 @@ def profile(
         order = np.r_[below, above]
         restart = np.zeros(order.size, bool)
         restart[[0, below.size % order.size]] = True
-        path = jax.device_get(_path(estimator, problem, jnp.asarray(p), jnp.asarray(j), jnp.asarray(g[order]),
-                                    jnp.asarray(restart), jnp.asarray(lower), jnp.asarray(upper)))
+        path = jax.device_get(
+            _path(
+                estimator,
+                problem,
+                jnp.asarray(p),
+                jnp.asarray(j),
+                jnp.asarray(g[order]),
+                jnp.asarray(restart),
+                jnp.asarray(lower),
+                jnp.asarray(upper),
+            )
+        )
         back = np.argsort(order)
         sols = jax.tree_util.tree_map(lambda x, back=back: np.asarray(x)[back], path)
         status = np.asarray(status_names(sols.result))
@@ -285,18 +337,31 @@ def profile(
         centre = float(p[j])
         if np.nanmin(stat, initial=0.0) < -FLAT * threshold:  # refits below the fit: it stopped short of its optimum
             low = int(np.nanargmin(stat))
-            warnings.warn(f"the profile of {c} goes below the fit's objective (statistic {stat[low]:.3g} at {c} = "
-                          f"{g[low]:.6g}): the fit stopped short of its optimum. The profile is re-centred on its "
-                          f"lowest point; refit from there (or with tighter tolerances) for a consistent estimate.",
-                          RuntimeWarning, stacklevel=user_stacklevel())
+            warnings.warn(
+                f"the profile of {c} goes below the fit's objective (statistic {stat[low]:.3g} at {c} = "
+                f"{g[low]:.6g}): the fit stopped short of its optimum. The profile is re-centred on its "
+                f"lowest point; refit from there (or with tighter tolerances) for a consistent estimate.",
+                RuntimeWarning,
+                stacklevel=user_stacklevel(),
+            )
             centre, stat = float(g[low]), stat - stat[low]
         stat = np.maximum(stat, 0.0)  # refits a rounding error below the optimum
         ends = _crossings(g, stat, centre, threshold)
         on_bound = centre in (lower[j], upper[j])
-        out[c] = Profile(name=c, estimate=float(p[j]), grid=g, statistic=stat, params=np.asarray(sols.params),
-                         status=status, level=level, threshold=threshold, interval=ends,
-                         verdict=_verdict(g, stat, centre, threshold, ends, on_bound),
-                         bounds=(float(lower[j]), float(upper[j])), centre=centre)
+        out[c] = Profile(
+            name=c,
+            estimate=float(p[j]),
+            grid=g,
+            statistic=stat,
+            params=np.asarray(sols.params),
+            status=status,
+            level=level,
+            threshold=threshold,
+            interval=ends,
+            verdict=_verdict(g, stat, centre, threshold, ends, on_bound),
+            bounds=(float(lower[j]), float(upper[j])),
+            centre=centre,
+        )
     return out
 
 

@@ -94,31 +94,45 @@ class Study:
         for i, (cell, r) in enumerate(zip(self.cells, self.runs)):
             failed = self.failed(i)
             ok = ~failed
-            coef = np.where(failed, metrics.relative_coefficient_error(r.p0, cell.p_true),
-                            metrics.relative_coefficient_error(r.params, cell.p_true))
+            coef = np.where(
+                failed,
+                metrics.relative_coefficient_error(r.p0, cell.p_true),
+                metrics.relative_coefficient_error(r.params, cell.p_true),
+            )
             fwd = np.where(failed, self.p0_forward_error[i], r.forward_error)
             p_ok = r.params[ok]
             method_stats = _method_stats(r, ok, cell.p_true, z) if ok.any() else {}
             bound = metrics.on_bound(p_ok, lower, upper)
             se = np.sqrt(np.diagonal(r.covariance[ok], axis1=1, axis2=2))
-            stats = {
-                "rel_sq_bias": metrics.relative_squared_bias(p_ok, cell.p_true),
-                "rel_variance": metrics.relative_variance(p_ok, cell.p_true),
-                "rel_mse": metrics.relative_mse(p_ok, cell.p_true),
-                # an estimator without a covariance has no intervals: coverage NaN, not 0
-                "coverage_2se": metrics.coverage(p_ok, cell.p_true, se, 2.0) if has_cov else nan,
-                f"coverage_{level:g}": metrics.coverage(p_ok, cell.p_true, se, z) if has_cov else nan,
-                "at_bound": bound.mean(axis=0),
-                **method_stats,
-            } if ok.any() else {}
+            stats = (
+                {
+                    "rel_sq_bias": metrics.relative_squared_bias(p_ok, cell.p_true),
+                    "rel_variance": metrics.relative_variance(p_ok, cell.p_true),
+                    "rel_mse": metrics.relative_mse(p_ok, cell.p_true),
+                    # an estimator without a covariance has no intervals: coverage NaN, not 0
+                    "coverage_2se": metrics.coverage(p_ok, cell.p_true, se, 2.0) if has_cov else nan,
+                    f"coverage_{level:g}": metrics.coverage(p_ok, cell.p_true, se, z) if has_cov else nan,
+                    "at_bound": bound.mean(axis=0),
+                    **method_stats,
+                }
+                if ok.any()
+                else {}
+            )
             common = {
-                "cell": i, **{f"u0_{name}": float(v) for name, v in zip(self._state_names, cell.u0)},
-                "noise_ratio": cell.noise_ratio, "M": r.m, "subsample": cell.subsample,
-                "n_runs": len(failed), "n_ok": int(ok.sum()), "failure_rate": float(failed.mean()),
+                "cell": i,
+                **{f"u0_{name}": float(v) for name, v in zip(self._state_names, cell.u0)},
+                "noise_ratio": cell.noise_ratio,
+                "M": r.m,
+                "subsample": cell.subsample,
+                "n_runs": len(failed),
+                "n_ok": int(ok.sum()),
+                "failure_rate": float(failed.mean()),
                 "solver_unsuccessful": int(np.sum(r.status != "successful")),
                 "n_at_bound": int(bound.any(axis=1).sum()),
-                "median_coef_error": float(np.median(coef)), "median_forward_error": float(np.median(fwd)),
-                "median_steps": float(np.median(r.num_steps)), "median_k": float(np.median(r.k)),
+                "median_coef_error": float(np.median(coef)),
+                "median_forward_error": float(np.median(fwd)),
+                "median_steps": float(np.median(r.num_steps)),
+                "median_k": float(np.median(r.k)),
             }
             if r.intervals:
                 common["binomial_se"] = math.sqrt(level * (1 - level) / max(int(ok.sum()), 1))
@@ -140,14 +154,25 @@ class Study:
         ideal width."""
         level = self.settings["level"]
         sweep = [("cell", "cell", "{:d}"), ("p*", "p_true", "{:.4g}")] if self.settings.get("kind") == "sweep" else []
-        keys = [*sweep[:1], ("noise", "noise_ratio", "{:.3g}"), ("M", "M", "{:d}"), ("param", "param", "{}"),
-                *sweep[1:]]
-        cols = [*keys,
-                ("bias² %", "rel_sq_bias", "{:.3g}"), ("var %", "rel_variance", "{:.3g}"),
-                ("MSE %", "rel_mse", "{:.3g}"), ("cov 2se", "coverage_2se", "{:.2f}"),
-                (f"cov {level:g}", f"coverage_{level:g}", "{:.2f}"), ("coef err", "median_coef_error", "{:.3g}"),
-                ("fwd err", "median_forward_error", "{:.3g}"), ("fail", "failure_rate", "{:.2f}"),
-                ("on box", "at_bound", "{:.2f}")]
+        keys = [
+            *sweep[:1],
+            ("noise", "noise_ratio", "{:.3g}"),
+            ("M", "M", "{:d}"),
+            ("param", "param", "{}"),
+            *sweep[1:],
+        ]
+        cols = [
+            *keys,
+            ("bias² %", "rel_sq_bias", "{:.3g}"),
+            ("var %", "rel_variance", "{:.3g}"),
+            ("MSE %", "rel_mse", "{:.3g}"),
+            ("cov 2se", "coverage_2se", "{:.2f}"),
+            (f"cov {level:g}", f"coverage_{level:g}", "{:.2f}"),
+            ("coef err", "median_coef_error", "{:.3g}"),
+            ("fwd err", "median_forward_error", "{:.3g}"),
+            ("fail", "failure_rate", "{:.2f}"),
+            ("on box", "at_bound", "{:.2f}"),
+        ]
         pct = {"rel_sq_bias", "rel_variance", "rel_mse"}
         rows = self.rows()
 
@@ -158,31 +183,48 @@ class Study:
         heads = [h for h, _, _ in cols]
         lines = [[cell(row, key, fmt) for _, key, fmt in cols] for row in rows]
         s = self.settings
-        out = [f"Monte Carlo study of '{self.model_name}': {s['estimator']}, {s['n_runs']} runs per setting, "
-               f"seed {s['seed']}, covariance {s['covariance']}", *fixed_width(heads, lines, label=False)]
+        out = [
+            f"Monte Carlo study of '{self.model_name}': {s['estimator']}, {s['n_runs']} runs per setting, "
+            f"seed {s['seed']}, covariance {s['covariance']}",
+            *fixed_width(heads, lines, label=False),
+        ]
         on_box = sum(row["n_at_bound"] for row in rows if row["param"] == self.param_names[0])
         if on_box:
-            out.append(f"{on_box} run(s) that did not fail ended with an estimate on the parameter box's bounds "
-                       f"(column 'on box'): minima on the box's edge, check them before trusting the metrics.")
+            out.append(
+                f"{on_box} run(s) that did not fail ended with an estimate on the parameter box's bounds "
+                f"(column 'on box'): minima on the box's edge, check them before trusting the metrics."
+            )
         unfinished = [r.status[~self.failed(i) & (r.status != "successful")] for i, r in enumerate(self.runs)]
         if n := sum(len(u) for u in unfinished):
-            out.append(f"{n} run(s) that did not fail stopped with a solver status other than successful "
-                       f"({', '.join(sorted(set(np.concatenate(unfinished))))}): they count in the metrics (a run "
-                       f"fails only where its forward simulation does or its estimate or covariance is not finite); "
-                       f"check them before trusting the metrics, e.g. with a larger max_steps or another start.")
+            out.append(
+                f"{n} run(s) that did not fail stopped with a solver status other than successful "
+                f"({', '.join(sorted(set(np.concatenate(unfinished))))}): they count in the metrics (a run "
+                f"fails only where its forward simulation does or its estimate or covariance is not finite); "
+                f"check them before trusting the metrics, e.g. with a larger max_steps or another start."
+            )
         if self.interval_methods:
             se = max(row.get("binomial_se", 0.0) for row in rows)
             heads = [h for h, _, _ in keys] + list(self.interval_methods)
             nan = float("nan")
-            lines = [[cell(row, key, fmt) for _, key, fmt in keys]
-                     + [f"{row.get(f'coverage_{m}', nan):.2f} ({row.get(f'width_ratio_{m}', nan):.2f})"
-                        for m in self.interval_methods] for row in rows]
-            out += ["", f"{level:g} intervals: coverage (median width / ideal width), binomial error {se:.3f} at the "
-                        f"nominal level; the ideal width is 2z × the estimates' standard deviation.",
-                    *fixed_width(heads, lines, label=False)]
+            lines = [
+                [cell(row, key, fmt) for _, key, fmt in keys]
+                + [
+                    f"{row.get(f'coverage_{m}', nan):.2f} ({row.get(f'width_ratio_{m}', nan):.2f})"
+                    for m in self.interval_methods
+                ]
+                for row in rows
+            ]
+            out += [
+                "",
+                f"{level:g} intervals: coverage (median width / ideal width), binomial error {se:.3f} at the "
+                f"nominal level; the ideal width is 2z × the estimates' standard deviation.",
+                *fixed_width(heads, lines, label=False),
+            ]
             for name, e in s.get("interval_errors", {}).items():
-                out.append(f"{name}: no interval for {e['runs']} run(s) that did not fail, left out of its "
-                           f"coverage; the first because {e['first']}")
+                out.append(
+                    f"{name}: no interval for {e['runs']} run(s) that did not fail, left out of its "
+                    f"coverage; the first because {e['first']}"
+                )
         if timings := self.timings:
             out.append(timings_text(timings))
         return "\n".join(out)
@@ -206,33 +248,69 @@ class Study:
         """Settings, metric rows and every run's outputs (with the forward-simulation
         errors of failed runs' starts, `p0_forward_error`) as plain Python lists;
         [`from_dict`][] rebuilds the study."""
-        runs = [{f.name: ({k: v.tolist() for k, v in r.intervals.items()} if f.name == "intervals"
-                          else np.asarray(getattr(r, f.name)).tolist()) for f in dataclasses.fields(r)}
-                for r in self.runs]
-        cells = [{"p_true": c.p_true.tolist(), "u0": c.u0.tolist(), "noise_ratio": c.noise_ratio,
-                  "subsample": c.subsample} for c in self.cells]
-        return {"model": self.model_name, "params": list(self.param_names), "states": list(self._state_names),
-                "settings": self.settings, "metrics": self.rows(), "cells": cells, "runs": runs,
-                "p0_forward_error": [e.tolist() for e in self.p0_forward_error]}
+        runs = [
+            {
+                f.name: (
+                    {k: v.tolist() for k, v in r.intervals.items()}
+                    if f.name == "intervals"
+                    else np.asarray(getattr(r, f.name)).tolist()
+                )
+                for f in dataclasses.fields(r)
+            }
+            for r in self.runs
+        ]
+        cells = [
+            {"p_true": c.p_true.tolist(), "u0": c.u0.tolist(), "noise_ratio": c.noise_ratio, "subsample": c.subsample}
+            for c in self.cells
+        ]
+        return {
+            "model": self.model_name,
+            "params": list(self.param_names),
+            "states": list(self._state_names),
+            "settings": self.settings,
+            "metrics": self.rows(),
+            "cells": cells,
+            "runs": runs,
+            "p0_forward_error": [e.tolist() for e in self.p0_forward_error],
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> "Study":
         """The study [`to_dict`][] (or a JSON file of it, read back) describes."""
+
         def array(x):
             return np.array(_from_json(x, nan=True))
 
-        cells = tuple(Cell(array(c["p_true"]).astype(float), array(c["u0"]).astype(float), float(c["noise_ratio"]),
-                           int(c["subsample"])) for c in data["cells"])
+        cells = tuple(
+            Cell(
+                array(c["p_true"]).astype(float),
+                array(c["u0"]).astype(float),
+                float(c["noise_ratio"]),
+                int(c["subsample"]),
+            )
+            for c in data["cells"]
+        )
+
         def run(r):  # files written before intervals were saved have none
-            fields = {f.name: int(r[f.name]) if f.name == "m" else array(r[f.name])
-                      for f in dataclasses.fields(CellRuns) if f.name != "intervals"}
+            fields = {
+                f.name: int(r[f.name]) if f.name == "m" else array(r[f.name])
+                for f in dataclasses.fields(CellRuns)
+                if f.name != "intervals"
+            }
             return CellRuns(**fields, intervals={k: array(v).astype(float) for k, v in r.get("intervals", {}).items()})
 
         runs = tuple(run(r) for r in data["runs"])
         # files written before p0_forward_error was saved: unknown (NaN)
         p0_errors = data.get("p0_forward_error") or [[None] * len(r.p0) for r in runs]
-        return cls(data["model"], tuple(data["params"]), cells, runs, _from_json(data["settings"], nan=False),
-                   tuple(array(e).astype(float) for e in p0_errors), tuple(data.get("states", ())))
+        return cls(
+            data["model"],
+            tuple(data["params"]),
+            cells,
+            runs,
+            _from_json(data["settings"], nan=False),
+            tuple(array(e).astype(float) for e in p0_errors),
+            tuple(data.get("states", ())),
+        )
 
     def to_json(self, path: str | Path | None = None) -> str:
         """[`to_dict`][] as strict JSON (NaN written as `null`, infinities as "inf" and
@@ -251,14 +329,17 @@ class Study:
             raise ValueError(f"{path} is not a saved study (not JSON text: {e}).") from e
         missing = [k for k in _SAVED_KEYS if not isinstance(data, dict) or k not in data]
         if missing:
-            raise ValueError(f"{path} is not a saved study: it lacks {', '.join(missing)} (write one with "
-                             f"Study.to_json).")
+            raise ValueError(
+                f"{path} is not a saved study: it lacks {', '.join(missing)} (write one with Study.to_json)."
+            )
         try:  # a file edited by hand: refused here, not later in the table
             study = cls.from_dict(data)
             study.table()
         except Exception as e:  # noqa: BLE001 - any inconsistency, re-raised with the file's name
-            raise ValueError(f"{path} does not hold a consistent saved study ({type(e).__name__}: {e}); write one "
-                             f"with Study.to_json.") from e
+            raise ValueError(
+                f"{path} does not hold a consistent saved study ({type(e).__name__}: {e}); write one "
+                f"with Study.to_json."
+            ) from e
         return study
 
 
@@ -307,8 +388,12 @@ def _method_stats(r: CellRuns, ok: np.ndarray, p_true: np.ndarray, z: float) -> 
         n = have.sum(axis=0)
         covered = np.sum(have & (lo <= p_true) & (p_true <= hi), axis=0)
         width = np.array([np.median((hi - lo)[have[:, j], j]) if n[j] else np.nan for j in range(lo.shape[1])])
-        out |= {f"coverage_{name}": np.where(n > 0, covered / np.maximum(n, 1), np.nan),
-                f"width_{name}": width, f"width_ratio_{name}": width / ideal, f"missing_{name}": len(lo) - n}
+        out |= {
+            f"coverage_{name}": np.where(n > 0, covered / np.maximum(n, 1), np.nan),
+            f"width_{name}": width,
+            f"width_ratio_{name}": width / ideal,
+            f"missing_{name}": len(lo) - n,
+        }
     return out
 
 
@@ -333,19 +418,24 @@ def _p0_sampler(p0, model, lo, hi) -> "Callable | np.ndarray":
             )
         return lambda key, n: jax.random.uniform(key, (n, model.n_params), minval=lo, maxval=hi)
     if isinstance(p0, str):
-        raise ValueError(f"p0 must be 'box' (starts drawn from the parameter box) or one start of "
-                         f"{model.n_params} parameters, got {p0!r}.")
+        raise ValueError(
+            f"p0 must be 'box' (starts drawn from the parameter box) or one start of "
+            f"{model.n_params} parameters, got {p0!r}."
+        )
     return check_start(model, p0, lo, hi)
 
 
 def _check_benchmark(bench):
     if not isinstance(bench, Benchmark):
-        raise TypeError(f"benchmark must be a wendyjax.models.Benchmark (e.g. wj.models.lorenz()), "
-                        f"got {type(bench).__name__}.")
+        raise TypeError(
+            f"benchmark must be a wendyjax.models.Benchmark (e.g. wj.models.lorenz()), got {type(bench).__name__}."
+        )
     if not isinstance(bench.noise, AbstractNoise):
-        raise ValueError(f"a study draws its data with noise of given ratios (wj.AdditiveGaussian or wj.LogNormal), "
-                         f"but the benchmark's noise is {type(bench.noise).__name__}: a study of counts is not "
-                         f"supported; for a count fit's intervals, bootstrap it (wj.studies.bootstrap).")
+        raise ValueError(
+            f"a study draws its data with noise of given ratios (wj.AdditiveGaussian or wj.LogNormal), "
+            f"but the benchmark's noise is {type(bench.noise).__name__}: a study of counts is not "
+            f"supported; for a count fit's intervals, bootstrap it (wj.studies.bootstrap)."
+        )
 
 
 def _study_estimator(estimator, bench: Benchmark) -> AbstractEstimator:
@@ -359,49 +449,92 @@ def _study_estimator(estimator, bench: Benchmark) -> AbstractEstimator:
     return est
 
 
-def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, level, test_functions,
-               batch_size, devices, vectorize, progress, kind, intervals) -> Study:
+def _run_study(
+    bench,
+    estimator,
+    cells,
+    n_runs,
+    key,
+    p0,
+    bounds,
+    covariance,
+    level,
+    test_functions,
+    batch_size,
+    devices,
+    vectorize,
+    progress,
+    kind,
+    intervals,
+) -> Study:
     estimator = _study_estimator(estimator, bench)
     if covariance is None:  # the estimator's default; None for one without a covariance
         covariance = estimator.covariances[0] if estimator.covariances else None
     n_runs = as_count("n_runs", n_runs, 2)
-    check_host_memory(n_runs, sum(len(np.asarray(bench.t)[:: c.subsample]) for c in cells) * bench.model.n_states,
-                      f"a study of {n_runs} runs per setting", "use fewer runs per setting (the binomial error of "
-                      "a coverage falls as 1/√runs: a few hundred give ±0.01 to 0.02), or several studies.")
+    check_host_memory(
+        n_runs,
+        sum(len(np.asarray(bench.t)[:: c.subsample]) for c in cells) * bench.model.n_states,
+        f"a study of {n_runs} runs per setting",
+        "use fewer runs per setting (the binomial error of "
+        "a coverage falls as 1/√runs: a few hundred give ±0.01 to 0.02), or several studies.",
+    )
     if not (isinstance(batch_size, str) and batch_size == "auto"):
         batch_size = as_count("batch_size", batch_size, 1)
     if not isinstance(test_functions, TestFunctionConfig):
-        raise TypeError(f"test_functions must be a TestFunctionConfig (each run's test functions are built from "
-                        f"its own data), got {type(test_functions).__name__}.")
+        raise TypeError(
+            f"test_functions must be a TestFunctionConfig (each run's test functions are built from "
+            f"its own data), got {type(test_functions).__name__}."
+        )
     if covariance not in (estimator.covariances or (None,)):
-        raise ValueError(f"covariance must be one of {estimator.covariances} for {type(estimator).__name__}, "
-                         f"got {covariance!r}.")
+        raise ValueError(
+            f"covariance must be one of {estimator.covariances} for {type(estimator).__name__}, got {covariance!r}."
+        )
     level = as_level(level)
-    methods = tuple(m.simulating_with(bench.solver)  # bootstraps simulate with the benchmark's solver
-                    for m in as_interval_methods(intervals, estimator, covariance, level))
-    kinds = (covariance, *dict.fromkeys(m.covariance for m in methods
-                                        if isinstance(m, Wald) and m.covariance != covariance))
+    methods = tuple(
+        m.simulating_with(bench.solver)  # bootstraps simulate with the benchmark's solver
+        for m in as_interval_methods(intervals, estimator, covariance, level)
+    )
+    kinds = (
+        covariance,
+        *dict.fromkeys(m.covariance for m in methods if isinstance(m, Wald) and m.covariance != covariance),
+    )
     model = bench.model
     lo, hi = model_box(model, bounds)
     if lo is not None:
         outside = [i for i, c in enumerate(cells) if np.any(c.p_true < lo) or np.any(c.p_true > hi)]
         if outside:
-            raise ValueError(f"p_true of setting(s) {outside[:5]} (e.g. {cells[outside[0]].p_true.tolist()}) lies "
-                             f"outside the box the fits are held to, [{lo.tolist()}, {hi.tolist()}]: no fit could "
-                             f"recover it. Widen bounds= or choose true parameters inside.")
+            raise ValueError(
+                f"p_true of setting(s) {outside[:5]} (e.g. {cells[outside[0]].p_true.tolist()}) lies "
+                f"outside the box the fits are held to, [{lo.tolist()}, {hi.tolist()}]: no fit could "
+                f"recover it. Widen bounds= or choose true parameters inside."
+            )
     sampler = _p0_sampler(p0, model, lo, hi)
     devices = list(jax.devices() if devices is None else devices)
     check_processes(devices)
     vectorize = resolve_vectorize(vectorize, devices)
     start = time.perf_counter()
-    runs, info, extras = run_cells(bench, estimator, cells, n_runs, key, p0=sampler, lower=lo, upper=hi,
-                                   covariances=kinds, test_functions=test_functions, batch_size=batch_size,
-                                   devices=devices, vectorize=vectorize, progress=progress)
+    runs, info, extras = run_cells(
+        bench,
+        estimator,
+        cells,
+        n_runs,
+        key,
+        p0=sampler,
+        lower=lo,
+        upper=hi,
+        covariances=kinds,
+        test_functions=test_functions,
+        batch_size=batch_size,
+        devices=devices,
+        vectorize=vectorize,
+        progress=progress,
+    )
     timings = info.pop("timings")
     if methods:
         clock = time.perf_counter()
         runs, info["interval_s"], info["interval_errors"] = _study_intervals(
-            bench, estimator, runs, extras, methods, key, lo, hi, covariance, level, test_functions, progress)
+            bench, estimator, runs, extras, methods, key, lo, hi, covariance, level, test_functions, progress
+        )
         timings["intervals_s"] = time.perf_counter() - clock
     p0_errors = []
     for cell, r in zip(cells, runs):
@@ -412,23 +545,42 @@ def _run_study(bench, estimator, cells, n_runs, key, p0, bounds, covariance, lev
         p0_errors.append(err)
     t = np.asarray(bench.t)
     settings = {
-        "kind": kind, "estimator": repr(estimator), "n_runs": n_runs, "seed": _key_seed(key),
-        "key_impl": str(jax.random.key_impl(key)), "x64": bool(jax.config.jax_enable_x64),
+        "kind": kind,
+        "estimator": repr(estimator),
+        "n_runs": n_runs,
+        "seed": _key_seed(key),
+        "key_impl": str(jax.random.key_impl(key)),
+        "x64": bool(jax.config.jax_enable_x64),
         "p0": "uniform in the box" if callable(sampler) else np.asarray(sampler).tolist(),
-        "bounds": [lo.tolist(), hi.tolist()], "covariance": covariance, "level": level,
-        "test_functions": dataclasses.asdict(test_functions), "batch_size": batch_size,
-        "devices": [str(d) for d in devices], "vectorize": vectorize, "noise": repr(bench.noise),
-        "grid": {"t0": float(t[0]), "t1": float(t[-1]), "n": len(t)}, "benchmark_source": bench.source,
+        "bounds": [lo.tolist(), hi.tolist()],
+        "covariance": covariance,
+        "level": level,
+        "test_functions": dataclasses.asdict(test_functions),
+        "batch_size": batch_size,
+        "devices": [str(d) for d in devices],
+        "vectorize": vectorize,
+        "noise": repr(bench.noise),
+        "grid": {"t0": float(t[0]), "t1": float(t[-1]), "n": len(t)},
+        "benchmark_source": bench.source,
         "versions": {"wendyjax": __version__, "jax": jax.__version__},
-        "intervals": [repr(m) for m in methods], **info,
+        "intervals": [repr(m) for m in methods],
+        **info,
         "timings": {**timings, "total_s": time.perf_counter() - start},
     }
-    return Study(model.name, tuple(model.param_names), tuple(cells), tuple(runs), settings, tuple(p0_errors),
-                 tuple(model.state_names))
+    return Study(
+        model.name,
+        tuple(model.param_names),
+        tuple(cells),
+        tuple(runs),
+        settings,
+        tuple(p0_errors),
+        tuple(model.state_names),
+    )
 
 
-def _study_intervals(bench, estimator, runs, extras, methods, key, lo, hi, covariance, level,
-                     test_functions, progress) -> tuple[list[CellRuns], dict, dict]:
+def _study_intervals(
+    bench, estimator, runs, extras, methods, key, lo, hi, covariance, level, test_functions, progress
+) -> tuple[list[CellRuns], dict, dict]:
     """Every run's intervals by each of `methods` (NaN for failed runs): Wald ones from the
     covariances the chunks computed; the others from a fit of the run's data started at its
     estimate, so that the bootstrap and the profiles have a fit to work on. Also the seconds
@@ -436,11 +588,14 @@ def _study_intervals(bench, estimator, runs, extras, methods, key, lo, hi, covar
     first reason."""
     z = float(scipy.stats.norm.ppf(0.5 + level / 2))
     noise = "lognormal" if bench.noise.log_space else "gaussian"
-    options = {k: v for k, v in {"noise": noise, "test_functions": test_functions}.items()
-               if k in estimator.options()}
+    options = {k: v for k, v in {"noise": noise, "test_functions": test_functions}.items() if k in estimator.options()}
     refitting = [m for m in methods if not isinstance(m, Wald)]
-    bar = progress_bar(total=sum(len(r.params) for r in runs) * len(refitting), desc=f"{bench.model.name} intervals",
-                       unit="interval", disable=not progress or not refitting)
+    bar = progress_bar(
+        total=sum(len(r.params) for r in runs) * len(refitting),
+        desc=f"{bench.model.name} intervals",
+        unit="interval",
+        disable=not progress or not refitting,
+    )
     seconds = dict.fromkeys((m.name for m in refitting), 0.0)
     errors = {}
     out = []
@@ -457,8 +612,9 @@ def _study_intervals(bench, estimator, runs, extras, methods, key, lo, hi, covar
         for i in np.flatnonzero(~failed) if refitting else ():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                fit = estimator.fit(bench.model, batch[i], r.params[i], bounds=(lo, hi), throw=False,
-                                    covariance=covariance, **options)
+                fit = estimator.fit(
+                    bench.model, batch[i], r.params[i], bounds=(lo, hi), throw=False, covariance=covariance, **options
+                )
             run_key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, 2**31 - 2), c), int(i))
             run_ends, run_seconds, run_errors = run_intervals(refitting, estimator, fit, batch[i], level, run_key)
             for m in refitting:
@@ -472,8 +628,11 @@ def _study_intervals(bench, estimator, runs, extras, methods, key, lo, hi, covar
         out.append(dataclasses.replace(r, intervals=ends))
     bar.close()
     n_ok = max(sum(int((~_failed(r, covariance is not None)).sum()) for r in runs), 1)
-    return out, {name: t / n_ok for name, t in seconds.items()}, {
-        name: {"runs": count, "first": first} for name, (count, first) in errors.items()}
+    return (
+        out,
+        {name: t / n_ok for name, t in seconds.items()},
+        {name: {"runs": count, "first": first} for name, (count, first) in errors.items()},
+    )
 
 
 def _as_list(values) -> list:
@@ -550,12 +709,31 @@ def monte_carlo(
     key = as_key(0 if key is None else key)
     levels = [as_ratio("noise_levels", v) for v in _as_list(noise_levels)]
     subsamples = [as_count("subsamples", s, 1) for s in _as_list(subsamples)]
-    cells = [Cell(np.asarray(benchmark.p_true, float), np.asarray(benchmark.u0, float), nr, s)
-             for nr in levels for s in subsamples]
+    cells = [
+        Cell(np.asarray(benchmark.p_true, float), np.asarray(benchmark.u0, float), nr, s)
+        for nr in levels
+        for s in subsamples
+    ]
     if not cells:
         raise ValueError("noise_levels and subsamples must be non-empty.")
-    return _run_study(benchmark, estimator, cells, n_runs, key, p0, bounds, covariance, level, test_functions,
-                      batch_size, devices, vectorize, progress, "monte_carlo", intervals)
+    return _run_study(
+        benchmark,
+        estimator,
+        cells,
+        n_runs,
+        key,
+        p0,
+        bounds,
+        covariance,
+        level,
+        test_functions,
+        batch_size,
+        devices,
+        vectorize,
+        progress,
+        "monte_carlo",
+        intervals,
+    )
 
 
 def sweep(
@@ -604,5 +782,21 @@ def sweep(
     noise_level, subsample = as_ratio("noise_level", noise_level), as_count("subsample", subsample, 1)
     cells = [Cell(np.array(p), np.array(u), noise_level, subsample) for p, u in zip(ps, us)]
     key = as_key(0 if key is None else key)
-    return _run_study(benchmark, estimator, cells, n_runs, key, p0, bounds, covariance, level, test_functions,
-                      batch_size, devices, vectorize, progress, "sweep", intervals)
+    return _run_study(
+        benchmark,
+        estimator,
+        cells,
+        n_runs,
+        key,
+        p0,
+        bounds,
+        covariance,
+        level,
+        test_functions,
+        batch_size,
+        devices,
+        vectorize,
+        progress,
+        "sweep",
+        intervals,
+    )

@@ -73,8 +73,17 @@ def _blocks(model, structure, log_space, phi, dphi, grams0, index, u, t, sigma, 
     n_b = phi.shape[1]
     bases = tuple(x.reshape(n_slots * n_b, *x.shape[2:]) for x in (phi, dphi, grams0))
     flat = lambda x: x.reshape(r * n_slots, *x.shape[2:])  # noqa: E731
-    blocks = linear_blocks(model, structure, log_space, bases, flat(jnp.arange(n_slots)[None, :] * n_b + index),
-                           flat(u), flat(t), flat(sigma), sequential)
+    blocks = linear_blocks(
+        model,
+        structure,
+        log_space,
+        bases,
+        flat(jnp.arange(n_slots)[None, :] * n_b + index),
+        flat(u),
+        flat(t),
+        flat(sigma),
+        sequential,
+    )
     return jax.tree.map(lambda x: x.reshape(r, n_slots, *x.shape[1:]), blocks)
 
 
@@ -88,8 +97,22 @@ class WeakBatch:
     compiled call on the default device; [`likelihood`][] gives one dataset's.
     """
 
-    def __init__(self, model, log_space, diag_reg, noiseless, structure, sensitivity, t, u, sigma, index, tables,
-                 infos, selections):
+    def __init__(
+        self,
+        model,
+        log_space,
+        diag_reg,
+        noiseless,
+        structure,
+        sensitivity,
+        t,
+        u,
+        sigma,
+        index,
+        tables,
+        infos,
+        selections,
+    ):
         self.model = model
         self.log_space = log_space
         self.diag_reg = diag_reg
@@ -144,8 +167,19 @@ class WeakBatch:
         problem = _assemble(phi, dphi, kmask, grams0, index, u, jnp.asarray(self._t), sigma, self.log_space)
         blocks = None
         if self._structure is not None:  # a compiled call of its own (on CPU 25 % slower inside the gathers')
-            blocks = _blocks(self.model, self._structure, self.log_space, phi, dphi, grams0, index, u, problem.t,
-                             sigma, jax.default_backend() == "cpu")
+            blocks = _blocks(
+                self.model,
+                self._structure,
+                self.log_space,
+                phi,
+                dphi,
+                grams0,
+                index,
+                u,
+                problem.t,
+                sigma,
+                jax.default_backend() == "cpu",
+            )
         # the model's arrays (its bounds) stacked too, so that every leaf has the leading axis `vmap` maps
         model = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(indices), *jnp.shape(x))), self.model)
         return WeakLikelihood(model, problem, blocks, self.diag_reg, self._sensitivity, self.noiseless)
@@ -153,8 +187,15 @@ class WeakBatch:
     def likelihood(self, r: int = 0) -> WeakLikelihood:
         """The likelihood of dataset `r` alone."""
         lik = jax.tree.map(lambda x: x[0], self.likelihoods([r]))
-        return WeakLikelihood(self.model, lik.problem, lik.linear, lik.diag_reg, lik.sensitivity, lik.noiseless,
-                              Notes(self.test_functions(r)))
+        return WeakLikelihood(
+            self.model,
+            lik.problem,
+            lik.linear,
+            lik.diag_reg,
+            lik.sensitivity,
+            lik.noiseless,
+            Notes(self.test_functions(r)),
+        )
 
 
 def _bases(t: np.ndarray, u: np.ndarray, test_functions, which: str):
@@ -163,16 +204,20 @@ def _bases(t: np.ndarray, u: np.ndarray, test_functions, which: str):
     and the radius search `(radii, errors, index)` (None where the radius was not searched)."""
     if isinstance(test_functions, TestFunctions):
         if test_functions.phi.shape[1] != len(t):
-            raise ValueError(f"test functions have {test_functions.phi.shape[1]} columns but {which} has {len(t)} "
-                             f"observed samples.")
+            raise ValueError(
+                f"test functions have {test_functions.phi.shape[1]} columns but {which} has {len(t)} observed samples."
+            )
         return [test_functions], np.zeros(len(u), int), None
     config = test_functions
     if config.radius is not None:
         return [_cached_basis(t.tobytes(), float(config.radius), config)], np.zeros(len(u), int), None
     radii, errors, index = select_radii(t, u, config)
     chosen, basis = np.unique(index, return_inverse=True)
-    return [_cached_basis(t.tobytes(), float(radii[i]), config) for i in chosen], basis.reshape(-1), (radii, errors,
-                                                                                                      index)
+    return (
+        [_cached_basis(t.tobytes(), float(radii[i]), config) for i in chosen],
+        basis.reshape(-1),
+        (radii, errors, index),
+    )
 
 
 def _tables(bases: list[list[TestFunctions]], k: int, n: int):
@@ -214,13 +259,16 @@ def _linear_path(model, linear, log_space, u, t):
         structure = model_structure(model.rhs, log_space, model.n_states, model.n_params)
         if bool(structure_holds(model, structure, jnp.asarray(u), times, log_space)):
             return structure, None
-        message = (f"the Jacobian structure of model '{model.name}' found at random states and times "
-                   f"t in [0.5, 1.5] (its zero and constant entries) does not hold on the data (e.g. a term "
-                   f"switched on at other times)")
+        message = (
+            f"the Jacobian structure of model '{model.name}' found at random states and times "
+            f"t in [0.5, 1.5] (its zero and constant entries) does not hold on the data (e.g. a term "
+            f"switched on at other times)"
+        )
         if requested:
             raise ValueError(message + "; the linear-in-parameters path cannot be used (linear=True).")
-        warnings.warn(message + "; using the general path (correct, slower).", RuntimeWarning,
-                      stacklevel=user_stacklevel())
+        warnings.warn(
+            message + "; using the general path (correct, slower).", RuntimeWarning, stacklevel=user_stacklevel()
+        )
     return None, sensitivity_structure(model, jnp.asarray(u), times, log_space)
 
 
@@ -251,9 +299,11 @@ def build_batch(
         if np.any(np.diff(t) == 0):
             Dataset([Trajectory(t, batch.u[i][0])]).require_distinct_times("the weak form (WENDy)")
     if isinstance(noise, AbstractCountNoise):
-        raise ValueError(f"the weak form (WENDy) has Gaussian and log-normal likelihoods only; counts with "
-                         f"{type(noise).__name__} noise are fitted by output error: wj.OutputError().fit(model, data, "
-                         f"p0, noise=wj.{type(noise).__name__}(...)).")
+        raise ValueError(
+            f"the weak form (WENDy) has Gaussian and log-normal likelihoods only; counts with "
+            f"{type(noise).__name__} noise are fitted by output error: wj.OutputError().fit(model, data, "
+            f"p0, noise=wj.{type(noise).__name__}(...))."
+        )
     log_space = is_log_space(noise)
     d = model.n_states
     check_state_columns(batch.n_states, model)
@@ -276,9 +326,11 @@ def build_batch(
     elif k < k_most:
         raise ValueError(f"k={k} is smaller than the {k_most} test functions of some trajectory.")
     elif k > n:
-        raise ValueError(f"k={k} exceeds the {n} samples of the longest trajectory: there are at most that many "
-                         f"independent test functions, so padding beyond them only costs memory and time (k pads "
-                         f"every trajectory to the same count for batching; {k_most} are in use).")
+        raise ValueError(
+            f"k={k} exceeds the {n} samples of the longest trajectory: there are at most that many "
+            f"independent test functions, so padding beyond them only costs memory and time (k pads "
+            f"every trajectory to the same count for batching; {k_most} are in use)."
+        )
     u = np.stack([_pad_rows(x, n, 1) for _, x in prepared], axis=1)  # (R, T, N, D)
     t = np.stack([_pad_rows(x, n, 0) for x, _ in prepared])  # (T, N)
     if given is not None:
@@ -288,16 +340,27 @@ def build_batch(
     scale = np.max(np.abs(u), axis=2)  # (R, T, D)
     noiseless = np.min(sigma_all / np.where(scale > 0, scale, 1.0), axis=(1, 2)) < NOISELESS_RATIO
     if noiseless.any() and not noiseless.all():
-        raise ValueError(f"datasets {np.flatnonzero(noiseless)[:5].tolist()} of the batch look noiseless (estimated "
-                         f"noise / max|U| < {NOISELESS_RATIO:g}) and the others do not: their fits differ (weak least "
-                         f"squares for noiseless data), so fit them in separate batches.")
+        raise ValueError(
+            f"datasets {np.flatnonzero(noiseless)[:5].tolist()} of the batch look noiseless (estimated "
+            f"noise / max|U| < {NOISELESS_RATIO:g}) and the others do not: their fits differ (weak least "
+            f"squares for noiseless data), so fit them in separate batches."
+        )
     structure, sensitivity = _linear_path(model, linear, log_space, u, t)
     return WeakBatch(
-        model=model, log_space=log_space, diag_reg=diag_reg, noiseless=bool(noiseless[0]), structure=structure,
-        sensitivity=sensitivity, t=t, u=u, sigma=np.ascontiguousarray(sigma_all),
+        model=model,
+        log_space=log_space,
+        diag_reg=diag_reg,
+        noiseless=bool(noiseless[0]),
+        structure=structure,
+        sensitivity=sensitivity,
+        t=t,
+        u=u,
+        sigma=np.ascontiguousarray(sigma_all),
         index=np.stack([index for _, index, _ in built], axis=1),
         tables=_tables([bases for bases, _, _ in built], k, n),
-        infos=[[tf.info for tf in bases] for bases, _, _ in built], selections=[s for _, _, s in built])
+        infos=[[tf.info for tf in bases] for bases, _, _ in built],
+        selections=[s for _, _, s in built],
+    )
 
 
 def weak_likelihood(
@@ -326,6 +389,13 @@ def weak_likelihood(
     if not isinstance(model, ODEModel):
         raise TypeError(f"model must be an ODEModel, got {type(model).__name__}.")
     dataset = as_dataset(data)
-    return build_batch(model, Batch.from_datasets([dataset]), noise, sigma=sigma, test_functions=test_functions, k=k,
-                       linear=linear, diag_reg=diag_reg).likelihood(0)
-
+    return build_batch(
+        model,
+        Batch.from_datasets([dataset]),
+        noise,
+        sigma=sigma,
+        test_functions=test_functions,
+        k=k,
+        linear=linear,
+        diag_reg=diag_reg,
+    ).likelihood(0)

@@ -41,8 +41,9 @@ def symmetric_grams(phi: Float[Array, "k n"], w: Float[Array, "n q"]) -> Float[A
     h = phi.shape[0] // 2
     top, bottom = phi[:h], phi[h:]
     upper, lower, cross = weighted_grams(top, top, w), weighted_grams(bottom, bottom, w), weighted_grams(bottom, top, w)
-    return jnp.concatenate([jnp.concatenate([upper, jnp.swapaxes(cross, 1, 2)], axis=2),
-                            jnp.concatenate([cross, lower], axis=2)], axis=1)
+    return jnp.concatenate(
+        [jnp.concatenate([upper, jnp.swapaxes(cross, 1, 2)], axis=2), jnp.concatenate([cross, lower], axis=2)], axis=1
+    )
 
 
 def covariance_weights(

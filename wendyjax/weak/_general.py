@@ -53,10 +53,12 @@ class SensitivityStructure(eqx.Module):
         n_params, d, _ = pattern.shape
         active = tuple(int(i) for i in np.flatnonzero(pattern.any(axis=(1, 2))))
         rows = pattern.any(axis=2)  # (j, d): p_i enters row d of J
-        grams1 = tuple((a, e, f) for a, i in enumerate(active) for e in range(d) for f in range(e, d)
-                       if rows[i, e] or rows[i, f])
-        grams2 = tuple((a, e, f) for a, i in enumerate(active) for e in range(d) for f in range(d)
-                       if pattern[i, f, e])  # w²_{ef} = σ_e² J_{fe}
+        grams1 = tuple(
+            (a, e, f) for a, i in enumerate(active) for e in range(d) for f in range(e, d) if rows[i, e] or rows[i, f]
+        )
+        grams2 = tuple(
+            (a, e, f) for a, i in enumerate(active) for e in range(d) for f in range(d) if pattern[i, f, e]
+        )  # w²_{ef} = σ_e² J_{fe}
         return cls(active, grams1, grams2)
 
     @classmethod
@@ -180,6 +182,7 @@ def general_derivatives(rhs, structure: SensitivityStructure, problem, p, diag_r
     """ℓ (without the 2π constant), ∇ℓ and ∇²ℓ summed over the trajectories of `problem`;
     `reg_diag` `(R, DK)` is the diagonal added by the regularisation."""
     single = functools.partial(_trajectory, rhs, structure, diag_reg, p)
-    value, grad, hess = jax.vmap(single)(problem.phi, problem.dphi, problem.dphi_gram, problem.u, problem.t,
-                                         problem.sigma**2, problem.b, reg_diag)
+    value, grad, hess = jax.vmap(single)(
+        problem.phi, problem.dphi, problem.dphi_gram, problem.u, problem.t, problem.sigma**2, problem.b, reg_diag
+    )
     return jnp.sum(value), jnp.sum(grad, axis=0), jnp.sum(hess, axis=0)

@@ -244,7 +244,7 @@ def _linear_derivatives(lik: WeakLikelihood, p):
     pattern = lin.derivative_pattern()
     dS = lin.derivative_blocks(dc)  # (r, b, K, K): the non-zero blocks of every ∂_i S
     k = S_inv.shape[-1] // d
-    rows = lambda x, e: x[..., e * k:(e + 1) * k]  # noqa: E731  block e of the last axis
+    rows = lambda x, e: x[..., e * k : (e + 1) * k]  # noqa: E731  block e of the last axis
     zero = jnp.zeros_like(S_inv[..., :k])
     M_cols = [[zero] * d for _ in range(n_params)]  # M_i[:, f] = Σ_e S⁻¹[:, e] ∂_i S[e, f]
     u = [[jnp.zeros_like(w[..., :k])] * d for _ in range(n_params)]  # (∂_i S w)[e]
@@ -254,8 +254,7 @@ def _linear_derivatives(lik: WeakLikelihood, p):
     M = jnp.stack([jnp.concatenate(cols, axis=-1) for cols in M_cols])  # (j, r, n, n)
     trace_mm = jnp.einsum("irkl,jrlk->ij", M, M)
     a = lin.G - jnp.stack([jnp.concatenate(ui, axis=-1) for ui in u], axis=-1)  # (r, n, j)
-    hess = (-0.5 * trace_mm + 0.5 * jnp.einsum("rtij,rt->ij", d2c, t)
-            + jnp.einsum("rki,rkl,rlj->ij", a, S_inv, a))
+    hess = -0.5 * trace_mm + 0.5 * jnp.einsum("rtij,rt->ij", d2c, t) + jnp.einsum("rki,rkl,rlj->ij", a, S_inv, a)
     return value, grad, hess
 
 
@@ -265,8 +264,9 @@ def _general_derivatives(lik: WeakLikelihood, p):
     structure = lik.sensitivity
     if structure is None:  # built by hand: no structure known
         structure = SensitivityStructure.dense(lik.model.n_states, lik.model.n_params)
-    value, grad, hess = general_derivatives(lik.rhs, structure, lik.problem, p, lik.diag_reg,
-                                            _regularisation_diagonal(lik))
+    value, grad, hess = general_derivatives(
+        lik.rhs, structure, lik.problem, p, lik.diag_reg, _regularisation_diagonal(lik)
+    )
     return value + 0.5 * lik.problem.n_residuals * math.log(2 * math.pi), grad, hess
 
 
@@ -302,22 +302,28 @@ def pad_likelihood(lik: WeakLikelihood, k: int) -> WeakLikelihood:
     d = prob.n_states
 
     def rows(x, axis):  # zero-pad the K axis of a state-major (..., D·K, ...) axis
-        shape = x.shape[:axis] + (d, k0) + x.shape[axis + 1:]
+        shape = x.shape[:axis] + (d, k0) + x.shape[axis + 1 :]
         widths = [(0, 0)] * (len(shape))
         widths[axis + 1] = (0, extra)
-        return jnp.pad(x.reshape(shape), widths).reshape(x.shape[:axis] + (d * k,) + x.shape[axis + 1:])
+        return jnp.pad(x.reshape(shape), widths).reshape(x.shape[:axis] + (d * k,) + x.shape[axis + 1 :])
 
     pad_k = lambda x, axes: jnp.pad(x, [(0, extra) if i in axes else (0, 0) for i in range(x.ndim)])  # noqa: E731
     problem = eqx.tree_at(
         lambda p: (p.phi, p.dphi, p.dphi_gram, p.kmask, p.b),
         prob,
-        (pad_k(prob.phi, {1}), pad_k(prob.dphi, {1}), pad_k(prob.dphi_gram, {1, 2}),
-         pad_k(prob.kmask, {1}), rows(prob.b, 1)),
+        (
+            pad_k(prob.phi, {1}),
+            pad_k(prob.dphi, {1}),
+            pad_k(prob.dphi_gram, {1, 2}),
+            pad_k(prob.kmask, {1}),
+            rows(prob.b, 1),
+        ),
     )
     linear = lik.linear
     if linear is not None:
-        linear = eqx.tree_at(lambda b: (b.G, b.g0, b.grams), linear,
-                             (rows(linear.G, 1), rows(linear.g0, 1), pad_k(linear.grams, {2, 3})))
+        linear = eqx.tree_at(
+            lambda b: (b.G, b.g0, b.grams), linear, (rows(linear.G, 1), rows(linear.g0, 1), pad_k(linear.grams, {2, 3}))
+        )
     return WeakLikelihood(lik.model, problem, linear, lik.diag_reg, lik.sensitivity)
 
 

@@ -90,8 +90,12 @@ class LinearBlocks(eqx.Module):
         column (5 of Lorenz's 9 blocks for σ and ρ, 3 for β)."""
         d = self.n_states
         n_params = self.G.shape[-1]
-        touched = {(i, blk) for blk, a, b in zip(self.term_block, self.term_a, self.term_b)
-                   for i in range(n_params) if i + 1 in (a, b)}
+        touched = {
+            (i, blk)
+            for blk, a, b in zip(self.term_block, self.term_a, self.term_b)
+            for i in range(n_params)
+            if i + 1 in (a, b)
+        }
         return tuple((i, *divmod(blk, d)) for i, blk in sorted(touched))
 
     def derivative_blocks(self, dcoef: Float[Array, "j r t"]) -> Float[Array, "r b k k"]:
@@ -232,8 +236,7 @@ def term_structure(pattern: np.ndarray, entry_class=None, entry_scale=None) -> S
     for n, c in enumerate(cls):
         if c >= 0 and reps[c] is None:
             reps[c] = entries[n]
-    return Structure(tuple(entries), tuple(cls), tuple(scale), tuple(reps), tuple(pairs), tuple(singles),
-                     tuple(terms))
+    return Structure(tuple(entries), tuple(cls), tuple(scale), tuple(reps), tuple(pairs), tuple(singles), tuple(terms))
 
 
 @functools.lru_cache(maxsize=64)
@@ -285,9 +288,14 @@ def linear_blocks_single(rhs, structure: Structure, phi, dphi, grams0, u, t, sig
     pair_grams = iter(symmetric_grams(phi, jnp.stack([f(m) * f(n) for m, n in pairs], axis=1)) if pairs else ())
     single_grams = iter(weighted_grams(dphi, phi, jnp.stack([f(m) for m in singles], axis=1)) if singles else ())
     dgrams = jnp.stack([grams0[1] if c == -1 else next(single_grams) for c in structure.singles])
-    grams = jnp.concatenate([
-        jnp.stack([grams0[0] if c == (-1, -1) else next(pair_grams) for c in structure.pairs]),
-        dgrams, jnp.swapaxes(dgrams, 1, 2), grams0[2][None]])
+    grams = jnp.concatenate(
+        [
+            jnp.stack([grams0[0] if c == (-1, -1) else next(pair_grams) for c in structure.pairs]),
+            dgrams,
+            jnp.swapaxes(dgrams, 1, 2),
+            grams0[2][None],
+        ]
+    )
     terms = np.array(structure.terms)
     weights = sigma[terms[:, 4].astype(int)] ** 2 * jnp.asarray(terms[:, 5], u.dtype)
     return G, g0, grams, weights
@@ -304,8 +312,11 @@ def structure_holds(model, structure: Structure, u, t, log_space: bool) -> Bool[
     mask = np.zeros((model.n_params + 1, model.n_states, model.n_states), bool)
     for a, i, j in structure.entries:
         mask[a, i, j] = True
-    derived = [(e, c, s) for e, c, s in zip(structure.entries, structure.entry_class, structure.entry_scale)
-               if c < 0 or structure.classes[c] != e]  # every entry but the classes' own representatives
+    derived = [
+        (e, c, s)
+        for e, c, s in zip(structure.entries, structure.entry_class, structure.entry_scale)
+        if c < 0 or structure.classes[c] != e
+    ]  # every entry but the classes' own representatives
 
     def check(rows):  # (max |off-pattern entry|, max |entry|, max misfit of a derived entry) over some samples
         jacs = _sample_jacobians(rhs, *rows, model.n_params)  # (J+1, n, D, D)
@@ -313,9 +324,15 @@ def structure_holds(model, structure: Structure, u, t, log_space: bool) -> Bool[
         # entries that are NaN on the data (e.g. log of a parameter at p = 0) are not a structure
         # violation: they keep their Grams, and ℓ reports them as non-finite
         big = jnp.max(jnp.abs(jnp.where(mask[:, None] & jnp.isfinite(jacs), jacs, 0.0)))
-        misfit = jnp.max(jnp.stack([jnp.zeros((), jacs.dtype)] + [
-            jnp.max(jnp.abs(jacs[a, :, i, j] - s * _class_function(structure, jacs, c)))
-            for (a, i, j), c, s in derived]))
+        misfit = jnp.max(
+            jnp.stack(
+                [jnp.zeros((), jacs.dtype)]
+                + [
+                    jnp.max(jnp.abs(jacs[a, :, i, j] - s * _class_function(structure, jacs, c)))
+                    for (a, i, j), c, s in derived
+                ]
+            )
+        )
         return off, big, misfit
 
     off, big, misfit = (jnp.max(x) for x in jax.lax.map(check, sample_chunks(u, t)))
@@ -324,8 +341,9 @@ def structure_holds(model, structure: Structure, u, t, log_space: bool) -> Bool[
 
 
 @cpu_safe_jit
-def linear_blocks(model, structure: Structure, log_space: bool, bases, index, u, t, sigma,
-                  sequential: bool = False) -> LinearBlocks:
+def linear_blocks(
+    model, structure: Structure, log_space: bool, bases, index, u, t, sigma, sequential: bool = False
+) -> LinearBlocks:
     """The [`LinearBlocks`][] of trajectories `u` `(R, N, D)` at times `t` `(R, N)` with noise
     levels `sigma` `(R, D)`, trajectory `r` tested against basis `index[r]` of `bases` =
     (`phi`, `dphi` `(B, K, N)`, [`basis_grams`][] `(B, 3, K, K)`). `sequential` forms them
@@ -342,5 +360,6 @@ def linear_blocks(model, structure: Structure, log_space: bool, bases, index, u,
     args = (index, u, t, sigma)
     G, g0, grams, weights = jax.lax.map(one, args) if sequential else jax.vmap(one)(args)
     cols = list(zip(*structure.terms))
-    return LinearBlocks(G, g0, grams, weights, tuple(cols[0]), tuple(cols[1]), tuple(cols[2]), tuple(cols[3]),
-                        u.shape[-1])
+    return LinearBlocks(
+        G, g0, grams, weights, tuple(cols[0]), tuple(cols[1]), tuple(cols[2]), tuple(cols[3]), u.shape[-1]
+    )

@@ -77,8 +77,9 @@ def sample_chunks(u, t, size: int = 1024):
     return u.reshape(-1, size, d), t.reshape(-1, size)
 
 
-def prepare_trajectory(t: np.ndarray, u: np.ndarray, mask: np.ndarray | None, log_space: bool,
-                       which: str = "the trajectory") -> tuple[np.ndarray, np.ndarray]:
+def prepare_trajectory(
+    t: np.ndarray, u: np.ndarray, mask: np.ndarray | None, log_space: bool, which: str = "the trajectory"
+) -> tuple[np.ndarray, np.ndarray]:
     """`(t, u)` of one trajectory of a batch restricted to its fully observed rows, `u`
     `(R, n, D)` in log space for log-normal noise: what the test functions are built on.
     The weak form needs every state at a sample time (a row with only some states missing
@@ -92,20 +93,24 @@ def prepare_trajectory(t: np.ndarray, u: np.ndarray, mask: np.ndarray | None, lo
             raise ValueError(
                 f"{int(partial.sum())} sample times{of} (first at t={t[row]:.6g}) have only some states missing; the "
                 f"weak form needs all states at a sample time. Drop or impute those entries, or fit with output error "
-                f"(OutputError), which uses partly observed rows.")
+                f"(OutputError), which uses partly observed rows."
+            )
         differs = np.any(observed != observed[:1], axis=1)
         if differs.any():
             r = int(np.argmax(differs))
-            raise ValueError(f"datasets on different grids: dataset {r} of the batch is missing other samples than "
-                             f"dataset 0 ({which}), so their weak forms have different test functions; a batch needs "
-                             f"the same observed rows in every dataset (fit the others separately).")
+            raise ValueError(
+                f"datasets on different grids: dataset {r} of the batch is missing other samples than "
+                f"dataset 0 ({which}), so their weak forms have different test functions; a batch needs "
+                f"the same observed rows in every dataset (fit the others separately)."
+            )
         t, u = t[observed[0]], u[:, observed[0]]
     if log_space and np.any(u <= 0):
         r, row, col = (int(i) for i in np.argwhere(u <= 0)[0])
         of = f"dataset {r}: " if len(u) > 1 else ""
         raise ValueError(
             f"log-normal noise needs strictly positive data, but {of}u[{row}, {col}] = {u[r, row, col]:.6g} (at "
-            f"t = {t[row]:.6g}); drop or fix non-positive observations.")
+            f"t = {t[row]:.6g}); drop or fix non-positive observations."
+        )
     return t, np.log(u) if log_space else u
 
 
@@ -117,11 +122,18 @@ def check_samples(times, test_functions, sigma) -> None:
         if isinstance(test_functions, TestFunctionConfig):
             needs.append(min_samples(t, test_functions))
         if sigma is None:
-            needs.append((NOISE_WIDTH, f"the noise estimate's {NOISE_WIDTH}-point stencil (Bortz et al. 2023, "
-                                       f"§2.2); pass sigma=... if the noise level is known"))
+            needs.append(
+                (
+                    NOISE_WIDTH,
+                    f"the noise estimate's {NOISE_WIDTH}-point stencil (Bortz et al. 2023, "
+                    f"§2.2); pass sigma=... if the noise level is known",
+                )
+            )
         need, why = max(needs, default=(0, ""))
         if len(t) < need:
             which = f"trajectory {i} has" if len(times) > 1 else "the trajectory has"
-            raise ValueError(f"the weak form (WENDy) needs at least {need} observed samples per trajectory, but "
-                             f"{which} {len(t)}: {why}. With fewer samples use output error (OutputError; below "
-                             f"{NOISE_WIDTH} samples it too needs sigma=... or weighted=False).")
+            raise ValueError(
+                f"the weak form (WENDy) needs at least {need} observed samples per trajectory, but "
+                f"{which} {len(t)}: {why}. With fewer samples use output error (OutputError; below "
+                f"{NOISE_WIDTH} samples it too needs sigma=... or weighted=False)."
+            )

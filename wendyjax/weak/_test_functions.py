@@ -297,10 +297,17 @@ def _cached_search(t_bytes: bytes, config: TestFunctionConfig) -> _Search:
         factor = (4 * np.pi * mode / np.sqrt(span) * np.sqrt(dt / span)) ** 2
     counts = np.array([len(c) for c in centres])
     return _Search(
-        radii=steps * dt, steps=steps.astype(float), centres=np.concatenate(centres),
-        probe_radii=np.repeat(steps * dt, counts), groups=np.repeat(np.arange(len(steps)), counts), counts=counts,
-        weights=weights, wave=np.sin(2 * np.pi * mode * np.arange(n) / period), factor=float(factor),
-        matlab=config.rule == "matlab")
+        radii=steps * dt,
+        steps=steps.astype(float),
+        centres=np.concatenate(centres),
+        probe_radii=np.repeat(steps * dt, counts),
+        groups=np.repeat(np.arange(len(steps)), counts),
+        counts=counts,
+        weights=weights,
+        wave=np.sin(2 * np.pi * mode * np.arange(n) / period),
+        factor=float(factor),
+        matlab=config.rule == "matlab",
+    )
 
 
 def _bump_jax(x, eta):
@@ -323,8 +330,10 @@ def _probe_blocks(t, centres, probe_radii, groups, n_radii):
     size = max(1, min(n_rows, _PROBE_BLOCK // n))
     n_blocks = -(-n_rows // size)
     pad = n_blocks * size - n_rows
-    return [jnp.pad(a, (0, pad), constant_values=v).reshape(n_blocks, size)
-            for a, v in ((centres, t[0]), (probe_radii, 1.0), (groups, n_radii))]
+    return [
+        jnp.pad(a, (0, pad), constant_values=v).reshape(n_blocks, size)
+        for a, v in ((centres, t[0]), (probe_radii, 1.0), (groups, n_radii))
+    ]
 
 
 def _probe_rows(t, weights, centres, probe_radii, eta):
@@ -349,8 +358,11 @@ def _cached_probes(t_bytes: bytes, config: "TestFunctionConfig"):
     t = np.frombuffer(t_bytes, dtype=float)
     if len(search.centres) * len(t) > _PROBE_CACHE:
         return None
-    return _probe_table(*(jnp.asarray(x) for x in (t, search.weights, search.centres, search.probe_radii,
-                                                   search.groups)), eta=float(config.eta), n_radii=len(search.radii))
+    return _probe_table(
+        *(jnp.asarray(x) for x in (t, search.weights, search.centres, search.probe_radii, search.groups)),
+        eta=float(config.eta),
+        n_radii=len(search.radii),
+    )
 
 
 @cpu_safe_jit
@@ -449,14 +461,26 @@ def select_radii(t, u, config: TestFunctionConfig = TestFunctionConfig()) -> tup
     search = _cached_search(t.tobytes(), config)
     probes = _cached_probes(t.tobytes(), config)
     u = np.asarray(u, dtype=float)
-    grid = tuple(jnp.asarray(x) for x in (t, search.weights, search.wave, search.centres, search.probe_radii,
-                                          search.groups, search.counts.astype(float), search.factor))
+    grid = tuple(
+        jnp.asarray(x)
+        for x in (
+            t,
+            search.weights,
+            search.wave,
+            search.centres,
+            search.probe_radii,
+            search.groups,
+            search.counts.astype(float),
+            search.factor,
+        )
+    )
     size = min(len(u), _SEARCH_CHUNK)
     errors, index = [], []
     for start in range(0, len(u), size):
         chunk = u[np.minimum(np.arange(start, start + size), len(u) - 1)]  # the last chunk padded: one shape
-        e = _search_errors(*grid, jnp.asarray(chunk), probes, eta=float(config.eta), n_radii=len(search.radii),
-                           matlab=search.matlab)
+        e = _search_errors(
+            *grid, jnp.asarray(chunk), probes, eta=float(config.eta), n_radii=len(search.radii), matlab=search.matlab
+        )
         errors.append(np.asarray(e))
         index.append(np.asarray(_corners(jnp.asarray(search.steps), jnp.log(e), matlab=search.matlab)))
     return search.radii, np.concatenate(errors)[: len(u)], np.concatenate(index)[: len(u)]
@@ -481,18 +505,20 @@ def min_samples(t, config: TestFunctionConfig = TestFunctionConfig()) -> tuple[i
     if config.radius is not None:
         return 8, "the smallest bump, of radius 2 steps, needs 8 to fit inside the span [t_1, t_{M−1}]"
     if config.rule == "matlab":
-        return 2 * config.k_min + 9, (f"the 'matlab' radius search needs a largest radius ⌊(N−1)/2⌋ − k_min of at "
-                                      f"least 4 steps, with k_min = {config.k_min}")
+        return 2 * config.k_min + 9, (
+            f"the 'matlab' radius search needs a largest radius ⌊(N−1)/2⌋ − k_min of at "
+            f"least 4 steps, with k_min = {config.k_min}"
+        )
     t = np.asarray(t, dtype=float)
     r_lo = max(int(np.ceil(config.radius_min_time / float(np.mean(np.diff(t))))), 2)
-    return 2 * r_lo + 6, (f"the radius search compares radii from {r_lo} steps (radius_min_time = "
-                          f"{config.radius_min_time:g}), each with a test function inside the span; a fixed "
-                          f"TestFunctionConfig(radius=...) needs 8")
+    return 2 * r_lo + 6, (
+        f"the radius search compares radii from {r_lo} steps (radius_min_time = "
+        f"{config.radius_min_time:g}), each with a test function inside the span; a fixed "
+        f"TestFunctionConfig(radius=...) needs 8"
+    )
 
 
-def build_test_functions(
-    t, u, config: TestFunctionConfig = TestFunctionConfig()
-) -> TestFunctions:
+def build_test_functions(t, u, config: TestFunctionConfig = TestFunctionConfig()) -> TestFunctions:
     r"""Orthonormal multi-scale test functions for one trajectory (Rummel et al. 2025, App. A.1.2).
 
     Stacks the bump rows at radii `radii_factors × r_min`, takes the SVD
