@@ -14,11 +14,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # 2-core AMD EPYC without AVX-512 (the docs' Validation page, "The test suite's XLA flags").
 # Flags tried before: with --xla_backend_optimization_level=0 StateParameterRegression's fits of
 # test_discovery's oscillator once diverged at their first step (on 2026-12-05 the suite took 18 %
-# less time that way, but a checked guide printed other rounding). Workers still die now and
-# then inside XLA's compiler (11 of 13 deaths in eight CI runs of 2026-12-04/05; the other two
-# while reading or writing the persistent compilation cache, which the Troubleshooting guide's
-# code had turned on: tests/test_docs_code.py now turns it off after each page);
-# pyproject.toml reruns a test whose worker died. A value set by the user wins.
+# less time that way, but a checked guide printed other rounding). Workers used to die inside
+# XLA half-way through the suite: too many memory mappings (_release_compiled_programs below);
+# pyproject.toml still reruns a test whose worker died. A value set by the user wins.
 #
 # Newer XLA (jax 0.11) removed the classic emitters and aborts the process on a flag it does
 # not know, before pytest prints anything. So the flag is set only where the running XLA
@@ -50,6 +48,18 @@ import threadpoolctl  # noqa: E402
 _BLAS_LIMIT = threadpoolctl.threadpool_limits(limits=int(os.environ["OPENBLAS_NUM_THREADS"]), user_api="blas")
 
 jax.config.update("jax_enable_x64", True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_compiled_programs():
+    """Compiled XLA:CPU programs hold memory mappings (tests/test_contract.py's 26 tests leave
+    11,500 in one process), and a process dies inside XLA once it holds `vm.max_map_count` of
+    them (65530 by default): the xdist workers that died "now and then" died at the same tests run
+    after run, about half-way through their share of the suite (with the limit set to 20000,
+    tests/test_estimators.py and test_contract.py in one process abort after 38 tests). The
+    programs are dropped after each test module."""
+    yield
+    jax.clear_caches()
 
 
 @pytest.fixture
