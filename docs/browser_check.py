@@ -78,7 +78,8 @@ def check(site: Path, pages: list[str], query: str = "hybrid") -> tuple[dict[str
         page.goto(base)
         page.keyboard.press("s")  # material's search shortcut
         page.fill("input.md-search__input", query)
-        page.wait_for_selector("li.md-search-result__item", timeout=30_000)
+        # the search index is built in a web worker: over a minute on 2 cores busy with the tests
+        page.wait_for_selector("li.md-search-result__item", timeout=120_000)
         hits = len(page.query_selector_all("li.md-search-result__item"))
         browser.close()
     server.shutdown()
