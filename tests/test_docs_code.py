@@ -104,8 +104,8 @@ def test_the_page_runs_as_shown(page, tmp_path, monkeypatch, no_persistent_cache
             with contextlib.redirect_stdout(out):
                 exec(compile(body, _name(page), "exec"), namespace)  # noqa: S102 - the page's own code
             printed = out.getvalue()
-        elif language == "bash" and all(CLI.fullmatch(line) for line in _commands(body)):
-            for args, target in (CLI.fullmatch(line).groups() for line in _commands(body)):
+        elif language == "bash" and all(cli := [CLI.fullmatch(line) for line in _commands(body)]):
+            for args, target in (match.groups() for match in cli):
                 out = io.StringIO()
                 with contextlib.redirect_stdout(out):
                     assert cli_main(shlex.split(args)) == 0, f"{_name(page)}: {args}"
