@@ -17,11 +17,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.stats
-from jaxtyping import Array, ArrayLike, Bool, Float
+from jaxtyping import Array, Bool, Float
 
 from ._compile import cpu_safe_jit
 from ._derived import derived_values
 from ._table import fixed_width
+from ._typing import ArrayLike
 from .model import ODEModel
 from .simulate import _solve
 from .weak import WeakLikelihood, covariance, nll_hessian, residual, spd_inverse
@@ -54,7 +55,7 @@ def undetermined(jac: Float[Array, "m j"]) -> Bool[Array, " j"]:
     return _flag(norms, vt, null)
 
 
-def determined_pinv(jac: Float[Array, "m j"]) -> Float[Array, "j m"]:
+def determined_pinv(jac: Float[Array | np.ndarray, "m j"]) -> Float[Array, "j m"]:
     """The pseudo-inverse of `jac` from the SVD of its column-scaled form, with NaN in the
     rows of the [`undetermined`][] parameters (a plain pseudo-inverse gives them variance 0:
     the most confident answer where there is none). One SVD, never of $J^TJ$, whose squared

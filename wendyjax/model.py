@@ -9,9 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
 
 from ._checks import as_names, param_vector
+from ._typing import ArrayLike
 
 
 def _detect_linear_in_params(rhs, n_states: int, n_params: int, n_probe: int = 4) -> bool:

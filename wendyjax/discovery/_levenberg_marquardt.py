@@ -26,9 +26,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, Int
+from jaxtyping import Array, Float, Int
 
 from .._results import RESULTS
+from .._typing import ArrayLike
 from ._block_solve import bordered_solve
 from ._problem import HESSIAN_KINDS, DiscoveryProblem, objective, smoothed_l0, weighted_residuals
 from ._sparse_solve import sparse_bordered_solve

@@ -7,9 +7,10 @@ import diffrax
 import equinox as eqx
 import jax
 import numpy as np
-from jaxtyping import Array, ArrayLike, Bool, Float, Int
+from jaxtyping import Array, Bool, Float, Int
 
 from .._results import RESULTS, status_names
+from .._typing import ArrayLike
 from ..estimators import AbstractFit
 from ..library import PolynomialLibrary
 from ..simulate import integrate

@@ -5,7 +5,8 @@ parameter whose true value is 0 is measured absolutely (the relative forms divid
 """
 
 import numpy as np
-from jaxtyping import ArrayLike
+
+from .._typing import ArrayLike
 
 
 def _checked(p_hat, **per_parameter) -> list[np.ndarray]:
