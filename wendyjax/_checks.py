@@ -104,8 +104,9 @@ def _is_typed_key(x) -> bool:
     return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
+_INTERNAL = tuple(os.path.dirname(m.__file__) + os.sep for m in (sys.modules[__package__], eqx, jax))
 _JAXTYPING = os.path.dirname(jaxtyping.__file__) + os.sep
-_INTERNAL = tuple(os.path.dirname(m.__file__) + os.sep for m in (sys.modules[__package__], eqx, jax)) + (_JAXTYPING,)
+_INTERNAL += (_JAXTYPING,)
 
 
 def user_stacklevel() -> int:

@@ -131,7 +131,7 @@ class ODEModel(eqx.Module):
         bounds: tuple[ArrayLike, ArrayLike] | None = None,
         linear_in_params: bool | None = None,
         name: str = "ode",
-        jump_ts: Sequence[float] | None = None,
+        jump_ts: ArrayLike | Sequence[float] | None = None,
         check_indexing: bool = True,
         noise: str = "gaussian",
     ):

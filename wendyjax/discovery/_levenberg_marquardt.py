@@ -26,7 +26,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Bool, Float, Int
 
 from .._results import RESULTS
 from .._typing import ArrayLike
@@ -190,7 +190,7 @@ class LevenbergMarquardt(eqx.Module):
         problem: DiscoveryProblem,
         u0: Float[Array, "T *space D"],
         theta0: Float[Array, "F D"],
-        mask: Float[Array, "F D"],
+        mask: Float[Array, "F D"] | Bool[Array, "F D"],
         lam: ArrayLike,
         penalty: ArrayLike,
         eps: ArrayLike,

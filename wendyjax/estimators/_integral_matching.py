@@ -84,6 +84,8 @@ class IntegralMatchingFit(AbstractFit):
     No covariance: Anonymous 2025 gives no sampling theory for ℓ (the node values are
     correlated smoothed data); refine with `OutputError` or `Hybrid` for intervals."""
 
+    params: np.ndarray | eqx.Module  # a trained module for a neural field
+    p0: np.ndarray | eqx.Module
     solver: str
     history: np.ndarray
     rhs: Callable

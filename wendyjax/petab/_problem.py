@@ -26,7 +26,7 @@ _CONSTANT, _DEFAULT = -1, -2  # sources other than a parameter of the table: a n
 _HUGE = 1e30
 
 
-def _scale(value: np.ndarray, scale: str) -> np.ndarray:
+def _scale(value: np.ndarray | np.floating | float, scale: str) -> np.ndarray | np.floating | float:
     with np.errstate(divide="ignore"):
         return {"lin": value, "log": np.log(value), "log10": np.log10(value)}[scale]
 
