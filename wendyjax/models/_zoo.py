@@ -13,7 +13,7 @@ from .._checks import as_count, as_key, as_ratio
 from .._typing import ArrayLike, KeyLike
 from ..data import Trajectory
 from ..model import ODEModel
-from ..noise import AbstractNoise, AdditiveGaussian, LogNormal
+from ..noise import AbstractCountNoise, AbstractNoise, AdditiveGaussian, LogNormal
 from ..simulate import simulate
 
 
@@ -28,7 +28,7 @@ class Benchmark(eqx.Module):
     p_true: Float[Array, " j"]
     u0: Float[Array, " d"]
     t: Float[Array, " n"]
-    noise: AbstractNoise
+    noise: AbstractNoise | AbstractCountNoise
     solver: diffrax.AbstractSolver
     source: str = eqx.field(static=True)
 
@@ -45,7 +45,7 @@ class Benchmark(eqx.Module):
     def simulate(
         self,
         key: KeyLike | None,
-        noise_ratio: float | None = None,
+        noise_ratio: float | ArrayLike | None = None,
         subsample: int = 1,
         p: ArrayLike | None = None,
     ) -> Trajectory:
