@@ -300,6 +300,7 @@ def test_a_derived_quantity_is_profiled_by_reparametrised_refits():
     np.testing.assert_allclose(prof["gamma_too"].statistic, gamma.statistic, rtol=1e-6, atol=1e-7)
 
 
+@unchecked()  # profile's own messages for wrong types (a list is no dict of derived quantities)
 def test_bad_derived_profiles_are_refused():
     fit = wj.OutputError().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], u0=_tied, noise=wj.Poisson(), fixed={"phi": 1.0})
     with pytest.raises(TypeError, match=r"derived must be a dict \{name: fn\}"):

@@ -21,7 +21,9 @@ _Nested3: TypeAlias = Sequence[jaxtyping.ArrayLike | _Nested2]
 ArrayLike: TypeAlias = jaxtyping.ArrayLike | _Nested3
 """An array, a NumPy or Python number, or a (nested) list or tuple of them."""
 
-KeyLike: TypeAlias = PRNGKeyArray | int | np.integer | Int[Array | np.ndarray, ""]
+KeyLike: TypeAlias = (
+    PRNGKeyArray | UInt32[np.ndarray, "2"] | UInt32[np.ndarray, "4"] | int | np.integer | Int[Array | np.ndarray, ""]
+)
 """One PRNG key (a typed key, or raw uint32 key data of shape (2,) or (4,)) or an integer seed."""
 
 Keys: TypeAlias = KeyLike | Key[Array, " n"] | UInt32[Array | np.ndarray, "n 2"] | UInt32[Array | np.ndarray, "n 4"]

@@ -125,7 +125,7 @@ class _State(eqx.Module):
     x: Array
     f: Array
     grad: Array
-    hessian: _Hessian
+    hessian: _Hessian | _SparseHessian
     alpha: Array
     step: Array
     done: Array

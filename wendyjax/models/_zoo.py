@@ -7,7 +7,7 @@ import diffrax
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, Int
 
 from .._checks import as_count, as_key, as_ratio
 from .._typing import ArrayLike, KeyLike
@@ -46,7 +46,7 @@ class Benchmark(eqx.Module):
         self,
         key: KeyLike | None,
         noise_ratio: float | ArrayLike | None = None,
-        subsample: int = 1,
+        subsample: int | np.integer | Int[Array, ""] = 1,
         p: ArrayLike | None = None,
     ) -> Trajectory:
         """Noisy data on the protocol grid (every `subsample`-th point), at `p_true` unless
