@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.sparse
+from _typecheck import unchecked
 
 import wendyjax as wj
 from wendyjax.discovery import _colouring, _problem, _sparse_solve, _start
@@ -575,6 +576,7 @@ def test_bic_prefers_the_true_model_over_a_superset():
     assert scores["true"][1] - scores["superset"][1] > scores["true"][0] - scores["superset"][0]  # ...AIC is laxer
 
 
+@unchecked()  # the functions' own messages for wrong types (an ODEModel is no library)
 def test_bad_input_is_refused():
     clean, library, _ = _lorenz(1.0)
     data = _trajectory(clean, 0.02)

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _typecheck import unchecked
 from _zoo import zoo
 
 import wendyjax as wj
@@ -236,7 +237,7 @@ def test_a_fit_without_a_covariance_points_derived_quantities_to_the_bootstrap()
         r"from a bootstrap instead",
     ):
         fit.derived(lambda p: p[0] / p[1])
-    with pytest.raises(TypeError, match="model must be an ODEModel, got MLPField"):
+    with pytest.raises(TypeError, match="model must be an ODEModel, got MLPField"), unchecked():  # its own message
         wj.Experiments(wj.neural.MLPField(1, 4, key=jax.random.key(0)), [LOGISTIC_DATA, LOGISTIC_DATA])
 
 

@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _typecheck import unchecked
 from _zoo import logistic_small
 
 import wendyjax as wj
@@ -86,6 +87,7 @@ def test_a_failed_refit_leaves_its_side_unknown():
     assert np.isfinite(ends[0]) and np.isnan(ends[1]) and _verdict(g, stat, 0.0, 3.84, ends, False) == "refits failed"
 
 
+@unchecked()  # profile's own messages for wrong types (level="0.9")
 def test_bad_input_is_refused_before_any_work(mle_fit):
     failed = dataclasses.replace(mle_fit, status=wj.RESULTS.nonlinear_divergence)
     cases = [

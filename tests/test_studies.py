@@ -9,6 +9,7 @@ import equinox as eqx
 import jax
 import numpy as np
 import pytest
+from _typecheck import unchecked
 from _zoo import zoo
 
 import wendyjax as wj
@@ -360,6 +361,7 @@ def test_auto_chunks_fill_half_an_accelerators_memory():
     assert chunk_size(7, make, 1000, [Accelerator()]) == 7
 
 
+@unchecked()  # the studies' own messages for wrong types (noise_levels=["high"])
 def test_study_bad_input(monkeypatch):
     bench = zoo("logistic")
     mc = wj.studies.monte_carlo

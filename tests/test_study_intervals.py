@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _typecheck import unchecked
 from _zoo import logistic_small, zoo
 
 import wendyjax as wj
@@ -143,11 +144,13 @@ def test_a_method_called_on_one_fit():
         ((S.Wald("sandwich"), S.Wald()), ValueError, "two methods of the same name"),  # Wald(): the sandwich
     ],
 )
+@unchecked()  # monte_carlo's own messages for wrong types (a str is no interval method)
 def test_bad_intervals_are_refused_before_any_work(intervals, exc, match):
     with pytest.raises(exc, match=match):
         S.monte_carlo(zoo("logistic"), "mle", n_runs=4, progress=False, intervals=intervals)
 
 
+@unchecked()  # the methods' own messages (covariance=3)
 def test_bad_method_options_are_refused_when_built():
     for call, match in [
         (lambda: S.BootstrapIntervals(1), "n_boot must be an integer >= 2"),

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jaxtyping
 import numpy as np
 from jaxtyping import PRNGKeyArray
 
@@ -104,13 +105,19 @@ def _is_typed_key(x) -> bool:
 
 
 _INTERNAL = tuple(os.path.dirname(m.__file__) + os.sep for m in (sys.modules[__package__], eqx, jax))
+_JAXTYPING = os.path.dirname(jaxtyping.__file__) + os.sep
+_INTERNAL += (_JAXTYPING,)
 
 
 def user_stacklevel() -> int:
     """The `stacklevel` for a `warnings.warn` in the function that calls this, such that the
-    warning points at the first frame outside wendyjax, equinox and jax: the user's line,
-    whatever path led there (equinox's method wrappers add frames of their own)."""
-    frame, level = sys._getframe(2), 2
+    warning points at the first frame outside wendyjax, equinox, jax and jaxtyping: the user's
+    line, whatever path led there (equinox's method wrappers add frames of their own, and so
+    do jaxtyping's run-time checks where they are installed, as in the test suite)."""
+    frame = sys._getframe(1)
+    while frame.f_code.co_filename.startswith(_JAXTYPING):  # run-time checks' wrappers of this function
+        frame = frame.f_back
+    frame, level = frame.f_back, 2
     while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
         frame, level = frame.f_back, level + 1
     return level

@@ -6,7 +6,8 @@ from collections.abc import Callable, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import ArrayLike
+
+from ._typing import ArrayLike
 
 
 def derived_names(names: "str | Sequence[str] | None", size: int) -> tuple[str, ...]:

@@ -7,8 +7,9 @@ from collections.abc import Callable, Mapping, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
 
+from ._typing import ArrayLike
 from .data import Dataset, Trajectory, as_dataset
 from .model import ODEModel
 

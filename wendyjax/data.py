@@ -6,7 +6,9 @@ from collections.abc import Sequence
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Bool, Float
+from jaxtyping import Array, Bool, Float
+
+from ._typing import ArrayLike
 
 
 def _real(name: str, x) -> np.ndarray:
@@ -166,7 +168,7 @@ class Trajectory(eqx.Module):
         return Trajectory(np.asarray(self.t)[keep], np.asarray(self.u)[keep])
 
 
-def trapezoid_weights(t: Float[Array, " n"]) -> Float[Array, " n"]:
+def trapezoid_weights(t: Float[Array | np.ndarray, " n"]) -> Float[Array, " n"]:
     """Composite trapezoidal quadrature weights on the grid `t` (Bortz et al. 2023, §2.1)."""
     dt = jnp.diff(t)
     return 0.5 * (jnp.concatenate([dt, jnp.zeros(1)]) + jnp.concatenate([jnp.zeros(1), dt]))
@@ -336,7 +338,7 @@ class Batch:
         """Number of trajectories per dataset."""
         return len(self.t)
 
-    def __getitem__(self, r: int) -> Dataset:
+    def __getitem__(self, r: int | np.integer) -> Dataset:
         return Dataset([Trajectory(t, u[r], None if m is None else m[r]) for t, u, m in zip(self.t, self.u, self.mask)])
 
     def __iter__(self):

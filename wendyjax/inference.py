@@ -17,8 +17,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.stats
-from jaxtyping import Array, ArrayLike, Bool, Float
+from jaxtyping import Array, Bool, Float
 
+from . import _typing
 from ._compile import cpu_safe_jit
 from ._derived import derived_values
 from ._table import fixed_width
@@ -54,7 +55,7 @@ def undetermined(jac: Float[Array, "m j"]) -> Bool[Array, " j"]:
     return _flag(norms, vt, null)
 
 
-def determined_pinv(jac: Float[Array, "m j"]) -> Float[Array, "j m"]:
+def determined_pinv(jac: Float[Array | np.ndarray, "m j"]) -> Float[Array, "j m"]:
     """The pseudo-inverse of `jac` from the SVD of its column-scaled form, with NaN in the
     rows of the [`undetermined`][] parameters (a plain pseudo-inverse gives them variance 0:
     the most confident answer where there is none). One SVD, never of $J^TJ$, whose squared
@@ -97,7 +98,9 @@ def parameter_covariance(lik: WeakLikelihood, p: Float[Array, " j"], kind: str =
     raise ValueError(f"covariance must be one of {COVARIANCES}, got {kind!r}.")
 
 
-def weak_directions(p: ArrayLike, cov: ArrayLike, level: float = 0.95) -> list[tuple[float, np.ndarray]]:
+def weak_directions(
+    p: _typing.ArrayLike, cov: _typing.ArrayLike, level: float = 0.95
+) -> list[tuple[float, np.ndarray]]:
     r"""The combinations of parameters whose normal `level` interval contains 0 (relative
     standard error above $1/z_{(1+c)/2}$, 0.51 at 95 %: not even the sign of the combination
     is determined), weakest first, as `(relative standard error, unit weights)`; the
@@ -127,7 +130,9 @@ def weak_directions(p: ArrayLike, cov: ArrayLike, level: float = 0.95) -> list[t
     return out
 
 
-def confidence_intervals(p: ArrayLike, cov: ArrayLike, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+def confidence_intervals(
+    p: _typing.ArrayLike, cov: _typing.ArrayLike, level: float = 0.95
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Normal confidence intervals $\hat p_j \pm z_{(1+c)/2}\sqrt{C_{jj}}$ (Bortz et al. 2023, eq. 16)."""
     if not 0 < level < 1:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
@@ -170,7 +175,7 @@ __all__ = [
 ]
 
 
-def delta_method(fn: Callable, params: ArrayLike, cov: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+def delta_method(fn: Callable, params: _typing.ArrayLike, cov: _typing.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     r"""`fn(params)` and its covariance $J\,C\,J^T$ by the delta method, $J$ the Jacobian of
     `fn` (autodiff). A quantity that depends on a parameter without a standard error (NaN
     in `cov`) gets NaN; one that does not depend on it is unaffected."""

@@ -9,9 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
 
 from ._checks import as_names, param_vector
+from ._typing import ArrayLike
 
 
 def _detect_linear_in_params(rhs, n_states: int, n_params: int, n_probe: int = 4) -> bool:
@@ -130,7 +131,7 @@ class ODEModel(eqx.Module):
         bounds: tuple[ArrayLike, ArrayLike] | None = None,
         linear_in_params: bool | None = None,
         name: str = "ode",
-        jump_ts: Sequence[float] | None = None,
+        jump_ts: ArrayLike | Sequence[float] | None = None,
         check_indexing: bool = True,
         noise: str = "gaussian",
     ):
@@ -248,10 +249,11 @@ class ODEModel(eqx.Module):
         """Return `p` as an array, raising a clear error on a wrong length or non-finite entry."""
         return jnp.asarray(param_vector(self, p, argname))
 
-    def stepsize_controller(self, rtol, atol, **kwargs) -> "diffrax.PIDController":
-        """diffrax's PID controller at these tolerances, stepping onto `jump_ts`."""
-        jumps = None if self.jump_ts is None else jnp.asarray(self.jump_ts)
-        return diffrax.PIDController(rtol=rtol, atol=atol, jump_ts=jumps, **kwargs)
+    def stepsize_controller(self, rtol, atol, **kwargs) -> diffrax.AbstractAdaptiveStepSizeController:
+        """diffrax's PID controller at these tolerances, stepping onto `jump_ts` (clipped by a
+        `ClipStepSizeController`)."""
+        pid = diffrax.PIDController(rtol=rtol, atol=atol, **kwargs)
+        return pid if self.jump_ts is None else diffrax.ClipStepSizeController(pid, jump_ts=jnp.asarray(self.jump_ts))
 
     def __call__(self, u, p, t):
         return self.rhs(u, p, t)

@@ -7,7 +7,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from ._typing import ArrayLike
 
 
 def _check_ratio(ratio):
@@ -210,7 +212,7 @@ class NegativeBinomial(AbstractCountNoise):
         return jax.random.poisson(count_key, rate, dtype=jnp.int32).astype(mean.dtype)
 
 
-def is_log_space(noise: "str | AbstractNoise") -> bool:
+def is_log_space(noise: "str | AbstractNoise | AbstractCountNoise") -> bool:
     """Whether `noise` ("gaussian", "lognormal" or a noise model) is fitted on log data."""
     if isinstance(noise, (AbstractNoise, AbstractCountNoise)):
         return noise.log_space
@@ -244,7 +246,9 @@ def observable_noises(model, noise, k: int) -> tuple:
     return tuple(out)
 
 
-def resolve_noise(model, noise: "str | AbstractNoise | None") -> "str | AbstractNoise":
+def resolve_noise(
+    model, noise: "str | AbstractNoise | AbstractCountNoise | None"
+) -> "str | AbstractNoise | AbstractCountNoise":
     """`noise`, or where it is `None` the model's own (`model.noise`, "gaussian" for
     models that declare none)."""
     if noise is None:

@@ -3,10 +3,11 @@
 import diffrax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
+from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._checks import as_key
 from ._compile import cpu_safe_jit
+from ._typing import ArrayLike
 from .data import Trajectory
 from .model import ODEModel
 from .noise import AbstractNoise

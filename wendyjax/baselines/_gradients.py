@@ -116,9 +116,9 @@ def _loss(vector_field, theta, x0, t, y, solver, controller, adjoint, max_steps)
 def trajectory_loss_gradient(
     vector_field: Callable[[Float[Array, ""], Float[Array, " d"], PyTree], Float[Array, " d"]],
     theta: PyTree,
-    x0: Float[Array, " d"],
-    t: Float[Array, " n"],
-    y: Float[Array, "n d"],
+    x0: Float[Array, "*batch d"],
+    t: Float[Array, "*batch n"],
+    y: Float[Array, "*batch n d"],
     *,
     mode: Literal["backprop", "backsolve", "forward"] = "backprop",
     solver: diffrax.AbstractSolver = diffrax.Tsit5(),

@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="simulate a zoo model and fit it with WENDy-MLE (the README's main job)")
     demo.add_argument("--model", default="lorenz", choices=zoo_names())
-    demo.add_argument("--noise", type=_number(0, strict=False), default=0.1, help="noise ratio (default 0.1)")
+    demo.add_argument("--noise", type=_number(0.0, strict=False), default=0.1, help="noise ratio (default 0.1)")
     demo.add_argument("--seed", type=int, default=0)
 
     fit = sub.add_parser(
@@ -111,7 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     fit.add_argument(
         "--radius",
-        type=_number(0, strict=True),
+        type=_number(0.0, strict=True),
         help="test-function radius in time units (WENDy; default: selected from the data, which needs a uniform grid)",
     )
     fit.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")

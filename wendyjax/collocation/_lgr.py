@@ -24,7 +24,9 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import scipy.special
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
+
+from .._typing import ArrayLike
 
 
 def lgr_nodes(order: int) -> np.ndarray:

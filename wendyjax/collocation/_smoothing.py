@@ -10,7 +10,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, Int
 
 from .._compile import cpu_safe_jit
 from ._lgr import LGR
@@ -121,7 +121,7 @@ def node_values(
     t: Float[Array, " n"],
     y: Float[Array, "n d"],
     mask: Float[Array, "n d"],
-    starts: Float[Array, " s"],
+    starts: Int[Array, " s"],
     length: float,
     window: int,
     uniform: bool = False,

@@ -26,9 +26,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, Int
+from jaxtyping import Array, Bool, Float, Int
 
 from .._results import RESULTS
+from .._typing import ArrayLike
 from ._block_solve import bordered_solve
 from ._problem import HESSIAN_KINDS, DiscoveryProblem, objective, smoothed_l0, weighted_residuals
 from ._sparse_solve import sparse_bordered_solve
@@ -124,7 +125,7 @@ class _State(eqx.Module):
     x: Array
     f: Array
     grad: Array
-    hessian: _Hessian
+    hessian: _Hessian | _SparseHessian
     alpha: Array
     step: Array
     done: Array
@@ -189,7 +190,7 @@ class LevenbergMarquardt(eqx.Module):
         problem: DiscoveryProblem,
         u0: Float[Array, "T *space D"],
         theta0: Float[Array, "F D"],
-        mask: Float[Array, "F D"],
+        mask: Float[Array, "F D"] | Bool[Array, "F D"],
         lam: ArrayLike,
         penalty: ArrayLike,
         eps: ArrayLike,

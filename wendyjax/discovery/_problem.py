@@ -4,14 +4,16 @@ midpoint one-step residual (eq. 13), the objective (eq. 12), and the structure o
 in the states (eq. 17)."""
 
 import itertools
+from collections.abc import Sequence
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.sparse
-from jaxtyping import Array, ArrayLike, Bool, Float, Int
+from jaxtyping import Array, Bool, Float, Int
 
+from .._typing import ArrayLike
 from ..data import Dataset, Field, Trajectory, as_data
 from ..library import AbstractLibrary
 from ._colouring import recovery_indices, star_colouring
@@ -36,7 +38,7 @@ class HessianStructure(eqx.Module):
     colour: Int[Array, " n"]
     src_row: Int[Array, " nnz"]
     src_colour: Int[Array, " nnz"]
-    dst_block: Int[Array, " nnz"]
+    dst_block: Int[Array, " nnz_blocks"]  # nnz for kind="blocks"; empty (unused) for "sparse"
     dst_row: Int[Array, " nnz"]
     dst_col: Int[Array, " nnz"]
     n_colours: int = eqx.field(static=True)
@@ -208,7 +210,7 @@ def _arrays(data, library: AbstractLibrary) -> tuple[np.ndarray, np.ndarray, flo
 
 
 def discovery_problem(
-    data: Field | Trajectory | Dataset, library: AbstractLibrary, hessian: str = "blocks"
+    data: Field | Trajectory | Dataset | Sequence[Trajectory], library: AbstractLibrary, hessian: str = "blocks"
 ) -> DiscoveryProblem:
     """The regression problem of `data` for `library`, with the Hessian structure its linear
     solver needs (`"blocks"` for the block Cholesky, `"sparse"` for a general sparse

@@ -7,9 +7,10 @@ import diffrax
 import equinox as eqx
 import jax
 import numpy as np
-from jaxtyping import Array, ArrayLike, Bool, Float, Int
+from jaxtyping import Array, Bool, Float, Int
 
 from .._results import RESULTS, status_names
+from .._typing import ArrayLike
 from ..estimators import AbstractFit
 from ..library import PolynomialLibrary
 from ..simulate import integrate
@@ -23,16 +24,17 @@ class SearchHistory(eqx.Module):
     the penalised fit's coefficients `params_sparse` (they rank the terms to drop), the
     information `criterion` (+inf where the fit failed), the statuses `result` and steps
     `num_steps` of both fits (unpenalised, penalised), and whether the model was `accepted`
-    (the last accepted one is selected)."""
+    (the last accepted one is selected). One row (one model) is the same without the
+    leading axis."""
 
-    masks: Bool[Array, "M F D"]
-    params: Float[Array, "M F D"]
-    params_sparse: Float[Array, "M F D"]
-    loss: Float[Array, " M"]
-    criterion: Float[Array, " M"]
+    masks: Bool[Array, "*M F D"]
+    params: Float[Array, "*M F D"]
+    params_sparse: Float[Array, "*M F D"]
+    loss: Float[Array, " *M"]
+    criterion: Float[Array, " *M"]
     result: RESULTS
-    num_steps: Int[Array, "M 2"]
-    accepted: Bool[Array, " M"]
+    num_steps: Int[Array, "*M 2"]
+    accepted: Bool[Array, " *M"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -17,10 +17,11 @@ from ..data import Batch, as_dataset
 class IntegralMatchingProblem(eqx.Module):
     r"""The subintervals an integral-matching fit runs on: node values `X` $(S, K+1, D)$ of
     every candidate subinterval (all trajectories together), their start times `a`
-    $(S,)$, the subinterval length `length` and the collocation `lgr`."""
+    $(S,)$, the subinterval length `length` and the collocation `lgr` (a batch's: `X` with the
+    datasets' axis in front, the rest shared)."""
 
     lgr: LGR
-    X: Float[Array, "S K1 D"]
+    X: Float[Array, "*R S K1 D"]
     a: Float[Array, " S"]
     length: Float[Array, ""]
 

@@ -32,9 +32,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray, PyTree
+from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
 from .._checks import as_count, as_ratio, dataset_keys
+from .._typing import ArrayLike, Keys
 from ..collocation import SavitzkyGolay
 from ..data import Batch, Dataset, as_batch
 from ..library import PolynomialLibrary
@@ -83,6 +84,8 @@ class IntegralMatchingFit(AbstractFit):
     No covariance: Anonymous 2025 gives no sampling theory for ℓ (the node values are
     correlated smoothed data); refine with `OutputError` or `Hybrid` for intervals."""
 
+    params: np.ndarray | eqx.Module  # a trained module for a neural field
+    p0: np.ndarray | eqx.Module
     solver: str
     history: np.ndarray
     rhs: Callable
@@ -456,7 +459,7 @@ class IntegralMatching(AbstractEstimator):
         n = jnp.size(solution.params) if problem.kind == "ode" else 0
         return jnp.full((n, n), jnp.nan)
 
-    def batch_problems(self, model, datasets: "Batch | list", *, key: PRNGKeyArray | None = None, **options):
+    def batch_problems(self, model, datasets: "Batch | list", *, key: Keys | None = None, **options):
         """The problems of a [`Batch`][wendyjax.Batch] of datasets on shared grids (or a
         list of them), each with its own key (split from `key`, or one key per dataset) for
         the `Gradient` solver. Datasets that miss the same entries (and have no hidden

@@ -3,7 +3,7 @@
 import abc
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import diffrax
 import numpy as np
@@ -18,7 +18,6 @@ from ..inference import (
     forward_simulation_error,
     weak_directions,
 )
-from ..model import ODEModel
 from ..noise import noise_name
 from ..simulate import solve
 from ..weak import TestFunctionInfo, WeakLikelihood
@@ -103,16 +102,16 @@ class AbstractFit(StatusMixin, abc.ABC):
     that a bootstrap or profile of the fit rebuilds the same problem (`None` for a fit not
     made by `estimator.fit`)."""
 
-    model: ODEModel
+    model: Any  # an ODEModel; a library or a neural field (integral matching, discovery), a LinearODE (Data2LD)
     params: np.ndarray
-    covariance: np.ndarray
-    covariance_method: str
+    covariance: np.ndarray | None
+    covariance_method: str | None
     p0: np.ndarray
     num_steps: int
     status: RESULTS
     method: str
     objective: float
-    noise: str
+    noise: str | None
     seconds: float
     lower: np.ndarray | None = dataclasses.field(default=None, kw_only=True)
     upper: np.ndarray | None = dataclasses.field(default=None, kw_only=True)

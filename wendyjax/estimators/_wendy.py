@@ -21,6 +21,7 @@ from jaxtyping import Array, Bool, Float, PRNGKeyArray
 from .._checks import check_solver_options, user_stacklevel
 from .._compile import cpu_safe_jit
 from .._results import RESULTS
+from .._typing import Keys
 from ..data import Batch, Dataset, as_batch
 from ..inference import COVARIANCES, parameter_covariance
 from ..noise import resolve_noise
@@ -124,7 +125,7 @@ class AbstractWENDyEstimator(AbstractEstimator):
         model,
         datasets: "Batch | list",
         *,
-        key: PRNGKeyArray | None = None,
+        key: Keys | None = None,
         noise=None,
         sigma=None,
         test_functions=TestFunctionConfig(),

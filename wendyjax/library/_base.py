@@ -7,7 +7,9 @@ import abc
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
+
+from .._typing import ArrayLike
 
 
 class AbstractLibrary(eqx.Module):

@@ -9,9 +9,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
 
 from .._checks import as_names
+from .._typing import ArrayLike
 from ..model import ODEModel
 from ._base import AbstractLibrary
 

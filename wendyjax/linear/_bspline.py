@@ -13,9 +13,10 @@ from collections.abc import Sequence
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
 
 from .._compile import cpu_safe_jit
+from .._typing import ArrayLike
 
 
 def _knot_spans(knots: np.ndarray, k: int) -> np.ndarray:
@@ -104,7 +105,7 @@ class BSplineBasis(eqx.Module):
             )
         return t
 
-    def __call__(self, t: Float[ArrayLike, " n"], deriv: int = 0) -> Float[Array, "n K"]:
+    def __call__(self, t: ArrayLike, deriv: int = 0) -> Float[Array, "n K"]:
         r"""$D^r\phi_k(t_i)$ by the Cox–de Boor recursion: values of order $O - r$, then $r$
         applications of $D B_{i,k} = (k-1)[B_{i,k-1}/(t_{i+k-1}-t_i) - B_{i+1,k-1}/(t_{i+k}-t_{i+1})]$.
         Right-continuous at interior knots; the last interval is closed at $b$. Points

@@ -18,8 +18,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
 
+from .._typing import ArrayLike
 from ._bspline import BSplineBasis, breakpoint_quadrature
 from ._model import LinearODE
 
@@ -122,8 +123,8 @@ def _atoms(model: LinearODE, basis: BSplineBasis, nodes: np.ndarray):
 def data2ld_problem(
     model: LinearODE,
     basis: BSplineBasis,
-    t: Float[ArrayLike, " n"],
-    y: Float[ArrayLike, "n ..."],
+    t: ArrayLike,
+    y: ArrayLike,
     num_quad: int | None = None,
 ) -> Data2LDProblem:
     r"""Assemble the Data2LD problem for data `y` (`(n,)` for one variable, else `(n, D)`

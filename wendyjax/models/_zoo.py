@@ -7,12 +7,13 @@ import diffrax
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, PRNGKeyArray
+from jaxtyping import Array, Float, Int
 
 from .._checks import as_count, as_key, as_ratio
+from .._typing import ArrayLike, KeyLike
 from ..data import Trajectory
 from ..model import ODEModel
-from ..noise import AbstractNoise, AdditiveGaussian, LogNormal
+from ..noise import AbstractCountNoise, AbstractNoise, AdditiveGaussian, LogNormal
 from ..simulate import simulate
 
 
@@ -27,7 +28,7 @@ class Benchmark(eqx.Module):
     p_true: Float[Array, " j"]
     u0: Float[Array, " d"]
     t: Float[Array, " n"]
-    noise: AbstractNoise
+    noise: AbstractNoise | AbstractCountNoise
     solver: diffrax.AbstractSolver
     source: str = eqx.field(static=True)
 
@@ -43,10 +44,10 @@ class Benchmark(eqx.Module):
 
     def simulate(
         self,
-        key: PRNGKeyArray | None,
-        noise_ratio: float | None = None,
-        subsample: int = 1,
-        p: Float[Array, " j"] | None = None,
+        key: KeyLike | None,
+        noise_ratio: float | ArrayLike | None = None,
+        subsample: int | np.integer | Int[Array, ""] = 1,
+        p: ArrayLike | None = None,
     ) -> Trajectory:
         """Noisy data on the protocol grid (every `subsample`-th point), at `p_true` unless
         `p` is given; `noise_ratio=0` gives the noiseless trajectory. `key`: a PRNG key or

@@ -8,9 +8,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
 
 from .._compile import cpu_safe_jit
+from .._typing import ArrayLike
 from ..data import Dataset, Trajectory
 from ..estimators import AbstractEstimator
 from ..model import ODEModel

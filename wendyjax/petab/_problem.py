@@ -13,11 +13,12 @@ import jax.scipy.stats as jstats
 import numpy as np
 import pandas as pd
 import sympy as sp
-from jaxtyping import Array, ArrayLike, Bool, Float, Int
+from jaxtyping import Array, Bool, Float, Int
 from petab.v1.math import sympify_petab
 
 from .._checks import as_count, as_ratio
 from .._compile import cpu_safe_jit
+from .._typing import ArrayLike
 from ._sbml import TIME, PetabError, read_sbml
 from ._tables import DISTRIBUTIONS, PRIORS, SCALES, Table, number, read_tables
 
@@ -25,7 +26,7 @@ _CONSTANT, _DEFAULT = -1, -2  # sources other than a parameter of the table: a n
 _HUGE = 1e30
 
 
-def _scale(value: np.ndarray, scale: str) -> np.ndarray:
+def _scale(value: np.ndarray | np.floating | float, scale: str) -> np.ndarray | np.floating | float:
     with np.errstate(divide="ignore"):
         return {"lin": value, "log": np.log(value), "log10": np.log10(value)}[scale]
 

@@ -7,11 +7,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
+from jaxtyping import Array, Float, PRNGKeyArray
 from scipy import stats
 
 from .._checks import as_count, as_key, as_level
 from .._compile import cpu_safe_jit, per_run, resolve_vectorize
+from .._typing import ArrayLike
 from ..estimators import RESULTS, TrustRegion
 from ._multistart import _value_gradient_fisher
 from ._problem import PetabProblem, _outputs, require_problem, run_fits

@@ -4,9 +4,9 @@ likelihood landscape in two parameters."""
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import ArrayLike
 
 from .._compile import cpu_safe_jit
+from .._typing import ArrayLike
 from ..data import trapezoid_weights
 from ..estimators import WENDyFit
 from ..weak import RadiusSelection, TestFunctionInfo, TestFunctions, WeakLikelihood, nll

@@ -5,7 +5,8 @@ parameter whose true value is 0 is measured absolutely (the relative forms divid
 """
 
 import numpy as np
-from jaxtyping import ArrayLike
+
+from .._typing import ArrayLike
 
 
 def _checked(p_hat, **per_parameter) -> list[np.ndarray]:
@@ -33,7 +34,7 @@ def _scale(p_true: np.ndarray) -> np.ndarray:
     return np.where(p_true == 0, 1.0, np.abs(p_true))
 
 
-def relative_coefficient_error(p_hat: ArrayLike, p_true: ArrayLike) -> np.ndarray:
+def relative_coefficient_error(p_hat: ArrayLike, p_true: ArrayLike) -> np.ndarray | float:
     r"""$\|\hat p - p^*\|_2 / \|p^*\|_2$ per run (Rummel et al. 2025, eq. 12; absolute when $p^* = 0$); of one
     estimate, shape (J,), a scalar."""
     one = np.ndim(p_hat) == 1

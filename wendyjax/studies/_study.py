@@ -15,12 +15,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.stats
-from jaxtyping import ArrayLike, PRNGKeyArray
+from jaxtyping import PRNGKeyArray
 
 from .._checks import as_count, as_key, as_level, as_ratio
 from .._compile import resolve_vectorize
 from .._progress import progress_bar
 from .._table import fixed_width
+from .._typing import ArrayLike
 from .._version import __version__
 from ..estimators import AbstractEstimator, check_start, get_estimator, model_box
 from ..models import Benchmark

@@ -14,11 +14,11 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import ArrayLike
 
 from .._checks import as_sigma, check_state_columns, user_stacklevel, warn_if_float32
 from .._compile import cpu_safe_jit
 from .._notes import Notes
+from .._typing import ArrayLike
 from ..data import Batch, Dataset, Trajectory, as_batch, as_dataset
 from ..model import ODEModel
 from ..noise import AbstractCountNoise, AbstractNoise, estimate_noise_std, is_log_space

@@ -19,10 +19,11 @@ from functools import partial
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
 
 from .._compile import cpu_safe_jit
 from .._notes import Notes
+from .._typing import ArrayLike
 from ..model import ODEModel
 from ._covariance import blocks_to_matrix, covariance_blocks
 from ._general import SensitivityStructure, general_derivatives

@@ -32,16 +32,18 @@ class WeakProblem(eqx.Module):
     - `u`, `t`: $(R, N, D)$ and $(R, N)$ data (log data for log-normal noise).
     - `b`: $(R, DK)$, $b = -\mathrm{vec}(\dot\Phi U)$.
     - `sigma`: $(R, D)$ noise standard deviation of `u`.
+
+    A batch of datasets' problems is one `WeakProblem` with their axis in front of every array.
     """
 
-    phi: Float[Array, "r k n"]
-    dphi: Float[Array, "r k n"]
-    dphi_gram: Float[Array, "r k k"]
-    kmask: Float[Array, "r k"]
-    u: Float[Array, "r n d"]
-    t: Float[Array, "r n"]
-    b: Float[Array, "r dk"]
-    sigma: Float[Array, "r d"]
+    phi: Float[Array, "*batch r k n"]
+    dphi: Float[Array, "*batch r k n"]
+    dphi_gram: Float[Array, "*batch r k k"]
+    kmask: Float[Array, "*batch r k"]
+    u: Float[Array, "*batch r n d"]
+    t: Float[Array, "*batch r n"]
+    b: Float[Array, "*batch r dk"]
+    sigma: Float[Array, "*batch r d"]
     log_space: bool = eqx.field(static=True)
 
     @property
