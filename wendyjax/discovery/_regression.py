@@ -13,7 +13,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int, PRNGKeyArray, PyTree
 
 from .._results import RESULTS
-from ..data import Dataset, Field, as_data
+from ..data import Batch, Dataset, Field, as_data
 from ..estimators import AbstractEstimator, Solution
 from ..library import AbstractLibrary
 from ._levenberg_marquardt import LevenbergMarquardt, LMSolution
@@ -283,7 +283,9 @@ class StateParameterRegression(AbstractEstimator):
         n = jnp.size(solution.params)
         return jnp.full((n, n), jnp.nan)
 
-    def batch_problems(self, model: AbstractLibrary, datasets: list, **options) -> tuple[Callable, list[dict]]:
+    def batch_problems(
+        self, model: AbstractLibrary, datasets: "Batch | list", **options
+    ) -> tuple[Callable, list[dict]]:
         """One problem per dataset, stacked (all of one shape, so one compiled search serves all)."""
         problems = [self.problem(model, as_data(d), **options) for d in datasets]
 

@@ -131,17 +131,18 @@ class AbstractEstimator(eqx.Module):
 
     An estimator is an `eqx.Module` of options. It provides
 
-    - `problem(model, data, *, key, **options)`: the arrays it fits (a weak likelihood,
-      the output-error data, the collocation subintervals, …), built and checked outside
-      `jit` from a [`Dataset`][wendyjax.Dataset];
+    - `problem(model, data, *, key, ...)`: the arrays it fits (a weak likelihood, the
+      output-error data, the collocation subintervals, …), built and checked outside `jit`
+      from a [`Dataset`][wendyjax.Dataset], with the estimator's own keyword options after
+      `key` ([`options`][]);
     - `init(model, problem, p0, lower, upper)`: the checked start (a default where the
       method has one);
     - `solve(problem, p0, lower, upper)` → [`Solution`][wendyjax.estimators.Solution]:
       pure, so `jax.jit`, `jax.vmap` and sharding apply;
     - `covariance(problem, solution, kind)`: the covariance of the estimate, by one of
       its `covariances` (NaN where it has none);
-    - `batch_problems(model, datasets, **options)`: the stacked problems of many
-      datasets, for `vmap` (studies, bootstraps).
+    - `batch_problems(model, datasets, *, key, ...)`: the stacked problems of many
+      datasets, for `vmap` (studies, bootstraps), with `problem`'s options.
     - `objective(problem, params)`: the objective `solve` reports, at given parameters
       (WENDy, output error and the hybrid; what a bootstrap or profile checks a rebuilt
       problem against).
@@ -155,7 +156,7 @@ class AbstractEstimator(eqx.Module):
     fit_type: ClassVar[type]
 
     @abc.abstractmethod
-    def problem(self, model, data: Dataset, *, key: PRNGKeyArray | None = None, **options) -> PyTree:
+    def problem(self, model, data: Dataset, *, key: PRNGKeyArray | None = None) -> PyTree:
         """The problem `solve` takes, from `model` and `data`."""
 
     @abc.abstractmethod
@@ -163,15 +164,17 @@ class AbstractEstimator(eqx.Module):
         """The start: `p0` checked against the model and bounds, or the method's default."""
 
     @abc.abstractmethod
-    def solve(self, problem, p0, lower, upper) -> Solution:
+    def solve(self, problem, p0, lower, upper, /) -> Solution:
         """Estimate from `p0` within `lower ≤ p ≤ upper` (±inf allowed). Pure."""
 
     @abc.abstractmethod
-    def covariance(self, problem, solution: Solution, kind: str | None = None) -> Float[Array, "j j"]:
+    def covariance(self, problem, solution: Solution, /, kind: str | None = None) -> Float[Array, "j j"]:
         """Covariance of `solution.params` by `kind` (default: the first of `covariances`)."""
 
     @abc.abstractmethod
-    def batch_problems(self, model, datasets: "Batch | list", **options) -> tuple[Callable, list[dict]]:
+    def batch_problems(
+        self, model, datasets: "Batch | list", *, key: PRNGKeyArray | None = None
+    ) -> tuple[Callable, list[dict]]:
         """For batched fits (studies, bootstraps): from a [`Batch`][wendyjax.Batch] of
         datasets on shared grids (or a list of datasets), `(make, notes)`, where
         `make(indices)` builds the problems of datasets `indices` (with `problem`'s options;

@@ -24,7 +24,7 @@ from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
 from .._checks import as_sigma, check_solver_options, check_state_columns, warn_if_float32
 from .._results import RESULTS
-from ..data import Dataset, Trajectory, as_dataset
+from ..data import Batch, Dataset, Trajectory, as_dataset
 from ..inference import determined_pinv
 from ..model import ODEModel
 from ..noise import (
@@ -490,7 +490,7 @@ class OutputError(AbstractEstimator):
             )
         return problem
 
-    def batch_problems(self, model, datasets: list, **options):
+    def batch_problems(self, model, datasets: "Batch | list", **options):
         """One output-error problem per dataset (each from its own first observations)."""
         return (
             lambda indices: stack_problems([self.problem(model, as_dataset(datasets[i]), **options) for i in indices]),
@@ -786,7 +786,7 @@ class Hybrid(AbstractEstimator):
         return HybridProblem(lik, output_error_problem(model, data, noise, sigma=sigma, weighted=weighted, u0=u0))
 
     def batch_problems(
-        self, model, datasets: list, *, noise=None, sigma=None, weighted: bool = True, u0=None, **options
+        self, model, datasets: "Batch | list", *, noise=None, sigma=None, weighted: bool = True, u0=None, **options
     ):
         """The WENDy stage's stacked likelihoods (padded to one K) with the stacked
         output-error problems."""

@@ -24,7 +24,7 @@ from jaxtyping import Array, Bool, Float, Int
 from .._checks import check_solver_options
 from .._compile import cpu_safe_jit
 from .._results import RESULTS
-from ..data import Dataset, as_dataset
+from ..data import Batch, Dataset, as_dataset
 from ..estimators import AbstractEstimator, Solution, TrustRegion
 from ._bspline import BSplineBasis
 from ._model import LinearODE
@@ -427,7 +427,7 @@ class Data2LD(AbstractEstimator):
         "implicit", see [`uncertainty`][])."""
         return uncertainty(problem, solution.params, solution.extras["rho"], kind or COVARIANCES[0]).covariance
 
-    def batch_problems(self, model: LinearODE, datasets: list, **options):
+    def batch_problems(self, model: LinearODE, datasets: "Batch | list", **options):
         """The problems of several datasets (the same sample times and missing pattern
         shapes), stacked for `vmap`."""
         return (
