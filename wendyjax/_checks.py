@@ -103,7 +103,7 @@ def _is_typed_key(x) -> bool:
     return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
-_INTERNAL = tuple(os.path.dirname(m.__file__) + os.sep for m in (sys.modules[__package__], eqx, jax))
+_INTERNAL = tuple(os.path.dirname(path) + os.sep for path in (__file__, eqx.__file__, jax.__file__))
 
 
 def user_stacklevel() -> int:
@@ -120,7 +120,7 @@ def warn_if_float32(what: str) -> None:
     """Warn that `what` will compute in float32 unless `jax_enable_x64` is on: the weak
     covariances' Cholesky factorisations and the solvers' stopping tolerances (1e-8) are
     meant for float64."""
-    if not jax.config.jax_enable_x64:
+    if not jax.config.read("jax_enable_x64"):
         warnings.warn(
             f"{what}: JAX is in float32 (jax_enable_x64 is off), so the fit's covariance "
             "factorisations and solver tolerances (1e-8) work with 7 digits; estimates and "

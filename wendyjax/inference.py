@@ -139,10 +139,10 @@ def confidence_intervals(p: ArrayLike, cov: ArrayLike, level: float = 0.95) -> t
 @cpu_safe_jit
 def forward_simulation_error(
     model: ODEModel,
-    p: Float[Array, " j"],
-    u0: Float[Array, " d"],
-    t: Float[Array, " n"],
-    reference: Float[Array, "n d"],
+    p: Float[ArrayLike, " j"],
+    u0: Float[ArrayLike, " d"],
+    t: Float[ArrayLike, " n"],
+    reference: Float[ArrayLike, "n d"],
     solver: diffrax.AbstractSolver = diffrax.Tsit5(),
     rtol: float = 1e-8,
     atol: float = 1e-8,

@@ -127,10 +127,10 @@ class ODEModel(eqx.Module):
         rhs: Callable,
         state_names: int | Sequence[str],
         param_names: int | Sequence[str],
-        bounds: tuple[ArrayLike, ArrayLike] | None = None,
+        bounds: Sequence[ArrayLike | Sequence[float]] | None = None,
         linear_in_params: bool | None = None,
         name: str = "ode",
-        jump_ts: Sequence[float] | None = None,
+        jump_ts: ArrayLike | Sequence[float] | None = None,
         check_indexing: bool = True,
         noise: str = "gaussian",
     ):
@@ -248,10 +248,11 @@ class ODEModel(eqx.Module):
         """Return `p` as an array, raising a clear error on a wrong length or non-finite entry."""
         return jnp.asarray(param_vector(self, p, argname))
 
-    def stepsize_controller(self, rtol, atol, **kwargs) -> "diffrax.PIDController":
-        """diffrax's PID controller at these tolerances, stepping onto `jump_ts`."""
-        jumps = None if self.jump_ts is None else jnp.asarray(self.jump_ts)
-        return diffrax.PIDController(rtol=rtol, atol=atol, jump_ts=jumps, **kwargs)
+    def stepsize_controller(self, rtol, atol, **kwargs) -> diffrax.AbstractAdaptiveStepSizeController:
+        """diffrax's PID controller at these tolerances, stepping onto `jump_ts` (clipped by a
+        `ClipStepSizeController`)."""
+        pid = diffrax.PIDController(rtol=rtol, atol=atol, **kwargs)
+        return pid if self.jump_ts is None else diffrax.ClipStepSizeController(pid, jump_ts=jnp.asarray(self.jump_ts))
 
     def __call__(self, u, p, t):
         return self.rhs(u, p, t)

@@ -12,6 +12,12 @@ from .model import ODEModel
 from .noise import AbstractNoise
 
 
+def _controller(rtol, atol, jump_ts) -> diffrax.AbstractAdaptiveStepSizeController:
+    """diffrax's PID controller, stepping onto `jump_ts` where there are any."""
+    pid = diffrax.PIDController(rtol=rtol, atol=atol)
+    return pid if jump_ts is None else diffrax.ClipStepSizeController(pid, jump_ts=jnp.asarray(jump_ts))
+
+
 @cpu_safe_jit
 def _solve(rhs, p, u0, t, solver, rtol, atol, max_steps, jump_ts=None):
     term = diffrax.ODETerm(lambda s, u, args: rhs(u, args, s))
@@ -24,12 +30,11 @@ def _solve(rhs, p, u0, t, solver, rtol, atol, max_steps, jump_ts=None):
         y0=u0,
         args=p,
         saveat=diffrax.SaveAt(ts=t),
-        stepsize_controller=diffrax.PIDController(
-            rtol=rtol, atol=atol, jump_ts=None if jump_ts is None else jnp.asarray(jump_ts)
-        ),
+        stepsize_controller=_controller(rtol, atol, jump_ts),
         max_steps=max_steps,
         throw=False,
     )
+    assert sol.ys is not None  # saved at `t`
     return sol.ys, sol.result
 
 
@@ -119,12 +124,10 @@ def simulate(
     With `noise=None` the noiseless trajectory is returned. `key`: a PRNG key or an
     integer seed. `solve_kwargs` go to [`solve`][wendyjax.solve].
     """
-    if noise is not None:
-        if key is None:
-            raise ValueError("simulate needs a PRNG key (key=jax.random.key(...)) to draw noise.")
-        key = as_key(key)
-    clean = solve(model, p, u0, t, **solve_kwargs)
     if noise is None:
-        return Trajectory(np.asarray(t), np.asarray(clean))
-    noisy = noise.sample(clean, key)
+        return Trajectory(np.asarray(t), np.asarray(solve(model, p, u0, t, **solve_kwargs)))
+    if key is None:
+        raise ValueError("simulate needs a PRNG key (key=jax.random.key(...)) to draw noise.")
+    key = as_key(key)
+    noisy = noise.sample(solve(model, p, u0, t, **solve_kwargs), key)
     return Trajectory(np.asarray(t), np.asarray(noisy))

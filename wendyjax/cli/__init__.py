@@ -167,10 +167,10 @@ def _parser() -> argparse.ArgumentParser:
 def _default_p0(model, p0):
     if p0 is not None:
         return np.asarray(p0, float)
-    lo, hi = (np.asarray(b, float) for b in model.bounds) if model.bounds is not None else (None, None)
-    if lo is not None and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)):
-        return (lo + hi) / 2
-    return None
+    if model.bounds is None:
+        return None
+    lo, hi = (np.asarray(b, float) for b in model.bounds)
+    return (lo + hi) / 2 if np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) else None
 
 
 def _run_fit(args) -> int:

@@ -17,7 +17,7 @@ from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from .._checks import as_key, param_vector, user_stacklevel
 from .._compile import cpu_safe_jit
-from ..data import Batch, Dataset, as_data, fingerprint, largest_magnitude
+from ..data import Batch, as_data, fingerprint, largest_magnitude
 from ..model import ODEModel
 from ._solution import Solution
 
@@ -156,8 +156,9 @@ class AbstractEstimator(eqx.Module):
     fit_type: ClassVar[type]
 
     @abc.abstractmethod
-    def problem(self, model, data: Dataset, *, key: PRNGKeyArray | None = None) -> PyTree:
-        """The problem `solve` takes, from `model` and `data`."""
+    def problem(self, model, data, *, key: PRNGKeyArray | None = None) -> PyTree:
+        """The problem `solve` takes, from `model` and `data` (a [`Dataset`][wendyjax.Dataset];
+        a [`Field`][wendyjax.Field] for the estimators that fit one)."""
 
     @abc.abstractmethod
     def init(self, model, problem, p0, lower, upper) -> PyTree:
@@ -257,7 +258,7 @@ class AbstractEstimator(eqx.Module):
         kind = covariance if covariance is not None else (self.covariances[0] if self.covariances else None)
         model, p0, bounds = hold(model, fixed, p0, bounds)
         lower, upper = model_box(model, bounds)
-        if p0 is not None and lower is not None:  # a parameter vector: checked before any work
+        if p0 is not None and lower is not None and upper is not None:  # a parameter vector: checked before any work
             p0 = check_start(model, p0, lower, upper)
         self.require_start(model, p0)
         key = None if key is None else as_key(key)

@@ -3,7 +3,7 @@
 import abc
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import diffrax
 import numpy as np
@@ -18,7 +18,6 @@ from ..inference import (
     forward_simulation_error,
     weak_directions,
 )
-from ..model import ODEModel
 from ..noise import noise_name
 from ..simulate import solve
 from ..weak import TestFunctionInfo, WeakLikelihood
@@ -103,16 +102,16 @@ class AbstractFit(StatusMixin, abc.ABC):
     that a bootstrap or profile of the fit rebuilds the same problem (`None` for a fit not
     made by `estimator.fit`)."""
 
-    model: ODEModel
+    model: Any  # an ODEModel; a library or a neural field (integral matching, discovery), a LinearODE (Data2LD)
     params: np.ndarray
-    covariance: np.ndarray
-    covariance_method: str
+    covariance: np.ndarray | None
+    covariance_method: str | None
     p0: np.ndarray
     num_steps: int
     status: RESULTS
     method: str
     objective: float
-    noise: str
+    noise: str | None
     seconds: float
     lower: np.ndarray | None = dataclasses.field(default=None, kw_only=True)
     upper: np.ndarray | None = dataclasses.field(default=None, kw_only=True)
@@ -181,7 +180,7 @@ class AbstractFit(StatusMixin, abc.ABC):
         for R0 = β/γ), with standard errors and intervals by the delta method from the fit's
         covariance. For intervals that follow a nonlinear `fn`, derive from a bootstrap:
         `wj.studies.bootstrap(...).derived(fn)`."""
-        if self.covariance is None:
+        if self.covariance is None or self.covariance_method is None:
             raise ValueError(
                 f"{self.title} has no covariance, so the delta method has nothing to propagate; derive "
                 f"from a bootstrap instead (wj.studies.bootstrap(...).derived(fn))."
@@ -329,7 +328,7 @@ class AbstractFit(StatusMixin, abc.ABC):
     @property
     def at_bound(self) -> list[str]:
         """The parameters whose estimate lies on a finite bound of the box the fit was held to."""
-        if self.lower is None or np.ndim(self.params) != 1:
+        if self.lower is None or self.upper is None or np.ndim(self.params) != 1:
             return []
         on = [np.isfinite(b) & np.isclose(self.params, b, rtol=1e-10, atol=1e-12) for b in (self.lower, self.upper)]
         return [n for n, a, b in zip(self.model.param_names, *on) if a or b]

@@ -153,7 +153,7 @@ def _reparametrised(fit: AbstractFit, name: str, fn: Callable, options: dict) ->
     names = [model.param_names[i] for i in keep] + [name]
     if name in model.param_names[:k] + model.param_names[k + 1 :]:
         raise ValueError(f"derived: {name!r} is already a parameter of model '{model.name}'; name it otherwise.")
-    box = lambda b, fill: None if b is None else np.r_[np.asarray(b, float)[keep], fill]  # noqa: E731 - c is unbounded
+    box = lambda b, fill: np.r_[np.asarray(b, float)[keep], fill]  # noqa: E731 - c is unbounded
     bounds = None if model.bounds is None else (box(model.bounds[0], -np.inf), box(model.bounds[1], np.inf))
     reparam = ODEModel(
         _ThroughRhs(model.rhs, through),

@@ -550,7 +550,7 @@ def _run_study(
         "n_runs": n_runs,
         "seed": _key_seed(key),
         "key_impl": str(jax.random.key_impl(key)),
-        "x64": bool(jax.config.jax_enable_x64),
+        "x64": bool(jax.config.read("jax_enable_x64")),
         "p0": "uniform in the box" if callable(sampler) else np.asarray(sampler).tolist(),
         "bounds": [lo.tolist(), hi.tolist()],
         "covariance": covariance,
