@@ -9,6 +9,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -292,7 +293,7 @@ class Study:
         )
 
         def run(r):  # files written before intervals were saved have none
-            fields = {
+            fields: dict[str, Any] = {
                 f.name: int(r[f.name]) if f.name == "m" else array(r[f.name])
                 for f in dataclasses.fields(CellRuns)
                 if f.name != "intervals"
@@ -362,7 +363,7 @@ def _to_json(x):
     return x
 
 
-def _from_json(x, nan: bool):
+def _from_json(x, nan: bool) -> Any:
     """Undo [`_to_json`][] on nested dicts and lists: "inf"/"-inf" back to floats and, with
     `nan`, `None` to NaN (in arrays; the settings keep their `None`s)."""
     if isinstance(x, dict):
@@ -500,14 +501,14 @@ def _run_study(
     )
     model = bench.model
     lo, hi = model_box(model, bounds)
-    if lo is not None:
-        outside = [i for i, c in enumerate(cells) if np.any(c.p_true < lo) or np.any(c.p_true > hi)]
-        if outside:
-            raise ValueError(
-                f"p_true of setting(s) {outside[:5]} (e.g. {cells[outside[0]].p_true.tolist()}) lies "
-                f"outside the box the fits are held to, [{lo.tolist()}, {hi.tolist()}]: no fit could "
-                f"recover it. Widen bounds= or choose true parameters inside."
-            )
+    assert lo is not None and hi is not None  # an ODEModel's box
+    outside = [i for i, c in enumerate(cells) if np.any(c.p_true < lo) or np.any(c.p_true > hi)]
+    if outside:
+        raise ValueError(
+            f"p_true of setting(s) {outside[:5]} (e.g. {cells[outside[0]].p_true.tolist()}) lies "
+            f"outside the box the fits are held to, [{lo.tolist()}, {hi.tolist()}]: no fit could "
+            f"recover it. Widen bounds= or choose true parameters inside."
+        )
     sampler = _p0_sampler(p0, model, lo, hi)
     devices = list(jax.devices() if devices is None else devices)
     check_processes(devices)
