@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import ArrayLike
+from numpy.typing import ArrayLike
 
 
 def derived_names(names: "str | Sequence[str] | None", size: int) -> tuple[str, ...]:

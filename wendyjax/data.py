@@ -6,7 +6,8 @@ from collections.abc import Sequence
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Bool, Float
+from jaxtyping import Array, Bool, Float
+from numpy.typing import ArrayLike
 
 
 def _real(name: str, x) -> np.ndarray:

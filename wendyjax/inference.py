@@ -16,6 +16,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
 import scipy.stats
 from jaxtyping import Array, ArrayLike, Bool, Float
 
@@ -97,7 +98,7 @@ def parameter_covariance(lik: WeakLikelihood, p: Float[Array, " j"], kind: str =
     raise ValueError(f"covariance must be one of {COVARIANCES}, got {kind!r}.")
 
 
-def weak_directions(p: ArrayLike, cov: ArrayLike, level: float = 0.95) -> list[tuple[float, np.ndarray]]:
+def weak_directions(p: npt.ArrayLike, cov: npt.ArrayLike, level: float = 0.95) -> list[tuple[float, np.ndarray]]:
     r"""The combinations of parameters whose normal `level` interval contains 0 (relative
     standard error above $1/z_{(1+c)/2}$, 0.51 at 95 %: not even the sign of the combination
     is determined), weakest first, as `(relative standard error, unit weights)`; the
@@ -127,7 +128,7 @@ def weak_directions(p: ArrayLike, cov: ArrayLike, level: float = 0.95) -> list[t
     return out
 
 
-def confidence_intervals(p: ArrayLike, cov: ArrayLike, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+def confidence_intervals(p: npt.ArrayLike, cov: npt.ArrayLike, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     r"""Normal confidence intervals $\hat p_j \pm z_{(1+c)/2}\sqrt{C_{jj}}$ (Bortz et al. 2023, eq. 16)."""
     if not 0 < level < 1:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level}.")
@@ -170,7 +171,7 @@ __all__ = [
 ]
 
 
-def delta_method(fn: Callable, params: ArrayLike, cov: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+def delta_method(fn: Callable, params: npt.ArrayLike, cov: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     r"""`fn(params)` and its covariance $J\,C\,J^T$ by the delta method, $J$ the Jacobian of
     `fn` (autodiff). A quantity that depends on a parameter without a standard error (NaN
     in `cov`) gets NaN; one that does not depend on it is unaffected."""

@@ -9,7 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
+from numpy.typing import ArrayLike
 
 from ._checks import as_names, param_vector
 

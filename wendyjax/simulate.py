@@ -3,7 +3,8 @@
 import diffrax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
+from jaxtyping import Array, Float, PRNGKeyArray
+from numpy.typing import ArrayLike
 
 from ._checks import as_key
 from ._compile import cpu_safe_jit

@@ -7,7 +7,7 @@ import diffrax
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, PRNGKeyArray
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from .._checks import as_count, as_key, as_ratio
 from ..data import Trajectory
@@ -43,10 +43,10 @@ class Benchmark(eqx.Module):
 
     def simulate(
         self,
-        key: PRNGKeyArray | None,
+        key: PRNGKeyArray | int | None,
         noise_ratio: float | None = None,
         subsample: int = 1,
-        p: Float[Array, " j"] | None = None,
+        p: Float[ArrayLike, " j"] | None = None,
     ) -> Trajectory:
         """Noisy data on the protocol grid (every `subsample`-th point), at `p_true` unless
         `p` is given; `noise_ratio=0` gives the noiseless trajectory. `key`: a PRNG key or

@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.stats
-from jaxtyping import ArrayLike, PRNGKeyArray
+from jaxtyping import PRNGKeyArray
+from numpy.typing import ArrayLike
 
 from .._checks import as_count, as_key, as_level, as_ratio
 from .._compile import resolve_vectorize
@@ -643,14 +644,14 @@ def _as_list(values) -> list:
 
 def monte_carlo(
     benchmark: Benchmark,
-    estimator="mle",
-    noise_levels: Sequence[float] = (0.05,),
-    subsamples: Sequence[int] = (1,),
+    estimator: "str | AbstractEstimator" = "mle",
+    noise_levels: float | Sequence[float] = (0.05,),
+    subsamples: int | Sequence[int] = (1,),
     n_runs: int = 100,
     key: "PRNGKeyArray | int | None" = None,
     *,
     p0: "str | ArrayLike" = "box",
-    bounds="model",
+    bounds: Any = "model",
     covariance: str | None = None,
     level: float = 0.95,
     test_functions: TestFunctionConfig = TestFunctionConfig(),
@@ -739,7 +740,7 @@ def monte_carlo(
 
 def sweep(
     benchmark: Benchmark,
-    estimator="mle",
+    estimator: "str | AbstractEstimator" = "mle",
     *,
     p_true: ArrayLike | None = None,
     u0: ArrayLike | None = None,
@@ -748,7 +749,7 @@ def sweep(
     n_runs: int = 20,
     key: "PRNGKeyArray | int | None" = None,
     p0: "str | ArrayLike" = "box",
-    bounds="model",
+    bounds: Any = "model",
     covariance: str | None = None,
     level: float = 0.95,
     test_functions: TestFunctionConfig = TestFunctionConfig(),

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import ArrayLike
+from numpy.typing import ArrayLike
 
 from .._checks import as_sigma, check_state_columns, user_stacklevel, warn_if_float32
 from .._compile import cpu_safe_jit

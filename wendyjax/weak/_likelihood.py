@@ -19,7 +19,8 @@ from functools import partial
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
+from numpy.typing import ArrayLike
 
 from .._compile import cpu_safe_jit
 from .._notes import Notes
