@@ -1,6 +1,8 @@
 """Loss gradients through diffrax (backprop, continuous adjoint, forward mode) and their
 vector-field evaluation counts."""
 
+from typing import Any
+
 import equinox as eqx
 import jax
 import jax.flatten_util
@@ -27,7 +29,7 @@ def neural_ode():
 @pytest.mark.slow
 def test_gradient_modes_agree_with_each_other_and_finite_differences(neural_ode):
     f, theta, x0, t, y = neural_ode
-    tight = {"rtol": 1e-10, "atol": 1e-10}
+    tight: dict[str, Any] = {"rtol": 1e-10, "atol": 1e-10}
     flat = {}
     for mode in ("backprop", "backsolve", "forward"):
         value, grad, counts = trajectory_loss_gradient(f, theta, x0, t, y, mode=mode, **tight)

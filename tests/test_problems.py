@@ -2,6 +2,7 @@
 boarding-school influenza data, partly observed data in the bootstrap."""
 
 import warnings
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -52,7 +53,7 @@ def test_a_held_model_is_the_model_without_those_parameters():
     ids=["mle", "wls", "output_error", "hybrid"],
 )
 def test_fixed_parameters_give_the_fit_of_the_model_written_without_them(estimator):
-    options = {"u0": [0.5]} if isinstance(estimator, (wj.OutputError, wj.Hybrid)) else {}
+    options: dict[str, Any] = {"u0": [0.5]} if isinstance(estimator, (wj.OutputError, wj.Hybrid)) else {}
     held = estimator.fit(FULL, LOGISTIC_DATA, p0=[1.0, 10.0], fixed={"K": 10.0}, **options)
     hand = estimator.fit(BY_HAND, LOGISTIC_DATA, p0=[1.0], **options)
     assert held.model.param_names == ("r",) and held.successful
@@ -347,7 +348,7 @@ def test_a_study_of_a_held_benchmark_is_the_study_of_the_model_written_without_t
         "by hand",
     )
     assert held.model.param_names == ("p1",) and held.model.fixed == {"p2": -1.0}
-    kwargs = dict(noise_levels=0.05, subsamples=16, n_runs=6, key=0, progress=False, batch_size=6)
+    kwargs: dict[str, Any] = dict(noise_levels=0.05, subsamples=16, n_runs=6, key=0, progress=False, batch_size=6)
     a = wj.studies.monte_carlo(held, "mle", **kwargs)
     b = wj.studies.monte_carlo(hand, "mle", **kwargs)
     np.testing.assert_allclose(a.runs[0].params, b.runs[0].params, rtol=1e-9)

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -321,7 +322,7 @@ def test_sweep_settings_share_chunks_and_every_stage_is_timed():
     # estimates as chunks of three (one setting each), and the seconds of every stage recorded
     bench = zoo("logistic")
     grid = np.array([[1.0, -1.0], [0.9, -0.9], [1.1, -1.1]])
-    kw = dict(p_true=grid, noise_level=0.05, subsample=4, n_runs=3, key=2, progress=False)
+    kw: dict[str, Any] = dict(p_true=grid, noise_level=0.05, subsample=4, n_runs=3, key=2, progress=False)
     pooled = wj.studies.sweep(bench, "mle", batch_size=9, **kw)
     apart = wj.studies.sweep(bench, "mle", batch_size=3, **kw)
     assert pooled.settings["n_chunks"] == 1 and apart.settings["n_chunks"] == 3
@@ -438,7 +439,7 @@ _SHARDED = textwrap.dedent("""
     from wendyjax.studies import _engine
     assert len(jax.devices()) == 2
     bench = wj.models.logistic()
-    kw = dict(noise_levels=[0.05], subsamples=[4], n_runs=8, key=jax.random.key(1), progress=False)
+    kw: dict[str, Any] = dict(noise_levels=[0.05], subsamples=[4], n_runs=8, key=jax.random.key(1), progress=False)
     # the shards of a chunk are fitted at the same time: each device's program waits in a
     # callback until the other device's has reached it (a barrier that breaks after 120 s
     # if the devices run one after another)
@@ -491,7 +492,7 @@ _DISTRIBUTED = textwrap.dedent("""
     import wendyjax as wj
     assert len(jax.devices()) == 2 and len(jax.local_devices()) == 1
     bench = wj.models.logistic()
-    kw = dict(noise_levels=[0.05], subsamples=[4], n_runs=8, key=jax.random.key(1), progress=False)
+    kw: dict[str, Any] = dict(noise_levels=[0.05], subsamples=[4], n_runs=8, key=jax.random.key(1), progress=False)
     both = wj.studies.monte_carlo(bench, wj.MLE(), batch_size=8, **kw)
     alone = wj.studies.monte_carlo(bench, wj.MLE(), devices=jax.local_devices(), batch_size=4, **kw)
     a, b = both.runs[0], alone.runs[0]
@@ -539,7 +540,7 @@ def lv_studies():
     # (compilation, ~30 s, is the same at both sizes), and the intervals are as well
     # calibrated: inverse-Hessian coverage averaged over the 4 parameters 0.944 for this
     # seed and 0.90-0.96 for seeds 1-4 (0.906 for this seed at M = 256)
-    kw = dict(noise_levels=[0.05], subsamples=[8], n_runs=40, key=jax.random.key(7), progress=False)
+    kw: dict[str, Any] = dict(noise_levels=[0.05], subsamples=[8], n_runs=40, key=jax.random.key(7), progress=False)
     return {cov: wj.studies.monte_carlo(bench, wj.MLE(), covariance=cov, **kw) for cov in ("sandwich", "hessian")}
 
 
