@@ -91,7 +91,7 @@ def test_batch_of_windows_is_the_mean_of_single_windows(neural_ode):
 def test_bad_arguments(neural_ode):
     f, theta, x0, t, y = neural_ode
     with pytest.raises(ValueError, match="mode must be one of"):
-        trajectory_loss_gradient(f, theta, x0, t, y, mode="adjoint")
+        trajectory_loss_gradient(f, theta, x0, t, y, mode="adjoint")  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="y must have shape"):
         trajectory_loss_gradient(f, theta, x0, t, y[:, :1])
     with pytest.raises(ValueError, match="t must have shape"):

@@ -25,7 +25,7 @@ def test_bad_input_is_refused_before_any_work(mle_fit):
     cases = [
         (lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, DATA, 1, key=0), ValueError, "n_boot must be an integer >= 2"),
         (lambda: wj.studies.bootstrap(wj.MLE(), failed, DATA, 10, key=0), ValueError, "the fit did not succeed"),
-        (lambda: wj.studies.bootstrap("mle", mle_fit, DATA, 10, key=0), TypeError, "estimator must be a wendyjax"),
+        (lambda: wj.studies.bootstrap("mle", mle_fit, DATA, 10, key=0), TypeError, "estimator must be a wendyjax"),  # pyright: ignore[reportArgumentType]  # the wrong input under test
         (lambda: wj.studies.bootstrap(wj.MLE(), mle_fit.to_dict(), DATA, 10, key=0), TypeError, "fit must be"),
         (
             lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, wj.Trajectory(DATA.t, np.c_[DATA.u, DATA.u]), 10, key=0),

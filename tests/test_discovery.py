@@ -589,13 +589,13 @@ def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="requires a uniform time grid"):
         _problem.discovery_problem(wj.Trajectory(t**2, clean), library)
     with pytest.raises(ValueError, match="data must hold one trajectory"):
-        _problem.discovery_problem([data, data], library)
+        _problem.discovery_problem([data, data], library)  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match=r"data must be a wendyjax.Field \(T, \*space, D\) with 1 spatial axes"):
         _problem.discovery_problem(data, wj.FiniteDifferenceLibrary(["u_x"], 0.1))
     with pytest.raises(ValueError, match=r"data must be a wendyjax.Trajectory \(T, D\)"):
         _problem.discovery_problem(wj.Field(t, clean[:, :, None]), library)
     with pytest.raises(TypeError, match="library must be a wendyjax library"):
-        _problem.discovery_problem(data, wj.models.lorenz().model)
+        _problem.discovery_problem(data, wj.models.lorenz().model)  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="u contains inf at 3 observed"):  # inf is never a missing value
         _trajectory(np.where(np.eye(*clean.shape) > 0, np.inf, clean), 0.02)
     # the common call, each bad argument named before any fit
@@ -631,7 +631,7 @@ def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="k0 must be a positive integer"):
         wj.StateParameterRegression(k0=0)
     with pytest.raises(ValueError, match="criterion must be"):
-        wj.StateParameterRegression(criterion="hqc")
+        wj.StateParameterRegression(criterion="hqc")  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="cannot read the factor 'w_x'"):
         wj.FiniteDifferenceLibrary(["u", "w_x"], 0.1)
     with pytest.raises(ValueError, match="order > 4"):
@@ -639,9 +639,9 @@ def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="hessian must be one of"):
         _problem.discovery_problem(data, library, hessian="dense")
     with pytest.raises(ValueError, match="linear_solver must be one of"):
-        wj.discovery.LevenbergMarquardt(linear_solver="lu")
+        wj.discovery.LevenbergMarquardt(linear_solver="lu")  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="hessian must be 'exact' or 'gauss_newton'"):
-        wj.discovery.LevenbergMarquardt(hessian="bfgs")
+        wj.discovery.LevenbergMarquardt(hessian="bfgs")  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="spatial axis 0 has 4 points"):
         _problem.discovery_problem(_field(np.ones((5, 4)), 0.1), wj.FiniteDifferenceLibrary(["u_xxxx"], 0.1))
 

@@ -54,7 +54,7 @@ def test_lgr_basis_reproduces_polynomials():
 def test_lgr_bad_order():
     for bad in (0, -3, 2.5):
         with pytest.raises(ValueError, match="order must be a positive integer"):
-            lgr_nodes(bad)
+            lgr_nodes(bad)  # pyright: ignore[reportArgumentType]  # the wrong input under test
 
 
 def test_savitzky_golay_matches_scipy_and_handles_gaps(rng):
@@ -343,7 +343,7 @@ def test_bad_input_is_refused():
     with pytest.raises(TypeError, match="ODEModel, a PolynomialLibrary or an equinox Module"):
         est.fit(lambda u, p, t: u, data, np.zeros(4))
     with pytest.raises(TypeError, match="solver must be LeastSquares\\(\\), TrustRegion\\(\\) or Gradient\\(\\)"):
-        wj.IntegralMatching(solver="adam")
+        wj.IntegralMatching(solver="adam")  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="Gradient: batch_size must be a positive"):
         wj.Gradient(batch_size=0)
     with pytest.raises(ValueError, match="max_steps must be a positive integer or None"):

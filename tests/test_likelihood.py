@@ -469,9 +469,9 @@ def test_bad_input_is_refused_before_work():
     with pytest.raises(ValueError, match="needs at least 15 observed samples per trajectory, but the trajectory has 5"):
         wj.weak_likelihood(b.model, wj.Trajectory(np.arange(5.0), np.ones((5, 3))))
     with pytest.raises(TypeError, match="must be a Trajectory"):
-        wj.weak_likelihood(b.model, np.ones((10, 3)))
+        wj.weak_likelihood(b.model, np.ones((10, 3)))  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(TypeError, match="ODEModel"):
-        wj.weak_likelihood(b.model.rhs, data)
+        wj.weak_likelihood(b.model.rhs, data)  # pyright: ignore[reportArgumentType]  # the wrong input under test
     lik = wj.weak_likelihood(b.model, data)
     for f in (lik, lik.grad, lik.hessian):
         with pytest.raises(ValueError, match=r"p must have shape \(3,\).*sigma, rho, beta"):

@@ -183,4 +183,4 @@ def test_dataset_validation():
     with pytest.raises(ValueError, match="at least one"):
         wj.Dataset([])
     with pytest.raises(TypeError, match="not a Trajectory"):
-        wj.Dataset([a, np.ones(3)])
+        wj.Dataset([a, np.ones(3)])  # pyright: ignore[reportArgumentType]  # the wrong input under test

@@ -303,7 +303,7 @@ def test_a_derived_quantity_is_profiled_by_reparametrised_refits():
 def test_bad_derived_profiles_are_refused():
     fit = wj.OutputError().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], u0=_tied, noise=wj.Poisson(), fixed={"phi": 1.0})
     with pytest.raises(TypeError, match=r"derived must be a dict \{name: fn\}"):
-        wj.studies.profile(wj.OutputError(), fit, FLU, derived=[lambda p: p[0]])
+        wj.studies.profile(wj.OutputError(), fit, FLU, derived=[lambda p: p[0]])  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match=r"derived\['c'\] does not depend on the fitted parameters"):
         wj.studies.profile(wj.OutputError(), fit, FLU, derived={"c": lambda p: 3.0 + 0 * p[0]})
     with pytest.raises(ValueError, match=r"'gamma' is already a parameter of model 'flu'"):

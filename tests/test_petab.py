@@ -370,19 +370,19 @@ def test_bad_tables_are_refused_with_file_row_and_column(tmp_path):
 def test_bad_arguments_are_refused_before_any_work(boehm):
     path = _yaml("Boehm_JProteomeRes2014")
     with pytest.raises(ValueError, match="rtol must be a number"):
-        wp.load(path, rtol="tight")
+        wp.load(path, rtol="tight")  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="atol must be a finite number > 0"):
         wp.load(path, atol=0.0)
     with pytest.raises(TypeError, match="solver must be a diffrax solver"):
-        wp.load(path, solver="kvaerno5")
+        wp.load(path, solver="kvaerno5")  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match=r"params must be a vector of the 9 estimated parameters"):
         boehm.log_likelihood(np.zeros(3))
     with pytest.raises(ValueError, match="n_starts must be an integer >= 1"):
         wp.multistart(boehm, 0)
     with pytest.raises(TypeError, match="problem must be a PetabProblem"):
-        wp.multistart("Boehm.yaml", 10)
+        wp.multistart("Boehm.yaml", 10)  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(TypeError, match="solver must be a wendyjax.TrustRegion"):
-        wp.multistart(boehm, 10, solver="fides")
+        wp.multistart(boehm, 10, solver="fides")  # pyright: ignore[reportArgumentType, reportUnusedExpression]  # the wrong input under test
     with pytest.raises(ValueError, match="max_steps must be an integer >= 1"):
         wp.multistart(boehm, 10, max_steps=0)
     with pytest.raises(ValueError, match="max_steps must be an integer >= 1"):
@@ -650,7 +650,7 @@ def test_what_the_estimators_cannot_represent_is_refused(tmp_path, edit, message
     with pytest.raises(wp.PetabError, match=message):
         wp.experiments(wp.load(path))
     with pytest.raises(TypeError, match="problem must be a PetabProblem"):
-        wp.experiments(str(path))
+        wp.experiments(str(path))  # pyright: ignore[reportArgumentType]  # the wrong input under test
 
 
 def test_a_noise_level_that_is_not_positive_is_refused(tmp_path):

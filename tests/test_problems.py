@@ -238,7 +238,7 @@ def test_a_fit_without_a_covariance_points_derived_quantities_to_the_bootstrap()
     ):
         fit.derived(lambda p: p[0] / p[1])
     with pytest.raises(TypeError, match="model must be an ODEModel, got MLPField"):
-        wj.Experiments(wj.neural.MLPField(1, 4, key=jax.random.key(0)), [LOGISTIC_DATA, LOGISTIC_DATA])
+        wj.Experiments(wj.neural.MLPField(1, 4, key=jax.random.key(0)), [LOGISTIC_DATA, LOGISTIC_DATA])  # pyright: ignore[reportArgumentType]  # the wrong input under test
 
 
 @pytest.mark.parametrize(

@@ -99,7 +99,7 @@ def test_bad_input_is_refused_before_any_work(mle_fit):
         (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, grid={"p1": [1.0]}), ValueError, "at least two"),
         (lambda: wj.studies.profile(wj.IntegralMatching(), mle_fit, DATA), TypeError, "profiles are for"),
         (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, level=1.5), ValueError, "level must lie"),
-        (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, level="0.9"), ValueError, "level must be a number"),
+        (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, level="0.9"), ValueError, "level must be a number"),  # pyright: ignore[reportArgumentType]  # the wrong input under test
         (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, width=-1.0), ValueError, "width must be"),
         (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, 0), TypeError, "params must be a parameter name"),
         (

@@ -365,7 +365,7 @@ def test_study_bad_input(monkeypatch):
     bench = zoo("logistic")
     mc = wj.studies.monte_carlo
     with pytest.raises(TypeError, match="Benchmark"):
-        mc(bench.model)
+        mc(bench.model)  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="n_runs"):
         mc(bench, n_runs=1)
     with pytest.raises(ValueError, match="noise_levels must be a finite number > 0, got 0.0"):
@@ -396,17 +396,17 @@ def test_study_bad_input(monkeypatch):
     with pytest.raises(ValueError, match="noise_levels must be a finite number > 0, got inf"):
         mc(bench, noise_levels=[0.05, np.inf])
     with pytest.raises(ValueError, match="noise_levels must be a number, got 'high'"):
-        mc(bench, noise_levels=["high"])
+        mc(bench, noise_levels=["high"])  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="subsamples must be an integer >= 1, got 2.5"):
-        mc(bench, subsamples=[2.5])
+        mc(bench, subsamples=[2.5])  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="batch_size must be an integer >= 1, got True"):
         mc(bench, batch_size=True)
     with pytest.raises(TypeError, match="test_functions must be a TestFunctionConfig"):
-        mc(bench, "output_error", test_functions=None)
+        mc(bench, "output_error", test_functions=None)  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="p0 must be 'box'"):
         mc(bench, p0="random")
     with pytest.raises(TypeError, match="key must be one PRNG key"):
-        mc(bench, key="0")
+        mc(bench, key="0")  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="noise_level must be a finite number > 0"):
         wj.studies.sweep(bench, p_true=[[1.0, -1.0]], noise_level=-0.1)
     with pytest.raises(ValueError, match="subsample must be an integer >= 1"):

@@ -160,11 +160,11 @@ def test_bad_method_options_are_refused_when_built():
     with pytest.raises(ValueError, match="has no covariance"):
         S.Wald().kind(wj.IntegralMatching())
     with pytest.raises(TypeError, match="covariance must be the name of a covariance"):
-        S.Wald(3)
+        S.Wald(3)  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="width must be a number"):
-        S.ProfileIntervals(width="a")
+        S.ProfileIntervals(width="a")  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(TypeError, match="BootstrapOrProfile\\(bootstrap=BootstrapIntervals"):
-        S.BootstrapOrProfile(S.ProfileIntervals())
+        S.BootstrapOrProfile(S.ProfileIntervals())  # pyright: ignore[reportArgumentType]  # the wrong input under test
     for method in (S.ProfileIntervals(), S.BootstrapOrProfile()):
         with pytest.raises(TypeError, match="profiles are for the weak maximum-likelihood estimate"):
             S.monte_carlo(zoo("logistic"), "integral_matching", n_runs=2, progress=False, intervals=(method,))

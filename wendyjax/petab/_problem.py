@@ -13,7 +13,8 @@ import jax.scipy.stats as jstats
 import numpy as np
 import pandas as pd
 import sympy as sp
-from jaxtyping import Array, ArrayLike, Bool, Float, Int
+from jaxtyping import Array, Bool, Float, Int
+from numpy.typing import ArrayLike
 from petab.v1.math import sympify_petab
 
 from .._checks import as_count, as_ratio
