@@ -59,6 +59,7 @@ def test_evaluation_counts(neural_ode):
     _, _, bp = trajectory_loss_gradient(f, theta, x0, t, y, mode="backprop", count=True)
     _, _, fw = trajectory_loss_gradient(f, theta, x0, t, y, mode="forward", count=True)
     _, _, bs = trajectory_loss_gradient(f, theta, x0, t, y, mode="backsolve", count=True)
+    assert bp is not None and fw is not None and bs is not None  # count=True
     # forward mode: the value solve and the tangent solve make the same n_f primal calls,
     # and the tangent solve one JVP per parameter at each of them
     n_f = fw.primal // 2

@@ -173,6 +173,7 @@ def test_a_trajectory_is_valid_or_refused(args):
 
 BENCH = zoo("logistic")
 DATA = BENCH.simulate(jax.random.key(0), 0.05, subsample=16)  # 65 samples: quick compiles
+assert BENCH.model.bounds is not None
 LO, HI = (np.asarray(b, float) for b in BENCH.model.bounds)
 
 _GOOD = {

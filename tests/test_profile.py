@@ -60,6 +60,7 @@ def test_a_product_of_parameters_is_structurally_non_identifiable():
 def test_a_profile_that_stays_low_within_the_box_is_practically_non_identifiable(mle_fit):
     """The box ends half a standard error above p̂1: on that side the profile cannot reach
     the threshold, so the upper end of the interval is unknown."""
+    assert BENCH.model.bounds is not None
     lo, hi = (np.asarray(b, float) for b in BENCH.model.bounds)
     top = float(mle_fit.params[0] + 0.5 * mle_fit.stderr[0])
     held = dataclasses.replace(mle_fit, lower=lo, upper=np.r_[top, hi[1]])
@@ -69,6 +70,7 @@ def test_a_profile_that_stays_low_within_the_box_is_practically_non_identifiable
 
 
 def test_an_estimate_on_a_bound_is_reported_as_such(mle_fit):
+    assert BENCH.model.bounds is not None
     lo, hi = (np.asarray(b, float) for b in BENCH.model.bounds)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

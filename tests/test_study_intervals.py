@@ -78,7 +78,9 @@ def test_bootstrap_or_profile_takes_the_profile_where_the_data_do_not_determine_
     method = S.BootstrapOrProfile(boot, prof)
     computed = method.compute(wj.MLE(), fit, data, 0.95, 0)
     assert np.array_equal(method.ends(computed, 0.95), boot.ends(computed[0], 0.95))
-    lo, hi = (np.asarray(b, float) for b in zoo("logistic").model.bounds)
+    bounds = zoo("logistic").model.bounds
+    assert bounds is not None
+    lo, hi = (np.asarray(b, float) for b in bounds)
     top = float(fit.params[0] + 0.5 * fit.stderr[0])
     held = dataclasses.replace(fit, lower=lo, upper=np.r_[top, hi[1]])
     computed = method.compute(wj.MLE(), held, data, 0.95, 0)
