@@ -273,14 +273,15 @@ def test_neural_field_as_ode_model_refined_by_output_error():
 def test_pure_gradient_solve_equals_the_progress_loop_and_vmaps():
     model, p = _linear_model(), jnp.array([-0.1, 2.0, -2.0, -0.1])
     data = wj.simulate(model, p, [2.0, 0.0], np.linspace(0, 10, 501), wj.AdditiveGaussian(0.01), jax.random.key(0))
-    est = wj.IntegralMatching(order=8, length=0.5, solver=wj.Gradient(optax.adam(1e-2), chunk=100), max_steps=600)
+    solver = wj.Gradient(optax.adam(1e-2), chunk=100)
+    est = wj.IntegralMatching(order=8, length=0.5, solver=solver, max_steps=600)
     a = est.fit(model, data, jnp.zeros(4), key=jax.random.key(5), bounds=None)
     problem = est.subintervals(data)
-    b = est.solve_gradient(est.solver, model.rhs, jnp.zeros(4), problem, jax.random.key(5), progress=True)  # tqdm bar
+    b = est.solve_gradient(solver, model.rhs, jnp.zeros(4), problem, jax.random.key(5), progress=True)  # tqdm bar
     np.testing.assert_allclose(a.params, b.params, rtol=1e-12)
     history = np.asarray(b.extras["history"])
     np.testing.assert_allclose(a.history, history[np.isfinite(history)], rtol=1e-12)
-    one = lambda k: est.solve_gradient(est.solver, model.rhs, jnp.zeros(4), problem, k)  # noqa: E731
+    one = lambda k: est.solve_gradient(solver, model.rhs, jnp.zeros(4), problem, k)  # noqa: E731
     sols = eqx.filter_jit(eqx.filter_vmap(one))(jax.random.split(jax.random.key(0), 3))
     assert sols.params.shape == (3, 4) and bool(jnp.all(jnp.isfinite(sols.objective)))
     np.testing.assert_allclose(sols.params, np.broadcast_to(p, (3, 4)), atol=0.1)
@@ -302,6 +303,7 @@ def test_batched_problems_equal_the_per_dataset_ones():
         for j, i in enumerate((2, 0)):
             one = est.problem(model, wj.data.as_dataset(sets[i]), key=keys[i])
             np.testing.assert_allclose(stacked.subintervals.X[j], one.subintervals.X, rtol=1e-12, atol=1e-12)
+            assert stacked.key is not None and one.key is not None
             np.testing.assert_array_equal(jax.random.key_data(stacked.key[j]), jax.random.key_data(one.key))
         sols = eqx.filter_jit(eqx.filter_vmap(lambda prob: est.solve(prob, jnp.zeros(4), None, None)))(stacked)
         assert sols.params.shape == (2, 4) and bool(jnp.all(jnp.isfinite(sols.objective)))
