@@ -73,17 +73,17 @@ def test_diag_reg_range():
     "make, error, match",
     [
         (
-            lambda: wj.MLE(solver="trust_region"),
+            lambda: wj.MLE(solver="trust_region"),  # pyright: ignore[reportArgumentType]  # the wrong input under test
             TypeError,
             r"MLE: solver must be a solver object such as "
             r"wendyjax.estimators.TrustRegion",
         ),
-        (lambda: wj.IRLS(solver=wj.Gradient()), TypeError, "IRLS: solver must be a solver object"),
+        (lambda: wj.IRLS(solver=wj.Gradient()), TypeError, "IRLS: solver must be a solver object"),  # pyright: ignore[reportArgumentType]  # the wrong input under test
         (lambda: wj.WLS(max_steps=0), ValueError, "WLS: max_steps must be a positive integer, got 0"),
-        (lambda: wj.MLE(max_steps=2.5), ValueError, "MLE: max_steps must be a positive integer, got 2.5"),
+        (lambda: wj.MLE(max_steps=2.5), ValueError, "MLE: max_steps must be a positive integer, got 2.5"),  # pyright: ignore[reportArgumentType]  # the wrong input under test
         (lambda: wj.TrustRegion(atol=float("nan")), ValueError, r"TrustRegion: atol must lie in \[0, 1\)"),
         (
-            lambda: wj.IntegralMatching(solver=wj.estimators.TrustRegion, max_steps=5),
+            lambda: wj.IntegralMatching(solver=wj.estimators.TrustRegion, max_steps=5),  # pyright: ignore[reportArgumentType]  # the wrong input under test
             TypeError,
             r"solver must be LeastSquares\(\), TrustRegion\(\) or Gradient\(\)",
         ),  # the class, not an instance
@@ -130,10 +130,9 @@ def test_options_data_and_masks_are_refused_when_built(make, error, match):
 
 def test_zero_one_masks_are_accepted():
     t = np.arange(4.0)
-    assert np.array_equal(wj.Trajectory(t, np.ones(4), [1, 0, 1, 1]).mask.ravel(), [True, False, True, True])
-    assert np.array_equal(
-        wj.Trajectory(t, np.ones(4), np.array([1.0, 1, 0, 1])).mask.ravel(), [True, True, False, True]
-    )
+    masks = [wj.Trajectory(t, np.ones(4), m).mask for m in ([1, 0, 1, 1], np.array([1.0, 1, 0, 1]))]
+    assert masks[0] is not None and np.array_equal(masks[0].ravel(), [True, False, True, True])
+    assert masks[1] is not None and np.array_equal(masks[1].ravel(), [True, True, False, True])
 
 
 def test_a_file_that_is_not_a_saved_study_is_named(tmp_path):
@@ -165,7 +164,7 @@ def test_late_failures_of_the_second_fuzz_are_refused_first():
     bench, data, fit = logistic_small()
     cases = [
         (
-            lambda: wj.studies.bootstrap(wj.MLE(), fit, data, 40, key=0, ode_solver="tsit5"),
+            lambda: wj.studies.bootstrap(wj.MLE(), fit, data, 40, key=0, ode_solver="tsit5"),  # pyright: ignore[reportArgumentType]  # the wrong input under test
             TypeError,
             r"ode_solver must be a diffrax solver object \(e.g. diffrax.Tsit5\(\)\), got 'tsit5'",
         ),
@@ -197,7 +196,7 @@ def test_late_failures_of_the_second_fuzz_are_refused_first():
         assert time.perf_counter() - clock < 2.0
     boot = wj.studies.bootstrap(wj.MLE(), fit, data, 4, key=0, progress=False)
     with pytest.raises(ValueError, match="level must be a number"), unchecked():  # was "Unknown format code 'g'"
-        boot.table("0.95")
+        boot.table("0.95")  # pyright: ignore[reportArgumentType]  # the wrong input under test
 
 
 def test_k_beyond_the_samples_is_refused_before_the_solve():

@@ -1,6 +1,8 @@
 """Loss gradients through diffrax (backprop, continuous adjoint, forward mode) and their
 vector-field evaluation counts."""
 
+from typing import Any
+
 import equinox as eqx
 import jax
 import jax.flatten_util
@@ -28,7 +30,7 @@ def neural_ode():
 @pytest.mark.slow
 def test_gradient_modes_agree_with_each_other_and_finite_differences(neural_ode):
     f, theta, x0, t, y = neural_ode
-    tight = {"rtol": 1e-10, "atol": 1e-10}
+    tight: dict[str, Any] = {"rtol": 1e-10, "atol": 1e-10}
     flat = {}
     for mode in ("backprop", "backsolve", "forward"):
         value, grad, counts = trajectory_loss_gradient(f, theta, x0, t, y, mode=mode, **tight)
@@ -58,6 +60,7 @@ def test_evaluation_counts(neural_ode):
     _, _, bp = trajectory_loss_gradient(f, theta, x0, t, y, mode="backprop", count=True)
     _, _, fw = trajectory_loss_gradient(f, theta, x0, t, y, mode="forward", count=True)
     _, _, bs = trajectory_loss_gradient(f, theta, x0, t, y, mode="backsolve", count=True)
+    assert bp is not None and fw is not None and bs is not None  # count=True
     # forward mode: the value solve and the tangent solve make the same n_f primal calls,
     # and the tangent solve one JVP per parameter at each of them
     n_f = fw.primal // 2
@@ -92,7 +95,7 @@ def test_bad_arguments(neural_ode):
     `mode`'s literal refuse these first)."""
     f, theta, x0, t, y = neural_ode
     with pytest.raises(ValueError, match="mode must be one of"), unchecked():
-        trajectory_loss_gradient(f, theta, x0, t, y, mode="adjoint")
+        trajectory_loss_gradient(f, theta, x0, t, y, mode="adjoint")  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="y must have shape"), unchecked():
         trajectory_loss_gradient(f, theta, x0, t, y[:, :1])
     with pytest.raises(ValueError, match="t must have shape"), unchecked():

@@ -26,7 +26,7 @@ def test_bad_input_is_refused_before_any_work(mle_fit):
     cases = [
         (lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, DATA, 1, key=0), ValueError, "n_boot must be an integer >= 2"),
         (lambda: wj.studies.bootstrap(wj.MLE(), failed, DATA, 10, key=0), ValueError, "the fit did not succeed"),
-        (lambda: wj.studies.bootstrap("mle", mle_fit, DATA, 10, key=0), TypeError, "estimator must be a wendyjax"),
+        (lambda: wj.studies.bootstrap("mle", mle_fit, DATA, 10, key=0), TypeError, "estimator must be a wendyjax"),  # pyright: ignore[reportArgumentType]  # the wrong input under test
         (lambda: wj.studies.bootstrap(wj.MLE(), mle_fit.to_dict(), DATA, 10, key=0), TypeError, "fit must be"),
         (
             lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, wj.Trajectory(DATA.t, np.c_[DATA.u, DATA.u]), 10, key=0),
@@ -79,7 +79,9 @@ def test_the_bootstrap_agrees_with_the_fits_own_uncertainty(mle_fit):
     assert np.allclose((lo + hi) / 2, mle_fit.params - boot.bias)
     assert np.allclose(hi - lo, 2 * 2.022691 * np.sqrt(1 + 1 / 40) * boot.stderr)
     assert "40 refits, 0 failed" in boot.table()
-    assert np.array_equal(boot.lower, mle_fit.lower) and np.array_equal(boot.upper, mle_fit.upper)
+    lower, upper = boot.lower, boot.upper
+    assert lower is not None and upper is not None and mle_fit.lower is not None and mle_fit.upper is not None
+    assert np.array_equal(lower, mle_fit.lower) and np.array_equal(upper, mle_fit.upper)
     with pytest.raises(ValueError, match="level must lie strictly between 0 and 1, got 95"):
         boot.basic(95)
     # WENDy fits no initial state: output error fitted it with the parameters held

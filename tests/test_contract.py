@@ -51,7 +51,11 @@ def test_common_call_and_result_fields(lv, name):
     assert shown == [fit.table()]
     if est.covariances:  # a likelihood method: noise model, covariance, intervals
         assert fit.noise == d["noise"] == "gaussian" and "noise: gaussian" in fit.table()
-        assert fit.covariance.shape == (4, 4) and fit.covariance_method == est.covariances[0]
+        assert (
+            fit.covariance is not None
+            and fit.covariance.shape == (4, 4)
+            and fit.covariance_method == est.covariances[0]
+        )
         assert np.all(fit.stderr > 0) and np.all(lo < fit.params) and np.all(fit.params < hi)
     else:  # integral matching: no sampling theory, so no intervals, said in the summary
         assert fit.covariance is None and np.all(np.isnan(fit.stderr)) and np.all(np.isnan(lo))

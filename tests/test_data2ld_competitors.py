@@ -15,6 +15,7 @@ from wendyjax import datasets as ds, linear as L
 _SPEC = importlib.util.spec_from_file_location(
     "_data2ld_competitors", Path(__file__).resolve().parents[1] / "benchmarks" / "_data2ld_competitors.py"
 )
+assert _SPEC is not None and _SPEC.loader is not None
 C = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(C)
 

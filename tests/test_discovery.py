@@ -193,7 +193,7 @@ def test_bordered_block_solve_equals_a_dense_solve():
 def test_sparse_bordered_solve_equals_a_dense_solve_and_flags_singular_matrices():
     rng = np.random.default_rng(3)
     n, p = 30, 4
-    a = scipy.sparse.random(n, n, density=0.1, random_state=4).toarray()
+    a = scipy.sparse.random(n, n, density=0.1, random_state=4).toarray()  # pyright: ignore[reportCallIssue]  # scipy's rng-transition decorator hides random_state
     full = np.block([[a + a.T, rng.standard_normal((n, p))], [np.zeros((p, n)), np.zeros((p, p))]])
     full = full @ full.T + n * np.eye(n + p)  # positive definite, a dense border
     rows, cols = np.nonzero(full[:n, :n])
@@ -232,12 +232,12 @@ def test_two_level_sparse_solve_eliminates_the_time_difference_block(monkeypatch
     size, p = 12, 3
     eye = np.eye(size)
     p_inv = np.block([[0.5 * eye, 0.5 * eye], [-eye, eye]])  # (s, d) = P⁻¹ u
-    a_ss = scipy.sparse.random(size, size, density=0.3, random_state=6).toarray()
-    a_sd = scipy.sparse.random(size, size, density=0.3, random_state=7).toarray()
+    a_ss = scipy.sparse.random(size, size, density=0.3, random_state=6).toarray()  # pyright: ignore[reportCallIssue]  # scipy's rng-transition decorator hides random_state
+    a_sd = scipy.sparse.random(size, size, density=0.3, random_state=7).toarray()  # pyright: ignore[reportCallIssue]  # scipy's rng-transition decorator hides random_state
     a_hat = np.block([[a_ss @ a_ss.T + size * eye, a_sd], [a_sd.T, np.diag(rng.uniform(size, 2 * size, size))]])
     structured = p_inv.T @ a_hat @ p_inv  # diagonal in d, but not in u
     assert np.count_nonzero(structured[size:, :size]) > size
-    generic = scipy.sparse.random(2 * size, 2 * size, density=0.2, random_state=8).toarray()
+    generic = scipy.sparse.random(2 * size, 2 * size, density=0.2, random_state=8).toarray()  # pyright: ignore[reportCallIssue]  # scipy's rng-transition decorator hides random_state
     generic = generic @ generic.T + 2 * size * np.eye(2 * size)
     border, corner = rng.standard_normal((2 * size, p)), 10.0 * np.eye(p)
     shift, b = rng.uniform(0.1, 1.0, 2 * size), rng.standard_normal(2 * size + p)
@@ -405,7 +405,7 @@ def test_gauss_newton_and_conjugate_gradients_reach_the_same_minimum():
         ("gauss_newton", "cg"),
     ):
         problem = _problem.discovery_problem(_trajectory(data, 0.02), library, hessian=_problem.HESSIAN_KINDS[solver])
-        lm = wj.discovery.LevenbergMarquardt(hessian=hessian, linear_solver=solver, cg_max_steps=400, cg_rtol=1e-10)
+        lm = wj.discovery.LevenbergMarquardt(hessian=hessian, linear_solver=solver, cg_max_steps=400, cg_rtol=1e-10)  # pyright: ignore[reportArgumentType]  # the loop's strings are valid kinds
         sols[hessian, solver] = sol = jax.jit(lm.__call__)(problem, jnp.asarray(data), theta0, mask, 1e-2, 0.0, EPS)
         assert sol.result == wj.RESULTS.successful
     ref = sols["exact", "cholesky"]
@@ -442,9 +442,10 @@ def test_exact_support_from_complete_lorenz_data_at_low_noise():
     data = clean + 0.05 * clean.std(0) * np.random.default_rng(0).standard_normal(clean.shape)
     found = wj.StateParameterRegression().fit(library, _trajectory(data, 0.02))
     assert isinstance(found, wj.AbstractFit) and found.successful and found.method == "state_parameter_regression"
+    assert isinstance(found, wj.discovery.Discovery)
     assert found.compare(true)["missing_terms"] == 0 and found.compare(true)["extra_terms"] == 0, found.table()
     assert found.compare(true)["max_relative_error"] < 0.1  # measured 0.043
-    assert found.best.status[0] == wj.RESULTS.successful
+    assert found.best is not None and found.best.status[0] == wj.RESULTS.successful
     assert found.objective == found.best.criterion and found.num_steps == len(found.history)
     np.testing.assert_array_equal(found.support, found.params != 0)
     # the record of every tested model, the selected one marked
@@ -591,13 +592,13 @@ def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="requires a uniform time grid"):
         _problem.discovery_problem(wj.Trajectory(t**2, clean), library)
     with pytest.raises(ValueError, match="data must hold one trajectory"):
-        _problem.discovery_problem([data, data], library)
+        _problem.discovery_problem([data, data], library)  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match=r"data must be a wendyjax.Field \(T, \*space, D\) with 1 spatial axes"):
         _problem.discovery_problem(data, wj.FiniteDifferenceLibrary(["u_x"], 0.1))
     with pytest.raises(ValueError, match=r"data must be a wendyjax.Trajectory \(T, D\)"):
         _problem.discovery_problem(wj.Field(t, clean[:, :, None]), library)
     with pytest.raises(TypeError, match="library must be a wendyjax library"):
-        _problem.discovery_problem(data, wj.models.lorenz().model)
+        _problem.discovery_problem(data, wj.models.lorenz().model)  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="u contains inf at 3 observed"):  # inf is never a missing value
         _trajectory(np.where(np.eye(*clean.shape) > 0, np.inf, clean), 0.02)
     # the common call, each bad argument named before any fit
@@ -633,7 +634,7 @@ def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="k0 must be a positive integer"):
         wj.StateParameterRegression(k0=0)
     with pytest.raises(ValueError, match="criterion must be"):
-        wj.StateParameterRegression(criterion="hqc")
+        wj.StateParameterRegression(criterion="hqc")  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="cannot read the factor 'w_x'"):
         wj.FiniteDifferenceLibrary(["u", "w_x"], 0.1)
     with pytest.raises(ValueError, match="order > 4"):
@@ -641,9 +642,9 @@ def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="hessian must be one of"):
         _problem.discovery_problem(data, library, hessian="dense")
     with pytest.raises(ValueError, match="linear_solver must be one of"):
-        wj.discovery.LevenbergMarquardt(linear_solver="lu")
+        wj.discovery.LevenbergMarquardt(linear_solver="lu")  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="hessian must be 'exact' or 'gauss_newton'"):
-        wj.discovery.LevenbergMarquardt(hessian="bfgs")
+        wj.discovery.LevenbergMarquardt(hessian="bfgs")  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="spatial axis 0 has 4 points"):
         _problem.discovery_problem(_field(np.ones((5, 4)), 0.1), wj.FiniteDifferenceLibrary(["u_xxxx"], 0.1))
 

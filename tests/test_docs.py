@@ -16,6 +16,7 @@ import pytest
 pytestmark = pytest.mark.slow  # a whole site build
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("wendyjax_browser_check", ROOT / "docs" / "browser_check.py")
+assert _spec is not None and _spec.loader is not None
 browser_check = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(browser_check)
 MODULES = [

@@ -76,7 +76,7 @@ def no_persistent_cache():
     happened there (deserialising and serialising an executable; the other eleven inside XLA's
     compiler)."""
     yield
-    if jax.config.jax_compilation_cache_dir is not None:
+    if jax.config.read("jax_compilation_cache_dir") is not None:
         jax.config.update("jax_compilation_cache_dir", None)
         compilation_cache.reset_cache()
 
@@ -105,7 +105,7 @@ def test_the_page_runs_as_shown(page, tmp_path, monkeypatch, no_persistent_cache
                 exec(compile(body, _name(page), "exec"), namespace)  # noqa: S102 - the page's own code
             printed = out.getvalue()
         elif language == "bash" and all(cli := [CLI.fullmatch(line) for line in _commands(body)]):
-            for args, target in (match.groups() for match in cli):
+            for args, target in (match.groups() for match in cli if match):
                 out = io.StringIO()
                 with contextlib.redirect_stdout(out):
                     assert cli_main(shlex.split(args)) == 0, f"{_name(page)}: {args}"

@@ -76,6 +76,7 @@ def _fit_all(study: Study, est):
     three tests, took ~25 s each time)."""
     key = (id(study), est)
     if key not in _FITS:
+        assert study.bench.model.bounds is not None
         lo, hi = (jnp.asarray(x) for x in study.bench.model.bounds)
         _FITS[key] = _solve(est, study.lik, study.p0, lo, hi)
     return _FITS[key]
@@ -98,6 +99,7 @@ def test_mle_recovers_truth_with_covering_intervals(name, max_median_err):
     sol = _fit_all(study, wj.MLE())
     assert bool(jnp.all(sol.successful)), np.asarray(sol.result._value)
     p = np.asarray(sol.params)
+    assert b.model.bounds is not None
     lo, hi = (np.asarray(x) for x in b.model.bounds)
     assert np.all(p >= lo) and np.all(p <= hi)
     assert np.median(_rel_err(p, b.p_true)) < max_median_err
@@ -149,6 +151,7 @@ def test_irls_and_mle_agree_on_a_linear_model():
 @pytest.mark.slow
 def test_vmapped_fits_equal_single_fits():
     study = _study("logistic")
+    assert study.bench.model.bounds is not None
     lo, hi = (jnp.asarray(x) for x in study.bench.model.bounds)
     batched = _fit_all(study, wj.MLE())
     single = eqx.filter_jit(lambda lik, p0: wj.MLE().solve(lik, p0, lo, hi))
@@ -218,6 +221,7 @@ def test_mle_start_both_keeps_the_lower_local_minimum():
     box start's."""
     b = zoo("hindmarsh_rose")
     lik = wj.weak_likelihood(b.model, b.simulate(jax.random.key(0), 0.2, subsample=4))
+    assert b.model.bounds is not None
     lo, hi = (jnp.asarray(x) for x in b.model.bounds)
     p0 = lo + np.random.default_rng(0).uniform(size=lo.size) * (hi - lo)
     solve = eqx.filter_jit(lambda est, lik, p0: est.solve(lik, p0, lo, hi))

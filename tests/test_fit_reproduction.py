@@ -69,10 +69,16 @@ def test_changed_options_are_refused_and_left_out_ones_reused():
     assert reused.verdict == "identifiable" and np.all(np.isfinite(reused.interval))
 
 
+def _radius(fit) -> float:
+    info = fit.test_functions[0]
+    assert info is not None  # searched, not given
+    return info.radius
+
+
 def test_a_fixed_radius_is_reused():
-    config = wj.TestFunctionConfig(radius=2 * FIT.test_functions[0].radius)  # a fixed radius
+    config = wj.TestFunctionConfig(radius=2 * _radius(FIT))  # a fixed radius
     fit = wj.MLE().fit(BENCH.model, DATA, covariance="hessian", test_functions=config)
-    assert fit.test_functions[0].radius != FIT.test_functions[0].radius  # the default search picks another
+    assert _radius(fit) != _radius(FIT)  # the default search picks another
     reused = wj.studies.profile(wj.MLE(), fit, DATA, "p1", n_points=5)["p1"]
     repeated = wj.studies.profile(wj.MLE(), fit, DATA, "p1", n_points=5, test_functions=config)["p1"]
     np.testing.assert_array_equal(reused.statistic, repeated.statistic)

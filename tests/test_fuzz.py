@@ -16,7 +16,11 @@ from hypothesis.extra import numpy as hnp
 import wendyjax as wj
 
 FUZZ = settings(
-    derandomize=True, database=None, deadline=None, max_examples=200, suppress_health_check=list(HealthCheck)
+    derandomize=True,
+    database=None,
+    deadline=None,
+    max_examples=200,
+    suppress_health_check=list(HealthCheck),  # pyright: ignore[reportArgumentType]  # an Enum class iterates over its members
 )
 BAD = (ValueError, TypeError)
 
@@ -173,6 +177,7 @@ def test_a_trajectory_is_valid_or_refused(args):
 
 BENCH = zoo("logistic")
 DATA = BENCH.simulate(jax.random.key(0), 0.05, subsample=16)  # 65 samples: quick compiles
+assert BENCH.model.bounds is not None
 LO, HI = (np.asarray(b, float) for b in BENCH.model.bounds)
 
 _GOOD = {

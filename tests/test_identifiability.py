@@ -42,6 +42,7 @@ def test_a_well_posed_fit_reports_nothing_and_a_bound_is_named():
     report = fit.identifiability()
     assert report.ok and report.undetermined == () and report.weak == ()
     assert abs(report.correlation[0, 1]) < 1 and np.allclose(np.diag(report.correlation), 1.0)
+    assert BENCH.model.bounds is not None
     lo, hi = (np.asarray(b, float) for b in BENCH.model.bounds)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

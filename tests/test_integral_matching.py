@@ -15,6 +15,7 @@ from numpy.polynomial import legendre
 import wendyjax as wj
 from wendyjax.collocation import LGR, SavitzkyGolay, lgr_nodes, node_values
 from wendyjax.estimators import collocation_residuals, integral_matching_loss, integral_matching_problem
+from wendyjax.estimators._hidden import chained_problem
 
 
 @pytest.mark.parametrize("order", [1, 2, 3, 5, 12, 30, 40])
@@ -55,14 +56,16 @@ def test_lgr_basis_reproduces_polynomials():
 def test_lgr_bad_order():
     for bad in (0, -3, 2.5):  # 2.5: lgr_nodes' own message (`order: int` refuses it under the type checks)
         with pytest.raises(ValueError, match="order must be a positive integer"), unchecked():
-            lgr_nodes(bad)
+            lgr_nodes(bad)  # pyright: ignore[reportArgumentType]  # the wrong input under test
 
 
 def test_savitzky_golay_matches_scipy_and_handles_gaps(rng):
     t = np.linspace(0, 10, 301)
     y = np.stack([np.sin(t), np.cos(2 * t)], 1) + 0.1 * rng.standard_normal((301, 2))
     ours = SavitzkyGolay(21, 3)(jnp.asarray(t), jnp.asarray(y), jnp.ones_like(y))
-    np.testing.assert_allclose(ours, scipy.signal.savgol_filter(y, 21, 3, axis=0, mode="interp"), atol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(ours), np.asarray(scipy.signal.savgol_filter(y, 21, 3, axis=0, mode="interp")), atol=1e-12
+    )
     # the uniform-grid path (one hat matrix for all windows) gives the same values, also at
     # the default's high degree
     fast = SavitzkyGolay(21, 3)(jnp.asarray(t), jnp.asarray(y), jnp.ones_like(y), True)
@@ -274,14 +277,15 @@ def test_neural_field_as_ode_model_refined_by_output_error():
 def test_pure_gradient_solve_equals_the_progress_loop_and_vmaps():
     model, p = _linear_model(), jnp.array([-0.1, 2.0, -2.0, -0.1])
     data = wj.simulate(model, p, [2.0, 0.0], np.linspace(0, 10, 501), wj.AdditiveGaussian(0.01), jax.random.key(0))
-    est = wj.IntegralMatching(order=8, length=0.5, solver=wj.Gradient(optax.adam(1e-2), chunk=100), max_steps=600)
+    solver = wj.Gradient(optax.adam(1e-2), chunk=100)
+    est = wj.IntegralMatching(order=8, length=0.5, solver=solver, max_steps=600)
     a = est.fit(model, data, jnp.zeros(4), key=jax.random.key(5), bounds=None)
     problem = est.subintervals(data)
-    b = est.solve_gradient(est.solver, model.rhs, jnp.zeros(4), problem, jax.random.key(5), progress=True)  # tqdm bar
+    b = est.solve_gradient(solver, model.rhs, jnp.zeros(4), problem, jax.random.key(5), progress=True)  # tqdm bar
     np.testing.assert_allclose(a.params, b.params, rtol=1e-12)
     history = np.asarray(b.extras["history"])
     np.testing.assert_allclose(a.history, history[np.isfinite(history)], rtol=1e-12)
-    one = lambda k: est.solve_gradient(est.solver, model.rhs, jnp.zeros(4), problem, k)  # noqa: E731
+    one = lambda k: est.solve_gradient(solver, model.rhs, jnp.zeros(4), problem, k)  # noqa: E731
     sols = eqx.filter_jit(eqx.filter_vmap(one))(jax.random.split(jax.random.key(0), 3))
     assert sols.params.shape == (3, 4) and bool(jnp.all(jnp.isfinite(sols.objective)))
     np.testing.assert_allclose(sols.params, np.broadcast_to(p, (3, 4)), atol=0.1)
@@ -303,6 +307,7 @@ def test_batched_problems_equal_the_per_dataset_ones():
         for j, i in enumerate((2, 0)):
             one = est.problem(model, wj.data.as_dataset(sets[i]), key=keys[i])
             np.testing.assert_allclose(stacked.subintervals.X[j], one.subintervals.X, rtol=1e-12, atol=1e-12)
+            assert stacked.key is not None and one.key is not None
             np.testing.assert_array_equal(jax.random.key_data(stacked.key[j]), jax.random.key_data(one.key))
         sols = eqx.filter_jit(eqx.filter_vmap(lambda prob: est.solve(prob, jnp.zeros(4), None, None)))(stacked)
         assert sols.params.shape == (2, 4) and bool(jnp.all(jnp.isfinite(sols.objective)))
@@ -347,7 +352,7 @@ def test_bad_input_is_refused():
         pytest.raises(TypeError, match="solver must be LeastSquares\\(\\), TrustRegion\\(\\) or Gradient\\(\\)"),
         unchecked(),
     ):
-        wj.IntegralMatching(solver="adam")
+        wj.IntegralMatching(solver="adam")  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="Gradient: batch_size must be a positive"):
         wj.Gradient(batch_size=0)
     with pytest.raises(ValueError, match="max_steps must be a positive integer or None"):
@@ -434,9 +439,7 @@ def test_hidden_states_with_a_neural_field():
     assert np.all(np.isfinite(fit.history)) and fit.history[-1] < fit.history[0]
     z = fit.node_states[:, 2]
     assert abs(z.mean()) < 1e-8 and abs(z.std() - 1) < 1e-8
-    X = np.asarray(
-        wj.estimators._hidden.chained_problem(wj.data.as_dataset(data), order=30, length=1.0, smoother=None).X
-    )
+    X = np.asarray(chained_problem(wj.data.as_dataset(data), order=30, length=1.0, smoother=None).X)
     zero_field = np.mean((X[:, 1:, :2] - X[:, :1, :2]) ** 2) * 2 / 3  # ℓ's observed terms with f = 0
     assert fit.objective < 1e-2 * zero_field, (fit.objective, zero_field)  # measured 1.8e-3 ×
     assert "hidden states reconstructed: u[2] (standardised)" in fit.table() and "neural vector field" in fit.table()

@@ -200,7 +200,7 @@ def test_linear_path_forms_only_structurally_nonzero_grams():
     assert sorted((s.entry_scale[n] for n in x_entries)) == [-1.0, 1.0]
     assert len(s.classes) == 3 and len(s.pairs) == 8 and len(s.singles) == 4
     lik = _lik(b, b.simulate(jax.random.key(4), subsample=4))
-    assert lik.linear.grams.shape[1] == len(s.pairs) + 2 * len(s.singles) + 1 == 17
+    assert lik.linear is not None and lik.linear.grams.shape[1] == len(s.pairs) + 2 * len(s.singles) + 1 == 17
     # ∂S/∂p_i lives in block row and column of the equations p_i enters (with their
     # Jacobian columns): σ and ρ touch 5 of the 9 blocks, β 3 (the Hessian multiplies only these)
     blocks = {i: {(e, f) for j, e, f in lik.linear.derivative_pattern() if j == i} for i in range(3)}
@@ -313,7 +313,7 @@ def test_general_hessian_forms_only_the_nonzero_sensitivities_and_equals_autodif
     b = zoo("goodwin_3d")
     data = [b.simulate(jax.random.key(5), subsample=8), b.simulate(jax.random.key(6), subsample=16)]
     lik = _lik(b, data, test_functions=TestFunctionConfig(k_max=15), k=18)
-    assert lik.sensitivity.active == (0, 2, 3, 4, 6)
+    assert lik.sensitivity is not None and lik.sensitivity.active == (0, 2, 3, 4, 6)
     p = jnp.asarray(b.p_true * (1 + 0.05 * np.cos(np.arange(b.model.n_params))))
     value, grad, hess = wj.weak.nll_derivatives(lik, p)
     H = _autodiff_hessian(lik, p)
@@ -335,7 +335,7 @@ def test_general_hessian_falls_back_to_every_gram_when_the_data_reveal_a_missed_
     t = jnp.linspace(0.0, 10.0, 129)
     data = wj.simulate(model, jnp.array([1.0, 0.7]), jnp.array([2.0]), t, wj.AdditiveGaussian(0.05), jax.random.key(2))
     lik = wj.weak_likelihood(model, data, "gaussian")
-    assert lik.linear is None and lik.sensitivity.active == (0, 1)
+    assert lik.linear is None and lik.sensitivity is not None and lik.sensitivity.active == (0, 1)
     p = jnp.array([1.1, 0.6])
     H = _autodiff_hessian(lik, p)
     np.testing.assert_allclose(np.asarray(wj.weak.nll_hessian(lik, p)), H, rtol=1e-9)
@@ -470,9 +470,9 @@ def test_bad_input_is_refused_before_work():
     with pytest.raises(ValueError, match="needs at least 15 observed samples per trajectory, but the trajectory has 5"):
         wj.weak_likelihood(b.model, wj.Trajectory(np.arange(5.0), np.ones((5, 3))))
     with pytest.raises(TypeError, match="must be a Trajectory"), unchecked():  # its own message, not the annotation's
-        wj.weak_likelihood(b.model, np.ones((10, 3)))
+        wj.weak_likelihood(b.model, np.ones((10, 3)))  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(TypeError, match="ODEModel"), unchecked():
-        wj.weak_likelihood(b.model.rhs, data)
+        wj.weak_likelihood(b.model.rhs, data)  # pyright: ignore[reportArgumentType]  # the wrong input under test
     lik = wj.weak_likelihood(b.model, data)
     for f in (lik, lik.grad, lik.hessian):
         with pytest.raises(ValueError, match=r"p must have shape \(3,\).*sigma, rho, beta"):

@@ -139,10 +139,11 @@ def test_output_error_on_the_companion_system_with_a_hidden_derivative():
 @pytest.mark.slow
 def test_parameter_cascading_reports_the_least_gcv(head_impact_fit):
     fit = head_impact_fit
-    est = L.Data2LD(fit.basis, continuation=L.GCV(gammas=(2.0, 4.0, 6.0, 8.0, 9.0)))
+    continuation = L.GCV(gammas=(2.0, 4.0, 6.0, 8.0, 9.0))
+    est = L.Data2LD(fit.basis, continuation=continuation)
     sol = eqx.filter_jit(est.solve)(fit.problem, jnp.full(3, 0.01))
     path = sol.extras["path"]
-    gcv = [float(L.uncertainty(fit.problem, th, L.rho_of(g)).gcv) for th, g in zip(path.theta, est.continuation.gammas)]
+    gcv = [float(L.uncertainty(fit.problem, th, L.rho_of(g)).gcv) for th, g in zip(path.theta, continuation.gammas)]
     assert int(path.selected) == int(np.argmin(gcv))
     assert float(sol.extras["gcv"]) == pytest.approx(min(gcv), rel=1e-10)
 
@@ -342,16 +343,16 @@ def _flat(a, b, n):
             ),
             "unknown keyword.*theta0",
         ),
-        (lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5), continuation="anneal"), "continuation must be Ladder"),
+        (lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5), continuation="anneal"), "continuation must be Ladder"),  # pyright: ignore[reportArgumentType]  # the wrong input under test
         (
-            lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5), solver="trust_region"),
+            lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5), solver="trust_region"),  # pyright: ignore[reportArgumentType]  # the wrong input under test
             "solver must be a solver object",
         ),
         (lambda: L.Data2LD(L.BSplineBasis([0, 1, 2], order=5), max_steps=0), "max_steps must be a positive integer"),
         (lambda: L.Adaptive(eps0=0.0), "Adaptive: needs eps0 > 0"),
         (lambda: L.Ladder(select="best"), "select must be"),
-        (lambda: L.Data2LD([0, 1, 2]), "BSplineBasis"),
-        (lambda: L.BSplineBasis([0, 1, 2], order=5)([0.5], deriv=-1), "deriv"),
+        (lambda: L.Data2LD([0, 1, 2]), "BSplineBasis"),  # pyright: ignore[reportArgumentType]  # the wrong input under test
+        (lambda: L.BSplineBasis([0, 1, 2], order=5)([0.5], deriv=-1), "deriv"),  # pyright: ignore[reportArgumentType]  # the wrong input under test
         (lambda: L.LinearODE({"x": 0}, [L.Term("x", "x", 0, "a")]), "must be >= 1"),
         (lambda: L.LinearODE({"x": 2}, [L.Term("x", "x", 0, "a"), L.Term("x", "x", 0, "b")]), "second term"),
         (lambda: L.Ladder(gammas=(1.0, 0.0)), "Ladder: gammas must be"),
@@ -359,9 +360,9 @@ def _flat(a, b, n):
         (lambda: L.LinearODE.scalar(2, ["b0"]), "one entry per derivative"),
         (lambda: L.LinearODE({"x": 1}, [L.Term("x", "z", 0, "a")]), "unknown variable 'z'"),
         (lambda: L.LinearODE({"x": 1}, [L.Term("x", "x", 1, "a")]), "derivative must be in 0..0"),
-        (lambda: L.LinearODE({"x": 1}, [L.Term("x", "x", 0, [1])]), "coefficient must be"),
+        (lambda: L.LinearODE({"x": 1}, [L.Term("x", "x", 0, [1])]), "coefficient must be"),  # pyright: ignore[reportArgumentType]  # the wrong input under test
         (lambda: L.LinearODE({"x": 1}, [L.Term("x", "x", 0, 1.0)]), "no unknown parameters"),
-        (lambda: L.LinearODE({"x": 1}, [L.Term("x", "x", 0, "a")], [L.Input("x", 3.0, "b")]), "callable"),
+        (lambda: L.LinearODE({"x": 1}, [L.Term("x", "x", 0, "a")], [L.Input("x", 3.0, "b")]), "callable"),  # pyright: ignore[reportArgumentType]  # the wrong input under test
         (lambda: L.Pulse(2.0, 1.0), "start must be < stop"),
         (lambda: L.TimeVarying(L.BSplineBasis([0, 1, 2], order=2), ("a", "b")), "one column per name"),
     ],

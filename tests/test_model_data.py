@@ -56,7 +56,7 @@ def test_zoo_protocol_is_consistent(name):
     b = getattr(wj.models, name)()
     m = b.model
     assert b.p_true.shape == (m.n_params,) and b.u0.shape == (m.n_states,)
-    assert np.all(np.diff(np.asarray(b.t)) > 0)
+    assert np.all(np.diff(np.asarray(b.t, float)) > 0)
     if m.bounds is not None:  # the truth lies inside the paper's box
         assert np.all((np.asarray(m.bounds[0]) <= b.p_true) & (b.p_true <= np.asarray(m.bounds[1])))
     clean = wj.solve(m, b.p_true, b.u0, b.t, solver=b.solver)
@@ -183,4 +183,4 @@ def test_dataset_validation():
     with pytest.raises(ValueError, match="at least one"):
         wj.Dataset([])
     with pytest.raises(TypeError, match="not a Trajectory"):
-        wj.Dataset([a, np.ones(3)])
+        wj.Dataset([a, np.ones(3)])  # pyright: ignore[reportArgumentType]  # the wrong input under test

@@ -11,6 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 _spec = importlib.util.spec_from_file_location("wendyjax_docs_hooks", ROOT / "docs" / "hooks.py")
+assert _spec is not None and _spec.loader is not None
 hooks = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(hooks)
 EXPECT = {

@@ -3,6 +3,7 @@ observation functions y = h(u, p, t), checked against scipy's likelihoods and ag
 states observed directly."""
 
 import re
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -54,7 +55,7 @@ def _scipy_nll(p, counts: str) -> float:
 
 def test_the_count_likelihoods_are_scipys():
     rng = np.random.default_rng(0)
-    y, mean, phi = rng.integers(0, 60, 50).astype(float), rng.uniform(0.5, 80.0, 50), 3.7
+    y, mean, phi = jnp.asarray(rng.integers(0, 60, 50).astype(float)), jnp.asarray(rng.uniform(0.5, 80.0, 50)), 3.7
     np.testing.assert_allclose(wj.Poisson().nll(y, mean, None), -scipy.stats.poisson.logpmf(y, mean), rtol=1e-12)
     nb = wj.NegativeBinomial(phi)
     np.testing.assert_allclose(
@@ -222,7 +223,7 @@ def test_the_outbreak_observed_through_one_column():
     """Only I observed, given as one column with observe = I: the Poisson fit of the
     three-column data with S and R missing."""
     one = wj.Trajectory(FLU.t, IN_BED[:, None])
-    kwargs = dict(u0=_tied, noise=wj.Poisson(), fixed={"phi": 1.0})
+    kwargs: dict[str, Any] = dict(u0=_tied, noise=wj.Poisson(), fixed={"phi": 1.0})
     direct = wj.OutputError().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], **kwargs)
     through = wj.OutputError().fit(SIR, one, [1.5, 0.5, 3.0, 10.0], observe=lambda u, p, t: u[1:2], **kwargs)
     np.testing.assert_allclose(through.params, direct.params, rtol=1e-10)
@@ -268,7 +269,7 @@ def test_a_derived_quantity_is_profiled_by_reparametrised_refits():
     """R0 = β/γ profiled through β (solved from γ and R0) is the profile of R0 in the model
     written by hand with β = R0·γ; a "quantity" that is a parameter itself has that
     parameter's profile."""
-    kwargs = dict(u0=_tied, noise=wj.Poisson(), fixed={"phi": 1.0})
+    kwargs: dict[str, Any] = dict(u0=_tied, noise=wj.Poisson(), fixed={"phi": 1.0})
     fit = wj.OutputError().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], **kwargs)
     prof = wj.studies.profile(
         wj.OutputError(), fit, FLU, n_points=7, derived={"R0": lambda p: p[0] / p[1], "gamma_too": lambda p: p[1]}
@@ -304,7 +305,7 @@ def test_a_derived_quantity_is_profiled_by_reparametrised_refits():
 def test_bad_derived_profiles_are_refused():
     fit = wj.OutputError().fit(SIR, FLU, [1.5, 0.5, 3.0, 10.0], u0=_tied, noise=wj.Poisson(), fixed={"phi": 1.0})
     with pytest.raises(TypeError, match=r"derived must be a dict \{name: fn\}"):
-        wj.studies.profile(wj.OutputError(), fit, FLU, derived=[lambda p: p[0]])
+        wj.studies.profile(wj.OutputError(), fit, FLU, derived=[lambda p: p[0]])  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match=r"derived\['c'\] does not depend on the fitted parameters"):
         wj.studies.profile(wj.OutputError(), fit, FLU, derived={"c": lambda p: 3.0 + 0 * p[0]})
     with pytest.raises(ValueError, match=r"'gamma' is already a parameter of model 'flu'"):

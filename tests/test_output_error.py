@@ -172,9 +172,9 @@ def test_sensitivities_equal_forward_mode_and_optimizers_agree(lv):
     assert tr.successful and ox.successful
     assert np.allclose(tr.params, ox.params, rtol=1e-5)
     with pytest.raises(TypeError, match=r"solver must be a solver object such as wendyjax.estimators.TrustRegion\(\)"):
-        OutputError(solver="optimistix")
+        OutputError(solver="optimistix")  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(TypeError, match="solver must be a solver object"):
-        OutputError(solver=optx.BFGS(rtol=1e-8, atol=1e-8))  # a minimiser, not a least-squares solver
+        OutputError(solver=optx.BFGS(rtol=1e-8, atol=1e-8))  # a minimiser, not a least-squares solver  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="OutputError: max_steps must be a positive integer"):
         OutputError(max_steps=-5)
     with pytest.raises(ValueError, match="jacobian must be"):
@@ -280,7 +280,7 @@ def test_bad_data_is_refused(lv):
     with pytest.raises(TypeError, match="ODEModel"):
         OutputError().fit(lambda u, p, t: u, data, bench.p_true)
     with pytest.raises(TypeError, match="ODEModel"):
-        output_error_problem("lorenz", data)
+        output_error_problem("lorenz", data)  # pyright: ignore[reportArgumentType, reportUnusedExpression]  # the wrong input under test
     with pytest.raises(ValueError, match="u0 must be 2 finite initial states"):  # the hybrid takes u0= too
         wj.Hybrid().fit(bench.model, data, bench.p_true, u0=[1.0, 1.0, 1.0])
 

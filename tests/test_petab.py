@@ -88,27 +88,44 @@ def _write_problem(
     doc = libsbml.SBMLDocument(3, 2)
     model = doc.createModel()
     comp = model.createCompartment()
-    comp.setId("cell"), comp.setSize(2.0), comp.setConstant(True)
+    comp.setId("cell")
+    comp.setSize(2.0)
+    comp.setConstant(True)
     for sid, value in (("A", 1.0), ("B", 0.0)):
         s = model.createSpecies()
-        s.setId(sid), s.setCompartment("cell"), s.setInitialConcentration(value)
-        s.setHasOnlySubstanceUnits(False), s.setBoundaryCondition(False), s.setConstant(False)
+        s.setId(sid)
+        s.setCompartment("cell")
+        s.setInitialConcentration(value)
+        s.setHasOnlySubstanceUnits(False)
+        s.setBoundaryCondition(False)
+        s.setConstant(False)
     k = model.createParameter()
-    k.setId("k"), k.setValue(1.0), k.setConstant(True)
+    k.setId("k")
+    k.setValue(1.0)
+    k.setConstant(True)
     reaction = model.createReaction()
-    reaction.setId("decay"), reaction.setReversible(False)
+    reaction.setId("decay")
+    reaction.setReversible(False)
     ref = reaction.createReactant()
-    ref.setSpecies("A"), ref.setStoichiometry(1.0), ref.setConstant(True)
+    ref.setSpecies("A")
+    ref.setStoichiometry(1.0)
+    ref.setConstant(True)
     ref = reaction.createProduct()
-    ref.setSpecies("B"), ref.setStoichiometry(1.0), ref.setConstant(True)
+    ref.setSpecies("B")
+    ref.setStoichiometry(1.0)
+    ref.setConstant(True)
     reaction.createKineticLaw().setMath(libsbml.parseL3Formula("k * A"))
     if event:
         e = model.createEvent()
-        e.setId("kick"), e.setUseValuesFromTriggerTime(True)
+        e.setId("kick")
+        e.setUseValuesFromTriggerTime(True)
         trigger = e.createTrigger()
-        trigger.setMath(libsbml.parseL3Formula("time > 1")), trigger.setPersistent(True), trigger.setInitialValue(False)
+        trigger.setMath(libsbml.parseL3Formula("time > 1"))
+        trigger.setPersistent(True)
+        trigger.setInitialValue(False)
         a = e.createEventAssignment()
-        a.setVariable("A"), a.setMath(libsbml.parseL3Formula("1"))
+        a.setVariable("A")
+        a.setMath(libsbml.parseL3Formula("1"))
     folder.mkdir(parents=True, exist_ok=True)
     libsbml.writeSBMLToFile(doc, str(folder / "model.xml"))
     pd.DataFrame({"conditionId": ["low", "high"], "A": ["1.0", "3.0" if direct else "A0_high"]}).to_csv(
@@ -248,7 +265,7 @@ def test_multistart_reaches_the_optimum_of_the_problem_written_here(tmp_path):
     assert len(ax.collections) == 2
     import matplotlib.pyplot as plt
 
-    plt.close(ax.figure)
+    plt.close("all")
 
 
 @pytest.mark.parametrize(
@@ -372,19 +389,19 @@ def test_bad_tables_are_refused_with_file_row_and_column(tmp_path):
 def test_bad_arguments_are_refused_before_any_work(boehm):
     path = _yaml("Boehm_JProteomeRes2014")
     with pytest.raises(ValueError, match="rtol must be a number"):
-        wp.load(path, rtol="tight")
+        wp.load(path, rtol="tight")  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="atol must be a finite number > 0"):
         wp.load(path, atol=0.0)
     with pytest.raises(TypeError, match="solver must be a diffrax solver"):
-        wp.load(path, solver="kvaerno5")
+        wp.load(path, solver="kvaerno5")  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match=r"params must be a vector of the 9 estimated parameters"):
         boehm.log_likelihood(np.zeros(3))
     with pytest.raises(ValueError, match="n_starts must be an integer >= 1"):
         wp.multistart(boehm, 0)
     with pytest.raises(TypeError, match="problem must be a PetabProblem"):
-        wp.multistart("Boehm.yaml", 10)
+        wp.multistart("Boehm.yaml", 10)  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(TypeError, match="solver must be a wendyjax.TrustRegion"):
-        wp.multistart(boehm, 10, solver="fides")
+        wp.multistart(boehm, 10, solver="fides")  # pyright: ignore[reportArgumentType, reportUnusedExpression]  # the wrong input under test
     with pytest.raises(ValueError, match="max_steps must be an integer >= 1"):
         wp.multistart(boehm, 10, max_steps=0)
     with pytest.raises(ValueError, match="max_steps must be an integer >= 1"):
@@ -482,11 +499,17 @@ def test_sbml_features_against_their_closed_form(tmp_path):
     doc = libsbml.SBMLDocument(3, 2)
     model = doc.createModel()
     comp = model.createCompartment()
-    comp.setId("cell"), comp.setSize(2.0), comp.setConstant(True)
+    comp.setId("cell")
+    comp.setSize(2.0)
+    comp.setConstant(True)
     for sid, amounts, amount in (("X", True, 4.0), ("Y", False, 6.0)):
         s = model.createSpecies()
-        s.setId(sid), s.setCompartment("cell"), s.setInitialAmount(amount), s.setHasOnlySubstanceUnits(amounts)
-        s.setBoundaryCondition(False), s.setConstant(False)
+        s.setId(sid)
+        s.setCompartment("cell")
+        s.setInitialAmount(amount)
+        s.setHasOnlySubstanceUnits(amounts)
+        s.setBoundaryCondition(False)
+        s.setConstant(False)
     for pid, value, constant in (
         ("k2", 0.25, True),
         ("Z", 1.0, False),
@@ -496,9 +519,12 @@ def test_sbml_features_against_their_closed_form(tmp_path):
         ("stim", 0.0, False),
     ):
         q = model.createParameter()
-        q.setId(pid), q.setValue(value), q.setConstant(constant)
+        q.setId(pid)
+        q.setValue(value)
+        q.setConstant(constant)
     fn = model.createFunctionDefinition()
-    fn.setId("twice"), fn.setMath(libsbml.parseL3Formula("lambda(a, 2 * a)"))
+    fn.setId("twice")
+    fn.setMath(libsbml.parseL3Formula("lambda(a, 2 * a)"))
     for kind, target, formula in (
         ("assignment", "g", "2 * h"),
         ("assignment", "h", "k2"),
@@ -507,19 +533,27 @@ def test_sbml_features_against_their_closed_form(tmp_path):
         ("assignment", "stim", "piecewise(1, time < 1, 2)"),
     ):
         rule = model.createAssignmentRule() if kind == "assignment" else model.createRateRule()
-        rule.setVariable(target), rule.setMath(libsbml.parseL3Formula(formula))
+        rule.setVariable(target)
+        rule.setMath(libsbml.parseL3Formula(formula))
     r1 = model.createReaction()
-    r1.setId("r1"), r1.setReversible(False)
+    r1.setId("r1")
+    r1.setReversible(False)
     ref = r1.createReactant()
-    ref.setSpecies("X"), ref.setStoichiometry(1.0), ref.setConstant(True)
+    ref.setSpecies("X")
+    ref.setStoichiometry(1.0)
+    ref.setConstant(True)
     law = r1.createKineticLaw()
     local = law.createLocalParameter()
-    local.setId("kf"), local.setValue(0.5)
+    local.setId("kf")
+    local.setValue(0.5)
     law.setMath(libsbml.parseL3Formula("kf * X"))
     r2 = model.createReaction()
-    r2.setId("r2"), r2.setReversible(False)
+    r2.setId("r2")
+    r2.setReversible(False)
     ref = r2.createProduct()
-    ref.setSpecies("Y"), ref.setStoichiometry(1.0), ref.setConstant(True)
+    ref.setSpecies("Y")
+    ref.setStoichiometry(1.0)
+    ref.setConstant(True)
     r2.createKineticLaw().setMath(libsbml.parseL3Formula("cell * twice(k2)"))
     folder = tmp_path / "features"
     folder.mkdir()
@@ -652,7 +686,7 @@ def test_what_the_estimators_cannot_represent_is_refused(tmp_path, edit, message
     with pytest.raises(wp.PetabError, match=message):
         wp.experiments(wp.load(path))
     with pytest.raises(TypeError, match="problem must be a PetabProblem"), unchecked():  # its own message
-        wp.experiments(str(path))
+        wp.experiments(str(path))  # pyright: ignore[reportArgumentType]  # the wrong input under test
 
 
 def test_a_noise_level_that_is_not_positive_is_refused(tmp_path):

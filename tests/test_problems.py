@@ -2,6 +2,7 @@
 boarding-school influenza data, partly observed data in the bootstrap."""
 
 import warnings
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -53,7 +54,7 @@ def test_a_held_model_is_the_model_without_those_parameters():
     ids=["mle", "wls", "output_error", "hybrid"],
 )
 def test_fixed_parameters_give_the_fit_of_the_model_written_without_them(estimator):
-    options = {"u0": [0.5]} if isinstance(estimator, (wj.OutputError, wj.Hybrid)) else {}
+    options: dict[str, Any] = {"u0": [0.5]} if isinstance(estimator, (wj.OutputError, wj.Hybrid)) else {}
     held = estimator.fit(FULL, LOGISTIC_DATA, p0=[1.0, 10.0], fixed={"K": 10.0}, **options)
     hand = estimator.fit(BY_HAND, LOGISTIC_DATA, p0=[1.0], **options)
     assert held.model.param_names == ("r",) and held.successful
@@ -188,6 +189,7 @@ def test_the_recommended_interval_reuses_tied_initial_states_and_takes_options()
         wj.studies.BootstrapIntervals(30, kind="normal"), wj.studies.ProfileIntervals(9)
     )
     lo, hi = method(wj.OutputError(), fit, data, weighted=False)  # repeating a fit's option is allowed
+    assert SIR_I0.bounds is not None
     assert np.all(lo < fit.params) and np.all(fit.params < hi) and np.all(lo >= SIR_I0.bounds[0])
     with pytest.raises(ValueError, match=r"got weighted=True but the fit was made with weighted=False"):
         method(wj.OutputError(), fit, data, weighted=True)
@@ -238,7 +240,7 @@ def test_a_fit_without_a_covariance_points_derived_quantities_to_the_bootstrap()
     ):
         fit.derived(lambda p: p[0] / p[1])
     with pytest.raises(TypeError, match="model must be an ODEModel, got MLPField"), unchecked():  # its own message
-        wj.Experiments(wj.neural.MLPField(1, 4, key=jax.random.key(0)), [LOGISTIC_DATA, LOGISTIC_DATA])
+        wj.Experiments(wj.neural.MLPField(1, 4, key=jax.random.key(0)), [LOGISTIC_DATA, LOGISTIC_DATA])  # pyright: ignore[reportArgumentType]  # the wrong input under test
 
 
 @pytest.mark.parametrize(
@@ -348,7 +350,7 @@ def test_a_study_of_a_held_benchmark_is_the_study_of_the_model_written_without_t
         "by hand",
     )
     assert held.model.param_names == ("p1",) and held.model.fixed == {"p2": -1.0}
-    kwargs = dict(noise_levels=0.05, subsamples=16, n_runs=6, key=0, progress=False, batch_size=6)
+    kwargs: dict[str, Any] = dict(noise_levels=0.05, subsamples=16, n_runs=6, key=0, progress=False, batch_size=6)
     a = wj.studies.monte_carlo(held, "mle", **kwargs)
     b = wj.studies.monte_carlo(hand, "mle", **kwargs)
     np.testing.assert_allclose(a.runs[0].params, b.runs[0].params, rtol=1e-9)

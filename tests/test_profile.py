@@ -61,6 +61,7 @@ def test_a_product_of_parameters_is_structurally_non_identifiable():
 def test_a_profile_that_stays_low_within_the_box_is_practically_non_identifiable(mle_fit):
     """The box ends half a standard error above p̂1: on that side the profile cannot reach
     the threshold, so the upper end of the interval is unknown."""
+    assert BENCH.model.bounds is not None
     lo, hi = (np.asarray(b, float) for b in BENCH.model.bounds)
     top = float(mle_fit.params[0] + 0.5 * mle_fit.stderr[0])
     held = dataclasses.replace(mle_fit, lower=lo, upper=np.r_[top, hi[1]])
@@ -70,6 +71,7 @@ def test_a_profile_that_stays_low_within_the_box_is_practically_non_identifiable
 
 
 def test_an_estimate_on_a_bound_is_reported_as_such(mle_fit):
+    assert BENCH.model.bounds is not None
     lo, hi = (np.asarray(b, float) for b in BENCH.model.bounds)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -101,7 +103,7 @@ def test_bad_input_is_refused_before_any_work(mle_fit):
         (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, grid={"p1": [1.0]}), ValueError, "at least two"),
         (lambda: wj.studies.profile(wj.IntegralMatching(), mle_fit, DATA), TypeError, "profiles are for"),
         (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, level=1.5), ValueError, "level must lie"),
-        (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, level="0.9"), ValueError, "level must be a number"),
+        (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, level="0.9"), ValueError, "level must be a number"),  # pyright: ignore[reportArgumentType]  # the wrong input under test
         (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, width=-1.0), ValueError, "width must be"),
         (lambda: wj.studies.profile(wj.MLE(), mle_fit, DATA, 0), TypeError, "params must be a parameter name"),
         (

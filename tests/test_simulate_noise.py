@@ -46,22 +46,22 @@ def test_simulate_bad_input():
     with pytest.raises(ValueError, match="subsample"):
         b.simulate(jax.random.key(0), subsample=0)
     with pytest.raises(ValueError, match="subsample must be an integer >= 1, got 2.5"):
-        b.simulate(jax.random.key(0), subsample=2.5)
+        b.simulate(jax.random.key(0), subsample=2.5)  # pyright: ignore[reportArgumentType]  # the wrong input under test
     # a noise ratio that would flip the noise's sign, and keys that are not keys
     with pytest.raises(ValueError, match="noise_ratio must be a finite number >= 0, got -0.1"):
         b.simulate(jax.random.key(0), -0.1)
     with pytest.raises(TypeError, match="key must be one PRNG key .* or an integer seed below 2..63, got str"):
-        b.simulate("0", 0.1)
+        b.simulate("0", 0.1)  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(TypeError, match="key must be one PRNG key"):
-        b.simulate(0.1, jax.random.key(0))  # arguments swapped
+        b.simulate(0.1, jax.random.key(0))  # arguments swapped  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(TypeError, match="key must be one PRNG key"):
         b.simulate(jax.random.split(jax.random.key(0), 3), 0.1)  # several keys
     with pytest.raises(TypeError, match="key must be one PRNG key .* below 2..63, got int"):
         b.simulate(2**64, 0.1)
     with pytest.raises(TypeError, match="key must be one PRNG key"):
-        b.simulate(np.zeros(5, np.uint32), 0.1)  # raw key data of no generator's length
+        b.simulate(np.zeros(5, np.uint32), 0.1)  # raw key data of no generator's length  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match=r"noise_ratio must be a number, got \[0.1\]"):
-        b.simulate(0, [0.1])
+        b.simulate(0, [0.1])  # pyright: ignore[reportArgumentType]  # the wrong input under test
 
 
 def test_an_integer_seed_is_the_key_it_names():

@@ -4,9 +4,11 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from _typecheck import unchecked
@@ -306,7 +308,7 @@ def test_sweep_over_true_parameters():
     assert [r["cell"] for r in study.rows()] == [0, 0, 1, 1]
     # the saved key data and generator rebuild the key: the same study again (an integer
     # seed and a scalar noise level are accepted as well)
-    key = jax.random.wrap_key_data(np.array(study.settings["seed"], np.uint32), impl=study.settings["key_impl"])
+    key = jax.random.wrap_key_data(jnp.asarray(study.settings["seed"], jnp.uint32), impl=study.settings["key_impl"])
     again = wj.studies.sweep(
         bench, "wls", p_true=grid, noise_level=0.02, subsample=4, n_runs=3, key=key, progress=False
     )
@@ -322,7 +324,7 @@ def test_sweep_settings_share_chunks_and_every_stage_is_timed():
     # estimates as chunks of three (one setting each), and the seconds of every stage recorded
     bench = zoo("logistic")
     grid = np.array([[1.0, -1.0], [0.9, -0.9], [1.1, -1.1]])
-    kw = dict(p_true=grid, noise_level=0.05, subsample=4, n_runs=3, key=2, progress=False)
+    kw: dict[str, Any] = dict(p_true=grid, noise_level=0.05, subsample=4, n_runs=3, key=2, progress=False)
     pooled = wj.studies.sweep(bench, "mle", batch_size=9, **kw)
     apart = wj.studies.sweep(bench, "mle", batch_size=3, **kw)
     assert pooled.settings["n_chunks"] == 1 and apart.settings["n_chunks"] == 3
@@ -366,7 +368,7 @@ def test_study_bad_input(monkeypatch):
     bench = zoo("logistic")
     mc = wj.studies.monte_carlo
     with pytest.raises(TypeError, match="Benchmark"):
-        mc(bench.model)
+        mc(bench.model)  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="n_runs"):
         mc(bench, n_runs=1)
     with pytest.raises(ValueError, match="noise_levels must be a finite number > 0, got 0.0"):
@@ -397,17 +399,17 @@ def test_study_bad_input(monkeypatch):
     with pytest.raises(ValueError, match="noise_levels must be a finite number > 0, got inf"):
         mc(bench, noise_levels=[0.05, np.inf])
     with pytest.raises(ValueError, match="noise_levels must be a number, got 'high'"):
-        mc(bench, noise_levels=["high"])
+        mc(bench, noise_levels=["high"])  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="subsamples must be an integer >= 1, got 2.5"):
-        mc(bench, subsamples=[2.5])
+        mc(bench, subsamples=[2.5])  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="batch_size must be an integer >= 1, got True"):
         mc(bench, batch_size=True)
     with pytest.raises(TypeError, match="test_functions must be a TestFunctionConfig"):
-        mc(bench, "output_error", test_functions=None)
+        mc(bench, "output_error", test_functions=None)  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="p0 must be 'box'"):
         mc(bench, p0="random")
     with pytest.raises(TypeError, match="key must be one PRNG key"):
-        mc(bench, key="0")
+        mc(bench, key="0")  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="noise_level must be a finite number > 0"):
         wj.studies.sweep(bench, p_true=[[1.0, -1.0]], noise_level=-0.1)
     with pytest.raises(ValueError, match="subsample must be an integer >= 1"):
@@ -440,7 +442,7 @@ _SHARDED = textwrap.dedent("""
     from wendyjax.studies import _engine
     assert len(jax.devices()) == 2
     bench = wj.models.logistic()
-    kw = dict(noise_levels=[0.05], subsamples=[4], n_runs=8, key=jax.random.key(1), progress=False)
+    kw: dict[str, Any] = dict(noise_levels=[0.05], subsamples=[4], n_runs=8, key=jax.random.key(1), progress=False)
     # the shards of a chunk are fitted at the same time: each device's program waits in a
     # callback until the other device's has reached it (a barrier that breaks after 120 s
     # if the devices run one after another)
@@ -493,7 +495,7 @@ _DISTRIBUTED = textwrap.dedent("""
     import wendyjax as wj
     assert len(jax.devices()) == 2 and len(jax.local_devices()) == 1
     bench = wj.models.logistic()
-    kw = dict(noise_levels=[0.05], subsamples=[4], n_runs=8, key=jax.random.key(1), progress=False)
+    kw: dict[str, Any] = dict(noise_levels=[0.05], subsamples=[4], n_runs=8, key=jax.random.key(1), progress=False)
     both = wj.studies.monte_carlo(bench, wj.MLE(), batch_size=8, **kw)
     alone = wj.studies.monte_carlo(bench, wj.MLE(), devices=jax.local_devices(), batch_size=4, **kw)
     a, b = both.runs[0], alone.runs[0]
@@ -541,7 +543,7 @@ def lv_studies():
     # (compilation, ~30 s, is the same at both sizes), and the intervals are as well
     # calibrated: inverse-Hessian coverage averaged over the 4 parameters 0.944 for this
     # seed and 0.90-0.96 for seeds 1-4 (0.906 for this seed at M = 256)
-    kw = dict(noise_levels=[0.05], subsamples=[8], n_runs=40, key=jax.random.key(7), progress=False)
+    kw: dict[str, Any] = dict(noise_levels=[0.05], subsamples=[8], n_runs=40, key=jax.random.key(7), progress=False)
     return {cov: wj.studies.monte_carlo(bench, wj.MLE(), covariance=cov, **kw) for cov in ("sandwich", "hessian")}
 
 

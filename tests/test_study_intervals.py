@@ -79,11 +79,13 @@ def test_bootstrap_or_profile_takes_the_profile_where_the_data_do_not_determine_
     method = S.BootstrapOrProfile(boot, prof)
     computed = method.compute(wj.MLE(), fit, data, 0.95, 0)
     assert np.array_equal(method.ends(computed, 0.95), boot.ends(computed[0], 0.95))
-    lo, hi = (np.asarray(b, float) for b in zoo("logistic").model.bounds)
+    bounds = zoo("logistic").model.bounds
+    assert bounds is not None
+    lo, hi = (np.asarray(b, float) for b in bounds)
     top = float(fit.params[0] + 0.5 * fit.stderr[0])
     held = dataclasses.replace(fit, lower=lo, upper=np.r_[top, hi[1]])
-    computed = method.compute(wj.MLE(), held, data, 0.95, 0)
-    assert computed[1]["p1"].verdict == "practically non-identifiable"
+    computed = method.compute(wj.MLE(), held, data, 0.95, 0)  # (bootstrap, profiles)
+    assert computed[1]["p1"].verdict == "practically non-identifiable"  # pyright: ignore[reportIndexIssue]  # compute's tuple is (Bootstrap, dict of profiles)
     (b_lo, b_hi), (p_lo, p_hi) = boot.ends(computed[0], 0.95), prof.ends(computed[1], 0.95)
     assert p_hi[0] == top  # the open side ends at the bound, not at inf
     m_lo, m_hi = method.ends(computed, 0.95)
@@ -163,11 +165,11 @@ def test_bad_method_options_are_refused_when_built():
     with pytest.raises(ValueError, match="has no covariance"):
         S.Wald().kind(wj.IntegralMatching())
     with pytest.raises(TypeError, match="covariance must be the name of a covariance"):
-        S.Wald(3)
+        S.Wald(3)  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="width must be a number"):
-        S.ProfileIntervals(width="a")
+        S.ProfileIntervals(width="a")  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(TypeError, match="BootstrapOrProfile\\(bootstrap=BootstrapIntervals"):
-        S.BootstrapOrProfile(S.ProfileIntervals())
+        S.BootstrapOrProfile(S.ProfileIntervals())  # pyright: ignore[reportArgumentType]  # the wrong input under test
     for method in (S.ProfileIntervals(), S.BootstrapOrProfile()):
         with pytest.raises(TypeError, match="profiles are for the weak maximum-likelihood estimate"):
             S.monte_carlo(zoo("logistic"), "integral_matching", n_runs=2, progress=False, intervals=(method,))

@@ -5,7 +5,15 @@ from _typecheck import unchecked
 from _zoo import zoo
 
 import wendyjax as wj
-from wendyjax.weak import TestFunctionConfig, build_test_functions, bump, bump_derivative, select_radius
+from wendyjax.weak import (
+    TestFunctionConfig,
+    TestFunctionInfo,
+    TestFunctions,
+    build_test_functions,
+    bump,
+    bump_derivative,
+    select_radius,
+)
 from wendyjax.weak._test_functions import _full_matrices, _secant_corner
 
 
@@ -16,6 +24,11 @@ def test_bump_derivative_matches_finite_differences():
     assert np.allclose(bump_derivative(x), fd, rtol=1e-6, atol=1e-12)
     assert np.all(bump(np.array([-1.0, 1.0, 1.5, -3.0])) == 0)
     assert np.isclose(bump(0.0), np.exp(-9.0))
+
+
+def _info(tf: TestFunctions) -> TestFunctionInfo:
+    assert tf.info is not None  # built test functions carry their info
+    return tf.info
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +46,7 @@ def test_orthonormal_basis_and_weak_derivative(logistic_data):
     # integration by parts: -Φ̇ y ≈ Φ y' for a smooth y (compact support, trapezoid rule)
     y, dy = np.sin(3 * t), 3 * np.cos(3 * t)
     assert np.max(np.abs(-dphi @ y - phi @ dy)) < 1e-3 * np.max(np.abs(phi @ dy))
-    info = tf.info
+    info = _info(tf)
     assert info.k == k and info.k_full > k
     s = info.singular_values
     assert s[0] / s[k - 1] <= 1e4
@@ -44,12 +57,12 @@ def test_orthonormal_basis_and_weak_derivative(logistic_data):
 def test_k_max_cap_is_recorded(logistic_data):
     # K = min(criteria, k_max); k_criteria is what the condition and information rules keep
     t, u = np.asarray(logistic_data.t), np.asarray(logistic_data.u)
-    free = build_test_functions(t, u).info
+    free = _info(build_test_functions(t, u))
     s = free.singular_values
     k_cond = int(np.sum(s / s[0] >= 1e-4))
     k_info = int(np.sum(np.cumsum(s) / np.sum(s) <= 0.95))
     assert free.k_criteria == min(k_cond, k_info) and free.k == free.k_criteria and not free.capped
-    capped = build_test_functions(t, u, TestFunctionConfig(k_max=free.k - 5)).info
+    capped = _info(build_test_functions(t, u, TestFunctionConfig(k_max=free.k - 5)))
     assert capped.k == free.k - 5 and capped.k_criteria == free.k and capped.capped
     model = zoo("logistic").model
     fit = wj.MLE().fit(model, logistic_data, [0.5, -0.5], test_functions=TestFunctionConfig(k_max=free.k - 5))
@@ -62,12 +75,12 @@ def test_gram_eigendecomposition_matches_a_dense_svd(logistic_data):
     t, u = np.asarray(logistic_data.t), np.asarray(logistic_data.u)
     tf = build_test_functions(t, u)
     w = np.asarray(wj.data.trapezoid_weights(t))
-    blocks = [_full_matrices(t, w, r, 9.0) for r in tf.info.radii]
+    blocks = [_full_matrices(t, w, r, 9.0) for r in _info(tf).radii]
     full = np.concatenate([b[0].toarray() for b in blocks])
     dfull = np.concatenate([b[1].toarray() for b in blocks])
     q, s, vt = np.linalg.svd(full, full_matrices=False)
     k = tf.k
-    assert np.allclose(tf.info.singular_values, s, rtol=0, atol=1e-10 * s[0])
+    assert np.allclose(_info(tf).singular_values, s, rtol=0, atol=1e-10 * s[0])
     rot = np.asarray(tf.phi) @ vt[:k].T  # orthogonal iff the spans agree
     assert np.allclose(rot @ rot.T, np.eye(k), atol=1e-10)
     dphi_svd = (q[:, :k].T @ dfull) / s[:k, None]
@@ -196,7 +209,7 @@ def test_matlab_rule_basis_caps_radii_and_cuts_at_the_singular_value_corner(logi
     cap = ((n - 1) // 2 - 4) * dt
     tf = build_test_functions(t, u, TestFunctionConfig.matlab(k_min=4, radius=cap / 3))
     # 1×, 2× stay; 4× and 8× are capped to the search maximum (one radius, not dropped)
-    assert np.allclose(tf.info.radii, [cap / 3, 2 * cap / 3, cap])
+    assert np.allclose(_info(tf).radii, [cap / 3, 2 * cap / 3, cap])
     phi, dphi = np.asarray(tf.phi), np.asarray(tf.dphi)
     assert np.allclose(phi @ phi.T, np.eye(tf.k), atol=1e-10)
     y, dy = np.sin(3 * t), 3 * np.cos(3 * t)
@@ -204,12 +217,12 @@ def test_matlab_rule_basis_caps_radii_and_cuts_at_the_singular_value_corner(logi
     # reference: dense SVD of the unnormalised rows ψ·Δt at every admissible shift, K at
     # the corner (relative ℓ1 secant misfit) of the cumulative singular values
     rows = []
-    for r in tf.info.radii:
+    for r in _info(tf).radii:
         c = np.arange(n)[(t - r >= t[1] - 1e-9) & (t + r <= t[-2] + 1e-9)]
         rows += [bump((t - t[j]) / r) * dt for j in c]
     s = np.linalg.svd(np.array(rows), compute_uv=False)
     # from eigh of the Gram matrix: σ to ~√eps·σ₁ absolute
-    assert np.allclose(tf.info.singular_values[: len(s)], s, rtol=0, atol=1e-7 * s[0])
+    assert np.allclose(_info(tf).singular_values[: len(s)], s, rtol=0, atol=1e-7 * s[0])
     cum = np.cumsum(s) / s.sum()
     y = cum / cum.max() * len(cum)
     x = np.arange(1.0, len(cum) + 1)

@@ -104,9 +104,8 @@ def _is_typed_key(x) -> bool:
     return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
-_INTERNAL = tuple(os.path.dirname(m.__file__) + os.sep for m in (sys.modules[__package__], eqx, jax))
-_JAXTYPING = os.path.dirname(jaxtyping.__file__) + os.sep
-_INTERNAL += (_JAXTYPING,)
+_JAXTYPING = os.path.dirname(jaxtyping.__file__ or "") + os.sep
+_INTERNAL = (*(os.path.dirname(path) + os.sep for path in (__file__, eqx.__file__, jax.__file__)), _JAXTYPING)
 
 
 def user_stacklevel() -> int:
@@ -115,7 +114,7 @@ def user_stacklevel() -> int:
     line, whatever path led there (equinox's method wrappers add frames of their own, and so
     do jaxtyping's run-time checks where they are installed, as in the test suite)."""
     frame = sys._getframe(1)
-    while frame.f_code.co_filename.startswith(_JAXTYPING):  # run-time checks' wrappers of this function
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_JAXTYPING):  # the checks' wrappers
         frame = frame.f_back
     frame, level = frame.f_back, 2
     while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
@@ -127,7 +126,7 @@ def warn_if_float32(what: str) -> None:
     """Warn that `what` will compute in float32 unless `jax_enable_x64` is on: the weak
     covariances' Cholesky factorisations and the solvers' stopping tolerances (1e-8) are
     meant for float64."""
-    if not jax.config.jax_enable_x64:
+    if not jax.config.read("jax_enable_x64"):
         warnings.warn(
             f"{what}: JAX is in float32 (jax_enable_x64 is off), so the fit's covariance "
             "factorisations and solver tolerances (1e-8) work with 7 digits; estimates and "

@@ -29,7 +29,7 @@ def cpu_safe_jit(fun):
     """`eqx.filter_jit(fun)`, compiled on CPU with [`CPU_COMPILER_OPTIONS`][] unless the
     user chose a scheduler in `XLA_FLAGS`. JAX accepts compiler options only on an
     outermost `jit`: traced inside another transformation, `fun` compiles as part of it."""
-    scoped = eqx.filter_jit(fun, compiler_options=CPU_COMPILER_OPTIONS)
+    scoped = eqx.filter_jit(fun, compiler_options=CPU_COMPILER_OPTIONS)  # pyright: ignore[reportCallIssue]  # equinox's overloads omit the **jitkwargs it passes to jax.jit
     plain = eqx.filter_jit(fun)
 
     @functools.wraps(fun)

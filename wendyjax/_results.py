@@ -4,6 +4,8 @@
 failure keeps its own status and message (`RESULTS.promote`), and adds wendyjax's own.
 """
 
+from typing import TYPE_CHECKING, ClassVar
+
 import numpy as np
 import optimistix as optx
 
@@ -36,6 +38,16 @@ class RESULTS(optx.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "IRLS stopped early because the whitened residual failed the Shapiro-Wilk "
         "normality test (Bortz, Messenger & Dukic 2023, §2.4); the previous iterate is returned."
     )
+
+    if TYPE_CHECKING:
+        # The inherited items are this class's at runtime; pyright types them as optimistix's
+        # and lineax's (not a `RESULTS` for `RESULTS.where`) unless declared here.
+        successful: ClassVar["RESULTS"]
+        nonlinear_max_steps_reached: ClassVar["RESULTS"]
+        nonlinear_divergence: ClassVar["RESULTS"]
+        nonfinite: ClassVar["RESULTS"]
+        max_steps_reached: ClassVar["RESULTS"]
+        singular: ClassVar["RESULTS"]
 
 
 def status_names(result) -> np.ndarray:

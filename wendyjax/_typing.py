@@ -8,17 +8,21 @@ array; a public function converts such an argument once, where it enters. Under 
 checked by one of its items, so a long list costs no more than a short one."""
 
 from collections.abc import Sequence
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import jaxtyping
 import numpy as np
+import numpy.typing
 from jaxtyping import Array, Int, Key, PRNGKeyArray, UInt32
 
 _Nested1: TypeAlias = Sequence[jaxtyping.ArrayLike]
 _Nested2: TypeAlias = Sequence[jaxtyping.ArrayLike | _Nested1]
 _Nested3: TypeAlias = Sequence[jaxtyping.ArrayLike | _Nested2]
 
-ArrayLike: TypeAlias = jaxtyping.ArrayLike | _Nested3
+if TYPE_CHECKING:  # for the type checker: what `numpy.asarray` accepts (JAX arrays and lists included)
+    ArrayLike: TypeAlias = numpy.typing.ArrayLike
+else:  # for the run-time checks: a union beartype checks item by item
+    ArrayLike: TypeAlias = jaxtyping.ArrayLike | _Nested3
 """An array, a NumPy or Python number, or a (nested) list or tuple of them."""
 
 KeyLike: TypeAlias = (

@@ -47,7 +47,7 @@ def _flag(norms, vt, null):
     return (norms == 0) | jnp.any(null[:, None] & (jnp.abs(vt) > 1e-6), axis=0)
 
 
-def undetermined(jac: Float[Array, "m j"]) -> Bool[Array, " j"]:
+def undetermined(jac: Float[Array | np.ndarray, "m j"]) -> Bool[Array, " j"]:
     """The parameters that a Jacobian `jac` does not determine: a zero column, or weight in
     its numerical null space once its columns are scaled to unit length (so that parameters
     of very different magnitudes are not mistaken for undetermined ones)."""
@@ -144,10 +144,10 @@ def confidence_intervals(
 @cpu_safe_jit
 def forward_simulation_error(
     model: ODEModel,
-    p: Float[Array, " j"],
-    u0: Float[Array, " d"],
-    t: Float[Array, " n"],
-    reference: Float[Array, "n d"],
+    p: Float[Array | np.ndarray, " j"],
+    u0: Float[Array | np.ndarray, " d"],
+    t: Float[Array | np.ndarray, " n"],
+    reference: Float[Array | np.ndarray, "n d"],
     solver: diffrax.AbstractSolver = diffrax.Tsit5(),
     rtol: float = 1e-8,
     atol: float = 1e-8,

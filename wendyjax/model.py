@@ -128,7 +128,7 @@ class ODEModel(eqx.Module):
         rhs: Callable,
         state_names: int | Sequence[str],
         param_names: int | Sequence[str],
-        bounds: tuple[ArrayLike, ArrayLike] | None = None,
+        bounds: Sequence[ArrayLike | Sequence[float]] | None = None,
         linear_in_params: bool | None = None,
         name: str = "ode",
         jump_ts: ArrayLike | Sequence[float] | None = None,

@@ -76,7 +76,7 @@ def solve_field(field: eqx.Module, u0, t, **kwargs):
     return integrate(field_rhs, field, u0, t, **kwargs)
 
 
-def field_rhs(u: Float[Array, " D"], field: eqx.Module, t) -> Float[Array, " D"]:
+def field_rhs(u: Float[Array, " D"], field: Callable, t) -> Float[Array, " D"]:
     """A module as a right-hand side `rhs(u, θ, t)` whose parameters θ are the module."""
     return field(u, t)
 
@@ -105,7 +105,7 @@ def as_ode_model(
         return eqx.combine(unravel(q), static)
 
     def rhs(u, q, t):
-        return rebuild(q)(u, t)
+        return field_rhs(u, eqx.combine(unravel(q), static), t)
 
     return ODEModel(rhs, n_states, int(p.size), linear_in_params=False, name=name, check_indexing=False), p, rebuild
 

@@ -113,16 +113,16 @@ class AbstractCountNoise(eqx.Module):
     mean is the model's prediction (positive, or 0 where the count is 0)."""
 
     @abc.abstractmethod
-    def nll(self, y: Array, mean: Array, p: Array) -> Array:
+    def nll(self, y: Array, mean: Array, p: Array | None) -> Array:
         """The negative log-likelihood of each count `y` at `mean` (constants included),
         with `p` the model's parameters (for a dispersion fitted with them)."""
 
     @abc.abstractmethod
-    def information(self, mean: Array, p: Array) -> Array:
+    def information(self, mean: Array, p: Array | None) -> Array:
         """The expected Fisher information about the mean of each count."""
 
     @abc.abstractmethod
-    def draw(self, mean: Array, p: Array, key: PRNGKeyArray) -> Array:
+    def draw(self, mean: Array, p: Array | None, key: PRNGKeyArray) -> Array:
         """Counts drawn at `mean` (a parametric bootstrap's data)."""
 
     def resolve(self, model) -> "AbstractCountNoise":

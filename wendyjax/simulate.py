@@ -10,7 +10,13 @@ from ._compile import cpu_safe_jit
 from ._typing import ArrayLike
 from .data import Trajectory
 from .model import ODEModel
-from .noise import AbstractNoise
+from .noise import AbstractCountNoise, AbstractNoise
+
+
+def _controller(rtol, atol, jump_ts) -> diffrax.AbstractAdaptiveStepSizeController:
+    """diffrax's PID controller, stepping onto `jump_ts` where there are any."""
+    pid = diffrax.PIDController(rtol=rtol, atol=atol)
+    return pid if jump_ts is None else diffrax.ClipStepSizeController(pid, jump_ts=jnp.asarray(jump_ts))
 
 
 @cpu_safe_jit
@@ -25,12 +31,11 @@ def _solve(rhs, p, u0, t, solver, rtol, atol, max_steps, jump_ts=None):
         y0=u0,
         args=p,
         saveat=diffrax.SaveAt(ts=t),
-        stepsize_controller=diffrax.PIDController(
-            rtol=rtol, atol=atol, jump_ts=None if jump_ts is None else jnp.asarray(jump_ts)
-        ),
+        stepsize_controller=_controller(rtol, atol, jump_ts),
         max_steps=max_steps,
         throw=False,
     )
+    assert sol.ys is not None  # saved at `t`
     return sol.ys, sol.result
 
 
@@ -111,7 +116,7 @@ def simulate(
     p: ArrayLike,
     u0: ArrayLike,
     t: ArrayLike,
-    noise: AbstractNoise | None,
+    noise: AbstractNoise | AbstractCountNoise | None,
     key: PRNGKeyArray | None = None,
     **solve_kwargs,
 ) -> Trajectory:
@@ -120,12 +125,10 @@ def simulate(
     With `noise=None` the noiseless trajectory is returned. `key`: a PRNG key or an
     integer seed. `solve_kwargs` go to [`solve`][wendyjax.solve].
     """
-    if noise is not None:
-        if key is None:
-            raise ValueError("simulate needs a PRNG key (key=jax.random.key(...)) to draw noise.")
-        key = as_key(key)
-    clean = solve(model, p, u0, t, **solve_kwargs)
     if noise is None:
-        return Trajectory(np.asarray(t), np.asarray(clean))
-    noisy = noise.sample(clean, key)
+        return Trajectory(np.asarray(t), np.asarray(solve(model, p, u0, t, **solve_kwargs)))
+    if key is None:
+        raise ValueError("simulate needs a PRNG key (key=jax.random.key(...)) to draw noise.")
+    key = as_key(key)
+    noisy = noise.sample(solve(model, p, u0, t, **solve_kwargs), key)
     return Trajectory(np.asarray(t), np.asarray(noisy))

@@ -157,7 +157,7 @@ def trajectory_loss_gradient(
             f"{t.shape[0]}) and count=False."
         )
     counts = EvaluationCounts() if count else None
-    f = _counted(vector_field, counts, mode) if count else vector_field
+    f = vector_field if counts is None else _counted(vector_field, counts, mode)
     controller = diffrax.PIDController(rtol=rtol, atol=atol)
     value, grad = _value_and_grad(f, theta, x0, t, y, solver, controller, _adjoint(mode), max_steps, mode)
     jax.block_until_ready((value, grad))

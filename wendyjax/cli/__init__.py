@@ -167,16 +167,17 @@ def _parser() -> argparse.ArgumentParser:
 def _default_p0(model, p0):
     if p0 is not None:
         return np.asarray(p0, float)
-    lo, hi = (np.asarray(b, float) for b in model.bounds) if model.bounds is not None else (None, None)
-    if lo is not None and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)):
-        return (lo + hi) / 2
-    return None
+    if model.bounds is None:
+        return None
+    lo, hi = (np.asarray(b, float) for b in model.bounds)
+    return (lo + hi) / 2 if np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) else None
 
 
 def _run_fit(args) -> int:
     import diffrax
 
     from .. import estimators
+    from ..model import ODEModel
 
     _check_before_work(args)
     model, bench, basis = load_model(args.model)
@@ -184,6 +185,7 @@ def _run_fit(args) -> int:
         result = _fit_data2ld(args, model, basis, load_data(args.data, model))
         _print_result(args, result, model.param_names)
         return 0
+    assert isinstance(model, ODEModel)  # a LinearODE comes with its basis
     data = load_data(args.data, model)
     if args.method == "data2ld":
         raise ValueError(f"--method data2ld fits a wendyjax.linear.LinearODE; model '{model.name}' is an ODEModel.")
@@ -378,7 +380,11 @@ def _run_petab(args) -> int:
     for name, scale, value in zip(problem.parameter_names, problem.scales, np.asarray(result.best), strict=True):
         print(f"  {name:32s} {scale:6s} {value: .6g}")
     if args.waterfall:
-        result.waterfall().figure.savefig(args.waterfall, dpi=120, bbox_inches="tight")
+        import matplotlib.pyplot as plt
+
+        figure, ax = plt.subplots(figsize=(5, 3.5))  # waterfall's own size
+        result.waterfall(ax)
+        figure.savefig(args.waterfall, dpi=120, bbox_inches="tight")
     return 0
 
 

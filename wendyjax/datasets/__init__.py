@@ -20,7 +20,7 @@ def head_impact(raw: bool = False) -> Trajectory:
     the accelerations in g; otherwise that package's preprocessing used by Carey & Ramsay 2021, §4
     (`HI.m`): $y = (\\bar a_{t<14} - a)/100$, the baseline before impact removed, the sign
     flipped and the scale divided by 100."""
-    with resources.files(__package__).joinpath("motorcycle_head_impact.txt").open() as f:
+    with resources.files(__name__).joinpath("motorcycle_head_impact.txt").open() as f:
         table = np.loadtxt(f)
     t, acc = table[:, 1], table[:, 2]
     return Trajectory(t, acc if raw else (acc[t < IMPACT[0]].mean() - acc) / 100)
@@ -45,7 +45,7 @@ def hudson_bay() -> Trajectory:
     in Stan" (2018); published estimates in `HUDSON_BAY_PUBLISHED`. Counts are positive, so
     log-normal noise fits them; 21 samples are just above WENDy's floor (15 per trajectory,
     for the noise estimate)."""
-    with resources.files(__package__).joinpath("hudson_bay_lynx_hare.csv").open() as f:
+    with resources.files(__name__).joinpath("hudson_bay_lynx_hare.csv").open() as f:
         rows = [line.strip().split(",") for line in f if line.strip() and not line.startswith("#")]
     columns = {name: np.array([float(r[i]) for r in rows[1:]]) for i, name in enumerate(rows[0])}
     return Trajectory(columns["year"] - 1900.0, np.c_[columns["hare"], columns["lynx"]])
@@ -73,7 +73,7 @@ def boarding_school() -> Trajectory:
     (`influenza_england_1978_school`) and in Grinsztajn et al. 2021's Stan case study;
     published estimates in `BOARDING_SCHOOL_PUBLISHED`. Only a state of three observed, on
     14 samples: output error fits it (WENDy needs every state observed)."""
-    with resources.files(__package__).joinpath("boarding_school_influenza_1978.csv").open() as f:
+    with resources.files(__name__).joinpath("boarding_school_influenza_1978.csv").open() as f:
         rows = [line.strip().split(",") for line in f if line.strip() and not line.startswith("#")]
     day = np.array([float(r[0]) for r in rows[1:]])
     in_bed = np.array([float(r[2]) for r in rows[1:]])
@@ -94,7 +94,7 @@ def boehm_petab() -> Path:
     (Benchmarking-Initiative/Benchmark-Models-PEtab, BSD-3-Clause: `petab/LICENSE` beside
     it), unchanged; AMICI's value at the nominal parameters is
     `BOEHM_AMICI_LOG_LIKELIHOOD`."""
-    return Path(str(resources.files(__package__).joinpath("petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml")))
+    return Path(str(resources.files(__name__).joinpath("petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml")))
 
 
 def head_impact_model() -> LinearODE:

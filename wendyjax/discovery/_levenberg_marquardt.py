@@ -26,10 +26,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Bool, Float, Int
+from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from .._results import RESULTS
-from .._typing import ArrayLike
 from ._block_solve import bordered_solve
 from ._problem import HESSIAN_KINDS, DiscoveryProblem, objective, smoothed_l0, weighted_residuals
 from ._sparse_solve import sparse_bordered_solve
@@ -125,7 +124,7 @@ class _State(eqx.Module):
     x: Array
     f: Array
     grad: Array
-    hessian: _Hessian | _SparseHessian
+    hessian: "_Hessian | _SparseHessian | Array"  # by linear_solver: "cholesky", "sparse", "cg" (the diagonal)
     alpha: Array
     step: Array
     done: Array
@@ -214,11 +213,11 @@ class LevenbergMarquardt(eqx.Module):
             self.linear_solver
         ]
 
-        def cg_step(state: _State) -> Array:
+        def cg_step(state: _State, h: Array) -> Array:
             """Matrix-free: Jacobi-preconditioned conjugate gradients on Hessian–vector products."""
             _, hvp = linearised(state.x)
-            scale = state.alpha * jnp.where(state.hessian > 0, state.hessian, 1e-8) + (1.0 - keep)
-            diag = jnp.where(state.hessian > 0, state.hessian, 0.0) + scale
+            scale = state.alpha * jnp.where(h > 0, h, 1e-8) + (1.0 - keep)
+            diag = jnp.where(h > 0, h, 0.0) + scale
             d, _ = jax.scipy.sparse.linalg.cg(
                 lambda v: hvp(v * keep) * keep + scale * v,
                 -state.grad * keep,
@@ -229,12 +228,12 @@ class LevenbergMarquardt(eqx.Module):
             return d * keep
 
         def damped_step(state: _State) -> Array:
-            if self.linear_solver == "cg":
-                return cg_step(state)
             h, a = state.hessian, state.alpha
+            if isinstance(h, Array):  # linear_solver "cg"
+                return cg_step(state, h)
             d_corner = jnp.diagonal(h.corner)
             scale_t = a * jnp.where(d_corner > 0, d_corner, 1e-8) + (1.0 - active)  # masked: d = 0
-            if self.linear_solver == "sparse":
+            if isinstance(h, _SparseHessian):
                 st = problem.structure
                 scale_u = a * jnp.where(h.diag > 0, h.diag, 1e-8)
                 d_u, d_t = sparse_bordered_solve(

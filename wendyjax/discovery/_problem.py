@@ -11,9 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.sparse
-from jaxtyping import Array, Bool, Float, Int
+from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
-from .._typing import ArrayLike
 from ..data import Dataset, Field, Trajectory, as_data
 from ..library import AbstractLibrary
 from ._colouring import recovery_indices, star_colouring

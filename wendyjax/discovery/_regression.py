@@ -190,7 +190,7 @@ class StateParameterRegression(AbstractEstimator):
         `nonlinear_divergence` (the fit stalled), with that fit as the estimate."""
         reg, size = problem.problem, problem.max_models
 
-        def fits(start, mask) -> tuple[LMSolution, LMSolution]:
+        def fits(start: tuple[Array, Array], mask) -> tuple[LMSolution, LMSolution]:
             pair = self.fit_pair(reg, *start, mask.astype(p0.dtype))
             return tuple(jax.tree.map(lambda x, i=i: x[i], pair) for i in (0, 1))
 

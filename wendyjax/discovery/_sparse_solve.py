@@ -40,7 +40,7 @@ def _factorise(a: scipy.sparse.csc_matrix):
 def _solve_two_levels(a: scipy.sparse.csc_matrix, rhs: np.ndarray) -> np.ndarray | None:
     """$A^{-1}$ `rhs` for states of two equal time levels by eliminating the diagonal block of
     $d = u_1 - u_0$ (above); None where that block is not diagonal and positive."""
-    size = a.shape[0] // 2
+    size = rhs.shape[0] // 2  # a is (2 size, 2 size)
     eye = scipy.sparse.identity(size, format="csc")
     p = scipy.sparse.bmat([[eye, -0.5 * eye], [eye, 0.5 * eye]], format="csc")  # u = P (s, d)
     a_hat = (p.T @ a @ p).tocsc()

@@ -17,7 +17,7 @@ from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from .._checks import as_key, param_vector, user_stacklevel
 from .._compile import cpu_safe_jit
-from ..data import Batch, Dataset, as_data, fingerprint, largest_magnitude
+from ..data import Batch, as_data, fingerprint, largest_magnitude
 from ..model import ODEModel
 from ._solution import Solution
 
@@ -131,17 +131,18 @@ class AbstractEstimator(eqx.Module):
 
     An estimator is an `eqx.Module` of options. It provides
 
-    - `problem(model, data, *, key, **options)`: the arrays it fits (a weak likelihood,
-      the output-error data, the collocation subintervals, …), built and checked outside
-      `jit` from a [`Dataset`][wendyjax.Dataset];
+    - `problem(model, data, *, key, ...)`: the arrays it fits (a weak likelihood, the
+      output-error data, the collocation subintervals, …), built and checked outside `jit`
+      from a [`Dataset`][wendyjax.Dataset], with the estimator's own keyword options after
+      `key` ([`options`][]);
     - `init(model, problem, p0, lower, upper)`: the checked start (a default where the
       method has one);
     - `solve(problem, p0, lower, upper)` → [`Solution`][wendyjax.estimators.Solution]:
       pure, so `jax.jit`, `jax.vmap` and sharding apply;
     - `covariance(problem, solution, kind)`: the covariance of the estimate, by one of
       its `covariances` (NaN where it has none);
-    - `batch_problems(model, datasets, **options)`: the stacked problems of many
-      datasets, for `vmap` (studies, bootstraps).
+    - `batch_problems(model, datasets, *, key, ...)`: the stacked problems of many
+      datasets, for `vmap` (studies, bootstraps), with `problem`'s options.
     - `objective(problem, params)`: the objective `solve` reports, at given parameters
       (WENDy, output error and the hybrid; what a bootstrap or profile checks a rebuilt
       problem against).
@@ -155,23 +156,26 @@ class AbstractEstimator(eqx.Module):
     fit_type: ClassVar[type]
 
     @abc.abstractmethod
-    def problem(self, model, data: Dataset, *, key: PRNGKeyArray | None = None, **options) -> PyTree:
-        """The problem `solve` takes, from `model` and `data`."""
+    def problem(self, model, data, *, key: PRNGKeyArray | None = None) -> PyTree:
+        """The problem `solve` takes, from `model` and `data` (a [`Dataset`][wendyjax.Dataset];
+        a [`Field`][wendyjax.Field] for the estimators that fit one)."""
 
     @abc.abstractmethod
     def init(self, model, problem, p0, lower, upper) -> PyTree:
         """The start: `p0` checked against the model and bounds, or the method's default."""
 
     @abc.abstractmethod
-    def solve(self, problem, p0, lower, upper) -> Solution:
+    def solve(self, problem, p0, lower, upper, /) -> Solution:
         """Estimate from `p0` within `lower ≤ p ≤ upper` (±inf allowed). Pure."""
 
     @abc.abstractmethod
-    def covariance(self, problem, solution: Solution, kind: str | None = None) -> Float[Array, "j j"]:
+    def covariance(self, problem, solution: Solution, /, kind: str | None = None) -> Float[Array, "j j"]:
         """Covariance of `solution.params` by `kind` (default: the first of `covariances`)."""
 
     @abc.abstractmethod
-    def batch_problems(self, model, datasets: "Batch | list", **options) -> tuple[Callable, list[dict]]:
+    def batch_problems(
+        self, model, datasets: "Batch | list", *, key: PRNGKeyArray | None = None
+    ) -> tuple[Callable, list[dict]]:
         """For batched fits (studies, bootstraps): from a [`Batch`][wendyjax.Batch] of
         datasets on shared grids (or a list of datasets), `(make, notes)`, where
         `make(indices)` builds the problems of datasets `indices` (with `problem`'s options;
@@ -254,7 +258,7 @@ class AbstractEstimator(eqx.Module):
         kind = covariance if covariance is not None else (self.covariances[0] if self.covariances else None)
         model, p0, bounds = hold(model, fixed, p0, bounds)
         lower, upper = model_box(model, bounds)
-        if p0 is not None and lower is not None:  # a parameter vector: checked before any work
+        if p0 is not None and lower is not None and upper is not None:  # a parameter vector: checked before any work
             p0 = check_start(model, p0, lower, upper)
         self.require_start(model, p0)
         key = None if key is None else as_key(key)

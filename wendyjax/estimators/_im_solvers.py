@@ -77,7 +77,7 @@ class LeastSquares(eqx.Module):
         theta, _, _, i = jax.lax.while_loop(cond, body, (solve(full, b), full, ~full, 0))
         loss = integral_matching_loss(library.rhs, theta, problem)
         result = RESULTS.where(jnp.isfinite(loss), RESULTS.successful, RESULTS.nonfinite)
-        return Solution(theta, loss, i, result, {"history": jnp.zeros((0,), loss.dtype)})
+        return Solution(theta, loss, jnp.asarray(i), result, {"history": jnp.zeros((0,), loss.dtype)})
 
 
 class GradientState(eqx.Module):
@@ -133,7 +133,7 @@ class Gradient(eqx.Module):
                 updates, opt_g = self.optimizer.update(grads, opt_g, params[g])
                 new = optax.apply_updates(params[g], updates)
                 if g == 0 and lower is not None:
-                    new = jnp.clip(new, lower, upper)
+                    new = jnp.clip(jnp.asarray(new), lower, upper)
                 params = (*params[:g], new, *params[g + 1 :])
                 states.append(opt_g)
             return (params, tuple(states)), None

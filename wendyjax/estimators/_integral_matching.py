@@ -150,7 +150,7 @@ class IntegralMatchingFit(AbstractFit):
         """Plain Python/NumPy view: status, loss, steps, solver and the parameters (by
         name for an ODEModel)."""
         params = (
-            dict(zip(self.model.param_names, self.params.tolist()))
+            dict(zip(self.model.param_names, np.asarray(self.params).tolist()))  # an ODEModel: an array
             if isinstance(self.model, ODEModel)
             else self.params.tolist()
             if isinstance(self.params, np.ndarray)
@@ -187,7 +187,7 @@ class IntegralMatchingFit(AbstractFit):
         if isinstance(self.model, ODEModel):
             return super().table(level, truth)
         if isinstance(self.model, PolynomialLibrary):
-            return "\n".join(self._head() + ["  " + line for line in self.model.equations(self.params)])
+            return "\n".join(self._head() + ["  " + line for line in self.model.equations(np.asarray(self.params))])
         n = sum(x.size for x in jax.tree.leaves(eqx.filter(self.params, eqx.is_inexact_array)))
         return "\n".join(self._head() + [f"  neural vector field {type(self.params).__name__} with {n} parameters"])
 
@@ -360,9 +360,8 @@ class IntegralMatching(AbstractEstimator):
                 raise ValueError(
                     "u0 (the start of hidden states) is given but every state is observed somewhere in the data."
                 )
-            return IntegralMatchingData(
-                self.subintervals(data), _rhs(model, kind), kind, solver, model if kind == "library" else None, key
-            )
+            library = model if isinstance(model, PolynomialLibrary) else None
+            return IntegralMatchingData(self.subintervals(data), _rhs(model, kind), kind, solver, library, key)
         if len(data) != 1:
             raise ValueError(f"hidden-state reconstruction takes one trajectory, got {len(data)}.")
         if u0 is None:
@@ -383,7 +382,7 @@ class IntegralMatching(AbstractEstimator):
             _rhs(model, kind),
             kind,
             solver,
-            model if kind == "library" else None,
+            model if isinstance(model, PolynomialLibrary) else None,
             key,
             tuple(hidden.tolist()),
             jnp.asarray(z0),
@@ -425,9 +424,11 @@ class IntegralMatching(AbstractEstimator):
         if problem.hidden:
             hidden = jnp.asarray(problem.hidden)
             standardised = problem.kind != "ode"
-            features = problem.library.features if problem.kind == "library" else None
-            solver, steps = problem.solver, self.steps(problem.solver)
+            features = None if problem.library is None else problem.library.features
+            solver, steps, z0 = problem.solver, self.steps(problem.solver), problem.z0
+            assert z0 is not None and not isinstance(solver, LeastSquares)  # as `problem` sets them up
             if isinstance(solver, Gradient):
+                assert problem.key is not None  # required by `problem` for this solver
                 sol = fit_hidden_gradient(
                     solver,
                     steps,
@@ -435,7 +436,7 @@ class IntegralMatching(AbstractEstimator):
                     p0,
                     sub,
                     hidden,
-                    problem.z0,
+                    z0,
                     problem.key,
                     lower,
                     upper,
@@ -443,13 +444,15 @@ class IntegralMatching(AbstractEstimator):
                     standardised=standardised,
                 )
             else:
-                sol = fit_hidden(solver, steps, problem.rhs, p0, sub, hidden, problem.z0, lower, upper, features)
+                sol = fit_hidden(solver, steps, problem.rhs, p0, sub, hidden, z0, lower, upper, features)
             extras = {"history": sol.history, "node_states": chained_states(sub, hidden, sol.Z)}
             return Solution(sol.params, sol.objective, sol.num_steps, sol.result, extras)
         if isinstance(problem.solver, LeastSquares):
+            assert problem.library is not None  # LeastSquares fits a library only
             return problem.solver.solve(problem.library, sub)
         if isinstance(problem.solver, TrustRegion):
             return self.solve_gauss_newton(problem.solver, problem.rhs, sub, p0, lower, upper)
+        assert problem.key is not None  # required by `problem` for the Gradient solver
         return self.solve_gradient(problem.solver, problem.rhs, p0, sub, problem.key, lower, upper)
 
     def covariance(self, problem, solution: Solution, kind: str | None = None):
@@ -466,7 +469,7 @@ class IntegralMatching(AbstractEstimator):
         states) get their subintervals in one compiled call; others one by one, which must
         give the same number of subintervals."""
         batch = as_batch(datasets)
-        keys = [None] * len(batch) if key is None else dataset_keys(key, len(batch))
+        keys: list = [None] * len(batch) if key is None else dataset_keys(key, len(batch))
         first = self.problem(model, batch[0], key=keys[0], **options)
         if first.hidden or not shares_missing_entries(batch):
             problems = [first] + [self.problem(model, batch[i], key=keys[i], **options) for i in range(1, len(batch))]
@@ -479,15 +482,15 @@ class IntegralMatching(AbstractEstimator):
         X = integral_matching_problems(
             batch, order=self.order, length=self.length, smoother=self.smoother, stride=self.stride
         ).X
-        keys = None if key is None else jnp.stack(keys)
+        stacked_keys = None if key is None else jnp.stack(keys)
 
         def make(indices):
             indices = np.asarray(indices)
             arrays, static = eqx.partition(first, eqx.is_array)
             stacked = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(indices), *x.shape)), arrays)
             stacked = eqx.tree_at(lambda p: p.subintervals.X, stacked, X[indices])
-            if keys is not None:
-                stacked = eqx.tree_at(lambda p: p.key, stacked, keys[indices])
+            if stacked_keys is not None:
+                stacked = eqx.tree_at(lambda p: p.key, stacked, stacked_keys[indices])
             return eqx.combine(stacked, static)
 
         return make, [{} for _ in range(len(batch))]

@@ -20,7 +20,7 @@ def _whiten(chol: Float[Array, "r n n"] | None, x: Float[Array, "r n ..."]):
     return jax.vmap(lambda c, y: jax.scipy.linalg.solve_triangular(c, y, lower=True))(chol, x)
 
 
-def _gauss_newton(r, J):
+def _gauss_newton(r: Array, J: Array) -> tuple[Array, Array, Array]:
     return 0.5 * jnp.dot(r, r), J.T @ r, J.T @ J
 
 

@@ -531,7 +531,7 @@ class OutputError(AbstractEstimator):
 
             y0 = (x0, jnp.eye(x0.shape[0], dtype=x0.dtype), jnp.zeros((x0.shape[0], p.shape[0]), x0.dtype))
         else:
-            field, y0 = (lambda s, x, p: rhs(x, p, s)), x0
+            field, y0 = (lambda s, y, p: rhs(y, p, s)), x0
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(field),
             self.ode_solver,
@@ -547,6 +547,7 @@ class OutputError(AbstractEstimator):
             adjoint=diffrax.ForwardMode(),
             throw=False,
         )
+        assert sol.ys is not None  # saved at `t`
         finite = jnp.stack([jnp.all(jnp.isfinite(y)) for y in jax.tree_util.tree_leaves(sol.ys)])
         ok = diffrax.is_successful(sol.result) & jnp.all(finite)
         return sol.ys, ok
@@ -642,7 +643,7 @@ class OutputError(AbstractEstimator):
 
         return (jnp.concatenate([p, x0.reshape(-1)]) if fits else p), split
 
-    def _trust_region(self, problem, p0, x0, lower, upper):
+    def _trust_region(self, solver: TrustRegion, problem, p0, x0, lower, upper):
         theta0, split = self._unknowns(problem, p0, x0)
 
         def fn(theta, problem):
@@ -660,7 +661,7 @@ class OutputError(AbstractEstimator):
             return jnp.where(ok, 0.5 * jnp.dot(r, r), jnp.inf), jac.T @ r, jac.T @ jac
 
         free = jnp.full(theta0.size - p0.size, jnp.inf)
-        sol = self.solver.minimise(
+        sol = solver.minimise(
             fn,
             theta0,
             jnp.concatenate([lower, -free]),
@@ -671,13 +672,11 @@ class OutputError(AbstractEstimator):
         # the value at the last accepted point: finite unless the start's forward solve failed
         return (*split(sol.params), sol.num_steps, sol.result, sol.objective)
 
-    def _optimistix(self, problem, p0, x0, lower, upper):
+    def _optimistix(self, solver: optx.AbstractLeastSquaresSolver, problem, p0, x0, lower, upper):
         box, fits = _Box(lower, upper), self.fits_u0(problem)
         unknowns = lambda y: (box.to_box(y[0]), y[1] if fits else problem.states0(box.to_box(y[0]), x0))  # noqa: E731
         fn = lambda y, problem: self._penalised(problem, *unknowns(y))  # noqa: E731
-        sol = optx.least_squares(
-            fn, self.solver, (box.to_free(p0), x0), args=problem, max_steps=self.max_steps, throw=False
-        )
+        sol = optx.least_squares(fn, solver, (box.to_free(p0), x0), args=problem, max_steps=self.max_steps, throw=False)
         capped = (sol.result == optx.RESULTS.max_steps_reached) | (
             sol.result == optx.RESULTS.nonlinear_max_steps_reached
         )
@@ -705,11 +704,11 @@ class OutputError(AbstractEstimator):
         """Fit from `p0` within `lower ≤ p ≤ upper`, the initial states from the problem's
         start `x0`. Pure: jit/vmap it. `extras["u0"]`: the fitted initial states (natural
         scale); the objective is inf when the forward solve at the estimate fails."""
-        x0 = problem.x0
-        run = self._trust_region if isinstance(self.solver, TrustRegion) else self._optimistix
-        p, x, num_steps, result, loss = run(
-            problem, jnp.asarray(p0, float), x0, jnp.asarray(lower, float), jnp.asarray(upper, float)
-        )
+        args = (problem, jnp.asarray(p0, float), problem.x0, jnp.asarray(lower, float), jnp.asarray(upper, float))
+        if isinstance(self.solver, TrustRegion):
+            p, x, num_steps, result, loss = self._trust_region(self.solver, *args)
+        else:
+            p, x, num_steps, result, loss = self._optimistix(self.solver, *args)
         result = RESULTS.where(jnp.isfinite(loss), result, RESULTS.forward_failed)
         u0 = jnp.exp(x) if problem.log_states else x
         return Solution(p, loss, num_steps, result, {"u0": u0})

@@ -180,7 +180,7 @@ class AbstractFit(StatusMixin, abc.ABC):
         for R0 = β/γ), with standard errors and intervals by the delta method from the fit's
         covariance. For intervals that follow a nonlinear `fn`, derive from a bootstrap:
         `wj.studies.bootstrap(...).derived(fn)`."""
-        if self.covariance is None:
+        if self.covariance is None or self.covariance_method is None:
             raise ValueError(
                 f"{self.title} has no covariance, so the delta method has nothing to propagate; derive "
                 f"from a bootstrap instead (wj.studies.bootstrap(...).derived(fn))."
@@ -328,7 +328,7 @@ class AbstractFit(StatusMixin, abc.ABC):
     @property
     def at_bound(self) -> list[str]:
         """The parameters whose estimate lies on a finite bound of the box the fit was held to."""
-        if self.lower is None or np.ndim(self.params) != 1:
+        if self.lower is None or self.upper is None or np.ndim(self.params) != 1:
             return []
         on = [np.isfinite(b) & np.isclose(self.params, b, rtol=1e-10, atol=1e-12) for b in (self.lower, self.upper)]
         return [n for n, a, b in zip(self.model.param_names, *on) if a or b]

@@ -58,6 +58,8 @@ class AbstractWENDyEstimator(AbstractEstimator):
     as the default start for models linear in the parameters, and the sandwich
     (Bortz et al. 2023, eq. 15; Rummel et al. 2025, eq. 9) or inverse-Hessian covariance."""
 
+    solver: eqx.AbstractVar[TrustRegion]
+    max_steps: eqx.AbstractVar[int]
     covariances: ClassVar[tuple[str, ...]] = COVARIANCES
     fit_type: ClassVar[type] = WENDyFit
 

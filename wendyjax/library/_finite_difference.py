@@ -79,14 +79,14 @@ class FiniteDifferenceLibrary(AbstractLibrary):
         state_names: int | Sequence[str] = ("u",),
         axis_names: Sequence[str] | None = None,
     ):
-        spacing = (spacing,) if np.ndim(spacing) == 0 else tuple(spacing)
-        if not 1 <= len(spacing) <= 3 or not all(np.isfinite(h) and h > 0 for h in spacing):
-            raise ValueError(f"spacing must be one to three positive grid steps, got {spacing!r}.")
-        self.spacing = tuple(float(h) for h in spacing)
+        steps: tuple = (spacing,) if np.ndim(spacing) == 0 else tuple(spacing)  # pyright: ignore[reportArgumentType]  # np.ndim: a sequence here
+        if not 1 <= len(steps) <= 3 or not all(np.isfinite(h) and h > 0 for h in steps):
+            raise ValueError(f"spacing must be one to three positive grid steps, got {steps!r}.")
+        self.spacing = tuple(float(h) for h in steps)
         self.state_names = as_names(state_names, "u", "state_names")
-        self.axis_names = tuple(axis_names) if axis_names is not None else ("x", "y", "z")[: len(spacing)]
-        if len(self.axis_names) != len(spacing) or not all(len(a) == 1 for a in self.axis_names):
-            raise ValueError(f"axis_names must be {len(spacing)} single letters, got {axis_names!r}.")
+        self.axis_names = tuple(axis_names) if axis_names is not None else ("x", "y", "z")[: len(steps)]
+        if len(self.axis_names) != len(steps) or not all(len(a) == 1 for a in self.axis_names):
+            raise ValueError(f"axis_names must be {len(steps)} single letters, got {axis_names!r}.")
         if isinstance(terms, str) or len(terms) == 0:
             raise ValueError(f"terms must be a non-empty sequence of strings, got {terms!r}.")
         self.terms = tuple(terms)
@@ -117,14 +117,12 @@ class FiniteDifferenceLibrary(AbstractLibrary):
         out = field
         for axis, (order, h) in enumerate(zip(orders, self.spacing)):
             if order:
-                out = (
-                    sum(
-                        c * jnp.roll(out, -offset, axis=axis)
-                        for offset, c in zip(range(-2, 3), _STENCILS[order])
-                        if c != 0.0
-                    )
-                    / h**order
+                stencil = sum(
+                    c * jnp.roll(out, -offset, axis=axis)
+                    for offset, c in zip(range(-2, 3), _STENCILS[order])
+                    if c != 0.0
                 )
+                out = jnp.asarray(stencil) / h**order  # `sum` types an empty sum's 0 too
         crop = tuple(slice(w, n - w) for w, n in zip(self.halfwidth, field.shape))
         return out[crop]
 

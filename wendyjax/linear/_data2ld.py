@@ -438,8 +438,8 @@ class Data2LD(AbstractEstimator):
     def solve_many(
         self,
         problem: Data2LDProblem,
-        ys: Float[Array, "R n D"],
-        p0: Float[Array, " J"],
+        ys: Float[Array | np.ndarray, "R n D"],
+        p0: Float[Array | np.ndarray, " J"],
         batch_size: int | None = None,
         covariance: str | None = None,
     ) -> tuple[Solution, Float[Array, "R J J"]]:

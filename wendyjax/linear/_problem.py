@@ -22,7 +22,7 @@ from jaxtyping import Array, Float
 
 from .._typing import ArrayLike
 from ._bspline import BSplineBasis, breakpoint_quadrature
-from ._model import LinearODE
+from ._model import LinearODE, TimeVarying
 
 
 class Data2LDProblem(eqx.Module):
@@ -154,7 +154,9 @@ def data2ld_problem(
     if mask.sum() <= model.n_params:
         raise ValueError(f"y has {mask.sum()} observed values, not more than the {model.n_params} parameters.")
     if num_quad is None:
-        coef_orders = [getattr(c.basis, "order", 4) for c in model._coefficients() if hasattr(c, "basis")]
+        coef_orders: list[int] = [
+            getattr(c.basis, "order", 4) for c in model._coefficients() if isinstance(c, TimeVarying)
+        ]
         num_quad = basis.order + max(coef_orders, default=1) - 1
     a, b = basis.domain
     inner = model.breaks()

@@ -25,6 +25,7 @@ class Data2LDFit(AbstractFit):
     `linear_model` the [`LinearODE`][]; `t` and `y` `(n, D)` the data (NaN where missing).
     Intervals use Student t with `dof` degrees of freedom, as the Data2LD code."""
 
+    covariance: np.ndarray  # never None for Data2LD
     linear_model: LinearODE
     basis: BSplineBasis
     problem: Data2LDProblem

@@ -72,11 +72,11 @@ def allen_cahn_2d(
     boundaries); ETDRK4 in time with step `dt` (Meissner & Glasner 2024 used an iterated convexity splitting with
     Δt = 0.01; ETDRK4 at 0.05 differs from ETDRK4 at 0.01 by 9e-5 at t = 26).
     Returns `(times, x, u)` with `u` of shape `(len(times), n, n)`, `x` the grid of both axes."""
-    times = np.asarray(times, float)
-    steps = np.round(times / dt).astype(int)
+    ts = np.asarray(times, float)
+    steps = np.round(ts / dt).astype(int)
     gaps = np.diff(steps)
     if steps[0] <= 0 or np.any(gaps <= 0) or np.any(gaps != gaps[:1]):
-        raise ValueError(f"times must be positive, increasing and equally spaced, got {times!r}.")
+        raise ValueError(f"times must be positive, increasing and equally spaced, got {ts!r}.")
     kx = 2 * (1 - np.cos(np.pi * np.arange(n) / n)) / spacing**2  # eigenvalues of -Δ (Neumann)
 
     def dct(u):
@@ -88,5 +88,5 @@ def allen_cahn_2d(
     step = _etdrk4(1 - kx[:, None] - kx[None, :], dt, lambda v: dct(-(idct(v) ** 3)))
     u0 = 0.1 * (np.random.default_rng(seed).uniform(size=(n, n)) - 0.5)
     v = cpu_safe_jit(lambda v: jax.lax.fori_loop(0, int(steps[0]), lambda i, w: step(w), v))(dct(jnp.asarray(u0)))
-    rest = _sample(step, v, len(times) - 1, int(gaps[0]) if gaps.size else 1, idct)
-    return times, np.arange(n) * spacing, np.concatenate([np.asarray(idct(v))[None], rest])
+    rest = _sample(step, v, len(ts) - 1, int(gaps[0]) if gaps.size else 1, idct)
+    return ts, np.arange(n) * spacing, np.concatenate([np.asarray(idct(v))[None], rest])

@@ -60,6 +60,11 @@ class Benchmark(eqx.Module):
         subsample = as_count("subsample", subsample, 1)
         noise = self.noise
         if noise_ratio is not None:
+            if isinstance(noise, AbstractCountNoise):
+                raise ValueError(
+                    f"noise_ratio scales additive or log-normal noise; {self.model.name}'s "
+                    f"{type(noise).__name__} counts have none (leave noise_ratio=None)."
+                )
             noise = dataclasses.replace(noise, noise_ratio=as_ratio("noise_ratio", noise_ratio, zero_ok=True))
         t = np.asarray(self.t)[::subsample]
         p = self.p_true if p is None else p
@@ -68,7 +73,7 @@ class Benchmark(eqx.Module):
             p,
             self.u0,
             t,
-            None if noise.noise_ratio == 0 else noise,
+            None if isinstance(noise, AbstractNoise) and noise.noise_ratio == 0 else noise,
             key,
             solver=self.solver,
         )

@@ -2,7 +2,7 @@
 functions, the tables as index arrays, and the log-likelihood as PEtab defines it."""
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import diffrax
@@ -40,7 +40,7 @@ class _Functions(eqx.Module):
     noises: tuple[Callable, ...]
 
 
-def _lambdify(args, exprs: list[sp.Expr]) -> Callable:
+def _lambdify(args, exprs: list[sp.Basic]) -> Callable:
     function = sp.lambdify(args, exprs, modules="jax", cse=True)
 
     def stacked(*values):
@@ -156,6 +156,7 @@ class PetabProblem(eqx.Module):
                 adjoint=diffrax.ForwardMode() if forward else diffrax.RecursiveCheckpointAdjoint(),
                 throw=False,
             )
+            assert solution.ys is not None  # saved at `ts`
             return solution.ys, solution.result == diffrax.RESULTS.successful
 
         states, ok = jax.vmap(solve)(p, x0, self._times)
@@ -324,11 +325,11 @@ def _log_prior(problem: PetabProblem, x):
     return total
 
 
-def _symbols(prefix: str, names) -> dict[str, sp.Symbol]:
+def _symbols(prefix: str, names) -> dict[str, sp.Basic]:
     return {n: sp.Symbol(f"{prefix}{i}") for i, n in enumerate(names)}
 
 
-def _formula(table: Table, i: int, column: str, known: dict[str, sp.Expr]) -> sp.Expr:
+def _formula(table: Table, i: int, column: str, known: Mapping[str, sp.Basic]) -> sp.Basic:
     text = table.frame[column].iloc[i]
     if not isinstance(text, str):
         if column == "noiseFormula":

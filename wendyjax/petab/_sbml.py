@@ -26,12 +26,12 @@ class SbmlOde:
     states: tuple[str, ...]
     parameters: tuple[str, ...]
     values: dict[str, float]
-    rhs: tuple[sp.Expr, ...]
-    initial: tuple[sp.Expr, ...]
-    expressions: dict[str, sp.Expr]
+    rhs: tuple[sp.Basic, ...]
+    initial: tuple[sp.Basic, ...]
+    expressions: dict[str, sp.Basic]
 
 
-def _math(source, where: str) -> sp.Expr:
+def _math(source, where: str) -> sp.Basic:
     """The sympy expression of an SBML element's math: symbols by plain name, time as TIME."""
     if source.getMath() is None:
         raise PetabError(f"{where} has no math.")
@@ -46,12 +46,12 @@ def _math(source, where: str) -> sp.Expr:
     unsupported = [f for f in expr.atoms(sp.Function) if isinstance(f, (sbmlmath.Delay, sbmlmath.RateOf))]
     if unsupported:
         raise PetabError(
-            f"{where} uses {unsupported[0].func.__name__} (delay or rateOf), which wendyjax cannot represent."
+            f"{where} uses {type(unsupported[0]).__name__} (delay or rateOf), which wendyjax cannot represent."
         )
     return expr
 
 
-def _resolve(expressions: dict[sp.Symbol, sp.Expr], where: str) -> dict[sp.Symbol, sp.Expr]:
+def _resolve(expressions: dict[sp.Symbol, sp.Basic], where: str) -> dict[sp.Symbol, sp.Basic]:
     """Substitute the expressions into each other until none refers to another (rules in any
     order, as SBML allows); a cycle is refused."""
     resolved = dict(expressions)
@@ -123,9 +123,9 @@ def read_sbml(path: Path) -> SbmlOde:
 
     rate_ruled = set(rate)
     states: list[str] = []
-    flux: dict[str, sp.Expr] = {}
-    initial: dict[str, sp.Expr] = {}
-    scale: dict[str, sp.Expr] = {}  # amount per unit of the species' symbol: its compartment's size, or 1
+    flux: dict[str, sp.Basic] = {}
+    initial: dict[str, sp.Basic] = {}
+    scale: dict[str, sp.Basic] = {}  # amount per unit of the species' symbol: its compartment's size, or 1
     for species in model.getListOfSpecies():
         sid = species.getId()
         if sid in assignment:
@@ -150,7 +150,7 @@ def read_sbml(path: Path) -> SbmlOde:
         flux[pid] = rate.pop(pid)
         initial[pid] = initial_assign.pop(pid, sp.Float(parameter.getValue()))
 
-    reactions: dict[str, sp.Expr] = {}
+    reactions: dict[str, sp.Basic] = {}
     for reaction in model.getListOfReactions():
         rid = reaction.getId()
         law = reaction.getKineticLaw()

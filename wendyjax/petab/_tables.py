@@ -78,7 +78,7 @@ def _read(kind: str, paths: list[Path]) -> Table:
         if kind != "measurement" and not isinstance(value, str):
             raise PetabError(f"{table.where(i, key)}: empty {key}.")
     if kind in ("condition", "observable", "parameter"):
-        repeated = table.frame[key][table.frame[key].duplicated()]
+        repeated = table.frame.loc[table.frame[key].duplicated(), key]
         if len(repeated):
             i = int(repeated.index[0])
             raise PetabError(f"{table.where(i, key)}: {repeated.iloc[0]} appears twice in the {kind} table.")

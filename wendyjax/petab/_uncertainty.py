@@ -50,7 +50,11 @@ class Profile(eqx.Module):
             _, ax = plt.subplots(figsize=(4.5, 3.2))
         ax.plot(np.asarray(self.values), np.asarray(self.objectives) - self.best_objective, "o-", ms=3)
         ax.axhline(
-            stats.chi2.ppf(self.level, 1) / 2, color="tab:red", ls="--", lw=1, label=f"{self.level:.0%} threshold"
+            float(stats.chi2.ppf(self.level, 1)) / 2,
+            color="tab:red",
+            ls="--",
+            lw=1,
+            label=f"{self.level:.0%} threshold",
         )
         ax.set_xlabel(self.name)
         ax.set_ylabel("objective − best")

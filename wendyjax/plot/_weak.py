@@ -17,20 +17,17 @@ def radius(selection: "RadiusSelection | TestFunctionInfo | WENDyFit", *, ax=Non
     """The integration-error surrogate ê_rms against the test-function radius (Bortz et al. 2023, eq. 21,
     Fig. 2) with the selected corner marked. Accepts `wj.weak.select_radius`'s result, a
     fit's test-function info or a WENDy fit (its first trajectory). Returns `(figure, axes)`."""
-    if isinstance(selection, WENDyFit):
-        selection = selection.test_functions[0]
-    if isinstance(selection, TestFunctionInfo):
-        if selection.selection is None:
+    sel = selection.test_functions[0] if isinstance(selection, WENDyFit) else selection
+    if isinstance(sel, TestFunctionInfo):
+        if sel.selection is None:
             raise ValueError("selection: the radius was given, not selected; there is no selection curve.")
-        selection = selection.selection
-    if not isinstance(selection, RadiusSelection):
-        raise TypeError(
-            f"selection must be a RadiusSelection, TestFunctionInfo or WENDyFit, got {type(selection).__name__}."
-        )
+        sel = sel.selection
+    if not isinstance(sel, RadiusSelection):
+        raise TypeError(f"selection must be a RadiusSelection, TestFunctionInfo or WENDyFit, got {type(sel).__name__}.")
     fig, ax = single(ax, (5.0, 3.5))
-    ax.semilogy(selection.radii, selection.errors, ".-", label="ê_rms (Bortz et al. 2023 eq. 21)")
-    ax.axvline(selection.radius, color="k", ls="--", lw=1, label=f"selected radius {selection.radius:.3g}")
-    ax.plot([selection.radius], [selection.errors[selection.index]], "o", color="C3")
+    ax.semilogy(sel.radii, sel.errors, ".-", label="ê_rms (Bortz et al. 2023 eq. 21)")
+    ax.axvline(sel.radius, color="k", ls="--", lw=1, label=f"selected radius {sel.radius:.3g}")
+    ax.plot([sel.radius], [sel.errors[sel.index]], "o", color="C3")
     ax.set(xlabel="test-function radius (time units)", ylabel="integration-error surrogate")
     ax.legend(fontsize="small")
     return fig, ax

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.stats
-from jaxtyping import PRNGKeyArray
+from jaxtyping import ArrayLike, PRNGKeyArray
 
 from .._checks import as_count, as_key, as_level, as_sigma, user_stacklevel
 from .._compile import cpu_safe_jit, resolve_vectorize
@@ -84,7 +84,7 @@ class Bootstrap:
         """Per parameter: at least two successful refits and determined by the fit."""
         return (np.sum(~np.isnan(self.draws), axis=0) >= 2) & ~np.isin(self.names, self.undetermined)
 
-    def _masked(self, x: np.ndarray) -> np.ndarray:
+    def _masked(self, x: ArrayLike) -> np.ndarray:
         return np.where(self._usable, x, np.nan)
 
     def _box(self) -> tuple[np.ndarray, np.ndarray]:
@@ -349,7 +349,7 @@ def _starts(fit, data: Dataset, ode_solver):
                 model.rhs,
                 jnp.asarray(p),
                 np.asarray(tr.u)[k],
-                [t[k], t[0]],
+                t[[k, 0]],
                 solver=ode_solver,
                 rtol=1e-8,
                 atol=1e-8,
@@ -468,7 +468,7 @@ def bootstrap(
             )
         clean.append(c)
         masks.append(m)
-    count = sum(m.sum(axis=0) for m in masks)
+    count = np.sum([m.sum(axis=0) for m in masks], axis=0)
     resid = [
         np.where(
             m, np.where(logs, np.log(np.where(m & logs, tr.u, 1.0)) - np.log(np.where(m & logs, c, 1.0)), tr.u - c), 0.0
@@ -526,6 +526,7 @@ def bootstrap(
             timings=timings,
         )
         sols.append(sol)
+    assert bar is not None  # made with the first block
     bar.close()
     sols = jax.tree_util.tree_map(lambda *x: np.concatenate(x), *sols)
     status = status_names(sols.result)

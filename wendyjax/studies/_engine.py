@@ -229,7 +229,7 @@ def chunk_size(batch_size, make, n_runs: int, devices) -> int:
         return CPU_CHUNK
     one = jax.eval_shape(lambda: eqx.filter(make(np.zeros(1, int)), eqx.is_array))
     per_run = WORKING * sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(one))
-    per_device = max(int(MEMORY_SHARE * min(limits) // max(per_run, 1)), 1)
+    per_device = max(int(MEMORY_SHARE * min(x for x in limits if x is not None) // max(per_run, 1)), 1)
     return max(min(per_device * len(devices), n_runs), 1)
 
 
@@ -244,7 +244,7 @@ def chunking(n_runs: int, batch_size: int, n_devices: int) -> tuple[int, int]:
 
 def fit_batches(
     estimator, model, make, p0s, box, *, diagnostics=None, solver=None, batch_size, devices, vectorize, bar, timings
-):
+) -> tuple:
     """Fit the `len(p0s)` problems `make(indices)` builds, from the starts `p0s`, within
     `box` = (lower, upper), in compiled chunks of `batch_size` runs sharded over `devices`.
     With `diagnostics` = (covariance kinds, t, u0s (runs, D), references (runs, n, D)) also
@@ -374,7 +374,8 @@ def run_cells(
         unit="chunk",
         disable=not progress or jax.process_index() != 0,
     )
-    out, extras = [None] * len(cells), [None] * len(cells)
+    out: list = [None] * len(cells)
+    extras: list = [None] * len(cells)
     for (which, batch, make, notes), (_, per_chunk) in zip(built, chunks):
         p0s = np.concatenate([prepared[c][4] for c in which])
         u0s = np.concatenate([np.broadcast_to(np.asarray(cells[c].u0, float), (n_runs, model.n_states)) for c in which])

@@ -50,7 +50,9 @@ class AbstractIntervals(eqx.Module):
         return self
 
     @abc.abstractmethod
-    def compute(self, estimator: AbstractEstimator, fit: AbstractFit, data, level: float, key: PRNGKeyArray, **options):
+    def compute(
+        self, estimator: AbstractEstimator, fit: AbstractFit, data, level: float, key: PRNGKeyArray | int, **options
+    ):
         """What the intervals are read from (a bootstrap, the profiles), with the fit's
         problem `options` (the fit's own when left out)."""
 

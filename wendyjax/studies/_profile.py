@@ -14,7 +14,7 @@ from .._checks import as_count, as_level, as_ratio, user_stacklevel
 from .._compile import cpu_safe_jit
 from .._derived import derived_values
 from .._results import RESULTS, status_names
-from ..estimators import IRLS, MLE, WLS, AbstractEstimator, AbstractFit, Hybrid, OutputError
+from ..estimators import IRLS, MLE, WLS, AbstractEstimator, AbstractFit, Hybrid, OutputError, OutputErrorFit
 from ..model import ODEModel
 from ..noise import NegativeBinomial
 from ._fitcheck import check_data, check_fit, fit_options, fit_problem
@@ -81,7 +81,7 @@ def _grid(fit: AbstractFit, j: int, n: int, width: float) -> np.ndarray:
     p, se = float(fit.params[j]), float(fit.stderr[j])
     half = width * se if np.isfinite(se) and se > 0 else max(abs(p), 1e-3)
     lo, hi = p - half, p + half
-    if fit.lower is not None:
+    if fit.lower is not None and fit.upper is not None:
         lo, hi = max(lo, float(fit.lower[j])), min(hi, float(fit.upper[j]))
     tiny = 1e-9 * max(hi - lo, abs(p), 1e-300)
     n_lo = 0 if p - lo <= tiny else (n - 1) // 2 if hi - p > tiny else n - 1
@@ -153,7 +153,7 @@ def _reparametrised(fit: AbstractFit, name: str, fn: Callable, options: dict) ->
     names = [model.param_names[i] for i in keep] + [name]
     if name in model.param_names[:k] + model.param_names[k + 1 :]:
         raise ValueError(f"derived: {name!r} is already a parameter of model '{model.name}'; name it otherwise.")
-    box = lambda b, fill: None if b is None else np.r_[np.asarray(b, float)[keep], fill]  # noqa: E731 - c is unbounded
+    box = lambda b, fill: np.r_[np.asarray(b, float)[keep], fill]  # noqa: E731 - c is unbounded
     bounds = None if model.bounds is None else (box(model.bounds[0], -np.inf), box(model.bounds[1], np.inf))
     reparam = ODEModel(
         _ThroughRhs(model.rhs, through),
@@ -301,6 +301,7 @@ def profile(
         grids[c] = g
     problem = fit_problem(estimator, fit, data, options, "the profile")  # checked before any refit
     if isinstance(estimator, (OutputError, Hybrid)):
+        assert isinstance(fit, OutputErrorFit)  # check_fit: made by the estimator
         oe = problem.output_error if isinstance(estimator, Hybrid) else problem
         fits_u0 = (estimator.output_error if isinstance(estimator, Hybrid) else estimator).fits_u0(oe)
         unknowns = p.size + (fit.u0.size if fits_u0 else 0)

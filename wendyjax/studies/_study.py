@@ -9,6 +9,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -293,7 +294,7 @@ class Study:
         )
 
         def run(r):  # files written before intervals were saved have none
-            fields = {
+            fields: dict[str, Any] = {
                 f.name: int(r[f.name]) if f.name == "m" else array(r[f.name])
                 for f in dataclasses.fields(CellRuns)
                 if f.name != "intervals"
@@ -363,7 +364,7 @@ def _to_json(x):
     return x
 
 
-def _from_json(x, nan: bool):
+def _from_json(x, nan: bool) -> Any:
     """Undo [`_to_json`][] on nested dicts and lists: "inf"/"-inf" back to floats and, with
     `nan`, `None` to NaN (in arrays; the settings keep their `None`s)."""
     if isinstance(x, dict):
@@ -501,14 +502,14 @@ def _run_study(
     )
     model = bench.model
     lo, hi = model_box(model, bounds)
-    if lo is not None:
-        outside = [i for i, c in enumerate(cells) if np.any(c.p_true < lo) or np.any(c.p_true > hi)]
-        if outside:
-            raise ValueError(
-                f"p_true of setting(s) {outside[:5]} (e.g. {cells[outside[0]].p_true.tolist()}) lies "
-                f"outside the box the fits are held to, [{lo.tolist()}, {hi.tolist()}]: no fit could "
-                f"recover it. Widen bounds= or choose true parameters inside."
-            )
+    assert lo is not None and hi is not None  # an ODEModel's box
+    outside = [i for i, c in enumerate(cells) if np.any(c.p_true < lo) or np.any(c.p_true > hi)]
+    if outside:
+        raise ValueError(
+            f"p_true of setting(s) {outside[:5]} (e.g. {cells[outside[0]].p_true.tolist()}) lies "
+            f"outside the box the fits are held to, [{lo.tolist()}, {hi.tolist()}]: no fit could "
+            f"recover it. Widen bounds= or choose true parameters inside."
+        )
     sampler = _p0_sampler(p0, model, lo, hi)
     devices = list(jax.devices() if devices is None else devices)
     check_processes(devices)
@@ -551,7 +552,7 @@ def _run_study(
         "n_runs": n_runs,
         "seed": _key_seed(key),
         "key_impl": str(jax.random.key_impl(key)),
-        "x64": bool(jax.config.jax_enable_x64),
+        "x64": bool(jax.config.read("jax_enable_x64")),
         "p0": "uniform in the box" if callable(sampler) else np.asarray(sampler).tolist(),
         "bounds": [lo.tolist(), hi.tolist()],
         "covariance": covariance,
@@ -643,14 +644,14 @@ def _as_list(values) -> list:
 
 def monte_carlo(
     benchmark: Benchmark,
-    estimator="mle",
-    noise_levels: Sequence[float] = (0.05,),
-    subsamples: Sequence[int] = (1,),
+    estimator: "str | AbstractEstimator" = "mle",
+    noise_levels: float | Sequence[float] = (0.05,),
+    subsamples: int | Sequence[int] = (1,),
     n_runs: int = 100,
     key: "PRNGKeyArray | int | None" = None,
     *,
     p0: "str | ArrayLike" = "box",
-    bounds="model",
+    bounds: Any = "model",
     covariance: str | None = None,
     level: float = 0.95,
     test_functions: TestFunctionConfig = TestFunctionConfig(),
@@ -739,7 +740,7 @@ def monte_carlo(
 
 def sweep(
     benchmark: Benchmark,
-    estimator="mle",
+    estimator: "str | AbstractEstimator" = "mle",
     *,
     p_true: ArrayLike | None = None,
     u0: ArrayLike | None = None,
@@ -748,7 +749,7 @@ def sweep(
     n_runs: int = 20,
     key: "PRNGKeyArray | int | None" = None,
     p0: "str | ArrayLike" = "box",
-    bounds="model",
+    bounds: Any = "model",
     covariance: str | None = None,
     level: float = 0.95,
     test_functions: TestFunctionConfig = TestFunctionConfig(),

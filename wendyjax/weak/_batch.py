@@ -10,6 +10,7 @@ with the precomputed blocks of the likelihood (on the default device, next to th
 
 import dataclasses
 import warnings
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -158,7 +159,7 @@ class WeakBatch:
         radius = np.array([i.radius for i in infos])[self._index[:, 0]]
         return [{"k": int(a), "radius": float(b)} for a, b in zip(k, radius)]
 
-    def likelihoods(self, indices: ArrayLike | None = None) -> WeakLikelihood:
+    def likelihoods(self, indices: ArrayLike | Sequence[int] | None = None) -> WeakLikelihood:
         """The likelihoods of the datasets `indices` (default all), stacked along a leading
         axis for `jax.vmap`, assembled in one compiled call on the default device."""
         indices = np.arange(len(self)) if indices is None else np.asarray(indices, int)
@@ -275,7 +276,7 @@ def _linear_path(model, linear, log_space, u, t):
 def build_batch(
     model: ODEModel,
     data: "Batch | list",
-    noise: "str | AbstractNoise" = "gaussian",
+    noise: "str | AbstractNoise | AbstractCountNoise" = "gaussian",
     *,
     sigma: ArrayLike | None = None,
     test_functions: "TestFunctionConfig | TestFunctions | list[TestFunctions]" = TestFunctionConfig(),
@@ -366,7 +367,7 @@ def build_batch(
 def weak_likelihood(
     model: ODEModel,
     data: "Trajectory | Dataset | list[Trajectory]",
-    noise: "str | AbstractNoise" = "gaussian",
+    noise: "str | AbstractNoise | AbstractCountNoise" = "gaussian",
     *,
     sigma: ArrayLike | None = None,
     test_functions: "TestFunctionConfig | TestFunctions | list[TestFunctions]" = TestFunctionConfig(),

@@ -52,7 +52,7 @@ class SensitivityStructure(eqx.Module):
         """From `pattern[i, d, e]`: whether $\\partial_{p_i}J_{de}$ is not identically zero."""
         n_params, d, _ = pattern.shape
         active = tuple(int(i) for i in np.flatnonzero(pattern.any(axis=(1, 2))))
-        rows = pattern.any(axis=2)  # (j, d): p_i enters row d of J
+        rows = np.any(pattern, axis=2)  # (j, d): p_i enters row d of J
         grams1 = tuple(
             (a, e, f) for a, i in enumerate(active) for e in range(d) for f in range(e, d) if rows[i, e] or rows[i, f]
         )

@@ -214,6 +214,7 @@ def _linear_first_order(lik: WeakLikelihood, p):
     through the assembly). Also returns what the Hessian reuses."""
     _check_shape(lik, p)
     lin = lik.linear
+    assert lin is not None  # a model affine in p
     scale = 1.0 - lik.diag_reg  # (1-α)S + αI: every derivative of S carries 1-α
     dc = scale * jnp.moveaxis(jax.jacfwd(lin.term_coefficients)(p), 2, 0)  # (j, r, t)
     S = lin.assemble(lin.term_coefficients(p))  # (r, n, n)
@@ -240,6 +241,7 @@ def _linear_derivatives(lik: WeakLikelihood, p):
     $K\times K$ blocks of $\partial_i S$ are formed and multiplied."""
     value, grad, (dc, S_inv, w, t) = _linear_first_order(lik, p)
     lin = lik.linear
+    assert lin is not None  # a model affine in p
     n_params, d = p.shape[0], lin.n_states
     d2c = (1.0 - lik.diag_reg) * jax.hessian(lin.term_coefficients)(p)  # (r, t, j, j)
     pattern = lin.derivative_pattern()

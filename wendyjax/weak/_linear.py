@@ -211,7 +211,7 @@ def term_structure(pattern: np.ndarray, entry_class=None, entry_scale=None) -> S
     """The Grams to form and the terms that place them, from a Jacobian pattern and the
     class and scale of every entry (default: every entry its own class, scale 1)."""
     n_states = pattern.shape[1]
-    entries = [tuple(int(x) for x in e) for e in zip(*np.nonzero(pattern))]
+    entries = [(int(a), int(i), int(j)) for a, i, j in zip(*np.nonzero(pattern))]
     cls = list(range(len(entries))) if entry_class is None else list(entry_class)
     scale = [1.0] * len(entries) if entry_scale is None else list(entry_scale)
     pairs, terms = {}, []
@@ -232,7 +232,7 @@ def term_structure(pattern: np.ndarray, entry_class=None, entry_scale=None) -> S
         terms.append((g + n_s, i * n_states + j, a, 0, j, scale[n]))  # its transpose in block (i, j)
     for d in range(n_states):
         terms.append((n_p + 2 * n_s, d * n_states + d, 0, 0, d, 1.0))  # σ_d² Φ̇Φ̇ᵀ
-    reps = [None] * (max(cls, default=-1) + 1)
+    reps: list = [None] * (max(cls, default=-1) + 1)
     for n, c in enumerate(cls):
         if c >= 0 and reps[c] is None:
             reps[c] = entries[n]
@@ -248,7 +248,7 @@ def model_structure(rhs, log_space: bool, n_states: int, n_params: int) -> Struc
     f = log_space_rhs(rhs) if log_space else rhs
     jacs = _random_jacobians(f, n_states, n_params, seed=0)
     pattern = _nonzero(jacs)
-    entries = [tuple(int(x) for x in e) for e in zip(*np.nonzero(pattern))]
+    entries = [(int(a), int(i), int(j)) for a, i, j in zip(*np.nonzero(pattern))]
     cls, scale, _ = _classes(jacs, entries)
     return term_structure(pattern, cls, scale)
 
@@ -318,7 +318,8 @@ def structure_holds(model, structure: Structure, u, t, log_space: bool) -> Bool[
         if c < 0 or structure.classes[c] != e
     ]  # every entry but the classes' own representatives
 
-    def check(rows):  # (max |off-pattern entry|, max |entry|, max misfit of a derived entry) over some samples
+    # (max |off-pattern entry|, max |entry|, max misfit of a derived entry) over some samples
+    def check(rows: tuple[Array, Array]):
         jacs = _sample_jacobians(rhs, *rows, model.n_params)  # (J+1, n, D, D)
         off = jnp.max(jnp.abs(jnp.where(mask[:, None], 0.0, jacs)))
         # entries that are NaN on the data (e.g. log of a parameter at p = 0) are not a structure

@@ -87,8 +87,8 @@ def prepare_trajectory(
     The weak form needs every state at a sample time (a row with only some states missing
     is refused) and, in a batch, the same rows in every dataset (one grid for all)."""
     if mask is not None:
-        observed = mask.all(axis=2)  # (R, n)
-        partial = mask.any(axis=2) & ~observed
+        observed = np.all(mask, axis=2)  # (R, n)
+        partial = np.any(mask, axis=2) & ~observed
         if partial.any():
             r, row = (int(i) for i in np.argwhere(partial)[0])
             of = f" of dataset {r}" if len(u) > 1 else ""

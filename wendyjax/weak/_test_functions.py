@@ -479,7 +479,12 @@ def select_radii(t, u, config: TestFunctionConfig = TestFunctionConfig()) -> tup
     for start in range(0, len(u), size):
         chunk = u[np.minimum(np.arange(start, start + size), len(u) - 1)]  # the last chunk padded: one shape
         e = _search_errors(
-            *grid, jnp.asarray(chunk), probes, eta=float(config.eta), n_radii=len(search.radii), matlab=search.matlab
+            *grid,
+            u=jnp.asarray(chunk),
+            probes=probes,
+            eta=float(config.eta),
+            n_radii=len(search.radii),
+            matlab=search.matlab,
         )
         errors.append(np.asarray(e))
         index.append(np.asarray(_corners(jnp.asarray(search.steps), jnp.log(e), matlab=search.matlab)))
@@ -543,6 +548,7 @@ def build_test_functions(t, u, config: TestFunctionConfig = TestFunctionConfig()
         selection = None
         r_min = float(config.radius)
     basis = _cached_basis(t.tobytes(), r_min, config)
+    assert basis.info is not None  # a built basis carries its info
     return TestFunctions(basis.phi, basis.dphi, basis.mask, dataclasses.replace(basis.info, selection=selection))
 
 
@@ -571,13 +577,14 @@ def _cached_basis(t_bytes: bytes, r_min: float, config: TestFunctionConfig) -> T
     blocks = [_full_matrices(t, w, r, config.eta, normalise=not matlab) for r in radii]
     phi_full = scipy.sparse.vstack([b[0] for b in blocks], format="csr")
     dphi_full = scipy.sparse.vstack([b[1] for b in blocks], format="csr")
+    k_full = phi_full.shape[0]  # pyright: ignore[reportOptionalSubscript]  # scipy's sparse `shape` infers as None
     # Right singular vectors and singular values of Φ_full from its Gram matrix ΦᵀΦ
     # ((M+1)², banded; faster than a dense SVD). Kept modes have
     # σ_k ≥ σ_1/max_cond, so squaring the condition number costs at most a relative
     # eps·max_cond² ≤ 1e-8 on their σ_k², and the kept subspace is exact to rounding.
     gram = (phi_full.T @ phi_full).toarray()
     lam, v = scipy.linalg.eigh(gram)
-    s = np.sqrt(np.maximum(lam[::-1], 0.0))[: min(phi_full.shape)]
+    s = np.sqrt(np.maximum(lam[::-1], 0.0))[: min(k_full, n)]  # Φ_full is (k_full, n)
     info = np.cumsum(s) / np.sum(s)
     if matlab:  # Bortz et al. 2023's VVp_svd.m
         k_criteria = _secant_corner(np.arange(1.0, len(s) + 1), info, 1) + 1
@@ -593,7 +600,7 @@ def _cached_basis(t_bytes: bytes, r_min: float, config: TestFunctionConfig) -> T
     info_obj = TestFunctionInfo(
         radius=r_min,
         radii=tuple(float(r) for r in radii),
-        k_full=phi_full.shape[0],
+        k_full=k_full,
         k=k,
         k_criteria=k_criteria,
         singular_values=s,
