@@ -9,6 +9,7 @@ messages call the function inside `unchecked()`."""
 import contextlib
 
 import jaxtyping
+from beartype import BeartypeConf, beartype
 
 
 @contextlib.contextmanager
@@ -20,3 +21,9 @@ def unchecked():
         yield
     finally:
         jaxtyping.config.update("jaxtyping_disable", before)
+
+
+checker = beartype(conf=BeartypeConf(is_pep484_tower=True))
+"""The run-time checker (pyproject's `--jaxtyping-packages=wendyjax,_typecheck.checker`): beartype with
+PEP 484's numeric tower, so that an `int` passes where a `float` is annotated, as it does for the type
+checker and for every user who writes `level=1` or `eta=9`."""

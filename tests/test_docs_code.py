@@ -76,7 +76,7 @@ def no_persistent_cache():
     happened there (deserialising and serialising an executable; the other eleven inside XLA's
     compiler)."""
     yield
-    if jax.config.read("jax_compilation_cache_dir") is not None:
+    if jax.config.jax_compilation_cache_dir is not None:  # pyright: ignore[reportAttributeAccessIssue]  # a flag jax reads as an attribute
         jax.config.update("jax_compilation_cache_dir", None)
         compilation_cache.reset_cache()
 

@@ -1,6 +1,7 @@
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _typecheck import unchecked
 
 import wendyjax as wj
 
@@ -182,5 +183,5 @@ def test_dataset_validation():
         wj.Dataset([a, b])
     with pytest.raises(ValueError, match="at least one"):
         wj.Dataset([])
-    with pytest.raises(TypeError, match="not a Trajectory"):
+    with pytest.raises(TypeError, match="not a Trajectory"), unchecked():
         wj.Dataset([a, np.ones(3)])  # pyright: ignore[reportArgumentType]  # the wrong input under test

@@ -8,6 +8,7 @@ import numpy as np
 import optimistix as optx
 import pytest
 import scipy.stats
+from _typecheck import unchecked
 from _zoo import zoo
 
 import wendyjax as wj
@@ -171,9 +172,12 @@ def test_sensitivities_equal_forward_mode_and_optimizers_agree(lv):
     ox = OutputError(solver=_LM, jacobian="forward_mode").fit(bench.model, data, p0)
     assert tr.successful and ox.successful
     assert np.allclose(tr.params, ox.params, rtol=1e-5)
-    with pytest.raises(TypeError, match=r"solver must be a solver object such as wendyjax.estimators.TrustRegion\(\)"):
+    with (
+        pytest.raises(TypeError, match=r"solver must be a solver object such as wendyjax.estimators.TrustRegion\(\)"),
+        unchecked(),
+    ):
         OutputError(solver="optimistix")  # pyright: ignore[reportArgumentType]  # the wrong input under test
-    with pytest.raises(TypeError, match="solver must be a solver object"):
+    with pytest.raises(TypeError, match="solver must be a solver object"), unchecked():
         OutputError(solver=optx.BFGS(rtol=1e-8, atol=1e-8))  # a minimiser, not a least-squares solver  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match="OutputError: max_steps must be a positive integer"):
         OutputError(max_steps=-5)

@@ -5,6 +5,8 @@ from collections.abc import Callable
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
+import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, PRNGKeyArray
 
@@ -101,8 +103,8 @@ def as_ode_model(
     if p.size == 0:
         raise ValueError("field has no trainable (inexact array) parameters.")
 
-    def rebuild(q: Float[Array, " J"]) -> eqx.Module:
-        return eqx.combine(unravel(q), static)
+    def rebuild(q: Float[Array | np.ndarray, " J"]) -> eqx.Module:
+        return eqx.combine(unravel(jnp.asarray(q)), static)
 
     def rhs(u, q, t):
         return field_rhs(u, eqx.combine(unravel(q), static), t)

@@ -20,6 +20,7 @@ import diffrax
 import jax
 import jax.flatten_util
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, PyTree
 
 from .._compile import cpu_safe_jit
@@ -116,9 +117,9 @@ def _loss(vector_field, theta, x0, t, y, solver, controller, adjoint, max_steps)
 def trajectory_loss_gradient(
     vector_field: Callable[[Float[Array, ""], Float[Array, " d"], PyTree], Float[Array, " d"]],
     theta: PyTree,
-    x0: Float[Array, "*batch d"],
-    t: Float[Array, "*batch n"],
-    y: Float[Array, "*batch n d"],
+    x0: Float[Array | np.ndarray, "*bx d"],
+    t: Float[Array | np.ndarray, "*bt n"],
+    y: Float[Array | np.ndarray, "*by n d"],
     *,
     mode: Literal["backprop", "backsolve", "forward"] = "backprop",
     solver: diffrax.AbstractSolver = diffrax.Tsit5(),

@@ -20,10 +20,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
-from jaxtyping import Array, Bool, Float, PRNGKeyArray
+from jaxtyping import Array, Bool, Float
 
 from .._checks import as_sigma, check_solver_options, check_state_columns, warn_if_float32
 from .._results import RESULTS
+from .._typing import Keys
 from ..data import Batch, Dataset, Trajectory, as_dataset
 from ..inference import determined_pinv
 from ..model import ODEModel
@@ -461,7 +462,7 @@ class OutputError(AbstractEstimator):
         model,
         data: Dataset,
         *,
-        key: PRNGKeyArray | None = None,
+        key: Keys | None = None,  # unused: a fit draws nothing (a study passes one per dataset)
         noise=None,
         sigma=None,
         weighted: bool = True,
@@ -769,7 +770,7 @@ class Hybrid(AbstractEstimator):
         model,
         data: Dataset,
         *,
-        key: PRNGKeyArray | None = None,
+        key: Keys | None = None,  # unused, as output error's
         noise=None,
         sigma=None,
         weighted: bool = True,

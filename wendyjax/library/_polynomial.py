@@ -67,7 +67,7 @@ class PolynomialLibrary(AbstractLibrary):
         r"""$\Phi(u)$: every monomial at the state `u` (products of factors: smooth in `u`)."""
         return jnp.prod(jnp.concatenate([jnp.ones((1,), u.dtype), u])[np.asarray(self.factors)], axis=1)
 
-    def rhs(self, u: Float[Array, " D"], theta: Float[Array, "F D"], t=None) -> Float[Array, " D"]:
+    def rhs(self, u: Float[Array, " D"], theta: Float[Array | np.ndarray, "F D"], t=None) -> Float[Array, " D"]:
         """The vector field f(u) = features(u) @ θ (Anonymous 2025, App. C, Meissner & Glasner 2024, eq. 14)."""
         return self.features(u) @ theta
 

@@ -438,7 +438,7 @@ class Data2LD(AbstractEstimator):
     def solve_many(
         self,
         problem: Data2LDProblem,
-        ys: Float[Array | np.ndarray, "R n D"],
+        ys: Float[Array | np.ndarray, "R n *D"],
         p0: Float[Array | np.ndarray, " J"],
         batch_size: int | None = None,
         covariance: str | None = None,
