@@ -442,7 +442,7 @@ _SHARDED = textwrap.dedent("""
     from wendyjax.studies import _engine
     assert len(jax.devices()) == 2
     bench = wj.models.logistic()
-    kw: dict[str, Any] = dict(noise_levels=[0.05], subsamples=[4], n_runs=8, key=jax.random.key(1), progress=False)
+    kw = dict(noise_levels=[0.05], subsamples=[4], n_runs=8, key=jax.random.key(1), progress=False)
     # the shards of a chunk are fitted at the same time: each device's program waits in a
     # callback until the other device's has reached it (a barrier that breaks after 120 s
     # if the devices run one after another)
@@ -495,7 +495,7 @@ _DISTRIBUTED = textwrap.dedent("""
     import wendyjax as wj
     assert len(jax.devices()) == 2 and len(jax.local_devices()) == 1
     bench = wj.models.logistic()
-    kw: dict[str, Any] = dict(noise_levels=[0.05], subsamples=[4], n_runs=8, key=jax.random.key(1), progress=False)
+    kw = dict(noise_levels=[0.05], subsamples=[4], n_runs=8, key=jax.random.key(1), progress=False)
     both = wj.studies.monte_carlo(bench, wj.MLE(), batch_size=8, **kw)
     alone = wj.studies.monte_carlo(bench, wj.MLE(), devices=jax.local_devices(), batch_size=4, **kw)
     a, b = both.runs[0], alone.runs[0]

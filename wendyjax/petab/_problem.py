@@ -97,7 +97,7 @@ class PetabProblem(eqx.Module):
     _obs_value: Float[Array, "m a1"]
     _noise_source: Int[Array, "m a2"]
     _noise_value: Float[Array, "m a2"]
-    _groups: tuple[Int[Array, " mo"], ...]
+    _groups: tuple[Int[Array, " _mo"], ...]  # one row count per observable
     _transforms: tuple[str, ...] = eqx.field(static=True)
     _laplace: Bool[Array, " m"]
     _priors: tuple[str | None, ...] = eqx.field(static=True)
