@@ -361,3 +361,5 @@ def test_a_study_of_counts_is_refused_before_work():
     counts = wj.models.Benchmark(bench.model, bench.p_true, bench.u0, bench.t, wj.Poisson(), bench.solver, "counts")
     with pytest.raises(ValueError, match="a study of counts is not supported"):
         wj.studies.monte_carlo(counts, "output_error", n_runs=4, progress=False)
+    with pytest.raises(ValueError, match="noise_ratio scales additive or log-normal noise"):
+        counts.simulate(0, noise_ratio=0.1)
