@@ -54,7 +54,7 @@ def check(site: Path, pages: list[str], query: str = "hybrid") -> tuple[dict[str
     """Per page: formulas on it and typeset, notebook cells with `$...$` left as text, MathJax
     errors, figures and those drawn, requests that left the site (blocked), script errors;
     and the number of search results for `query`."""
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout, sync_playwright
 
     server = _Server(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -77,9 +77,18 @@ def check(site: Path, pages: list[str], query: str = "hybrid") -> tuple[dict[str
         page = browser.new_page()
         page.goto(base)
         page.keyboard.press("s")  # material's search shortcut
-        page.fill("input.md-search__input", query)
-        # the search index is built in a web worker: over a minute on 2 cores busy with the tests
-        page.wait_for_selector("li.md-search-result__item", timeout=120_000)
+        # The search index is built in a web worker: over a minute on 2 cores busy with the tests,
+        # and a query typed before the worker is ready may never be answered (a fresh-clone test run
+        # of 2026-12-06 waited 120 s for it), so the query is typed again every 30 s.
+        for attempt in range(4):
+            page.fill("input.md-search__input", "")
+            page.fill("input.md-search__input", query)
+            try:
+                page.wait_for_selector("li.md-search-result__item", timeout=30_000)
+                break
+            except PlaywrightTimeout:
+                if attempt == 3:
+                    raise
         hits = len(page.query_selector_all("li.md-search-result__item"))
         browser.close()
     server.shutdown()
