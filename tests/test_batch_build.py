@@ -115,8 +115,10 @@ def test_batch_of_several_trajectories_matches_single_fits():
         ]
         for s in range(2)
     ]
-    liks = build_batch(bench.model, sets).likelihoods()
-    assert liks.problem.phi.shape[:2] == (2, 2)
+    batch = build_batch(bench.model, sets)
+    liks = batch.likelihoods()
+    assert liks.problem.phi.shape[:2] == (2, 2) and batch.linear  # Lotka–Volterra: linear in its parameters
+    assert jax.tree.map(lambda x: x[0], liks).problem.n_trajectories == 2
     p = jnp.asarray(bench.p_true) * 1.05
     for r, ds in enumerate(sets):
         single = wj.weak_likelihood(bench.model, ds)

@@ -371,6 +371,22 @@ def test_bad_input_is_refused():
         wj.IntegralMatching(length=-1.0)  # when built, not when fitted
 
 
+def test_the_resnet_field_is_its_formula():
+    """ResNetField: h0 = W_in u, h_{i+1} = h_i + W_{i,2} tanh(W_{i,1} h_i + b_i), f = W_out h_B + b_out,
+    with as many trainable scalars as those matrices and vectors hold; solved as an ODE."""
+    field = wj.neural.ResNetField(3, width=5, blocks=2, key=jax.random.key(0))
+    u = jnp.array([0.3, -1.2, 2.0])
+    assert field.inp.bias is not None and field.out.bias is not None
+    h = field.inp.weight @ u + field.inp.bias
+    for first, second in field.blocks:
+        assert first.bias is not None and second.bias is None
+        h = h + second.weight @ jnp.tanh(first.weight @ h + first.bias)
+    np.testing.assert_allclose(field(u), field.out.weight @ h + field.out.bias, rtol=1e-12)
+    assert wj.neural.n_parameters(field) == (3 * 5 + 5) + 2 * (5 * 5 + 5 + 5 * 5) + (5 * 3 + 3)
+    x = wj.neural.solve_field(field, u, jnp.linspace(0.0, 0.1, 3))
+    assert x.shape == (3, 3) and np.all(np.isfinite(x)) and np.allclose(x[0], u)
+
+
 def _lorenz_hidden_z(t1):
     """Noiseless Lorenz on [0, t1] (Δt = 0.01) from a point on the attractor, z never observed."""
     bench = zoo("lorenz")

@@ -34,6 +34,8 @@ def test_bspline_partition_of_unity_and_scipy():
 
 def test_bspline_derivatives_match_finite_differences(central_difference):
     basis = L.BSplineBasis([0.0, 0.7, 1.3, 1.3, 2.0, 3.0], order=4)
+    np.testing.assert_array_equal(basis.distinct_breaks, [0.0, 0.7, 1.3, 2.0, 3.0])
+    assert basis.multiplicity()[1.3] == 2
     # points away from the breaks, where every piece is smooth
     t = np.array([0.2, 0.5, 1.0, 1.6, 2.4, 2.9])
     for r in range(1, 3):

@@ -22,6 +22,9 @@ def test_model_names_and_linearity_detection():
     assert not wj.ODEModel(lambda u, p, t: p[0] / (p[1] + u), 1, 2).linear_in_params
     # a declaration overrides detection
     assert not wj.ODEModel(lorenz_rhs, 3, 3, linear_in_params=False).linear_in_params
+    # a model is called as its right-hand side
+    u, p = jnp.array([1.0, -2.0, 3.0]), jnp.array([10.0, 28.0, 8 / 3])
+    np.testing.assert_array_equal(m(u, p, 0.0), lorenz_rhs(u, p, 0.0))
 
 
 def test_zoo_linearity_matches_paper_table3():

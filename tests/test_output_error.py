@@ -222,6 +222,11 @@ def test_hybrid_refines_the_wendy_estimate(lv):
     assert hybrid.method == "hybrid" and hybrid.wendy_status == wj.RESULTS.successful
     direct = OutputError().fit(bench.model, data, hybrid.wendy_params)
     assert np.allclose(hybrid.params, direct.params, rtol=1e-8)
+    # its objective at given parameters (from the fit's initial states) is the loss the fit reports
+    problem = wj.Hybrid().problem(bench.model, wj.data.as_dataset(data), u0=hybrid.u0)
+    assert float(wj.Hybrid().objective(problem, jnp.asarray(hybrid.params))) == pytest.approx(
+        hybrid.objective, rel=1e-8
+    )
     assert "hybrid" in hybrid.table()
 
 

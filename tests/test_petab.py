@@ -452,6 +452,13 @@ def test_profile_and_bootstrap_of_the_best_fit_cover_the_truth(tmp_path):
     truth = math.log10(_TRUTH["k"])
     assert prof.lower < truth < prof.upper and prof.lower < float(best[0]) < prof.upper
     np.testing.assert_allclose(np.asarray(prof.params)[:, 0], np.asarray(prof.values))  # k held at each point
+    import matplotlib.pyplot as plt
+
+    ax = prof.plot()  # the profile's points above the best, and the 95 % threshold χ²₁(0.95)/2
+    np.testing.assert_allclose(np.asarray(ax.lines[0].get_ydata()), excess)
+    assert float(np.asarray(ax.lines[1].get_ydata())[0]) == pytest.approx(1.920729, abs=1e-6)
+    assert ax.get_xlabel() == "k"
+    plt.close("all")
     boot = wp.bootstrap(problem, best, 40, key=0)
     assert boot.usable.sum() >= 36
     assert boot.lower[0] < truth < boot.upper[0]

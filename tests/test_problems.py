@@ -214,6 +214,7 @@ def test_derived_quantities_by_the_delta_method_and_from_the_bootstrap():
     assert r0.names == ("R0",) and r0.estimate[0] == pytest.approx(beta / gamma, rel=1e-12)
     assert r0.stderr[0] == pytest.approx(np.sqrt(grad @ fit.covariance @ grad), rel=1e-10)
     assert 3.5 < r0.estimate[0] < 4.5 and "R0 " in r0.table() and "delta method from the gauss_newton" in r0.table()
+    assert str(r0) == r0.table()  # print(fit.derived(...)) shows the table
     both = fit.derived(lambda p: jnp.stack([p[0] / p[1], p[0] - p[1]]))
     assert both.names == ("g1", "g2") and both.covariance.shape == (2, 2)
     boot = wj.studies.bootstrap(wj.OutputError(), fit, data, 12, key=0, progress=False)
