@@ -26,7 +26,7 @@ def _detect_linear_in_params(rhs, n_states: int, n_params: int, n_probe: int = 4
     u = jnp.asarray(rng.uniform(0.5, 1.5, (n_probe, n_states)))
     p = jnp.asarray(rng.uniform(0.5, 1.5, (n_probe, n_params)))
     t = jnp.asarray(rng.uniform(0.1, 1.0, (n_probe,)))
-    hess = jax.vmap(jax.jacfwd(jax.jacfwd(rhs, argnums=1), argnums=1))(u, p, t)
+    hess = jax.jit(jax.vmap(jax.jacfwd(jax.jacfwd(rhs, argnums=1), argnums=1)))(u, p, t)
     hess = np.asarray(hess)
     return bool(np.all(hess == 0.0))
 
@@ -35,7 +35,7 @@ def _check_indexing(rhs, n_states: int, n_params: int) -> None:
     """Raise when `rhs` indexes an array beyond its length, which JAX clamps silently (e.g.
     `p[1]` with one parameter reads `p[0]`): one eager evaluation at u = 1, p = 1, t = 0
     under `checkify`'s index checks (branches not taken there are not checked)."""
-    checked = checkify.checkify(rhs, errors=checkify.index_checks)
+    checked = jax.jit(checkify.checkify(rhs, errors=checkify.index_checks))
     try:
         error, _ = checked(jnp.ones(n_states), jnp.ones(n_params), jnp.zeros(()))
     except Exception:  # noqa: BLE001 - a function checkify cannot evaluate keeps the shape check only
@@ -59,7 +59,7 @@ def _check_finite(rhs, n_states: int, n_params: int) -> None:
     p = sign * rng.uniform(0.5, 1.5, (8, n_params))
     t = rng.uniform(0.1, 1.0, 8)
     try:
-        values = np.asarray(jax.vmap(rhs)(jnp.asarray(u), jnp.asarray(p), jnp.asarray(t)))
+        values = np.asarray(jax.jit(jax.vmap(rhs))(jnp.asarray(u), jnp.asarray(p), jnp.asarray(t)))
     except Exception:  # noqa: BLE001 - a function vmap cannot evaluate keeps the shape check only
         return
     if not np.any(np.all(np.isfinite(values), axis=1)):

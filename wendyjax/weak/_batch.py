@@ -187,7 +187,7 @@ class WeakBatch:
 
     def likelihood(self, r: int = 0) -> WeakLikelihood:
         """The likelihood of dataset `r` alone."""
-        lik = jax.tree.map(lambda x: x[0], self.likelihoods([r]))
+        lik = _first(self.likelihoods([r]))
         return WeakLikelihood(
             self.model,
             lik.problem,
@@ -197,6 +197,12 @@ class WeakBatch:
             lik.noiseless,
             Notes(self.test_functions(r)),
         )
+
+
+@jax.jit
+def _first(tree):
+    """The first entry of every leaf (one compiled program, not one per leaf)."""
+    return jax.tree.map(lambda x: x[0], tree)
 
 
 def _bases(t: np.ndarray, u: np.ndarray, test_functions, which: str):

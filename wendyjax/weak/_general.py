@@ -92,13 +92,15 @@ def sensitivity_pattern(rhs, log_space: bool, n_states: int, n_params: int) -> n
     not identically zero: `(J, D, D)` booleans from five random states, times and
     parameter vectors; cached."""
     f = log_space_rhs(rhs) if log_space else rhs
+    # one compiled probe (evaluated op by op, each operation of the rhs and its derivatives
+    # would be compiled on its own)
+    probe = jax.jit(lambda u, p, t: _extremes(*_sensitivities(f, u, p, t), p))
     rng = np.random.default_rng(0)
     zero = []
     for p in _random_params(rng, n_params, 5):
         u = jnp.asarray(rng.normal(size=(1, n_states)) + 0.5)
         t = jnp.asarray(rng.uniform(0.5, 1.5, size=1))
-        p = jnp.asarray(p)
-        dmax, big = _extremes(*_sensitivities(f, u, p, t), p)
+        dmax, big = probe(u, jnp.asarray(p), t)
         zero.append(np.asarray(dmax <= _ZERO_TOL * big))
     return ~np.all(zero, axis=0)
 
