@@ -12,6 +12,7 @@ from jax.experimental import checkify
 from jaxtyping import Array, Float
 
 from ._checks import as_names, param_vector
+from ._compile import cpu_safe_jit
 from ._typing import ArrayLike
 
 
@@ -26,7 +27,7 @@ def _detect_linear_in_params(rhs, n_states: int, n_params: int, n_probe: int = 4
     u = jnp.asarray(rng.uniform(0.5, 1.5, (n_probe, n_states)))
     p = jnp.asarray(rng.uniform(0.5, 1.5, (n_probe, n_params)))
     t = jnp.asarray(rng.uniform(0.1, 1.0, (n_probe,)))
-    hess = jax.jit(jax.vmap(jax.jacfwd(jax.jacfwd(rhs, argnums=1), argnums=1)))(u, p, t)
+    hess = cpu_safe_jit(jax.vmap(jax.jacfwd(jax.jacfwd(rhs, argnums=1), argnums=1)))(u, p, t)
     hess = np.asarray(hess)
     return bool(np.all(hess == 0.0))
 
@@ -35,7 +36,7 @@ def _check_indexing(rhs, n_states: int, n_params: int) -> None:
     """Raise when `rhs` indexes an array beyond its length, which JAX clamps silently (e.g.
     `p[1]` with one parameter reads `p[0]`): one eager evaluation at u = 1, p = 1, t = 0
     under `checkify`'s index checks (branches not taken there are not checked)."""
-    checked = jax.jit(checkify.checkify(rhs, errors=checkify.index_checks))
+    checked = cpu_safe_jit(checkify.checkify(rhs, errors=checkify.index_checks))
     try:
         error, _ = checked(jnp.ones(n_states), jnp.ones(n_params), jnp.zeros(()))
     except Exception:  # noqa: BLE001 - a function checkify cannot evaluate keeps the shape check only
@@ -59,7 +60,7 @@ def _check_finite(rhs, n_states: int, n_params: int) -> None:
     p = sign * rng.uniform(0.5, 1.5, (8, n_params))
     t = rng.uniform(0.1, 1.0, 8)
     try:
-        values = np.asarray(jax.jit(jax.vmap(rhs))(jnp.asarray(u), jnp.asarray(p), jnp.asarray(t)))
+        values = np.asarray(cpu_safe_jit(jax.vmap(rhs))(jnp.asarray(u), jnp.asarray(p), jnp.asarray(t)))
     except Exception:  # noqa: BLE001 - a function vmap cannot evaluate keeps the shape check only
         return
     if not np.any(np.all(np.isfinite(values), axis=1)):

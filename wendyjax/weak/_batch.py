@@ -199,7 +199,7 @@ class WeakBatch:
         )
 
 
-@jax.jit
+@cpu_safe_jit
 def _first(tree):
     """The first entry of every leaf (one compiled program, not one per leaf)."""
     return jax.tree.map(lambda x: x[0], tree)

@@ -94,7 +94,7 @@ def sensitivity_pattern(rhs, log_space: bool, n_states: int, n_params: int) -> n
     f = log_space_rhs(rhs) if log_space else rhs
     # one compiled probe (evaluated op by op, each operation of the rhs and its derivatives
     # would be compiled on its own)
-    probe = jax.jit(lambda u, p, t: _extremes(*_sensitivities(f, u, p, t), p))
+    probe = cpu_safe_jit(lambda u, p, t: _extremes(*_sensitivities(f, u, p, t), p))
     rng = np.random.default_rng(0)
     zero = []
     for p in _random_params(rng, n_params, 5):
