@@ -50,11 +50,11 @@ class _Server(http.server.ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-def check(site: Path, pages: list[str], query: str = "hybrid") -> tuple[dict[str, dict], int]:
+def check(site: Path, pages: list[str], query: str | None = "hybrid") -> tuple[dict[str, dict], int]:
     """Per page: formulas on it and typeset, notebook cells with `$...$` left as text, MathJax
     errors, figures and those drawn, requests that left the site (blocked), script errors;
-    and the number of search results for `query`."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout, sync_playwright
+    and the number of search results for `query` (0 when `query` is None: no search)."""
+    from playwright.sync_api import sync_playwright
 
     server = _Server(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -74,25 +74,20 @@ def check(site: Path, pages: list[str], query: str = "hybrid") -> tuple[dict[str
             page.evaluate("async () => { if (window.MathJax && MathJax.startup) await MathJax.startup.promise; }")
             report[name] = page.evaluate(COUNT) | {"outside": outside, "errors": errors}
             page.close()
-        page = browser.new_page()
-        page.goto(base)
-        page.keyboard.press("s")  # material's search shortcut
-        # The search index is built in a web worker: over a minute on 2 cores busy with the tests,
-        # and a query typed before the worker is ready may never be answered (a fresh-clone test run
-        # of 2026-12-06 waited 120 s for it), so the query is typed again every 30 s.
-        for attempt in range(4):
-            page.fill("input.md-search__input", "")
-            page.fill("input.md-search__input", query)
-            try:
-                page.wait_for_selector("li.md-search-result__item", timeout=30_000)
-                break
-            except PlaywrightTimeout:
-                if attempt == 3:
-                    raise
-        hits = len(page.query_selector_all("li.md-search-result__item"))
+        hits = 0 if query is None else _search(browser.new_page(), base, query)
         browser.close()
     server.shutdown()
     return report, hits
+
+
+def _search(page, base: str, query: str) -> int:
+    """The number of results material's search shows for `query` on the site's home page."""
+    page.goto(base)
+    page.keyboard.press("s")  # material's search shortcut
+    page.fill("input.md-search__input", query)
+    # the search index is built in a web worker: over a minute on 2 cores busy with the tests
+    page.wait_for_selector("li.md-search-result__item", timeout=120_000)
+    return len(page.query_selector_all("li.md-search-result__item"))
 
 
 def problems(report: dict[str, dict], figures: tuple[str, ...] = ()) -> list[str]:
