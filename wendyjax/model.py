@@ -34,7 +34,7 @@ def _detect_linear_in_params(rhs, n_states: int, n_params: int, n_probe: int = 4
 
 def _check_indexing(rhs, n_states: int, n_params: int) -> None:
     """Raise when `rhs` indexes an array beyond its length, which JAX clamps silently (e.g.
-    `p[1]` with one parameter reads `p[0]`): one eager evaluation at u = 1, p = 1, t = 0
+    `p[1]` with one parameter reads `p[0]`): one compiled evaluation at u = 1, p = 1, t = 0
     under `checkify`'s index checks (branches not taken there are not checked)."""
     checked = cpu_safe_jit(checkify.checkify(rhs, errors=checkify.index_checks))
     try:
