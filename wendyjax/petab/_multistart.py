@@ -47,9 +47,15 @@ def _value_gradient_fisher(x, problem: PetabProblem):
 
 
 def _jacobian(fn, x):
-    """Values, forward-mode Jacobians and aux of `fn(x) -> (outputs, aux)`."""
-    values, pushforward, aux = jax.linearize(fn, x, has_aux=True)
-    return values, jax.vmap(pushforward, out_axes=-1)(jnp.eye(x.size, dtype=x.dtype)), aux
+    """Values, forward-mode Jacobians and aux of `fn(x) -> (outputs, aux)`: one pass of the
+    primal with the n tangents vmapped beside it (`jax.linearize` would solve the ODEs once
+    for the values and again inside the pushforward)."""
+
+    def push(tangent):
+        return jax.jvp(fn, (x,), (tangent,), has_aux=True)
+
+    values, jacobian, aux = jax.vmap(push, out_axes=(None, -1, None))(jnp.eye(x.size, dtype=x.dtype))
+    return values, jacobian, aux
 
 
 class MultistartResult(eqx.Module):
