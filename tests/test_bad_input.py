@@ -160,6 +160,7 @@ def test_a_file_that_is_not_a_saved_study_is_named(tmp_path):
     assert wj.studies.Study.load(tmp_path / "study.json").table() == study.table()
 
 
+@pytest.mark.slow
 def test_late_failures_of_the_second_fuzz_are_refused_first():
     bench, data, fit = logistic_small()
     cases = [

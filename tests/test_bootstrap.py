@@ -118,6 +118,7 @@ def test_output_error_refits_start_from_the_simulated_initial_state():
     assert np.all(np.abs(boot.stderr / oe.stderr - 1) < 0.45)  # 24 refits: ±45 % at > 0.99
 
 
+@pytest.mark.slow
 def test_a_known_noise_level_is_the_one_the_refits_data_are_drawn_with():
     # sigma given to the fit (e.g. a PEtab problem's noise formulas): drawn with it, not with the residuals' RMS
     with warnings.catch_warnings():

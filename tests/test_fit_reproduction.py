@@ -277,6 +277,7 @@ def test_a_bootstrap_in_blocks_draws_and_fits_what_one_block_would(monkeypatch):
     assert np.array_equal(blocks.status, whole.status)
 
 
+@pytest.mark.slow
 def test_a_two_trajectory_fit_is_bootstrapped_with_its_own_test_functions():
     """It failed after 12.9 s with "got 1 sets of test functions for 2 trajectories"."""
     two = [DATA, OTHER]

@@ -209,6 +209,7 @@ def test_linear_path_forms_only_structurally_nonzero_grams():
     assert blocks[2] == {(2, 2), (1, 2), (2, 1)}
 
 
+@pytest.mark.slow
 def test_shared_grams_assemble_the_same_covariance():
     # Grams shared by entries that are constant multiples of one function of the state (and
     # the test functions' own Grams for constant weights) give the same S(p) as one Gram per

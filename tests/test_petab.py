@@ -221,6 +221,7 @@ def test_priors_enter_the_objective_not_the_log_likelihood(tmp_path):
     assert float(objective) == pytest.approx(-float(problem.log_likelihood()) - expected, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_the_fisher_path_gradient_matches_reverse_mode_and_finite_differences(tmp_path):
     from wendyjax.petab._multistart import _value_gradient_fisher
 
@@ -239,6 +240,7 @@ def test_the_fisher_path_gradient_matches_reverse_mode_and_finite_differences(tm
     assert np.all(np.linalg.eigvalsh(np.asarray(fisher)) > 0)
 
 
+@pytest.mark.slow
 def test_multistart_reaches_the_optimum_of_the_problem_written_here(tmp_path):
     from scipy.optimize import minimize
 
@@ -420,6 +422,7 @@ def test_bad_arguments_are_refused_before_any_work(boehm):
         wp.experiments(boehm).fit("output_error")
 
 
+@pytest.mark.slow
 def test_the_command_line_loads_checks_and_fits_a_problem(tmp_path, capsys):
     from wendyjax.cli import main
 
@@ -438,6 +441,7 @@ def test_the_command_line_loads_checks_and_fits_a_problem(tmp_path, capsys):
     assert "argument --starts: expected an integer >= 1, got '0'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_profile_and_bootstrap_of_the_best_fit_cover_the_truth(tmp_path):
     # The problem written here, fitted from 4 starts; then the profile of k (grid points
     # re-fitted together) and a parametric bootstrap (refits together). The truth lies in
@@ -469,6 +473,7 @@ def test_profile_and_bootstrap_of_the_best_fit_cover_the_truth(tmp_path):
         wp.bootstrap(problem, best, 10, level=95)
 
 
+@pytest.mark.slow
 def test_multistart_shards_its_starts_over_devices(tmp_path):
     # Two XLA CPU devices in a fresh process: the starts are split between them, and the
     # fits equal the single-device ones.
@@ -617,6 +622,7 @@ def test_a_species_without_an_initial_value_is_refused(tmp_path):
         wp.load(path)
 
 
+@pytest.mark.slow
 def test_output_error_through_the_observables_is_petabs_maximum_likelihood(tmp_path):
     from scipy.optimize import minimize
 
@@ -661,6 +667,7 @@ def test_output_error_through_the_observables_is_petabs_maximum_likelihood(tmp_p
         inputs.params(np.zeros(4))
 
 
+@pytest.mark.slow
 def test_the_weak_form_and_the_hybrid_fit_a_problem_whose_states_are_observed(tmp_path):
     problem = wp.load(_write_problem(tmp_path / "p", direct=True), rtol=1e-12, atol=1e-14)
     inputs = wp.experiments(problem)

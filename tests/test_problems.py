@@ -164,6 +164,7 @@ def _tied(p):  # S0 = N - I0, I0 a parameter, R0 = 0
     return jnp.stack([N_BOYS - p[2], p[2], 0.0])
 
 
+@pytest.mark.slow
 def test_initial_states_tied_to_a_parameter_are_fitted_through_it():
     """With fit_u0=True S0 went to 801.9 (> 763 boys); tied, S0 = N - I0 with I0 in its box.
     At the optimum, β and γ are those of a fit with I0 held at its estimate and the initial
@@ -203,6 +204,7 @@ def test_a_bad_tied_initial_state_is_refused_before_work():
         wj.OutputError().fit(SIR_I0, data, [1.5, 0.5, 3.0], u0=lambda p: p["I0"], weighted=False)
 
 
+@pytest.mark.slow
 def test_derived_quantities_by_the_delta_method_and_from_the_bootstrap():
     """R0 = β/γ of the outbreak: the delta method's standard error is the gradient rule by
     hand, and the bootstrap's draws of R0 are R0 of its draws."""

@@ -70,6 +70,7 @@ def test_a_study_records_every_methods_intervals_coverage_and_width(study):
     assert seconds["bootstrap_or_profile"] == pytest.approx(seconds["bootstrap_basic"] + seconds["profile"])
 
 
+@pytest.mark.slow
 def test_bootstrap_or_profile_takes_the_profile_where_the_data_do_not_determine_a_parameter():
     """Logistic: both parameters identifiable, so the normal bootstrap intervals. With the
     box ending half a standard error above p̂1, p1's profile stays low to the bound: its
