@@ -125,14 +125,7 @@ def _random_jacobians(rhs, n_states: int, n_params: int, seed: int) -> np.ndarra
     rng = np.random.default_rng(seed)
     u = jnp.asarray(rng.normal(size=(3, n_states)) + 0.5)
     t = jnp.asarray(rng.uniform(0.5, 1.5, size=3))
-    zero = jnp.zeros(n_params)
-    jac0, jacp = cpu_safe_jit(
-        lambda u, zero, t: (
-            jax.vmap(jax.jacfwd(rhs, argnums=0), in_axes=(0, None, 0))(u, zero, t),
-            jax.vmap(jax.jacfwd(jax.jacfwd(rhs, argnums=0), argnums=1), in_axes=(0, None, 0))(u, zero, t),
-        )
-    )(u, zero, t)
-    return np.concatenate([np.asarray(jac0)[None], np.moveaxis(np.asarray(jacp), 3, 0)])
+    return np.asarray(_sample_jacobians(rhs, u, t, n_params))
 
 
 def _scale(jacs: np.ndarray) -> float:
@@ -264,14 +257,13 @@ def basis_grams(phi: Float[Array, "k n"], dphi: Float[Array, "k n"]) -> Float[Ar
 
 def _sample_jacobians(rhs, u, t, n_params):
     r"""$J^a$ at every sample: `(J + 1, n, D, D)`."""
-    zero = jnp.zeros(n_params, u.dtype)
-    jac0, jacp = cpu_safe_jit(
-        lambda u, zero, t: (
-            jax.vmap(jax.jacfwd(rhs, argnums=0), in_axes=(0, None, 0))(u, zero, t),
-            jax.vmap(jax.jacfwd(jax.jacfwd(rhs, argnums=0), argnums=1), in_axes=(0, None, 0))(u, zero, t),
-        )
-    )(u, zero, t)
-    return jnp.concatenate([jac0[None], jnp.moveaxis(jacp, 3, 0)])
+
+    def jacobians(u, zero, t):
+        jac0 = jax.vmap(jax.jacfwd(rhs, argnums=0), in_axes=(0, None, 0))(u, zero, t)
+        jacp = jax.vmap(jax.jacfwd(jax.jacfwd(rhs, argnums=0), argnums=1), in_axes=(0, None, 0))(u, zero, t)
+        return jnp.concatenate([jac0[None], jnp.moveaxis(jacp, 3, 0)])
+
+    return cpu_safe_jit(jacobians)(u, jnp.zeros(n_params, u.dtype), t)
 
 
 def _class_function(structure: Structure, jacs, c: int):
