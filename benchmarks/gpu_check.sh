@@ -99,8 +99,8 @@ step fsnls 50 "$RES/wendy_vs_fsnls.log" "$PY" benchmarks/wendy_vs_fsnls.py --see
     --name gpu/wendy_vs_fsnls
 step bootstrap 50 "$RES/interval_timing.log" env WENDYJAX_BENCHMARK_RESULTS="$RES" \
     "$PY" benchmarks/interval_calibration.py --timing
-step throughput 30 "$RES/study_throughput.log" "$PY" benchmarks/study_throughput.py --runs 64 --models logistic \
-    --name gpu/study_throughput
+step throughput 30 "$RES/study_throughput.log" "$PY" benchmarks/study_pipeline.py --throughput --runs 64 \
+    --models logistic --name gpu/study_throughput
 step spiral 50 "$RES/spiral_neural.log" "$PY" benchmarks/spiral_neural.py --quick --no-training \
     --name gpu/spiral_neural
 

@@ -13,7 +13,6 @@ metric rows and settings per system under `benchmarks/results/paper000/`; `--mer
 the medians over saved pieces of one system's grid (`--models NAME --merge OUT1 OUT2 ... --out OUT`).
 """
 
-import argparse
 import csv
 import json
 
@@ -26,7 +25,8 @@ from _common import (
     machine_line,
     markdown_table,
     matches,
-    median_over,
+    paragraphs,
+    parser,
     save_study,
     timed_study,
     write_results,
@@ -72,6 +72,8 @@ TABLE_D1 = {
     },
 }
 _M_INDEX = {1024: 0, 512: 1, 256: 2}
+PAPER_KEYS = ("bias2", "var", "mse", "cov")  # the medians in the text, beside ours
+OURS_PAPER = "bias² ours | paper | var ours | paper | MSE ours | paper | cov ours | paper"
 
 PROTOCOL_NOTES = [
     "The paper's 'median across all parameters' does not say over which cells; ours is the median over "
@@ -83,14 +85,17 @@ PROTOCOL_NOTES = [
 ]
 
 
+def median_over(rows: list[dict], key: str) -> float:
+    """Median of `key` over `rows`, ignoring NaN and missing entries (NaN when none)."""
+    vals = np.array([r.get(key, np.nan) for r in rows], float)
+    return float(np.nanmedian(vals)) if np.isfinite(vals).any() else float("nan")
+
+
 def medians(rows) -> dict:
     """Rummel et al. 2025's medians over parameters and cells: relative squared bias, variance, MSE
     (in %) and the 2√C coverage."""
-    ours = {
-        k: 100 * median_over(rows, key)
-        for k, key in (("bias2", "rel_sq_bias"), ("var", "rel_variance"), ("mse", "rel_mse"))
-    }
-    return ours | {"cov": median_over(rows, "coverage_2se")}
+    keys = {"bias2": "rel_sq_bias", "var": "rel_variance", "mse": "rel_mse"}
+    return {k: 100 * median_over(rows, key) for k, key in keys.items()} | {"cov": median_over(rows, "coverage_2se")}
 
 
 def cell_rows(rows) -> list[list]:
@@ -99,22 +104,10 @@ def cell_rows(rows) -> list[list]:
         cell = [r for r in rows if r["noise_ratio"] == nr and r["M"] == m]
         first, ours = cell[0], medians(cell)
         out.append(
-            [
-                f"{100 * nr:g} %",
-                m,
-                f"{first['n_ok']}/{first['n_runs']}",
-                first["failure_rate"],
-                first["median_coef_error"],
-                first["median_forward_error"],
-                ours["bias2"],
-                ours["var"],
-                ours["mse"],
-                ours["cov"],
-                float(np.nanmin([r.get("coverage_2se", np.nan) for r in cell])),
-                median_over(cell, "coverage_0.95"),
-                first["median_steps"],
-                first["n_at_bound"],
-            ]
+            [f"{100 * nr:g} %", m, f"{first['n_ok']}/{first['n_runs']}", first["failure_rate"]]
+            + [first["median_coef_error"], first["median_forward_error"], *(ours[k] for k in PAPER_KEYS)]
+            + [float(np.nanmin([r.get("coverage_2se", np.nan) for r in cell])), median_over(cell, "coverage_0.95")]
+            + [first["median_steps"], first["n_at_bound"]]
         )
     return out
 
@@ -128,20 +121,9 @@ def logistic_vs_d1(rows, n) -> list[list]:
         i = _M_INDEX[r["M"]]
         ok = matches({"mse": r["rel_mse"], "cov": r["coverage_2se"]}, {"mse": ref[2][i], "cov": ref[3][i]}, n)
         out.append(
-            [
-                f"{100 * r['noise_ratio']:g} %",
-                r["M"],
-                r["param"],
-                float(np.sqrt(r["rel_sq_bias"])),
-                abs(ref[0][i]),
-                r["rel_variance"],
-                ref[1][i],
-                r["rel_mse"],
-                ref[2][i],
-                r["coverage_2se"],
-                ref[3][i],
-                "yes" if ok else "**no**",
-            ]
+            [f"{100 * r['noise_ratio']:g} %", r["M"], r["param"], float(np.sqrt(r["rel_sq_bias"])), abs(ref[0][i])]
+            + [r["rel_variance"], ref[1][i], r["rel_mse"], ref[2][i], r["coverage_2se"], ref[3][i]]
+            + ["yes" if ok else "**no**"]
         )
     return out
 
@@ -172,65 +154,22 @@ def merge(model: str, studies: list[str], out: str) -> None:
     n_cells = len(cells)
     fail = float(np.mean([r["failure_rate"] for r in rows]))
     match = matches(ours, ref, n_runs)
-    lines = [
+    lines = paragraphs(
         f"# Rummel et al. 2025, {model}: medians over {n_cells} cells of {len(studies)} saved studies",
-        "",
         f"Command: `{command()}`. Studies: {', '.join(studies)}; {n_runs} runs per cell; M ∈ "
         f"{sorted({m for _, m in cells})}; {len({nr for nr, _ in cells})} noise levels.",
-        "",
-        *markdown_table(
-            [
-                "system",
-                "cells",
-                "bias² ours",
-                "paper",
-                "var ours",
-                "paper",
-                "MSE ours",
-                "paper",
-                "cov ours",
-                "paper",
-                "failure",
-                "match",
-            ],
-            [
-                [
-                    model,
-                    n_cells,
-                    ours["bias2"],
-                    ref["bias2"],
-                    ours["var"],
-                    ref["var"],
-                    ours["mse"],
-                    ref["mse"],
-                    ours["cov"],
-                    ref["cov"],
-                    fail,
-                    "yes" if match else "**no**",
-                ]
-            ],
+        markdown_table(
+            f"system | cells | {OURS_PAPER} | failure | match",
+            [[model, n_cells, *(v for k in PAPER_KEYS for v in (ours[k], ref[k])), fail, "yes" if match else "**no**"]],
         ),
-        "",
-    ]
-    write_results(
-        out,
-        {
-            "command": command(),
-            "studies": studies,
-            "n_cells": n_cells,
-            "n_runs": n_runs,
-            "ours": ours,
-            "paper": ref,
-            "failure_rate": fail,
-            "match": bool(match),
-        },
-        lines,
     )
+    data = {"command": command(), "studies": studies, "n_cells": n_cells, "n_runs": n_runs, "ours": ours}
+    write_results(out, data | {"paper": ref, "failure_rate": fail, "match": bool(match)}, lines)
     print("\n".join(lines))
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--models", nargs="+", default=list(PAPER), choices=list(PAPER))
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--noise", type=float, nargs="+", help="noise ratios (default: 1, 10, 20 %%)")
@@ -243,20 +182,12 @@ def main():
         "--start",
         default="p0",
         choices=wj.MLE.starts,
-        help="where the MLE starts (MLE(start=...)): p0 (Rummel et al. 2025's protocol), wls, best or both",
+        help="MLE(start=...): p0 (the paper's protocol), wls, best, both",
     )
     ap.add_argument(
-        "--k-max",
-        type=int,
-        default=wj.TestFunctionConfig.k_max,
-        help="most test functions K (TestFunctionConfig(k_max=...)); Rummel et al. 2025 §4.3 used 200-500",
+        "--k-max", type=int, default=wj.TestFunctionConfig.k_max, help="most test functions K (paper §4.3: 200-500)"
     )
-    ap.add_argument(
-        "--merge",
-        nargs="+",
-        metavar="STUDY",
-        help="no fits: the medians over these saved studies (their --out) of the one system in --models",
-    )
+    ap.add_argument("--merge", nargs="+", metavar="STUDY", help="no fits: the medians over these saved studies (--out)")
     args = ap.parse_args()
     if args.merge:
         if len(args.models) != 1:
@@ -267,166 +198,66 @@ def main():
     summary, sections, results = [], [], {}
     for name in args.models:
         top = round(PAPER[name]["max_noise"] * 100)
-        grid = args.noise or (
-            [i / 100 for i in [*range(1, 21), *range(25, top + 1, 5)]] if args.full else [0.01, 0.10, 0.20]
-        )
+        full = [i / 100 for i in [*range(1, 21), *range(25, top + 1, 5)]]
+        grid = args.noise or (full if args.full else [0.01, 0.10, 0.20])
         study, wall = timed_study(
             wj.studies.monte_carlo,
-            benchmark=getattr(wj.models, name)(),
-            estimator=wj.MLE(start=args.start),
-            noise_levels=grid,
-            subsamples=args.subsamples,
-            n_runs=args.runs,
-            key=jax.random.key(args.seed),
-            batch_size=args.batch_size,
-            test_functions=wj.TestFunctionConfig(k_max=args.k_max),
+            **dict(benchmark=getattr(wj.models, name)(), estimator=wj.MLE(start=args.start), noise_levels=grid),
+            **dict(subsamples=args.subsamples, n_runs=args.runs, key=jax.random.key(args.seed)),
+            **dict(batch_size=args.batch_size, test_functions=wj.TestFunctionConfig(k_max=args.k_max)),
         )
         save_study(study, RESULTS / "paper000", f"{args.out}_{name}")
         rows, ref, s = study.rows(), PAPER[name], study.timings
         ours = medians(rows) | {"cov95": median_over(rows, "coverage_0.95")}
         fail = float(np.mean([r["failure_rate"] for r in rows]))
-        results[name] = {
-            "noise": grid,
-            "subsamples": args.subsamples,
-            "ours": ours,
-            "paper": ref,
-            "failure_rate": fail,
-            "wall_s": wall,
-            **{k: s[k] for k in ("simulate_s", "build_s", "fit_s", "diagnostics_s")},
-        }
+        stages = {k: s[k] for k in ("simulate_s", "build_s", "fit_s", "diagnostics_s")}
+        results[name] = {"noise": grid, "subsamples": args.subsamples, "ours": ours, "paper": ref}
+        results[name] |= {"failure_rate": fail, "wall_s": wall, **stages}
+        levels = ", ".join(f"{100 * g:g}" for g in grid) if len(grid) <= 5 else f"{len(grid)} levels"
         summary.append(
-            [
-                name,
-                ", ".join(f"{100 * g:g}" for g in grid) if len(grid) <= 5 else f"{len(grid)} levels",
-                ours["bias2"],
-                ref["bias2"],
-                ours["var"],
-                ref["var"],
-                ours["mse"],
-                ref["mse"],
-                ours["cov"],
-                ref["cov"],
-                ours["cov95"],
-                fail,
-                "yes" if matches(ours, ref, args.runs) else "**no**",
-                f"{wall:.0f}",
-            ]
+            [name, levels, *(v for k in PAPER_KEYS for v in (ours[k], ref[k])), ours["cov95"], fail]
+            + ["yes" if matches(ours, ref, args.runs) else "**no**", f"{wall:.0f}"]
         )
         sections += [
             f"### {name} ({ref['where']})",
-            "",
             f"Wall time {wall:.0f} s (simulate {s['simulate_s']:.0f} s, build {s['build_s']:.0f} s, "
             f"fit {s['fit_s']:.0f} s, diagnostics {s['diagnostics_s']:.0f} s, compilation included).",
-            "",
-            *markdown_table(
-                [
-                    "noise",
-                    "M",
-                    "ok",
-                    "failure",
-                    "median coef err",
-                    "median fwd err",
-                    "bias² %",
-                    "var %",
-                    "MSE %",
-                    "cov 2se (median)",
-                    "cov 2se (min)",
-                    "cov 95 %",
-                    "median steps",
-                    "runs on the box",
-                ],
+            markdown_table(
+                "noise | M | ok | failure | median coef err | median fwd err | bias² % | var % | MSE % "
+                "| cov 2se (median) | cov 2se (min) | cov 95 % | median steps | runs on the box",
                 cell_rows(rows),
             ),
-            "",
         ]
-        d1 = logistic_vs_d1(rows, args.runs) if name == "logistic" else []
-        if d1:
+        if d1 := logistic_vs_d1(rows, args.runs) if name == "logistic" else []:
             sections += [
                 "#### Logistic cell by cell beside Table D1",
-                "",
                 "|bias| relative; 'match' = our MSE ≤ paper's × (1 + 3√(2/N)) and our coverage ≥ "
                 "paper's − 3 binomial sd.",
-                "",
-                *markdown_table(
-                    [
-                        "noise",
-                        "M",
-                        "param",
-                        "|bias| ours",
-                        "paper",
-                        "var ours",
-                        "paper",
-                        "MSE ours",
-                        "paper",
-                        "cov ours",
-                        "paper",
-                        "match",
-                    ],
-                    d1,
-                ),
-                "",
+                markdown_table(["noise", "M", "param", "|bias| ours", *OURS_PAPER.split(" | ")[1:], "match"], d1),
             ]
         print(
             f"{name}: {wall:.0f} s, MSE median {ours['mse']:.3g} % (paper {ref['mse']} %), "
             f"coverage {ours['cov']:.3f} (paper {ref['cov']})",
             flush=True,
         )
-        lines = [  # rewritten after every system: an interrupted run keeps what it finished
+        lines = paragraphs(  # rewritten after every system: an interrupted run keeps what it finished
             "# Rummel et al. 2025 test suite (§3.6): WENDy-MLE beside the paper",
-            "",
             f"Command: `{cmd}`. Machine: {machine_line(info)}, devices {info.get('devices')}. "
             f"MLE start: {args.start}. {args.runs} runs per cell, seed {args.seed}, "
             f"M ∈ {{{', '.join(str(1024 // s) for s in args.subsamples)}}}, k_max {args.k_max}. "
             f"Total wall time {sum(r['wall_s'] for r in results.values()):.0f} s.",
-            "",
             "## Medians over parameters (and cells): ours beside Rummel et al. 2025's text",
-            "",
             "Relative squared bias, variance and MSE in %; coverage of |p̂ − p*| < 2√C (eq. 18) and of the "
             "nominal 95 % interval. 'match' = our MSE ≤ paper's × (1 + 3√(2/N)) and our 2√C coverage ≥ paper's "
             "− 3 binomial sd; the populations differ when the noise grid differs (see notes).",
-            "",
-            *markdown_table(
-                [
-                    "system",
-                    "noise %",
-                    "bias² ours",
-                    "paper",
-                    "var ours",
-                    "paper",
-                    "MSE ours",
-                    "paper",
-                    "cov ours",
-                    "paper",
-                    "cov 95 % ours",
-                    "failure",
-                    "match",
-                    "time s",
-                ],
-                summary,
-            ),
-            "",
+            markdown_table(f"system | noise % | {OURS_PAPER} | cov 95 % ours | failure | match | time s", summary),
             "## Protocol notes",
-            "",
-            *(f"- {n}" for n in PROTOCOL_NOTES),
-            "",
+            [f"- {n}" for n in PROTOCOL_NOTES],
             "## Per system",
-            "",
             *sections,
-        ]
-        write_results(
-            args.out,
-            {
-                "command": cmd,
-                "machine": info,
-                "runs": args.runs,
-                "seed": args.seed,
-                "start": args.start,
-                "k_max": args.k_max,
-                "results": results,
-            },
-            lines,
-            default=float,
         )
+        data = {"command": cmd, "machine": info, "runs": args.runs, "seed": args.seed, "start": args.start}
+        write_results(args.out, data | {"k_max": args.k_max, "results": results}, lines, default=float)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,9 @@
     python benchmarks/smoke.py                 # all of them, one after another
     python benchmarks/smoke.py likelihood spiral_neural
 
-Each script runs in its own process under a time limit, writing into a scratch copy of `benchmarks/results`
-(`WENDYJAX_BENCHMARK_RESULTS`); one line per script (status, seconds); exits non-zero if any failed. Left
-out: `discovery_pde` (one cell takes minutes), `petab_collection` (it needs the PEtab benchmark
+Each script runs in its own process under a time limit (once per variant below), writing into a scratch copy of
+`benchmarks/results` (`WENDYJAX_BENCHMARK_RESULTS`); one line per run (status, seconds); exits non-zero if any
+failed. Left out: `discovery_pde` (one cell takes minutes), `petab_collection` (it needs the PEtab benchmark
 collection) and `gpu_check.sh` (a GPU).
 """
 
@@ -21,64 +21,37 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-#: script → its quickest arguments
+#: script → its quickest arguments, one string per run
 QUICK = {
     "collocation_nfe": ["--quick"],
-    "data2ld_head_impact": [],
+    "data2ld_head_impact": [""],
     "data2ld_simulation": [
-        "--replicates",
-        "4",
-        "--nls-replicates",
-        "2",
-        "--pc-replicates",
-        "2",
-        "--sa-iterations",
-        "50",
-        "--sft-iterations",
-        "50",
-        "--sft-burn-in",
-        "10",
+        "--replicates 4 --nls-replicates 2 --pc-replicates 2 --sa-iterations 50 --sft-iterations 50 --sft-burn-in 10"
     ],
-    "discovery_ode": ["--seeds", "1"],
-    "discovery_competitors": ["--seeds", "1"],
+    "discovery_ode": ["--seeds 1", "--seeds 1 --competitors"],
     "hidden_lorenz": ["--quick"],
     "integral_matching_sindy": ["--quick"],
-    "interval_calibration": [
-        "--systems",
-        "logistic",
-        "--noise",
-        "0.05",
-        "--m",
-        "256",
-        "--runs",
-        "3",
-        "--boot",
-        "40",
-        "--points",
-        "5",
-    ],
-    "likelihood": ["--quick"],
+    "interval_calibration": ["--systems logistic --noise 0.05 --m 256 --runs 3 --boot 40 --points 5"],
+    "likelihood": ["--quick", "--scaling --quick"],
     "lorenz96_sparse": ["--quick"],
     "output_error": ["--quick"],
-    "output_error_vs_scipy": ["--quick"],
-    "paper000_suite": ["--models", "logistic", "--runs", "2"],
-    "paper001_suite": ["--models", "logistic", "--runs", "2"],
+    "paper000_suite": ["--models logistic --runs 2"],
+    "paper001_suite": ["--models logistic --runs 2"],
     "spiral_neural": ["--quick"],
-    "study_pipeline": ["--runs", "4", "--boot", "4", "--repeats", "1", "--name", "study_pipeline_smoke"],
-    "study_throughput": ["--runs", "4", "--repeats", "1"],
-    "weak_cost_scaling": ["--quick"],
-    "wendy_vs_fsnls": ["--quick"],
+    "study_pipeline": [
+        "--runs 4 --boot 4 --repeats 1 --name study_pipeline_smoke",
+        "--throughput --runs 4 --repeats 1",
+    ],
+    "wendy_vs_fsnls": ["--quick", "--estimator oe --quick"],
 }
-
-
-#: scripts that need an optional package (`pip install -e ".[bench]"`): skipped without it
-NEEDS = {"discovery_competitors": "pysindy", "integral_matching_sindy": "pysindy"}
+#: runs that need an optional package (`pip install -e ".[bench]"`): skipped without it
+NEEDS = {"--competitors": "pysindy", "integral_matching_sindy": "pysindy"}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scripts", nargs="*", help=f"default: all of {', '.join(QUICK)}")
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per script")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
     args = parser.parse_args()
     if unknown := sorted(set(args.scripts) - set(QUICK)):
         parser.error(f"unknown script(s) {', '.join(unknown)}; choose from {', '.join(QUICK)}")
@@ -88,28 +61,24 @@ def main() -> int:
         shutil.copytree(HERE / "results", results)  # scripts that read earlier results find them
         env = {**os.environ, "WENDYJAX_BENCHMARK_RESULTS": str(results)}
         for name in args.scripts or QUICK:
-            if name in NEEDS and importlib.util.find_spec(NEEDS[name]) is None:
-                print(f'skip {name:24s}          needs {NEEDS[name]} (pip install -e ".[bench]")', flush=True)
-                continue
-            clock = time.perf_counter()
-            try:
-                run = subprocess.run(
-                    [sys.executable, str(HERE / f"{name}.py"), *QUICK[name]],
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    timeout=args.timeout,
-                )
-                ok, tail = run.returncode == 0, (run.stderr.strip().splitlines() or [""])[-1]
-            except subprocess.TimeoutExpired:
-                ok, tail = False, f"no result after {args.timeout:g} s"
-            print(
-                f"{'ok  ' if ok else 'FAIL'} {name:24s} {time.perf_counter() - clock:7.1f} s"
-                f"{'' if ok else '  ' + tail}",
-                flush=True,
-            )
-            if not ok:
-                failed.append(name)
+            for options in QUICK[name]:
+                label = f"{name} {options}".strip()
+                need = next((NEEDS[k] for k in NEEDS if k in label.split()), None)
+                if need and importlib.util.find_spec(need) is None:
+                    print(f'skip {label:40s}          needs {need} (pip install -e ".[bench]")', flush=True)
+                    continue
+                clock = time.perf_counter()
+                try:
+                    run = subprocess.run(
+                        [sys.executable, str(HERE / f"{name}.py"), *options.split()],
+                        **dict(env=env, capture_output=True, text=True, timeout=args.timeout),
+                    )
+                    ok, tail = run.returncode == 0, (run.stderr.strip().splitlines() or [""])[-1]
+                except subprocess.TimeoutExpired:
+                    ok, tail = False, f"no result after {args.timeout:g} s"
+                seconds = time.perf_counter() - clock
+                print(f"{'ok  ' if ok else 'FAIL'} {label:40s} {seconds:7.1f} s{'' if ok else '  ' + tail}", flush=True)
+                failed += [] if ok else [label]
     return 1 if failed else 0
 
 

@@ -13,7 +13,6 @@ minibatches for the solvers). Protocol: docs/pages/papers/integral-matching2025.
 faster per gradient than backprop, ≥ 1000× than the adjoint. Writes `benchmarks/results/spiral_neural.{json,md,png}`.
 """
 
-import argparse
 import datetime
 import statistics
 import time
@@ -23,13 +22,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from _common import RESULTS, bench, command, machine_info, machine_line, markdown_table, write_results
+from _common import (
+    RESULTS,
+    bench,
+    command,
+    machine_info,
+    machine_line,
+    markdown_table,
+    paragraphs,
+    parser,
+    write_results,
+)
 
 import wendyjax as wj
 from wendyjax.baselines import trajectory_loss_gradient
 from wendyjax.estimators import integral_matching_loss
 
-TIMING = {"min_reps": 5, "min_time": 1.0, "max_time": 20.0, "floor_reps": 3}
+TIMING = (5, 1.0, 20.0, 3)  # bench(): min_reps, min_time, max_time, floor_reps
 BATCH = 64
 WINDOWS, WINDOW_LEN = 20, 10  # Chen et al.'s batch_size and batch_time
 RECORD_EVERY = 20  # training steps between points of the solvers' training curves
@@ -190,7 +199,7 @@ def refine(b, train, clean, field_im, im_run):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--quick", action="store_true", help="1 seed, training budgets 15 s")
     ap.add_argument("--no-training", action="store_true", help="skip the backprop / adjoint training runs")
     ap.add_argument("--no-per-gradient", action="store_true", help="skip the per-gradient timings")
@@ -203,21 +212,9 @@ def main():
     est = wj.IntegralMatching(
         order=10, length=0.5, solver=wj.Gradient(adam, batch_size=BATCH, chunk=250, patience=10), max_steps=20_000
     )
-    out = {
-        "date": datetime.date.today().isoformat(),
-        "machine": machine_info(),
-        "seeds": seeds,
-        "budget_s": budget,
-        "noise": 0.01,
-        "t_train": args.t_train,
-        "order": est.order,
-        "length": est.length,
-        "batch": BATCH,
-        "name": args.name,
-        "per_gradient": [],
-        "training": [],
-        "command": command(),
-    }
+    out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "seeds": seeds, "budget_s": budget}
+    out |= {"noise": 0.01, "t_train": args.t_train, "order": est.order, "length": est.length, "batch": BATCH}
+    out |= {"name": args.name, "per_gradient": [], "training": [], "command": command()}
     for seed in seeds:
         b, train, clean, field = setup(seed, args.t_train)
         im = train_im(b, train, clean, field, est, seed)
@@ -238,13 +235,8 @@ def write(out):
     med = lambda key, name, src="per_gradient": statistics.median(r[name][key] for r in out[src])  # noqa: E731
     train_names = list(out["training"][0])
     trows = [
-        [
-            n,
-            med("seconds", n, "training"),
-            med("steps", n, "training"),
-            100 * med("heldout_rmse", n, "training"),
-            100 * med("full_rmse", n, "training"),
-        ]
+        [n, med("seconds", n, "training"), med("steps", n, "training")]
+        + [100 * med("heldout_rmse", n, "training"), 100 * med("full_rmse", n, "training")]
         for n in train_names
     ]
 
@@ -256,9 +248,8 @@ def write(out):
             f"{'PASS' if adj >= 1000 else 'MISS'})"
         )
 
-    md = [
+    blocks = [
         f"# Spiral neural ODE: integral matching vs diffrax (Anonymous 2025 Table 3) — {out['date']}",
-        "",
         f"Machine: {machine_line(out['machine'])}, {out['machine']['devices']}. "
         f"Seeds {out['seeds']}; medians over seeds; training data t ≤ {out['t_train']:g}.",
     ]
@@ -276,33 +267,24 @@ def write(out):
             ]
             for n in out["per_gradient"][0]
         ]
-        md += [
-            "",
+        blocks += [
             "## Time per gradient",
-            "",
             "Per call: one jitted gradient per Python call (median, dispatch included). In a compiled loop: "
             "the median time of a jitted `lax.scan` of n dependent gradient steps, divided by n (how the training "
             "loop runs them; Anonymous 2025's 1.8e-5 s per integral-matching gradient is of this kind).",
-            "",
-            *markdown_table(
-                ["method", "per call (s)", "in a compiled loop (s)", "f evaluations", "× IM per call", "× IM in loop"],
-                rows,
+            markdown_table(
+                "method | per call (s) | in a compiled loop (s) | f evaluations | × IM per call | × IM in loop", rows
             ),
-            "",
-            "- " + verdict("median_s", im, "per call"),
-            "- " + verdict("loop_s", im_loop, "in a compiled loop"),
+            ["- " + verdict("median_s", im, "per call"), "- " + verdict("loop_s", im_loop, "in a compiled loop")],
         ]
-    md += [
-        "",
+    md = paragraphs(
+        *blocks,
         f"## Training (budget {out['budget_s']:g} s for the solver methods)",
-        "",
-        *markdown_table(["method", "wall time (s)", "steps", "held-out RMSE (%)", "RMSE on [0, 25] (%)"], trows),
-        "",
+        markdown_table("method | wall time (s) | steps | held-out RMSE (%) | RMSE on [0, 25] (%)", trows),
         "Anonymous 2025 Table 3 (Xeon 8260, PyTorch/JAX): RMSE 1.61 / 1.78 / 1.83 %, gradient time "
         "1.8e-5 / 5.0e-2 / 4.5e-1 s, total 2.08 / 100.5 / 959.8 s (IMATCH / BPTT / adjoint).",
-        "",
         f"Reproduce: `{out['command']}`",
-    ]
+    )
     write_results(out["name"], out, md)
     plot(out)
     print("\n".join(md))

@@ -1,24 +1,46 @@
-"""A whole study and a whole bootstrap, end to end, by stage: where the time of what a user runs goes.
+"""Batched studies: a whole study and bootstrap by stage, and (`--throughput`) vmapped fits against a loop.
 
     python benchmarks/study_pipeline.py          # CPU: Lorenz studies of 32 and 64 runs, bootstraps B = 20, 200
     python benchmarks/study_pipeline.py --gpu    # 64, 256 and 1024 runs, into results/gpu/
+    OPENBLAS_THREAD_TIMEOUT=4 python benchmarks/study_pipeline.py --throughput --runs 64   # logistic + lorenz
+    python benchmarks/study_pipeline.py --throughput --runs 64 --devices 2 --name study_throughput_2dev
 
-Lorenz, M = 1024, 5 % noise, WENDy-MLE, medians of `--repeats` calls after one that compiles: `monte_carlo`
-studies of R runs and `bootstrap`s of one fit with their stage seconds (`timings`), and the studies' batched
-build of R likelihoods (`wj.weak.build_batch`) against one `weak_likelihood` per dataset, stacked, with their
-largest difference in ℓ, ∇ℓ, ∇²ℓ at p*. `study_pipeline_9119ae6.md`: this script on the tree of commit 9119ae6.
-Results: `benchmarks/results/study_pipeline.{json,md}` (`--gpu`: `results/gpu/`; `--name` for another stem)."""
+Default, end to end: Lorenz, M = 1024, 5 % noise, WENDy-MLE, medians of `--repeats` calls after one that
+compiles: `monte_carlo` studies of R runs and `bootstrap`s of one fit with their stage seconds (`timings`), and
+the studies' batched build of R likelihoods (`wj.weak.build_batch`) against one `weak_likelihood` per dataset,
+stacked, with their largest difference in ℓ, ∇ℓ, ∇²ℓ at p*. `study_pipeline_9119ae6.md`: this on the tree of
+commit 9119ae6. Results: `benchmarks/results/study_pipeline.{json,md}` (`--gpu`: `results/gpu/`).
 
-import argparse
+`--throughput`, the fits alone: the same WENDy-MLE fits of `--runs` datasets (Rummel et al. 2025 protocol, 5 %
+noise, M = 256, one padded K), side by side: `vmap` and `lax.map` of `MLE().solve` (what `monte_carlo` runs per
+chunk with `vectorize=True` and `False`), a Python loop of the jitted single solve, and with `--devices N` the
+`lax.map` inside a `shard_map` over N XLA CPU devices; host BLAS on one thread as in the studies. Results:
+`benchmarks/results/study_throughput.{json,md}`. `--name` writes either under another stem.
+"""
+
 import statistics
 import time
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _common import bench, command, machine_info, machine_line, markdown_table, utc_now, write_results
+import threadpoolctl
+from _common import (
+    bench,
+    command,
+    machine_info,
+    machine_line,
+    markdown_table,
+    paragraphs,
+    parser,
+    utc_now,
+    write_results,
+)
+from jax.sharding import Mesh, PartitionSpec as P
 
 import wendyjax as wj
+from wendyjax.weak import stack_likelihoods
 
 
 def _repeat(run, repeats: int) -> tuple[float, dict, object]:
@@ -39,13 +61,8 @@ def study_row(zoo, n_runs: int, repeats: int) -> dict:
         repeats,
     )
     return {
-        "kind": "study",
-        "runs": n_runs,
-        "first_call_s": first,
-        **t,
-        "fits_per_s": n_runs / t["total_s"],
-        "build_ms_per_run": 1e3 * t["build_s"] / n_runs,
-        "build_share": t["build_s"] / t["total_s"],
+        **{"kind": "study", "runs": n_runs, "first_call_s": first, **t, "fits_per_s": n_runs / t["total_s"]},
+        **{"build_ms_per_run": 1e3 * t["build_s"] / n_runs, "build_share": t["build_s"] / t["total_s"]},
         "successful": int(np.sum(study.runs[0].status == "successful")),
     }
 
@@ -56,25 +73,18 @@ def build_row(zoo, n_runs: int, repeats: int) -> dict:
         "per_dataset": lambda: wj.weak.stack_likelihoods([wj.weak_likelihood(zoo.model, d) for d in datasets]),
         "batched": lambda: wj.weak.build_batch(zoo.model, datasets).likelihoods(),
     }
-    cfg = {"min_reps": repeats, "min_time": 0.0, "max_time": 0.0, "floor_reps": repeats}  # after a first call
-    out, seconds = {}, {}
+    out, s = {}, {}
     for name, fn in builds.items():
-        out[name], timing = bench(fn, cfg=cfg)
-        seconds[name] = timing["median_s"]
-    p = jnp.asarray(zoo.p_true)
-    diff = 0.0
+        out[name], timing = bench(fn, cfg=(repeats, 0.0, 0.0, repeats))  # after a first call
+        s[name] = timing["median_s"]
+    p, diff = jnp.asarray(zoo.p_true), 0.0
     for f in (wj.weak.nll, wj.weak.nll_grad, wj.weak.nll_hessian):
         a, b = (np.asarray(jax.vmap(f, in_axes=(0, None))(out[k], p)) for k in ("batched", "per_dataset"))
         diff = max(diff, float(np.max(np.abs(a - b)) / np.max(np.abs(b))))
     return {
-        "kind": "build",
-        "runs": n_runs,
-        "per_dataset_s": seconds["per_dataset"],
-        "batched_s": seconds["batched"],
-        "speedup": seconds["per_dataset"] / seconds["batched"],
-        "per_dataset_ms_per_run": 1e3 * seconds["per_dataset"] / n_runs,
-        "batched_ms_per_run": 1e3 * seconds["batched"] / n_runs,
-        "max_rel_diff": diff,
+        **{"kind": "build", "runs": n_runs, "per_dataset_s": s["per_dataset"], "batched_s": s["batched"]},
+        **{"speedup": s["per_dataset"] / s["batched"], "per_dataset_ms_per_run": 1e3 * s["per_dataset"] / n_runs},
+        **{"batched_ms_per_run": 1e3 * s["batched"] / n_runs, "max_rel_diff": diff},
     }
 
 
@@ -85,116 +95,175 @@ def bootstrap_row(zoo, n_boot: int, repeats: int) -> dict:
         lambda key: wj.studies.bootstrap(wj.MLE(), fit, data, n_boot, key=key, progress=False), repeats
     )
     return {
-        "kind": "bootstrap",
-        "runs": n_boot,
-        "first_call_s": first,
-        **t,
-        "refits_per_s": n_boot / t["total_s"],
-        "outside_fits_share": (t["total_s"] - t["fit_s"]) / t["total_s"],
-        "failed": int(boot.n_failed),
+        **{"kind": "bootstrap", "runs": n_boot, "first_call_s": first, **t, "refits_per_s": n_boot / t["total_s"]},
+        **{"outside_fits_share": (t["total_s"] - t["fit_s"]) / t["total_s"], "failed": int(boot.n_failed)},
     }
 
 
-def markdown(rows, info, repeats) -> list[str]:
+def pipeline_markdown(rows, info, repeats) -> list[str]:
     def g(r, *keys):
         return [f"{r[k]:.3g}" for k in keys]
 
-    lines = [
+    kinds = {kind: [r for r in rows if r["kind"] == kind] for kind in ("study", "build", "bootstrap")}
+    blocks = [
         "# A study and a bootstrap end to end, by stage (Lorenz, M = 1024, 5 % noise, WENDy-MLE)",
-        "",
         f"Command: `{command()}`; machine: {machine_line(info)}; {utc_now()}. Medians of {repeats} warm calls "
         f"(after one that compiles); seconds.",
-        "",
     ]
-    kinds = {kind: [r for r in rows if r["kind"] == kind] for kind in ("study", "build", "bootstrap")}
     if kinds["study"]:
-        lines += markdown_table(
-            [
-                "runs",
-                "total",
-                "simulate",
-                "build",
-                "fit",
-                "diagnostics",
-                "fits/s",
-                "build ms/run",
-                "build share",
-                "first call",
-            ],
-            [
+        blocks.append(
+            markdown_table(
+                "runs | total | simulate | build | fit | diagnostics | fits/s | build ms/run | build share "
+                "| first call",
                 [
-                    r["runs"],
-                    *g(r, "total_s", "simulate_s", "build_s", "fit_s", "diagnostics_s"),
-                    f"{r['fits_per_s']:.1f}",
-                    f"{r['build_ms_per_run']:.1f}",
-                    f"{100 * r['build_share']:.1f} %",
-                    f"{r['first_call_s']:.1f}",
-                ]
-                for r in kinds["study"]
-            ],
+                    [r["runs"], *g(r, "total_s", "simulate_s", "build_s", "fit_s", "diagnostics_s")]
+                    + [f"{r['fits_per_s']:.1f}", f"{r['build_ms_per_run']:.1f}", f"{100 * r['build_share']:.1f} %"]
+                    + [f"{r['first_call_s']:.1f}"]
+                    for r in kinds["study"]
+                ],
+            )
         )
     if kinds["build"]:
-        lines += [
-            "",
+        blocks += [
             "The build alone, batched against one build per dataset (stacked):",
-            "",
-            *markdown_table(
-                ["datasets", "batched ms/dataset", "per dataset ms/dataset", "speed-up", "max rel. diff of ℓ, ∇ℓ, ∇²ℓ"],
+            markdown_table(
+                "datasets | batched ms/dataset | per dataset ms/dataset | speed-up | max rel. diff of ℓ, ∇ℓ, ∇²ℓ",
                 [
-                    [
-                        r["runs"],
-                        f"{r['batched_ms_per_run']:.1f}",
-                        f"{r['per_dataset_ms_per_run']:.1f}",
-                        f"{r['speedup']:.1f}x",
-                        f"{r['max_rel_diff']:.1e}",
-                    ]
+                    [r["runs"], f"{r['batched_ms_per_run']:.1f}", f"{r['per_dataset_ms_per_run']:.1f}"]
+                    + [f"{r['speedup']:.1f}x", f"{r['max_rel_diff']:.1e}"]
                     for r in kinds["build"]
                 ],
             ),
         ]
     if kinds["bootstrap"]:
-        lines += [
-            "",
+        blocks += [
             "Parametric bootstrap of one fit:",
-            "",
-            *markdown_table(
-                ["B", "total", "initial states", "simulate", "build", "fit", "outside the fits", "first call"],
+            markdown_table(
+                "B | total | initial states | simulate | build | fit | outside the fits | first call",
                 [
-                    [
-                        r["runs"],
-                        *g(r, "total_s", "initial_states_s", "simulate_s", "build_s", "fit_s"),
-                        f"{100 * r['outside_fits_share']:.1f} %",
-                        f"{r['first_call_s']:.1f}",
-                    ]
+                    [r["runs"], *g(r, "total_s", "initial_states_s", "simulate_s", "build_s", "fit_s")]
+                    + [f"{100 * r['outside_fits_share']:.1f} %", f"{r['first_call_s']:.1f}"]
                     for r in kinds["bootstrap"]
                 ],
             ),
         ]
-    return lines
+    return paragraphs(*blocks)
+
+
+def throughput_row(name, n_runs, repeats, subsample=4):
+    def timed(fn):
+        return bench(fn, cfg=(repeats, 0.0, 0.0, repeats))[1]["median_s"]  # after a compile call
+
+    zoo = getattr(wj.models, name)()
+    liks = [
+        wj.weak_likelihood(zoo.model, zoo.simulate(key, noise_ratio=0.05, subsample=subsample))
+        for key in jax.random.split(jax.random.key(0), n_runs)
+    ]
+    stacked = stack_likelihoods(liks)
+    singles = [  # the same K padding as the batch
+        jax.tree_util.tree_map(lambda x: x[0] if eqx.is_array(x) else x, stack_likelihoods([lik])) for lik in liks
+    ]
+    lo, hi = (jnp.asarray(b, float) for b in zoo.model.bounds)
+    p0 = jax.random.uniform(jax.random.key(1), (n_runs, zoo.model.n_params), minval=lo, maxval=hi)
+    solve = wj.MLE().solve
+    vmapped = eqx.filter_jit(jax.vmap(lambda lik, p: solve(lik, p, lo, hi)))
+    single = eqx.filter_jit(lambda lik, p: solve(lik, p, lo, hi))
+    mapped = eqx.filter_jit(lambda liks, ps: jax.lax.map(lambda a: solve(a[0], a[1], lo, hi), (liks, ps)))
+    t = {
+        "vmap": timed(lambda: vmapped(stacked, p0)),
+        "map": timed(lambda: mapped(stacked, p0)),
+        "loop": timed(lambda: [single(lik, p) for lik, p in zip(singles, p0)]),
+    }
+    sol = vmapped(stacked, p0)
+    loop_params = np.stack([np.asarray(single(lik, p).params) for lik, p in zip(singles, p0)])
+    steps = np.asarray(sol.num_steps)
+    row = {
+        **{"model": name, "runs": n_runs, "M": len(np.asarray(zoo.t)[::subsample]) - 1},
+        **{"K": int(stacked.problem.phi.shape[2]), "successful": int(np.sum(np.asarray(sol.successful)))},
+        **{"steps_median": float(np.median(steps)), "steps_max": int(np.max(steps))},
+        **{f"{k}_s": t[k] for k in t},
+        **{f"{k}_fits_per_s": n_runs / t[k] for k in t},
+        **{"vmap_ratio": t["loop"] / t["vmap"], "map_ratio": t["loop"] / t["map"]},
+        "max_param_diff": float(np.max(np.abs(np.asarray(sol.params) - loop_params))),
+    }
+    if jax.device_count() > 1:
+        arrays, static = eqx.partition(stacked, eqx.is_array)
+
+        def inner(arrays, ps):
+            return jax.lax.map(lambda a: solve(eqx.combine(a[0], static), a[1], lo, hi), (arrays, ps))
+
+        mesh = Mesh(np.asarray(jax.devices()), ("runs",))
+        fit = eqx.filter_jit(jax.shard_map(inner, mesh=mesh, in_specs=P("runs"), out_specs=P("runs"), check_vma=False))
+        t_shard = timed(lambda: fit(arrays, p0))
+        diff = np.max(np.abs(np.asarray(fit(arrays, p0).params) - loop_params))
+        row.update(devices=jax.device_count(), sharded_s=t_shard, sharded_fits_per_s=n_runs / t_shard)
+        row.update(sharded_ratio=t["loop"] / t_shard, sharded_max_param_diff=float(diff))
+    return row
+
+
+def throughput(args, info):
+    with threadpoolctl.threadpool_limits(1, user_api="blas"):  # host BLAS on one thread, as in the studies
+        rows = [throughput_row(name, n, args.repeats) for name in args.models for n in args.runs or [32]]
+    blocks = [
+        "# Study throughput: vmapped and sequential chunks vs a Python loop of jitted single fits",
+        f"Command: `{command()}`; machine: {machine_line(info)}, devices {info['devices']}; host BLAS 1 thread. "
+        f"Medians of {args.repeats} repeats.",
+        markdown_table(
+            "model | runs | M | K | steps median / max | vmap fits/s | map fits/s | loop fits/s | vmap/loop "
+            "| map/loop | max abs param diff",
+            [
+                [r["model"], r["runs"], r["M"], r["K"], f"{r['steps_median']:.0f} / {r['steps_max']}"]
+                + [f"{r[k]:.1f}" for k in ("vmap_fits_per_s", "map_fits_per_s", "loop_fits_per_s")]
+                + [f"{r['vmap_ratio']:.2f}", f"{r['map_ratio']:.2f}", f"{r['max_param_diff']:.1e}"]
+                for r in rows
+            ],
+        ),
+    ]
+    if "devices" in rows[0]:
+        blocks += [
+            f"Sharded over {args.devices} CPU devices (`lax.map` per device inside one `shard_map`), "
+            "against the same loop:",
+            markdown_table(
+                "model | sharded fits/s | loop fits/s | sharded/loop | max abs param diff",
+                [
+                    [r["model"], f"{r['sharded_fits_per_s']:.1f}", f"{r['loop_fits_per_s']:.1f}"]
+                    + [f"{r['sharded_ratio']:.2f}", f"{r['sharded_max_param_diff']:.1e}"]
+                    for r in rows
+                ],
+            ),
+        ]
+    data = {"command": command(), "machine": info, "blas_threads": "1 thread", "rows": rows}
+    write_results(args.name or "study_throughput", data, paragraphs(*blocks), indent=2, default=float)
+    print("\n".join(paragraphs(*blocks)))
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, nargs="+", help="study sizes (default: 32 64; with --gpu 64 256 1024)")
+    ap = parser(__doc__)
+    ap.add_argument("--throughput", action="store_true", help="the batched fits alone against a loop")
+    ap.add_argument(
+        "--runs", type=int, nargs="+", help="study sizes (default: 32 64; --gpu 64 256 1024; --throughput 32)"
+    )
     ap.add_argument("--boot", type=int, nargs="+", default=[20, 200], help="bootstrap sizes B")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--gpu", action="store_true", help="the GPU sizes, results under results/gpu/")
-    ap.add_argument("--name", default=None, help="results file stem (default study_pipeline, gpu/study_pipeline)")
+    ap.add_argument("--models", nargs="+", default=["logistic", "lorenz"], help="--throughput: wj.models")
+    ap.add_argument("--devices", type=int, default=1, help="--throughput: XLA CPU devices; >1 also times sharded fits")
+    ap.add_argument("--name", help="results file stem (default study_pipeline, gpu/study_pipeline, study_throughput)")
     args = ap.parse_args()
+    if args.devices > 1:  # before jax starts its backend
+        jax.config.update("jax_num_cpu_devices", args.devices)
+    info = machine_info()
+    if args.throughput:
+        return throughput(args, info)
     runs = args.runs or ([64, 256, 1024] if args.gpu else [32, 64])
     name = args.name or ("gpu/study_pipeline" if args.gpu else "study_pipeline")
-    info, zoo, rows = machine_info(), wj.models.lorenz(), []
+    zoo, rows = wj.models.lorenz(), []
     jobs = [*((study_row, n) for n in runs), (build_row, runs[0]), *((bootstrap_row, b) for b in args.boot)]
     for row, n in jobs:  # the results are rewritten after each row
         rows.append(row(zoo, n, args.repeats))
         print({k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in rows[-1].items()}, flush=True)
-        write_results(
-            name,
-            {"command": command(), "date": utc_now(), "machine": info, "rows": rows},
-            indent=2,
-            default=float,
-            markdown=markdown(rows, info, args.repeats),
-        )
+        data = {"command": command(), "date": utc_now(), "machine": info, "rows": rows}
+        write_results(name, data, pipeline_markdown(rows, info, args.repeats), indent=2, default=float)
 
 
 if __name__ == "__main__":
