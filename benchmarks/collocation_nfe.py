@@ -12,7 +12,6 @@ Radau IIA, simplified Newton). Protocol and findings: docs/pages/papers/integral
 Writes `benchmarks/results/collocation_nfe.{json,md,png}`.
 """
 
-import argparse
 import functools
 import time
 import types
@@ -24,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.integrate
 import scipy.linalg
-from _common import RESULTS, command, machine_info, machine_line, markdown_table, utc_now, write_results
+from _common import RESULTS, machine_info, markdown_table, paragraphs, parser, provenance, write_results
 
 import wendyjax as wj
 from wendyjax.collocation import LGR
@@ -39,25 +38,12 @@ PAPER = {  # Anonymous 2025 Table 5 (Lorenz-63, T = 1)
     "Dormand–Prince": ("100 ± 11", "199 ± 28", "336 ± 42"),
     "Radau 5": ("148 ± 26", "678 ± 119", "2104 ± 385"),
     "BDF": ("95 ± 16", "274 ± 62", "649 ± 113"),
-    **{
-        f"LGR K = {k}": v
-        for k, v in {
-            5: ("27", "142", "333"),
-            8: ("22", "72", "133"),
-            20: ("10", "50", "71"),
-            30: ("6", "50", "59"),
-        }.items()
-    },
+    **{"LGR K = 5": ("27", "142", "333"), "LGR K = 8": ("22", "72", "133")},
+    **{"LGR K = 20": ("10", "50", "71"), "LGR K = 30": ("6", "50", "59")},
 }
 #: our solver → the paper's row (diffrax has no Radau or BDF: Kvaerno5 / Kvaerno3 stand in)
-SOLVERS = {
-    "diffrax Dopri5": "Dormand–Prince",
-    "scipy RK45": "Dormand–Prince",
-    "diffrax Kvaerno5": "Radau 5",
-    "scipy Radau": "Radau 5",
-    "diffrax Kvaerno3": "BDF",
-    "scipy BDF": "BDF",
-}
+SOLVERS = {"diffrax Dopri5": "Dormand–Prince", "scipy RK45": "Dormand–Prince", "diffrax Kvaerno5": "Radau 5"}
+SOLVERS |= {"scipy Radau": "Radau 5", "diffrax Kvaerno3": "BDF", "scipy BDF": "BDF"}
 NOTES = [
     "Initial conditions on the attractor (the model's trajectory at times drawn uniformly in [10, 110], "
     "`default_rng(0)`); error = |y(T) − reference|∞; mean ± sd (ddof = 1) over initial conditions.",
@@ -90,21 +76,10 @@ def reference_check(bench, ics, refs):
     """Max |scipy DOP853 − diffrax Dopri8| (both at 1e-13) over initial conditions, on [0, T] and [0, H_MAX]."""
     ts = np.linspace(0.0, H_MAX, 81)
     term = diffrax.ODETerm(lambda t, y, p: bench.model.rhs(y, p, t))
+    controller, saveat = diffrax.PIDController(rtol=REF_TOL, atol=REF_TOL), diffrax.SaveAt(ts=jnp.asarray(ts))
+    args = dict(saveat=saveat, max_steps=200_000, stepsize_controller=controller)
     solve = jax.jit(
-        lambda y0: (
-            diffrax.diffeqsolve(
-                term,
-                diffrax.Dopri8(),
-                0.0,
-                H_MAX,
-                None,
-                y0,
-                bench.p_true,
-                saveat=diffrax.SaveAt(ts=jnp.asarray(ts)),
-                max_steps=200_000,
-                stepsize_controller=diffrax.PIDController(rtol=REF_TOL, atol=REF_TOL),
-            ).ys
-        )
+        lambda y0: diffrax.diffeqsolve(term, diffrax.Dopri8(), 0.0, H_MAX, None, y0, bench.p_true, **args).ys
     )
     d = np.stack([np.abs(np.asarray(solve(jnp.asarray(y0))) - r(ts).T).max(axis=1) for y0, r in zip(ics, refs)])
     return {"max_diff_on_0_T": float(d[:, ts <= T].max()), "max_diff_on_0_H_MAX": float(d.max())}
@@ -112,9 +87,10 @@ def reference_check(bench, ics, refs):
 
 def stats(xs):
     xs = np.asarray(xs, float)
+    sd = float(xs.std(ddof=1)) if xs.size > 1 else 0.0
     return {
         "mean": float(xs.mean()),
-        "sd": float(xs.std(ddof=1)) if xs.size > 1 else 0.0,
+        "sd": sd,
         "median": float(np.median(xs)),
         "min": float(xs.min()),
         "max": float(xs.max()),
@@ -151,17 +127,8 @@ def counted_term(rhs, counts):
 
 @eqx.filter_jit
 def _adaptive(term, solver, y0, p, tol):
-    sol = diffrax.diffeqsolve(
-        term,
-        solver,
-        0.0,
-        T,
-        None,
-        y0,
-        p,
-        max_steps=1_000_000,
-        stepsize_controller=diffrax.PIDController(rtol=tol, atol=tol),
-    )
+    controller = diffrax.PIDController(rtol=tol, atol=tol)
+    sol = diffrax.diffeqsolve(term, solver, 0.0, T, None, y0, p, max_steps=1_000_000, stepsize_controller=controller)
     return sol.ys[-1], sol.stats, sol.result == diffrax.RESULTS.successful
 
 
@@ -173,14 +140,9 @@ def run_adaptive(solve, ics, refs, total):
         for y0, ref in zip(ics, refs):
             yT, run = solve(y0, tol)
             runs.append({**run, "error": float(np.abs(yT - ref(T)).max())})
-        out[tol] = {
-            **{k: stats([r[k] for r in runs]) for k, v in runs[0].items() if type(v) is int},
-            "total": stats([total(r) for r in runs]),
-            "error": stats([r["error"] for r in runs]),
-            "n_ic": len(runs),
-            "all_successful": all(r["successful"] for r in runs),
-            "runs": runs,
-        }
+        out[tol] = {k: stats([r[k] for r in runs]) for k, v in runs[0].items() if type(v) is int}
+        out[tol] |= {"total": stats([total(r) for r in runs]), "error": stats([r["error"] for r in runs])}
+        out[tol] |= {"n_ic": len(runs), "all_successful": all(r["successful"] for r in runs), "runs": runs}
     return out
 
 
@@ -194,12 +156,13 @@ def diffrax_solve(bench, solver):
         yT, st, ok = _adaptive(term, solver, jnp.asarray(y0), bench.p_true, jnp.asarray(tol))
         jax.block_until_ready(yT)
         jax.effects_barrier()
+        steps = {
+            k: int(st[f"num_{k}_steps" if k != "steps" else "num_steps"]) for k in ("steps", "accepted", "rejected")
+        }
         return np.asarray(yT), {
             "f": counts.f,
             "jvp": counts.jvp,
-            "steps": int(st["num_steps"]),
-            "accepted": int(st["num_accepted_steps"]),
-            "rejected": int(st["num_rejected_steps"]),
+            **steps,
             "successful": bool(ok),
             "wall_s": time.perf_counter() - t0,
         }
@@ -216,14 +179,8 @@ def scipy_solve(f, method):
             return f(u)
 
         sol = scipy.integrate.solve_ivp(fun, (0.0, T), y0, method=method, rtol=tol, atol=tol)
-        return sol.y[:, -1], {
-            "f": int(sol.nfev),
-            "njev": int(sol.njev),
-            "nlu": int(sol.nlu),
-            "calls": calls[0],
-            "steps": int(sol.t.size - 1),
-            "successful": bool(sol.success),
-        }
+        counts = {"f": int(sol.nfev), "njev": int(sol.njev), "nlu": int(sol.nlu), "calls": calls[0]}
+        return sol.y[:, -1], {**counts, "steps": int(sol.t.size - 1), "successful": bool(sol.success)}
 
     return solve
 
@@ -289,11 +246,8 @@ def run_lgr(f, jac, refs, K):
                 res = [radau_solve(np.asarray(lgr.A), f, jac, y0, n, tol) for y0 in y0s]
             if any(r is None for r in res):
                 return None
-            return {
-                "err": np.array([np.abs(r[0] - y1).max() for r, y1 in zip(res, yT)]),
-                "evals": np.array([r[1] for r in res]),
-                "iters": np.array([r[2] for r in res]),
-            }
+            err = np.array([np.abs(r[0] - y1).max() for r, y1 in zip(res, yT)])
+            return {"err": err, "evals": np.array([r[1] for r in res]), "iters": np.array([r[2] for r in res])}
 
         def ok(n, attempt=attempt, tol=tol):
             return attempt(n) is not None and attempt(n)["err"].mean() <= tol
@@ -306,14 +260,9 @@ def run_lgr(f, jac, refs, K):
         else:
             n = min((m for m in range(n_min, int(1.5 * n_min) + 3) if ok(m)), key=lambda m: attempt(m)["evals"].mean())
             res = attempt(n)
-            out[tol]["solved"] = {
-                "n": n,
-                "n_min": n_min,
-                "evals": stats(res["evals"]),
-                "evals_at_n_min": stats(attempt(n_min)["evals"]),
-                "newton_iters_per_step": stats(res["iters"] / n),
-                "error": stats(res["err"]),
-            }
+            out[tol]["solved"] = {"n": n, "n_min": n_min, "evals": stats(res["evals"])}
+            out[tol]["solved"] |= {"evals_at_n_min": stats(attempt(n_min)["evals"]), "error": stats(res["err"])}
+            out[tol]["solved"]["newton_iters_per_step"] = stats(res["iters"] / n)
         print(f"  LGR K={K} tol {tol:g}: K·n* {out[tol]['quadrature']['evals']}, solved n {out[tol]['solved']['n']}")
     return out
 
@@ -344,7 +293,7 @@ def plot(hs, refs, f, path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--quick", action="store_true", help="8 initial conditions (3 for diffrax's implicit solvers)")
     args = ap.parse_args()
     n_ic = 8 if args.quick else N_DRAW
@@ -383,43 +332,24 @@ def main():
     runtime = time.perf_counter() - t_start
 
     info = machine_info()
-    write_results(
-        "collocation_nfe",
-        {
-            "args": vars(args),
-            "machine": info,
-            "runtime_s": runtime,
-            "T": T,
-            "tolerances": TOLS,
-            "initial_conditions": {"states": ics.tolist(), "times_on_trajectory": t[idx].tolist()},
-            "reference": {
-                "method": "scipy DOP853 dense",
-                "rtol": REF_TOL,
-                "atol": REF_TOL,
-                "check_vs_diffrax_dopri8": ref_check,
-            },
-            "paper_table5": PAPER,
-            "adaptive": solvers,
-            "lgr": {str(K): lgr[K] for K in ORDERS},
-            "step_length": {"h": hs.tolist(), "curves": curves},
-        },
-        default=str,
-    )
+    reference = {"method": "scipy DOP853 dense", "rtol": REF_TOL, "atol": REF_TOL, "check_vs_diffrax_dopri8": ref_check}
+    data = {"args": vars(args), "machine": info, "runtime_s": runtime, "T": T, "tolerances": TOLS}
+    data["initial_conditions"] = {"states": ics.tolist(), "times_on_trajectory": t[idx].tolist()}
+    data |= {
+        "reference": reference,
+        "paper_table5": PAPER,
+        "adaptive": solvers,
+        "lgr": {str(K): lgr[K] for K in ORDERS},
+    }
+    write_results("collocation_nfe", data | {"step_length": {"h": hs.tolist(), "curves": curves}}, default=str)
 
     main_rows = [
-        [
-            f"{name} (f evals)",
-            s[TOLS[0]]["n_ic"],
-            *(f"{pm(s[t]['f'])} ({PAPER[SOLVERS[name]][i]})" for i, t in enumerate(TOLS)),
-        ]
+        [f"{name} (f evals)", s[TOLS[0]]["n_ic"]]
+        + [f"{pm(s[t]['f'])} ({PAPER[SOLVERS[name]][i]})" for i, t in enumerate(TOLS)]
         for name, s in solvers.items()
-    ]
-    main_rows += [
-        [
-            f"LGR K = {K}: quadrature defect, K·n*",
-            n_ic,
-            *(f"{lgr[K][t]['quadrature']['evals'] or '—'} ({paper})" for t, paper in zip(TOLS, PAPER[f"LGR K = {K}"])),
-        ]
+    ] + [
+        [f"LGR K = {K}: quadrature defect, K·n*", n_ic]
+        + [f"{lgr[K][t]['quadrature']['evals'] or '—'} ({paper})" for t, paper in zip(TOLS, PAPER[f"LGR K = {K}"])]
         for K in ORDERS
     ]
     detail_rows = [
@@ -429,64 +359,37 @@ def main():
             r["n_ic"],
             pm(r["f"]),
             pm(r["jvp"]) if "jvp" in r else f"{pm(r['total'])} calls, {pm(r['njev'], 1)} J",
-            pm(r["steps"]),
-            pm(r["rejected"]) if "rejected" in r else "—",
-            r["error"]["median"],
-            r["error"]["max"],
-            "yes" if r["all_successful"] else "NO",
         ]
+        + [pm(r["steps"]), pm(r["rejected"]) if "rejected" in r else "—", r["error"]["median"], r["error"]["max"]]
+        + ["yes" if r["all_successful"] else "NO"]
         for name, s in solvers.items()
         for t, r in s.items()
     ]
     lgr_rows = [
-        [
-            K,
-            f"{t:g}",
-            q["quadrature"]["evals"] or "—",
-            f"{pm(q['solved']['evals'])} (n {q['solved']['n']})" if q["solved"]["n"] else "—",
-            PAPER[f"LGR K = {K}"][TOLS.index(t)],
-        ]
+        [K, f"{t:g}", q["quadrature"]["evals"] or "—"]
+        + [f"{pm(q['solved']['evals'])} (n {q['solved']['n']})" if q["solved"]["n"] else "—"]
+        + [PAPER[f"LGR K = {K}"][TOLS.index(t)]]
         for K in ORDERS
         for t, q in lgr[K].items()
     ]
-    lines = [
+    lines = paragraphs(
         "# Vector-field evaluations to integrate Lorenz-63 over T = 1 (Anonymous 2025 Table 5)",
-        "",
-        f"Generated by `{command()}` on {utc_now()} in {runtime:.0f} s; {machine_line(info)}, "
-        f"diffrax {diffrax.__version__}, scipy {scipy.__version__}, float64. Reference check (scipy DOP853 vs "
-        f"diffrax Dopri8, both 1e-13): max difference {ref_check['max_diff_on_0_T']:.1e} on [0, T], "
-        f"{ref_check['max_diff_on_0_H_MAX']:.1e} on [0, {H_MAX:g}].",
-        "",
-        *(f"- {note}" for note in NOTES),
-        "",
+        provenance(info, f" ({runtime:.0f} s), diffrax {diffrax.__version__}, scipy {scipy.__version__}")
+        + f" Reference check (scipy DOP853 vs diffrax Dopri8, both 1e-13): max difference "
+        f"{ref_check['max_diff_on_0_T']:.1e} on [0, T], {ref_check['max_diff_on_0_H_MAX']:.1e} on [0, {H_MAX:g}].",
+        [f"- {note}" for note in NOTES],
         "## Table 5: ours (paper)",
-        "",
-        *markdown_table(["method", "ICs", *(f"{tol:g}" for tol in TOLS)], main_rows),
-        "",
+        markdown_table(["method", "ICs", *(f"{tol:g}" for tol in TOLS)], main_rows),
         "## Adaptive solvers in detail",
-        "",
-        *markdown_table(
-            [
-                "solver",
-                "tol",
-                "ICs",
-                "f evals",
-                "jvp / all calls",
-                "steps",
-                "rejected",
-                "median error",
-                "max error",
-                "all successful",
-            ],
+        markdown_table(
+            "solver | tol | ICs | f evals | jvp / all calls | steps | rejected | median error | max error "
+            "| all successful",
             detail_rows,
         ),
-        "",
         "## LGR collocation: quadrature defect and solved",
-        "",
-        *markdown_table(["K", "tol", "defect K·n*", "solved Radau IIA", "paper"], lgr_rows),
-        "",
+        markdown_table("K | tol | defect K·n* | solved Radau IIA | paper", lgr_rows),
         "Figure: `collocation_nfe.png` (mean defect vs step length, Fig. 9).",
-    ]
+    )
     write_results("collocation_nfe", markdown=lines)
     print("\n".join(lines))
 

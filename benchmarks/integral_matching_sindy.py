@@ -13,7 +13,6 @@ Protocol and findings: docs/pages/papers/integral-matching2025.md; the notes in 
 Writes `benchmarks/results/{name}.{json,md}` (`--name`, default integral_matching_sindy).
 """
 
-import argparse
 import statistics
 import time
 import warnings
@@ -24,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 import pysindy as ps
 import scipy.optimize
-from _common import command, machine_info, machine_line, markdown_table, utc_now, write_results
+from _common import machine_info, markdown_table, paragraphs, parser, provenance, write_results
 
 import wendyjax as wj
 
@@ -38,12 +37,8 @@ THRESHOLD = 0.05  # ours and STLSQ's: half the smallest true coefficient (0.1, 0
 BOUND_SYSTEMS = ("rossler", "duffing")
 CHECK_LEVEL = 0.01  # noise level of the bound check, small enough for the linearisation
 METHODS = ("imatch", "imatch_thresh", "sindy_fd", "sindy_sfd")
-LABELS = {
-    "imatch": "IMATCH (ours, dense)",
-    "imatch_thresh": "IMATCH thresh (ours)",
-    "sindy_fd": "SINDy FD",
-    "sindy_sfd": "SINDy smoothed FD",
-}
+LABELS = {"imatch": "IMATCH (ours, dense)", "imatch_thresh": "IMATCH thresh (ours)", "sindy_fd": "SINDy FD"}
+LABELS["sindy_sfd"] = "SINDy smoothed FD"
 # Anonymous 2025 Table 2, RMSE of ẋ (%), mean ± sd as printed; None where the paper has no row.
 PAPER = {
     "lorenz": {
@@ -250,12 +245,13 @@ def run_system(name, noises, seeds, noise_scale):
 
 
 def stats(v):
+    sd = float(np.std(v, ddof=1)) if len(v) > 1 else 0.0
     return {
         "median": float(np.median(v)),
         "min": float(np.min(v)),
         "max": float(np.max(v)),
         "mean": float(np.mean(v)),
-        "sd": float(np.std(v, ddof=1)) if len(v) > 1 else 0.0,
+        "sd": sd,
     }
 
 
@@ -264,7 +260,7 @@ def cell(s):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="1 seed, noise 0 and 10 %% only")
     ap.add_argument("--noise-scale", choices=tuple(NOISE_SCALES), default="pooled-rms")
@@ -276,138 +272,75 @@ def main():
     start = time.perf_counter()
     results = {name: run_system(name, noises, seeds, args.noise_scale) for name in SYSTEMS}
     total = time.perf_counter() - start
-    write_results(
-        args.name,
-        {
-            "args": vars(args),
-            "machine": info,
-            "versions": {"pysindy": ps.__version__},
-            "total_s": total,
-            "settings": {
-                "T": T_END,
-                "dt": DT,
-                "K": ORDER,
-                "h": LENGTH,
-                "threshold": THRESHOLD,
-                "noise_scale": args.noise_scale,
-                "seeds": seeds,
-                "noises": list(noises),
-            },
-            "paper_table2": PAPER,
-            "results": results,
-        },
-        default=str,
-    )
+    settings = {"T": T_END, "dt": DT, "K": ORDER, "h": LENGTH, "threshold": THRESHOLD}
+    settings |= {"noise_scale": args.noise_scale, "seeds": seeds, "noises": list(noises)}
+    data = {"args": vars(args), "machine": info, "versions": {"pysindy": ps.__version__}, "total_s": total}
+    write_results(args.name, data | {"settings": settings, "paper_table2": PAPER, "results": results}, default=str)
 
     xdot_rows, coef_rows, time_rows = [], [], []
     for name, res in results.items():
         bound = res["cramer_rao_xdot_pct_per_level"]
         for c in res["cells"].values():
-            s, j = c["summary"], NOISES.index(c["noise"])
+            s, j, where = c["summary"], NOISES.index(c["noise"]), [name, f"{c['noise']:.0%}"]
             xdot_rows.append(
-                [
-                    name,
-                    f"{c['noise']:.0%}",
-                    len(c["runs"]),
-                    *(cell(s[k]["xdot_err_pct"]) for k in METHODS),
-                    *("—" if bound is None else f"{c['noise'] * bound[k]:.3g}" for k in ("dense", "support")),
-                    *(PAPER[name][k][j] if PAPER[name][k] else "—" for k in ("imatch", "imatch_thresh", "sindy")),
-                ]
+                [*where, len(c["runs"]), *(cell(s[k]["xdot_err_pct"]) for k in METHODS)]
+                + ["—" if bound is None else f"{c['noise'] * bound[k]:.3g}" for k in ("dense", "support")]
+                + [PAPER[name][k][j] if PAPER[name][k] else "—" for k in ("imatch", "imatch_thresh", "sindy")]
             )
             coef_rows.append(
-                [
-                    name,
-                    f"{c['noise']:.0%}",
-                    *(cell(s[k]["coef_err_pct"]) for k in METHODS),
-                    *(
-                        f"{cell(s[k]['missing'])} / {cell(s[k]['extra'])} ({s[k]['exact_support']}/{len(c['runs'])})"
-                        for k in METHODS[1:]
-                    ),
+                [*where, *(cell(s[k]["coef_err_pct"]) for k in METHODS)]
+                + [
+                    f"{cell(s[k]['missing'])} / {cell(s[k]['extra'])} ({s[k]['exact_support']}/{len(c['runs'])})"
+                    for k in METHODS[1:]
                 ]
             )
         time_rows.append(
-            [
-                name,
-                res["n_samples"],
-                res["n_features"],
-                *(res["median_time_s"][k] * 1e3 for k in METHODS),
-                res["compile_s"]["imatch"],
-                res["compile_s"]["imatch_thresh"],
-            ]
+            [name, res["n_samples"], res["n_features"], *(res["median_time_s"][k] * 1e3 for k in METHODS)]
+            + [res["compile_s"]["imatch"], res["compile_s"]["imatch_thresh"]]
         )
-    lines = [
+    lines = paragraphs(
         "# Integral matching vs SINDy on polynomial libraries (Anonymous 2025 Table 2)",
-        "",
-        f"Generated by `{command()}` on {utc_now()} in {total:.0f} s; {machine_line(info)}, "
-        f"pysindy {ps.__version__}, float64. Threshold {THRESHOLD:g} (ours and STLSQ), seeds {seeds}, "
-        f"noise scale `{args.noise_scale}`; T = {T_END:g}, Δt = {DT:g}, K = {ORDER}, h = {LENGTH:g}.",
-        "",
-        *(f"- {note}" for note in NOTES),
-        "",
+        provenance(info, f" ({total:.0f} s), pysindy {ps.__version__}")
+        + f" Threshold {THRESHOLD:g} (ours and STLSQ), seeds {seeds}, noise scale `{args.noise_scale}`; "
+        f"T = {T_END:g}, Δt = {DT:g}, K = {ORDER}, h = {LENGTH:g}.",
+        [f"- {note}" for note in NOTES],
         "## ẋ error (%): median [min, max] over seeds, beside Anonymous 2025 Table 2 (mean ± sd)",
-        "",
-        *markdown_table(
-            [
-                "system",
-                "noise",
-                "seeds",
-                *(LABELS[k] for k in METHODS),
-                "CR bound dense",
-                "CR bound support",
-                "paper IMATCH",
-                "paper IMATCH thresh",
-                "paper SINDy",
-            ],
+        markdown_table(
+            ["system", "noise", "seeds", *(LABELS[k] for k in METHODS), "CR bound dense", "CR bound support"]
+            + ["paper IMATCH", "paper IMATCH thresh", "paper SINDy"],
             xdot_rows,
         ),
-        "",
         f"Check of the dense bound at {CHECK_LEVEL:.0%} noise (same seeds), RMS ẋ error (%) of the "
         "output-error maximum-likelihood fit started at the truth (`bound_check`) and of integral matching "
         "on the same data, beside the bound:",
-        "",
-        *markdown_table(
-            ["system", "MLE", "IMATCH (ours, dense)", "CR bound dense"],
+        markdown_table(
+            "system | MLE | IMATCH (ours, dense) | CR bound dense",
             [
-                [
-                    name,
-                    f"{res['bound_check']['mle']['rms']:.3g}",
-                    f"{res['bound_check']['imatch']['rms']:.3g}",
-                    f"{CHECK_LEVEL * res['cramer_rao_xdot_pct_per_level']['dense']:.3g}",
-                ]
+                [name, *(f"{res['bound_check'][k]['rms']:.3g}" for k in ("mle", "imatch"))]
+                + [f"{CHECK_LEVEL * res['cramer_rao_xdot_pct_per_level']['dense']:.3g}"]
                 for name, res in results.items()
                 if res["bound_check"]
             ],
         ),
-        "",
         "## Coefficient error (%) and support",
-        "",
         "Support: median missing / median extra terms (seeds with exactly the true support / seeds).",
-        "",
-        *markdown_table(
-            [
-                "system",
-                "noise",
-                *(f"coef. err. {LABELS[k]}" for k in METHODS),
-                *(f"support {LABELS[k]}" for k in METHODS[1:]),
-            ],
+        markdown_table(
+            ["system", "noise", *(f"coef. err. {LABELS[k]}" for k in METHODS)]
+            + [f"support {LABELS[k]}" for k in METHODS[1:]],
             coef_rows,
         ),
-        "",
         "## Time per fit (ms, median over all fits of a system)",
-        "",
-        *markdown_table(
+        markdown_table(
             ["system", "samples", "features", *(LABELS[k] for k in METHODS), "compile s (dense)", "compile s (thresh)"],
             time_rows,
         ),
-        "",
         "Rössler reuses the code compiled for Lorenz (same shapes), hence no compile time. "
         f"Load average at start {tuple(round(x, 1) for x in info.get('loadavg_at_start', ()))}.",
-        "",
         f"σ / (each state's standard deviation) at noise level 1, `{args.noise_scale}`: "
         + "; ".join(
             f"{name} " + ", ".join(f"{v:.2f}" for v in res["noise_sd_over_state_sd"]) for name, res in results.items()
         ),
-    ]
+    )
     write_results(args.name, markdown=lines)
     print("\n".join(lines))
 

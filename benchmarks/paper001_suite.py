@@ -12,12 +12,21 @@ top) and the metric rows and settings under `benchmarks/results/paper001/`. `--t
 matlab`: `wj.TestFunctionConfig.matlab(k_min=2J)`, the rules of the paper's MATLAB code.
 """
 
-import argparse
-
 import jax
 import numpy as np
 import scipy.stats
-from _common import RESULTS, command, machine_info, machine_line, markdown_table, save_study, timed_study, write_results
+from _common import (
+    RESULTS,
+    command,
+    machine_info,
+    machine_line,
+    markdown_table,
+    paragraphs,
+    parser,
+    save_study,
+    timed_study,
+    write_results,
+)
 
 import wendyjax as wj
 from wendyjax.studies import relative_coefficient_error
@@ -46,7 +55,7 @@ NOTES = [
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--models", nargs="+", default=list(SUBSAMPLES), choices=list(SUBSAMPLES))
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--noise", type=float, nargs="+", default=[0.01, 0.10, 0.30])
@@ -54,10 +63,7 @@ def main():
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--out", default="paper001_suite")
     ap.add_argument(
-        "--test-functions",
-        choices=["wendy.jl", "matlab"],
-        default="wendy.jl",
-        help="WENDy.jl's default test functions or those of Bortz et al. 2023's MATLAB code",
+        "--test-functions", choices=["wendy.jl", "matlab"], default="wendy.jl", help="WENDy.jl's or the MATLAB code's"
     )
     args = ap.parse_args()
 
@@ -65,26 +71,16 @@ def main():
     cells, per_run, sections, results = {}, {}, [], {}
     for name in args.models:
         bench = getattr(wj.models, name)()
-        tf = (
-            wj.TestFunctionConfig.matlab(k_min=2 * len(bench.p_true))
-            if args.test_functions == "matlab"
-            else wj.TestFunctionConfig()
-        )
+        matlab = args.test_functions == "matlab"
+        tf = wj.TestFunctionConfig.matlab(k_min=2 * len(bench.p_true)) if matlab else wj.TestFunctionConfig()
         studies, walls = {}, {}
         for label, est in (("ols", wj.WLS()), ("wendy", wj.IRLS())):
             # the same key gives both estimators the same datasets; OLS needs no p0 on these linear models
             studies[label], walls[label] = timed_study(
                 wj.studies.monte_carlo,
-                benchmark=bench,
-                estimator=est,
-                noise_levels=args.noise,
-                subsamples=SUBSAMPLES[name],
-                n_runs=args.runs,
-                key=jax.random.key(args.seed),
-                p0=np.asarray(bench.p_true),
-                bounds=None,
-                test_functions=tf,
-                batch_size=args.batch_size,
+                **dict(benchmark=bench, estimator=est, noise_levels=args.noise, subsamples=SUBSAMPLES[name]),
+                **dict(n_runs=args.runs, key=jax.random.key(args.seed), p0=np.asarray(bench.p_true), bounds=None),
+                **dict(test_functions=tf, batch_size=args.batch_size),
             )
             save_study(studies[label], RESULTS / "paper001", f"{args.out}_{name}_{label}")
         rows, per_cell = [], []
@@ -109,11 +105,8 @@ def main():
         results[name] = {"walls_s": walls, "cells": per_cell}
         sections += [
             f"### {name}",
-            "",
             f"Wall time: OLS {walls['ols']:.0f} s, WENDy {walls['wendy']:.0f} s.",
-            "",
-            *markdown_table(["noise", "M", *stats.keys()], rows),
-            "",
+            markdown_table(["noise", "M", *stats.keys()], rows),
         ]
         print(f"{name}: OLS {walls['ols']:.0f} s, WENDy {walls['wendy']:.0f} s", flush=True)
 
@@ -133,40 +126,21 @@ def main():
         met = "yes" if got < bound else ("within MC error" if ci.low < bound else "**no**")
         claims.append([text, stat, got, f"[{ci.low:.3g}, {ci.high:.3g}]", f"< {bound:g}", met])
     drops = [v["median drop %"] for v in cells.values()]
-    lines = [
+    lines = paragraphs(
         "# Bortz et al. 2023 (WENDy, IRLS) beside weak OLS",
-        "",
         f"Command: `{cmd}`. Machine: {machine_line(info)}, devices {info.get('devices')}. {args.runs} runs per "
         f"cell, seed {args.seed}, test functions: {args.test_functions}.",
-        "",
         "## The text's claims",
-        "",
-        *markdown_table(["claim", "statistic", "ours", "95 % bootstrap CI", "target", "met"], claims),
-        "",
+        markdown_table("claim | statistic | ours | 95 % bootstrap CI | target | met", claims),
         f"Median drop in E₂ from OLS to WENDy over all {len(drops)} cells: {np.median(drops):.0f} % "
         f"(cells with a drop of 60–90 % or more: {sum(d >= 60 for d in drops)}; below 0: {sum(d < 0 for d in drops)}).",
-        "",
         "## Notes",
-        "",
-        *(f"- {n}" for n in NOTES),
-        "",
+        [f"- {n}" for n in NOTES],
         "## Per system",
-        "",
         *sections,
-    ]
-    write_results(
-        args.out,
-        {
-            "command": cmd,
-            "machine": info,
-            "runs": args.runs,
-            "seed": args.seed,
-            "test_functions": args.test_functions,
-            "results": results,
-        },
-        lines,
-        default=float,
     )
+    data = {"command": cmd, "machine": info, "runs": args.runs, "seed": args.seed}
+    write_results(args.out, data | {"test_functions": args.test_functions, "results": results}, lines, default=float)
 
 
 if __name__ == "__main__":
