@@ -409,7 +409,7 @@ class OutputError(AbstractEstimator):
       scaling, bounds enforced exactly (active set); or any optimistix least-squares
       solver (e.g. `optimistix.LevenbergMarquardt(rtol=1e-8, atol=1e-8)`), with the bounds
       as the change of variables $p = l + (u - l)\,\mathrm{sigmoid}(z)$ (softplus on
-      half-lines); the two are compared in `benchmarks/wendy_vs_fsnls.py --estimator oe`.
+      half-lines); both are tested on the same fits in `tests/test_output_error.py`.
     - `fit_u0`: also fit the initial states (default, as Rummel et al. 2025); else they stay at the start.
     - `jacobian`: "sensitivity" (default) solves the forward sensitivity equations
       $\dot S = \partial_x f\,S + \partial_p f$ with the states in one augmented solve whose
