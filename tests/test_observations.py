@@ -89,6 +89,20 @@ def test_a_count_fit_is_the_maximum_likelihood_estimate(counts):
     assert np.all(np.isfinite(fit.stderr))
 
 
+def test_a_count_fits_covariance_from_the_trust_region_is_the_one_computed_afresh():
+    """With counts the trust region keeps the root of its Fisher-scoring model at the
+    estimate; the covariance from it equals the one that recomputes that root."""
+    est = wj.OutputError()
+    problem = est.problem(SIR, wj.Dataset([FLU]), key=None, u0=_tied, noise=wj.NegativeBinomial("phi"))
+    lo, hi = (jnp.asarray(b) for b in SIR.bounds)
+    sol = jax.jit(est.solve)(problem, jnp.array([1.5, 0.5, 3.0, 10.0]), lo, hi)
+    assert bool(sol.successful) and sol.extras["jacobian"].shape[1] == 4
+    covariance = jax.jit(est.covariance, static_argnums=2)
+    kept, afresh = (np.asarray(covariance(problem, s, None)) for s in (sol, sol.on_host()))
+    assert np.all(np.isfinite(kept))
+    np.testing.assert_allclose(kept, afresh, rtol=1e-9, atol=0)
+
+
 @pytest.mark.slow  # over 7 s: the quick loop stays under 5 minutes
 def test_count_bootstraps_and_profiles():
     """The bootstrap draws counts (no σ); the profile's statistic is twice the rise of the

@@ -120,6 +120,26 @@ def test_masked_entries_are_ignored(lv):
     assert np.allclose(a.params, bench.p_true, rtol=0.05)
 
 
+@pytest.mark.parametrize("fit_u0", [True, False])
+def test_the_covariance_from_the_trust_regions_jacobian_is_the_one_computed_afresh(lv, fit_u0):
+    """`solve` keeps the trust region's Jacobian at the estimate (`extras["jacobian"]`), so
+    `covariance` needs no second solve; without it (`on_host`, optimistix's solvers) the
+    covariance recomputes the Jacobian there: the same matrix."""
+    bench, data = lv
+    est = OutputError(fit_u0=fit_u0)
+    problem = output_error_problem(bench.model, data)
+    lo, hi = (jnp.asarray(b) for b in bench.model.bounds)
+    sol = jax.jit(est.solve)(problem, jnp.asarray(bench.p_true) * 1.2, lo, hi)
+    assert bool(sol.successful) and int(sol.num_steps) > 2
+    n_theta = len(bench.p_true) + (data.u.shape[1] if fit_u0 else 0)
+    assert sol.extras["jacobian"].shape == (data.u.size, n_theta)
+    assert "jacobian" not in sol.on_host().extras and "u0" in sol.on_host().extras
+    covariance = jax.jit(est.covariance, static_argnums=2)
+    kept, afresh = (np.asarray(covariance(problem, s, None)) for s in (sol, sol.on_host()))
+    assert np.all(np.isfinite(kept))
+    np.testing.assert_allclose(kept, afresh, rtol=1e-9, atol=0)
+
+
 @pytest.mark.slow
 def test_several_trajectories_of_different_lengths():
     bench = zoo("lotka_volterra")

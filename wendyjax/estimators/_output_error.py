@@ -649,19 +649,21 @@ class OutputError(AbstractEstimator):
 
         def fn(theta, problem):
             # a failed forward solve makes the value infinite: the trust region rejects
-            # such a trial point, and stops at once when it is the start
+            # such a trial point, and stops at once when it is the start; the last output,
+            # the root of H, is what `covariance` needs at the solution
             if problem.counts:
                 value, grad, a, ok = self._fisher_model(problem, theta, split)
-                return jnp.where(ok, value, jnp.inf), grad, a.T @ a
+                return jnp.where(ok, value, jnp.inf), grad, a.T @ a, a
 
             def res(th):
                 r, ok = self.residuals(problem, *split(th))
                 return r.reshape(-1), (r.reshape(-1), ok)
 
             jac, (r, ok) = jax.jacfwd(res, has_aux=True)(theta)
-            return jnp.where(ok, 0.5 * jnp.dot(r, r), jnp.inf), jac.T @ r, jac.T @ jac
+            return jnp.where(ok, 0.5 * jnp.dot(r, r), jnp.inf), jac.T @ r, jac.T @ jac, jac
 
         free = jnp.full(theta0.size - p0.size, jnp.inf)
+        rows = problem.mask.size + (theta0.size if problem.counts else 0)
         sol = solver.minimise(
             fn,
             theta0,
@@ -669,9 +671,10 @@ class OutputError(AbstractEstimator):
             jnp.concatenate([upper, free]),
             problem,
             max_steps=self.max_steps,
+            aux=jnp.zeros((rows, theta0.size), theta0.dtype),
         )
         # the value at the last accepted point: finite unless the start's forward solve failed
-        return (*split(sol.params), sol.num_steps, sol.result, sol.objective)
+        return (*split(sol.params), sol.num_steps, sol.result, sol.objective, {"jacobian": sol.aux})
 
     def _optimistix(self, solver: optx.AbstractLeastSquaresSolver, problem, p0, x0, lower, upper):
         box, fits = _Box(lower, upper), self.fits_u0(problem)
@@ -688,7 +691,7 @@ class OutputError(AbstractEstimator):
         )
         p, x = unknowns(sol.value)
         r, ok = self.residuals(problem, p, x)
-        return p, x, sol.stats["num_steps"], result, jnp.where(ok, 0.5 * jnp.sum(r**2), jnp.inf)
+        return p, x, sol.stats["num_steps"], result, jnp.where(ok, 0.5 * jnp.sum(r**2), jnp.inf), {}
 
     def objective(self, problem: OutputErrorProblem, params) -> Float[Array, ""]:
         """Half the sum of squared whitened residuals at `params` from the problem's initial
@@ -704,15 +707,18 @@ class OutputError(AbstractEstimator):
     def solve(self, problem: OutputErrorProblem, p0, lower, upper) -> Solution:
         """Fit from `p0` within `lower ≤ p ≤ upper`, the initial states from the problem's
         start `x0`. Pure: jit/vmap it. `extras["u0"]`: the fitted initial states (natural
-        scale); the objective is inf when the forward solve at the estimate fails."""
+        scale); the objective is inf when the forward solve at the estimate fails. With the
+        [`TrustRegion`][wendyjax.estimators.TrustRegion], `extras["jacobian"]`: the Jacobian of the whitened
+        residuals in the unknowns at the estimate (with counts, the root of the Fisher-scoring
+        model), from which [`covariance`][] computes without solving again."""
         args = (problem, jnp.asarray(p0, float), problem.x0, jnp.asarray(lower, float), jnp.asarray(upper, float))
         if isinstance(self.solver, TrustRegion):
-            p, x, num_steps, result, loss = self._trust_region(self.solver, *args)
+            p, x, num_steps, result, loss, extras = self._trust_region(self.solver, *args)
         else:
-            p, x, num_steps, result, loss = self._optimistix(self.solver, *args)
+            p, x, num_steps, result, loss, extras = self._optimistix(self.solver, *args)
         result = RESULTS.where(jnp.isfinite(loss), result, RESULTS.forward_failed)
         u0 = jnp.exp(x) if problem.log_states else x
-        return Solution(p, loss, num_steps, result, {"u0": u0})
+        return Solution(p, loss, num_steps, result, {"u0": u0, **extras})
 
     def covariance(self, problem: OutputErrorProblem, sol: Solution, kind: str | None = None):
         r"""Gauss–Newton covariance of $\hat p$: the $p$ block of $s^2 (J^TJ)^{-1}$, $J$ the
@@ -724,13 +730,17 @@ class OutputError(AbstractEstimator):
         u0 = sol.extras["u0"]
         x = jnp.log(u0) if problem.log_states else u0
         n = sol.params.shape[0]
+        jac = sol.extras.get("jacobian")  # the trust region's, at the estimate
         if problem.counts:
-            theta, split = self._unknowns(problem, sol.params, x)
-            pinv = determined_pinv(self._fisher_model(problem, theta, split)[2])[:n]
+            if jac is None:
+                theta, split = self._unknowns(problem, sol.params, x)
+                jac = self._fisher_model(problem, theta, split)[2]
+            pinv = determined_pinv(jac)[:n]
             return pinv @ pinv.T
-        flat = lambda p, x: self.residuals(problem, p, problem.states0(p, x))[0].reshape(-1)  # noqa: E731
-        jp, jx = jax.jacfwd(flat, argnums=(0, 1))(sol.params, x)
-        jac = jnp.concatenate([jp, jx.reshape(jx.shape[0], -1)], axis=1) if self.fits_u0(problem) else jp
+        if jac is None:
+            flat = lambda p, x: self.residuals(problem, p, problem.states0(p, x))[0].reshape(-1)  # noqa: E731
+            jp, jx = jax.jacfwd(flat, argnums=(0, 1))(sol.params, x)
+            jac = jnp.concatenate([jp, jx.reshape(jx.shape[0], -1)], axis=1) if self.fits_u0(problem) else jp
         dof = problem.n_observed - jac.shape[1]
         s2 = 2.0 * sol.objective / jnp.maximum(dof, 1)
         pinv = determined_pinv(jac)[:n]

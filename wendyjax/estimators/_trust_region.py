@@ -45,7 +45,8 @@ _STALL_FACTOR = 1e4  # a collapse is "stalled" where the long Cauchy step predic
 
 class TrustRegionSolution(eqx.Module):
     """Result of [`TrustRegion.minimise`][]: the point `params`, the `objective` there, its
-    gradient and Hessian, the number of steps and the status."""
+    gradient and Hessian, the number of steps and the status; `aux`: `fn`'s fourth output
+    there (None unless asked for)."""
 
     params: Float[Array, " j"]
     objective: Float[Array, ""]
@@ -53,6 +54,7 @@ class TrustRegionSolution(eqx.Module):
     hess: Float[Array, "j j"]
     num_steps: Int[Array, ""]
     result: RESULTS
+    aux: PyTree = None
 
 
 def _trust_region_step(H, g, radius, n_iter: int = 60):
@@ -123,6 +125,7 @@ class _State(eqx.Module):
     done: Array
     result: RESULTS
     first: Array
+    aux: PyTree
 
 
 def _model(g, H, s):
@@ -185,13 +188,14 @@ class TrustRegion(eqx.Module):
 
     def minimise(
         self,
-        fn: Callable[[Float[Array, " j"], PyTree], tuple[Array, Array, Array]],
+        fn: Callable[[Float[Array, " j"], PyTree], tuple[Array, Array, Array] | tuple[Array, Array, Array, PyTree]],
         x0: Float[Array, " j"],
         lower: Float[Array, " j"],
         upper: Float[Array, " j"],
         args: PyTree = None,
         *,
         max_steps: int = 500,
+        aux: PyTree = None,
     ) -> TrustRegionSolution:
         r"""Minimise $f$ over the box `lower ≤ x ≤ upper` (entries may be ±inf) in at most
         `max_steps` steps.
@@ -199,11 +203,18 @@ class TrustRegion(eqx.Module):
         `fn(x, args)` returns $(f, \nabla f, H)$ with $H$ the Hessian or any symmetric model
         of it (e.g. Gauss–Newton $J^TJ$). `x0` is projected onto the box. Pure JAX: can be
         jitted and vmapped; failure is reported in `result`, never raised.
+
+        With `aux` (a value of the shape and dtype it will have, e.g. zeros), `fn` returns a
+        fourth output, kept from the accepted points and returned as the solution's `aux`:
+        what a caller needs at the solution besides $f$, $\nabla f$ and $H$ (e.g. the Jacobian
+        of a covariance), without evaluating `fn` there again.
         """
-        return _minimise(fn, x0, lower, upper, args, self.rtol, self.atol, max_steps)
+        if aux is None:
+            return _minimise(lambda x, a: (*fn(x, a), None), x0, lower, upper, args, self.rtol, self.atol, max_steps)
+        return _minimise(fn, x0, lower, upper, args, self.rtol, self.atol, max_steps, aux)
 
 
-def _minimise(fn, x0, lower, upper, args, rtol, atol, max_steps) -> TrustRegionSolution:
+def _minimise(fn, x0, lower, upper, args, rtol, atol, max_steps, aux=None) -> TrustRegionSolution:
     x0 = jnp.clip(x0, lower, upper)
 
     def propose(x, f, g, H, D, radius):
@@ -269,6 +280,7 @@ def _minimise(fn, x0, lower, upper, args, rtol, atol, max_steps) -> TrustRegionS
         jnp.array(False),
         RESULTS.successful,
         jnp.array(True),
+        aux,
     )
 
     def cond(s: _State):
@@ -276,7 +288,7 @@ def _minimise(fn, x0, lower, upper, args, rtol, atol, max_steps) -> TrustRegionS
 
     def body(s: _State):
         x_new = jnp.clip(s.x + s.proposal, lower, upper)
-        f_new, g_new, H_new = fn(x_new, args)
+        f_new, g_new, H_new, aux_new = fn(x_new, args)
         ratio = (s.f - f_new) / jnp.where(s.predicted > 0, s.predicted, jnp.inf)
         ok = _finite(f_new, g_new, H_new)
         accept = s.first | (ok & (s.predicted > 0) & (ratio > _ETA))
@@ -286,6 +298,7 @@ def _minimise(fn, x0, lower, upper, args, rtol, atol, max_steps) -> TrustRegionS
             return jnp.where(accept, new, old)
 
         x, f, g, H = pick(x_new, s.x), pick(f_new, s.f), pick(g_new, s.g), pick(H_new, s.H)
+        aux = jax.tree.map(pick, aux_new, s.aux)
         D = jnp.where(
             s.first,
             jnp.sqrt(jnp.maximum(jnp.abs(jnp.diagonal(H)), _diag_floor(H))),
@@ -316,11 +329,12 @@ def _minimise(fn, x0, lower, upper, args, rtol, atol, max_steps) -> TrustRegionS
             converged | failed_start,
             result,
             jnp.array(False),
+            aux,
         )
 
     final = jax.lax.while_loop(cond, body, init)
     result = RESULTS.where(final.done, final.result, RESULTS.max_steps_reached)
-    return TrustRegionSolution(final.x, final.f, final.g, final.H, final.step, result)
+    return TrustRegionSolution(final.x, final.f, final.g, final.H, final.step, result, final.aux)
 
 
 def _diag_floor(H):

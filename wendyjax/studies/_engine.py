@@ -277,7 +277,7 @@ def fit_batches(
             sol = jax.block_until_ready(_fit_chunk(mesh, estimator, liks, p0_chunk, box, vectorize))
             fitted = time.perf_counter()
             timings["fit_s"] += fitted - built
-            sols.append(_gathered(sol))
+            sols.append(_gathered(sol.on_host()))
             if diagnostics is not None:
                 starts = _sharded(mesh, {g: (u0s[parts[g]], references[parts[g]]) for g in local})
                 diags.append(

@@ -196,7 +196,7 @@ def _path(estimator, problem, p_hat, j, values, restart, lower, upper):
         start = jnp.where(fresh, p_hat, prev).at[j].set(v)
         sol = estimator.solve(problem, start, lower.at[j].set(v), upper.at[j].set(v))
         ok = sol.successful | (sol.result == RESULTS.max_steps_reached)
-        return jnp.where(ok, sol.params, p_hat), sol
+        return jnp.where(ok, sol.params, p_hat), sol.on_host()
 
     return jax.lax.scan(step, p_hat, (values, restart))[1]
 
