@@ -73,20 +73,12 @@ def simulated_annealing(key, t, y, theta0, noise_var, n_iter: int, t0: float = 1
         delta = 0.5 * s_new / noise_var - 0.5 * s / noise_var
         temp = t0 / jnp.log(k + 2.0)
         accept = jnp.isfinite(s_new) & ((delta <= 0) | (jax.random.uniform(k_acc) < jax.nn.sigmoid(-delta / temp)))
-        log_scale = log_scale.at[j].add(
-            jnp.minimum(0.1, 1.0 / jnp.sqrt(k // theta.size + 1.0)) * (accept - accept_target)
-        )
+        rate = jnp.minimum(0.1, 1.0 / jnp.sqrt(k // theta.size + 1.0))
+        log_scale = log_scale.at[j].add(rate * (accept - accept_target))
         theta, s = jnp.where(accept, proposal, theta), jnp.where(accept, s_new, s)
         better = s < best_s
-        return (
-            theta,
-            s,
-            log_scale,
-            jnp.where(better, theta, best),
-            jnp.where(better, s, best_s),
-            n_acc + accept,
-            key,
-        ), None
+        best, best_s = jnp.where(better, theta, best), jnp.where(better, s, best_s)
+        return (theta, s, log_scale, best, best_s, n_acc + accept, key), None
 
     s0 = sse(theta0)
     init = (theta0, s0, jnp.log(0.1 * jnp.maximum(jnp.abs(theta0), 0.1)), theta0, s0, jnp.array(0), key)
@@ -100,11 +92,7 @@ def _penalty_form(problem, c):
     (the penalty is quadratic in θ for fixed c)."""
     Cc = jnp.einsum("afk,k->af", problem.cross, c)
     M = jnp.block([[jnp.einsum("k,abkl,l->ab", c, problem.gram, c), Cc], [Cc.T, problem.forcing_gram]])
-    return (
-        M,
-        jnp.concatenate([problem.kappa0, problem.lam0]),
-        jnp.concatenate([problem.kappa_theta, problem.lam_theta]),
-    )
+    return M, jnp.concatenate([problem.kappa0, problem.lam0]), jnp.concatenate([problem.kappa_theta, problem.lam_theta])
 
 
 def _penalty(problem, theta, c):

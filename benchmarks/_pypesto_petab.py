@@ -27,27 +27,20 @@ def main() -> None:
     begin = time.perf_counter()
     problem = petab.Problem.from_yaml(path)
     pp = pypesto.petab.PetabImporter(problem, output_folder=tempfile.mkdtemp(prefix="amici_")).create_problem()
-    row = {
-        "amici_import_s": time.perf_counter() - begin,
-        "amici_llh": -float(pp.objective(np.asarray(problem.x_nominal_free_scaled))),
-    }
+    row = {"amici_import_s": time.perf_counter() - begin}
+    row["amici_llh"] = -float(pp.objective(np.asarray(problem.x_nominal_free_scaled)))
     if starts:
         # one process: pyPESTO's process pool pickles the AMICI objective, which needs AMICI built with HDF5
         optimizer = optimize.FidesOptimizer(options={"maxiter": max_steps}, verbose=logging.ERROR)
         start = time.perf_counter()
-        result = optimize.minimize(
-            pp, optimizer=optimizer, n_starts=starts, engine=pypesto.engine.SingleCoreEngine(), progress_bar=False
-        )
+        engine = pypesto.engine.SingleCoreEngine()
+        result = optimize.minimize(pp, optimizer=optimizer, n_starts=starts, engine=engine, progress_bar=False)
         seconds = time.perf_counter() - start
         fvals = np.array([r.fval for r in result.optimize_result.list])
         converged = int(sum(r.exitflag is not None and r.exitflag > 0 for r in result.optimize_result.list))
-        row |= {
-            "pypesto_best": float(np.nanmin(fvals)),
-            "pypesto_fvals": [float(f) for f in fvals],
-            "pypesto_converged": converged,
-            "pypesto_s": seconds,
-            "pypesto_s_per_converged": seconds / max(converged, 1),
-        }
+        row |= {"pypesto_best": float(np.nanmin(fvals)), "pypesto_fvals": [float(f) for f in fvals]}
+        row |= {"pypesto_converged": converged, "pypesto_s": seconds}
+        row["pypesto_s_per_converged"] = seconds / max(converged, 1)
     print(json.dumps(row))
 
 

@@ -12,7 +12,6 @@ order-6 ladder's stage γ = 9 (the paper's df). Fig. 2: H (eq. 12) on a 201 × 2
 `data2ld_landscape.{json,md,png}`.
 """
 
-import argparse
 import datetime
 import functools
 import time
@@ -23,7 +22,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import scipy.stats
-from _common import RESULTS, command, machine_info, machine_line, markdown_table, utc_now, write_results
+from _common import RESULTS, machine_info, markdown_table, paragraphs, parser, provenance, utc_now, write_results
 
 import wendyjax as wj
 from wendyjax import datasets as ds, linear as L
@@ -45,22 +44,10 @@ def run(order, continuation, covariance, data):
         fit = est.fit(ds.head_impact_model(), data, covariance=covariance)
         seconds.append(time.perf_counter() - start)
     lo, hi = fit.ci(0.95)
-    return fit, {
-        "order": order,
-        "continuation": continuation,
-        "covariance": covariance,
-        "status": fit.message or "ok",
-        "gamma": fit.gamma,
-        "rho": fit.rho,
-        "theta": fit.params.tolist(),
-        "half_width": ((hi - lo) / 2).tolist(),
-        "df": fit.df,
-        "mse": fit.mse,
-        "gcv": fit.gcv,
-        "gauss_newton_steps": fit.num_steps,
-        "seconds_first_call": seconds[0],
-        "seconds_per_fit": seconds[1],
-    }
+    row = {"order": order, "continuation": continuation, "covariance": covariance, "status": fit.message or "ok"}
+    row |= {"gamma": fit.gamma, "rho": fit.rho, "theta": fit.params.tolist(), "half_width": ((hi - lo) / 2).tolist()}
+    row |= {"df": fit.df, "mse": fit.mse, "gcv": fit.gcv, "gauss_newton_steps": fit.num_steps}
+    return fit, row | {"seconds_first_call": seconds[0], "seconds_per_fit": seconds[1]}
 
 
 def head_impact():
@@ -75,19 +62,11 @@ def head_impact():
     ref = fits[6, "ladder", "gauss_newton"]
     i9 = int(np.flatnonzero(ref.path["gamma"] == 9.0)[0])
     unc9 = L.uncertainty(ref.problem, jnp.asarray(ref.path["theta"][i9]), L.rho_of(9.0))
-    at9 = {
-        "theta": ref.path["theta"][i9].tolist(),
-        "df": float(unc9.df),
-        "half_width": (scipy.stats.t.ppf(0.975, float(unc9.dof)) * ref.path["stderr"][i9]).tolist(),
-    }
-    out = {
-        "date": datetime.date.today().isoformat(),
-        "machine": machine_info(),
-        "paper": PAPER,
-        "runs": rows,
-        "order6_ladder_gamma9": at9,
-        "path_order6_ladder": {k: np.asarray(v).tolist() for k, v in ref.path.items()},
-    }
+    half9 = scipy.stats.t.ppf(0.975, float(unc9.dof)) * ref.path["stderr"][i9]
+    at9 = {"theta": ref.path["theta"][i9].tolist(), "df": float(unc9.df), "half_width": half9.tolist()}
+    out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "paper": PAPER, "runs": rows}
+    out["order6_ladder_gamma9"] = at9
+    out["path_order6_ladder"] = {k: np.asarray(v).tolist() for k, v in ref.path.items()}
 
     def f4(values):
         return "(" + ", ".join(f"{v:.4f}" for v in values) + ")"
@@ -96,34 +75,20 @@ def head_impact():
         ["paper", "", "", '"ρ = 0.99"', *PAPER["theta"], PAPER["half"], PAPER["df"], PAPER["mse"], "3.64 (MATLAB)"]
     ]
     table += [
-        [
-            r["order"],
-            r["continuation"],
-            r["covariance"],
-            f"{r['gamma']:g}",
-            *(f"{v:.4f}" for v in r["theta"]),
-            f4(r["half_width"]),
-            f"{r['df']:.3f}",
-            f"{r['mse']:.4f}",
-            f"{r['seconds_per_fit']:.3f}",
-        ]
+        [r["order"], r["continuation"], r["covariance"], f"{r['gamma']:g}", *(f"{v:.4f}" for v in r["theta"])]
+        + [f4(r["half_width"]), f"{r['df']:.3f}", f"{r['mse']:.4f}", f"{r['seconds_per_fit']:.3f}"]
         for r in rows
     ]
-    lines = [
+    lines = paragraphs(
         "# Data2LD on the head-impact data (Carey & Ramsay 2021 §4)",
-        "",
-        f"{out['date']}, {machine_line(out['machine'])}, `{command()}`.",
-        "",
-        *markdown_table(
-            ["order", "continuation", "covariance", "γ̂", "β̂₀", "β̂₁", "α̂", "95 % half-widths", "df", "MSE", "s/fit"],
-            table,
+        provenance(out["machine"]),
+        markdown_table(
+            "order | continuation | covariance | γ̂ | β̂₀ | β̂₁ | α̂ | 95 % half-widths | df | MSE | s/fit", table
         ),
-        "",
         f"Order 6, code ladder, stage γ = 9: θ̂ = {f4(at9['theta'])}, half-widths {f4(at9['half_width'])}, "
         f"df = {at9['df']:.3f} (the paper's df; the code's ρ̂ rule picks γ = 8.5 on our fully converged stages).",
-        "",
         "s/fit: a second call (compiled); the first call adds the compilation.",
-    ]
+    )
     write_results("data2ld_head_impact", out, lines)
     fig, _ = wj.plot.bands(ref)
     fig.savefig(RESULTS / "data2ld_head_impact_bands.png", dpi=120)
@@ -146,25 +111,12 @@ def landscape():
         for ax, rho in zip(axes[row], RHOS):
             h = np.asarray(on_grid(thetas, rho)).reshape(b0.shape)
             i, j = np.unravel_index(np.nanargmin(h), h.shape)
-            results[order].append(
-                {
-                    "rho": rho,
-                    "argmin": [float(BETA0[j]), float(BETA1[i])],
-                    "min": float(h[i, j]),
-                    "max": float(np.nanmax(h)),
-                    "non_finite": int((~np.isfinite(h)).sum()),
-                }
-            )
+            found = {"rho": rho, "argmin": [float(BETA0[j]), float(BETA1[i])], "min": float(h[i, j])}
+            results[order].append(found | {"max": float(np.nanmax(h)), "non_finite": int((~np.isfinite(h)).sum())})
             paper = PAPER_MIN.get(rho)
             table.append(
-                [
-                    order,
-                    rho,
-                    f"({BETA0[j]:.3f}, {BETA1[i]:.3f})",
-                    "(%.2f, %.2f)" % paper if paper else "–",
-                    f"{h[i, j]:.4g}",
-                    f"{np.nanmax(h):.4g}",
-                ]
+                [order, rho, f"({BETA0[j]:.3f}, {BETA1[i]:.3f})", "(%.2f, %.2f)" % paper if paper else "–"]
+                + [f"{h[i, j]:.4g}", f"{np.nanmax(h):.4g}"]
             )
             ax.contourf(BETA0, BETA1, np.log10(h), levels=30, cmap="viridis")
             ax.plot(*ds.SIMULATION_THETA[:2], "o", mfc="none", mec="w", ms=9, label="truth")
@@ -174,28 +126,20 @@ def landscape():
     fig.suptitle("log₁₀ H(β₀, β₁, α = 0.39 | ρ) (Carey & Ramsay 2021 Fig. 2)")
     RESULTS.mkdir(exist_ok=True)
     fig.savefig(RESULTS / "data2ld_landscape.png", dpi=110)
-    out = {
-        "date": utc_now(),
-        "machine": machine_info(),
-        "grid": [len(BETA0), len(BETA1)],
-        "alpha": ALPHA,
-        "noise_seed": 2,
-        "orders": results,
-        "paper_argmin": {str(k): v for k, v in PAPER_MIN.items()},
-    }
-    lines = [
+    out = {"date": utc_now(), "machine": machine_info(), "grid": [len(BETA0), len(BETA1)], "alpha": ALPHA}
+    out |= {"noise_seed": 2, "orders": results, "paper_argmin": {str(k): v for k, v in PAPER_MIN.items()}}
+    lines = paragraphs(
         "# Landscape of H(θ|ρ) (Carey & Ramsay 2021 Fig. 2)",
-        "",
-        f"{out['date']}; `{command()}`. Grid minimum of H over β₀ ∈ [−0.55, 0.45], "
-        "β₁ ∈ [−0.65, 0.35] (201 × 201, step 0.005), α = 0.39; figure `data2ld_landscape.png`.",
-        "",
-        *markdown_table(["order", "ρ", "grid argmin (β₀, β₁)", "paper", "min H", "max H"], table),
-    ]
+        provenance(out["machine"])
+        + " Grid minimum of H over β₀ ∈ [−0.55, 0.45], β₁ ∈ [−0.65, 0.35] (201 × 201, step 0.005), α = 0.39; "
+        "figure `data2ld_landscape.png`.",
+        markdown_table("order | ρ | grid argmin (β₀, β₁) | paper | min H | max H", table),
+    )
     write_results("data2ld_landscape", out, lines)
     print("\n".join(lines))
 
 
 if __name__ == "__main__":
-    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # --help; no options
+    parser(__doc__).parse_args()  # --help; no options
     head_impact()
     landscape()

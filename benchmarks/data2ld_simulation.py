@@ -14,7 +14,6 @@ Reports 100·RMSE(θ̂), 95 % coverage, 100·RMSE(x̂) at the data points, failu
 the paper's Tables 1–3 in `benchmarks/results/data2ld_simulation.{json,md}`.
 """
 
-import argparse
 import datetime
 import time
 
@@ -23,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.stats
-from _common import command, machine_info, machine_line, markdown_table, write_results
+from _common import machine_info, markdown_table, paragraphs, parser, provenance, write_results
 from _data2ld_competitors import pulse_response, simulated_annealing, smooth_functional_tempering
 
 import wendyjax as wj
@@ -93,13 +92,10 @@ PAPER_X = {
 def metrics(theta, lower, upper, xhat, x, ok):
     """100·RMSE(θ̂), coverage %, 100·RMSE(x̂) over the replicates that did not fail."""
     theta, lower, upper, xhat = theta[ok], lower[ok], upper[ok], xhat[ok]
-    return {
-        "rmse_theta_x100": (100 * np.sqrt(np.mean((theta - TRUTH) ** 2, axis=0))).tolist(),
-        "coverage_pct": (100 * np.mean((lower <= TRUTH) & (TRUTH <= upper), axis=0)).tolist(),
-        "rmse_x_x100": float(100 * np.sqrt(np.mean((xhat - x) ** 2))),
-        "n_ok": int(ok.sum()),
-        "n_failed": int((~ok).sum()),
-    }
+    out = {"rmse_theta_x100": (100 * np.sqrt(np.mean((theta - TRUTH) ** 2, axis=0))).tolist()}
+    out["coverage_pct"] = (100 * np.mean((lower <= TRUTH) & (TRUTH <= upper), axis=0)).tolist()
+    out["rmse_x_x100"] = float(100 * np.sqrt(np.mean((xhat - x) ** 2)))
+    return out | {"n_ok": int(ok.sum()), "n_failed": int((~ok).sum())}
 
 
 def interval_metrics(theta, cov, q, xhat, x, ok):
@@ -149,14 +145,8 @@ def run_nls(t, x, Y):
     est = wj.OutputError(ode_rtol=1e-8, ode_atol=1e-10)
     model = ds.head_impact_model().ode_model()
     observed = np.c_[np.ones_like(t, bool), np.zeros_like(t, bool)]  # x observed, Dx not
-    problems = stack_problems(
-        [
-            output_error_problem(
-                model, wj.Trajectory(t, np.c_[y, np.zeros_like(y)], observed), weighted=False, u0=[y[0], 0.0]
-            )
-            for y in Y
-        ]
-    )
+    data = [wj.Trajectory(t, np.c_[y, np.zeros_like(y)], observed) for y in Y]
+    problems = stack_problems([output_error_problem(model, d, weighted=False, u0=[y[0], 0.0]) for d, y in zip(data, Y)])
     (sol, cov, xhat), seconds, compile_s = _timed(_nls_batch, est, problems, jnp.asarray(TRUTH))
     z = scipy.stats.norm.ppf(0.975)
     return interval_metrics(sol.params, cov, z, xhat, x, sol.result == RESULTS.successful), seconds, compile_s
@@ -180,9 +170,8 @@ def run_sa(t, x, Y, key, n_iter):
 
         return jax.vmap(one)(keys, Y)
 
-    (theta, cov, xhat, acc), seconds, compile_s = _timed(
-        batch, jax.random.split(key, len(Y)), jnp.asarray(Y), spline_problem(t).phi
-    )
+    keys = jax.random.split(key, len(Y))
+    (theta, cov, xhat, acc), seconds, compile_s = _timed(batch, keys, jnp.asarray(Y), spline_problem(t).phi)
     m = interval_metrics(theta, cov, scipy.stats.norm.ppf(0.975), xhat, x, np.all(np.isfinite(theta), axis=1))
     return m | {"acceptance_rate": float(np.mean(acc))}, seconds, compile_s
 
@@ -195,40 +184,32 @@ def _sft_batch(keys, Y, problem, n_iter, burn_in):
 
 
 def run_sft(t, x, Y, key, n_iter, burn_in):
-    problem = spline_problem(t)
+    problem, keys = spline_problem(t), jax.random.split(key, len(Y))
     (theta, lower, upper, coef, swaps), seconds, compile_s = _timed(
-        _sft_batch, jax.random.split(key, len(Y)), jnp.asarray(Y), problem, n_iter, burn_in
+        _sft_batch, keys, jnp.asarray(Y), problem, n_iter, burn_in
     )
-    theta = np.asarray(theta)
-    m = metrics(
-        theta,
-        np.asarray(lower),
-        np.asarray(upper),
-        np.asarray(coef) @ np.asarray(problem.phi).T,
-        x,
-        np.all(np.isfinite(theta), axis=1),
-    )
+    theta, xhat = np.asarray(theta), np.asarray(coef) @ np.asarray(problem.phi).T
+    m = metrics(theta, np.asarray(lower), np.asarray(upper), xhat, x, np.all(np.isfinite(theta), axis=1))
     return m | {"swap_acceptance_rate": float(np.mean(swaps))}, seconds, compile_s
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--replicates", type=int, default=1000)
-    parser.add_argument("--nls-replicates", type=int, default=1000, help="NLS on the first replicates only")
-    parser.add_argument("--pc-replicates", type=int, default=1000, help="PC on the first replicates only")
-    parser.add_argument("--sa-iterations", type=int, default=5000)
-    parser.add_argument("--sft-iterations", type=int, default=5000)
-    parser.add_argument("--sft-burn-in", type=int, default=1000)
-    args = parser.parse_args()
+    ap = parser(__doc__)
+    ap.add_argument("--replicates", type=int, default=1000)
+    ap.add_argument("--nls-replicates", type=int, default=1000, help="NLS on the first replicates only")
+    ap.add_argument("--pc-replicates", type=int, default=1000, help="PC on the first replicates only")
+    ap.add_argument("--sa-iterations", type=int, default=5000)
+    ap.add_argument("--sft-iterations", type=int, default=5000)
+    ap.add_argument("--sft-burn-in", type=int, default=1000)
+    args = ap.parse_args()
     cells = []
     for sigma in SIGMAS:
         for N in NS:
             t = np.linspace(0, 60, N)
             x = ds.head_impact_solution(t)
-            Y = x + sigma * np.ptp(x) * np.random.default_rng(int(1000 * N + 100 * sigma)).standard_normal(
-                (args.replicates, N)
-            )
-            key = jax.random.PRNGKey(int(1000 * N + 100 * sigma))
+            seed = int(1000 * N + 100 * sigma)
+            Y = x + sigma * np.ptp(x) * np.random.default_rng(seed).standard_normal((args.replicates, N))
+            key = jax.random.PRNGKey(seed)
             row = {"sigma": sigma, "N": N, "replicates": args.replicates}
             for name, run, extra in (
                 ("Data2LD", run_data2ld, (5, L.Ladder())),
@@ -238,16 +219,10 @@ def main():
                 ("SA", run_sa, (jax.random.fold_in(key, 1), args.sa_iterations)),
                 ("SFT", run_sft, (jax.random.fold_in(key, 2), args.sft_iterations, args.sft_burn_in)),
             ):
-                reps = min(
-                    {"NLS": args.nls_replicates, "PC": args.pc_replicates}.get(name, args.replicates), args.replicates
-                )
+                reps = min({"NLS": args.nls_replicates, "PC": args.pc_replicates}.get(name, args.replicates), len(Y))
                 m, seconds, compile_s = run(t, x, Y[:reps], *extra)
-                row[name] = m | {
-                    "seconds_cell": seconds,
-                    "seconds_per_fit": seconds / reps,
-                    "compile_seconds": compile_s,
-                    "replicates": reps,
-                }
+                row[name] = m | {"seconds_cell": seconds, "seconds_per_fit": seconds / reps}
+                row[name] |= {"compile_seconds": compile_s, "replicates": reps}
                 print(
                     f"σ={sigma} N={N} {name}: RMSE×100 {np.round(m['rmse_theta_x100'], 2)} coverage "
                     f"{np.round(m['coverage_pct'], 1)} x̂ {m['rmse_x_x100']:.2f} failed {m['n_failed']} "
@@ -260,28 +235,18 @@ def main():
 
 def write(args, cells):
     """Save the cells done so far: the JSON and the report, ours / paper in each cell."""
-    out = {
-        "date": datetime.date.today().isoformat(),
-        "machine": machine_info(),
-        "args": vars(args),
-        "cells": cells,
-        "paper": {
-            "rmse": {str(k): v for k, v in PAPER_RMSE.items()},
-            "coverage": {str(k): v for k, v in PAPER_COVERAGE.items()},
-            "rmse_x": {m: {str(k): v for k, v in d.items()} for m, d in PAPER_X.items()},
-        },
+    out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "args": vars(args), "cells": cells}
+    out["paper"] = {
+        "rmse": {str(k): v for k, v in PAPER_RMSE.items()},
+        "coverage": {str(k): v for k, v in PAPER_COVERAGE.items()},
+        "rmse_x": {m: {str(k): v for k, v in d.items()} for m, d in PAPER_X.items()},
     }
-    lines = [
-        "# Carey & Ramsay 2021 §5 simulation study: ours beside the paper",
-        "",
-        f"{out['date']}, {machine_line(out['machine'])}; `{command()}`. Each cell: ours / paper.",
-        "",
-    ]
 
     def cell(v, ref):
         return f"{v:.2f}" + (f" / {ref}" if ref is not None else "")
 
     by_sigma = {s: [c for c in cells if c["sigma"] == s] for s in SIGMAS if any(c["sigma"] == s for c in cells)}
+    tables = []
     for title, key, paper in (
         ("100·RMSE(θ̂) (Table 1)", "rmse_theta_x100", PAPER_RMSE),
         ("95 % coverage, % (Table 2)", "coverage_pct", PAPER_COVERAGE),
@@ -296,13 +261,11 @@ def write(args, cells):
             for sigma, cs in by_sigma.items()
             for method in METHODS
         ]
-        lines += [
+        tables += [
             f"## {title}",
-            "",
-            *markdown_table(["σ", "method", "β₀ N=21", 51, 101, "β₁ 21", 51, 101, "α 21", 51, 101], rows),
-            "",
+            markdown_table("σ | method | β₀ N=21 | 51 | 101 | β₁ 21 | 51 | 101 | α 21 | 51 | 101", rows),
         ]
-    rows = [
+    x_rows = [
         [method, sigma]
         + [
             cell(c[method]["rmse_x_x100"], (PAPER_X.get(method, {}).get(sigma) or [None] * 3)[i])
@@ -311,36 +274,24 @@ def write(args, cells):
         for method in METHODS
         for sigma, cs in by_sigma.items()
     ]
-    lines += [
+    time_rows = [
+        [c["sigma"], c["N"], m, r["replicates"], f"{r['seconds_cell']:.1f}", f"{1000 * r['seconds_per_fit']:.1f}"]
+        + [r["n_failed"], f"{r['compile_seconds']:.1f}"]
+        for c in cells
+        for m, r in ((m, c[m]) for m in METHODS)
+    ]
+    lines = paragraphs(
+        "# Carey & Ramsay 2021 §5 simulation study: ours beside the paper",
+        provenance(out["machine"], ". Each cell: ours / paper"),
+        *tables,
         "## 100·RMSE(x̂) at the data points (Table 3)",
-        "",
-        *markdown_table(["method", "σ", "N=21", 51, 101], rows),
-        "",
+        markdown_table("method | σ | N=21 | 51 | 101", x_rows),
         "## Time",
-        "",
-        *markdown_table(
-            ["σ", "N", "method", "replicates", "s per cell", "ms per fit", "failed", "compile s"],
-            [
-                [
-                    c["sigma"],
-                    c["N"],
-                    m,
-                    c[m]["replicates"],
-                    f"{c[m]['seconds_cell']:.1f}",
-                    f"{1000 * c[m]['seconds_per_fit']:.1f}",
-                    c[m]["n_failed"],
-                    f"{c[m]['compile_seconds']:.1f}",
-                ]
-                for c in cells
-                for m in METHODS
-            ],
-        ),
-        "",
+        markdown_table("σ | N | method | replicates | s per cell | ms per fit | failed | compile s", time_rows),
         "Paper (MATLAB, 4 GHz iMac): 3.64 s per Data2LD fit, 284.67 s per NLS fit, 36.65 s per PC fit, "
         "1844.18 s per SA fit, 3677.57 s per SFT fit.",
-        "",
         "Compile time is measured apart (ahead-of-time `lower().compile()`), then each method runs once.",
-    ]
+    )
     write_results("data2ld_simulation", out, lines)
 
 

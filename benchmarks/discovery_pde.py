@@ -13,13 +13,12 @@ capped at `--max-steps` per fit. `--cells` picks rows of each system's table (0-
 Protocol and findings: docs/pages/papers/meissner-glasner2024.md. Writes `benchmarks/results/discovery_pde.{json,md}`.
 """
 
-import argparse
 import datetime
 import json
 import time
 
 import numpy as np
-from _common import RESULTS, command, machine_info, markdown_table, write_results
+from _common import RESULTS, command, machine_info, markdown_table, paragraphs, parser, write_results
 
 import wendyjax as wj
 
@@ -74,65 +73,44 @@ def realisation(clean, noise, missing, seed):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=1)
-    parser.add_argument("--first-seed", type=int, default=0, help="run seeds first-seed … first-seed + seeds − 1")
-    parser.add_argument("--systems", nargs="+", default=["ks", "ac"], choices=["ks", "ac"])
-    parser.add_argument("--cells", type=int, nargs="+", default=None, help="rows of each system's table (0-based)")
-    parser.add_argument("--ac-size", type=int, default=256, help="Allen–Cahn grid N (default 256, the paper's)")
-    parser.add_argument("--max-steps", type=int, default=100, help="Levenberg–Marquardt steps per fit (default 100)")
-    parser.add_argument(
-        "--start",
-        choices=["data", "smoothed", "interpolated"],
-        default="data",
-        help="starting states: the forward-filled data (the paper's), the cross-validated smoother, or "
-        "the data with the smoother at the missing entries",
+    ap = parser(__doc__)
+    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--first-seed", type=int, default=0, help="run seeds first-seed … first-seed + seeds − 1")
+    ap.add_argument("--systems", nargs="+", default=["ks", "ac"], choices=["ks", "ac"])
+    ap.add_argument("--cells", type=int, nargs="+", default=None, help="rows of each system's table (0-based)")
+    ap.add_argument("--ac-size", type=int, default=256, help="Allen–Cahn grid N (default 256, the paper's)")
+    ap.add_argument("--max-steps", type=int, default=100, help="Levenberg–Marquardt steps per fit (default 100)")
+    starts = "the forward-filled data (the paper's), the cross-validated smoother, or the data with the smoother "
+    starts += "at the missing entries"
+    ap.add_argument(
+        "--start", choices=["data", "smoothed", "interpolated"], default="data", help=f"starting states: {starts}"
     )
-    args = parser.parse_args()
+    args = ap.parse_args()
     previous = RESULTS / "discovery_pde.json"
     rows = json.loads(previous.read_text())["rows"] if previous.exists() else []
     machine = machine_info()
-    meta = {
-        "command": command(),
-        "date": datetime.date.today().isoformat(),
-        "processor": f"{machine['cpu_count']} CPU cores, {machine['processor']}",
-    }
+    meta = {"command": command(), "date": datetime.date.today().isoformat()}
+    meta["processor"] = f"{machine['cpu_count']} CPU cores, {machine['processor']}"
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     for name in args.systems:
         clean, library, true, dt, est, theta0 = system(name, args.ac_size, args.max_steps)
         cells = [c for i, c in enumerate(PAPER[name]) if args.cells is None or i in args.cells]
         run = {(name, clean.shape, *cell[:2], args.start, args.max_steps, seed) for cell in cells for seed in seeds}
-        rows = [
-            r
-            for r in rows
-            if (r["system"], tuple(r["grid"]), r["noise"], r["missing"], r["start"], r["max_steps"], r["seed"])
-            not in run
-        ]
+        keys = ("system", "grid", "noise", "missing", "start", "max_steps", "seed")
+        rows = [r for r in rows if tuple(tuple(r[k]) if k == "grid" else r[k] for k in keys) not in run]
         for noise, missing, *paper in cells:
             for seed in seeds:
                 data = realisation(clean, noise, missing, seed)[..., None]
                 start = time.perf_counter()
-                found = est.fit(
-                    library, wj.Field(dt * np.arange(data.shape[0]), data, ~np.isnan(data)), theta0, u0=args.start
-                )
-                row = {
-                    "system": name,
-                    **meta,
-                    "grid": list(clean.shape),
-                    "noise": noise,
-                    "missing": missing,
-                    "seed": seed,
-                    "start": args.start,
-                    "max_steps": args.max_steps,
-                    "seconds": time.perf_counter() - start,
-                    "models_tested": len(found.history),
-                    **found.compare(true),
-                    **{f"state_error_{k}": v for k, v in found.state_error(clean[..., None]).items()},
-                    "true_support_coefficients": found.params[true[:, 0] != 0, 0].tolist(),
-                    "equations": found.equations(4),
-                    "table": found.models_table(),
-                    "paper": paper,
-                }
+                field = wj.Field(dt * np.arange(data.shape[0]), data, ~np.isnan(data))
+                found = est.fit(library, field, theta0, u0=args.start)
+                row = {"system": name, **meta, "grid": list(clean.shape), "noise": noise, "missing": missing}
+                row |= {"seed": seed, "start": args.start, "max_steps": args.max_steps}
+                row |= {"seconds": time.perf_counter() - start, "models_tested": len(found.history)}
+                row |= found.compare(true)
+                row |= {f"state_error_{k}": v for k, v in found.state_error(clean[..., None]).items()}
+                row["true_support_coefficients"] = found.params[true[:, 0] != 0, 0].tolist()
+                row |= {"equations": found.equations(4), "table": found.models_table(), "paper": paper}
                 rows.append(row)
                 print(
                     f"{name} {noise:.0%} noise {missing:.0%} missing seed {seed} from {args.start}: missing "
@@ -145,81 +123,42 @@ def main():
 
 def write(rows, machine):
     cell = {(name, noise, missing): i for name, table in PAPER.items() for i, (noise, missing, *_) in enumerate(table)}
-    rows = sorted(
-        rows,
-        key=lambda r: (
-            r["system"],
-            r["grid"],
-            r["start"],
-            r["max_steps"],
-            cell[r["system"], r["noise"], r["missing"]],
-            r["seed"],
-        ),
-    )
+    order = ("system", "grid", "start", "max_steps")
+    rows = sorted(rows, key=lambda r: (*(r[k] for k in order), cell[r["system"], r["noise"], r["missing"]], r["seed"]))
     runs = sorted({(r["date"], r["command"], r.get("processor", "machine not recorded")) for r in rows})
     write_results("discovery_pde", {"meta": {"machine": machine, "runs": runs}, "rows": rows})
+
+    def coefficients(values):
+        return ", ".join(f"{c:.3f}" for c in values)
+
     table = [
-        [
-            f"{r['system']} ({'×'.join(map(str, r['grid']))})",
-            r["start"],
-            f"{r['noise']:.0%}",
-            f"{r['missing']:.0%}",
-            r["seed"],
-            r["missing_terms"],
-            r["extra_terms"],
-            ", ".join(f"{c:.3f}" for c in r["true_support_coefficients"]),
-            f"{r['max_relative_error']:.3f}",
-            f"{r['state_error_reconstruction']:.3f} ({r['state_error_data']:.3f})",
-            r["models_tested"],
-            f"{r['seconds']:.1f}",
-            r["max_steps"],
-            f"{r['paper'][0]} / {r['paper'][1]}"
-            + (" / " + ", ".join(f"{c:.3f}" for c in r["paper"][2]) if r["paper"][2] else ""),
-        ]
+        [f"{r['system']} ({'×'.join(map(str, r['grid']))})", r["start"], f"{r['noise']:.0%}", f"{r['missing']:.0%}"]
+        + [r["seed"], r["missing_terms"], r["extra_terms"], coefficients(r["true_support_coefficients"])]
+        + [f"{r['max_relative_error']:.3f}", f"{r['state_error_reconstruction']:.3f} ({r['state_error_data']:.3f})"]
+        + [r["models_tested"], f"{r['seconds']:.1f}", r["max_steps"]]
+        + [f"{r['paper'][0]} / {r['paper'][1]}" + (" / " + coefficients(r["paper"][2]) if r["paper"][2] else "")]
         for r in rows
     ]
-    write_results(
-        "discovery_pde",
-        markdown=[
-            "# Sparse state-and-parameter regression (Meissner & Glasner 2024) on its PDE protocols",
-            "",
-            "; ".join(f"`{c}` ({d}, {m})" for d, c, m in runs) + ". Per realisation: missing / extra terms, the "
-            "discovered coefficients of the true terms (KS: u_xx, u_xxxx, u u_x, truth −1, −1, 1; AC: u, u³, u_xx, "
-            "u_yy, truth 1, −1, 1, 1), the largest relative coefficient error, the relative ‖·‖₂ error of the "
-            "reconstructed states (of the data, observed entries, in brackets), wall time of the whole discovery "
-            "(the first run of each system includes compilation), the Levenberg–Marquardt step cap per fit. "
-            'Start: forward-filled data (the paper\'s), `u0="smoothed"` or `u0="interpolated"`. Paper: its single '
-            "realisation.",
-            "",
-            *markdown_table(
-                [
-                    "system (grid)",
-                    "start",
-                    "noise",
-                    "missing",
-                    "seed",
-                    "missing terms",
-                    "extra terms",
-                    "true-term coefficients",
-                    "max rel. err",
-                    "state err (data)",
-                    "models",
-                    "s",
-                    "step cap",
-                    "paper: missing / extra / coefficients",
-                ],
-                table,
-            ),
-            "",
-            "Discovered equations:",
-            "",
-            *(
-                f"- {r['system']} {'×'.join(map(str, r['grid']))} {r['noise']:.0%} / {r['missing']:.0%} "
-                f"seed {r['seed']} from {r['start']}, ≤ {r['max_steps']} steps: `{r['equations'][0]}`"
-                for r in rows
-            ),
+    header = "system (grid) | start | noise | missing | seed | missing terms | extra terms | true-term coefficients"
+    header += " | max rel. err | state err (data) | models | s | step cap | paper: missing / extra / coefficients"
+    markdown = paragraphs(
+        "# Sparse state-and-parameter regression (Meissner & Glasner 2024) on its PDE protocols",
+        "; ".join(f"`{c}` ({d}, {m})" for d, c, m in runs) + ". Per realisation: missing / extra terms, the "
+        "discovered coefficients of the true terms (KS: u_xx, u_xxxx, u u_x, truth −1, −1, 1; AC: u, u³, u_xx, "
+        "u_yy, truth 1, −1, 1, 1), the largest relative coefficient error, the relative ‖·‖₂ error of the "
+        "reconstructed states (of the data, observed entries, in brackets), wall time of the whole discovery "
+        "(the first run of each system includes compilation), the Levenberg–Marquardt step cap per fit. "
+        'Start: forward-filled data (the paper\'s), `u0="smoothed"` or `u0="interpolated"`. Paper: its single '
+        "realisation.",
+        markdown_table(header, table),
+        "Discovered equations:",
+        [
+            f"- {r['system']} {'×'.join(map(str, r['grid']))} {r['noise']:.0%} / {r['missing']:.0%} "
+            f"seed {r['seed']} from {r['start']}, ≤ {r['max_steps']} steps: `{r['equations'][0]}`"
+            for r in rows
         ],
     )
+    write_results("discovery_pde", markdown=markdown)
 
 
 if __name__ == "__main__":

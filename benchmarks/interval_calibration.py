@@ -10,7 +10,6 @@ Wald (sandwich, inverse Hessian, Gauss-Newton), bootstrap (basic, normal), profi
 binomial errors of 95 % at ≤ 1.25 × the ideal width) and the tests of `consistent`.
 """
 
-import argparse
 import collections
 import json
 import math
@@ -19,21 +18,14 @@ import time
 
 import numpy as np
 import scipy.stats
-from _common import RESULTS, machine_info, machine_line, write_results
+from _common import RESULTS, machine_info, machine_line, markdown_table, paragraphs, parser, write_results
 
 import wendyjax as wj
 
 S = wj.studies
 SYSTEMS = ("logistic", "lotka_volterra", "lorenz", "fitzhugh_nagumo", "goodwin_3d", "sir_tdi")
-METHODS = (
-    "sandwich",
-    "hessian",
-    "gauss_newton",
-    "bootstrap_basic",
-    "bootstrap_normal",
-    "profile",
-    "bootstrap_or_profile",
-)
+METHODS = ("sandwich", "hessian", "gauss_newton", "bootstrap_basic", "bootstrap_normal", "profile")
+METHODS += ("bootstrap_or_profile",)
 # the estimators a cell may use, with their Wald intervals (the covariances each one has)
 ESTIMATORS = {"mle": (wj.MLE, ("sandwich", "hessian")), "hybrid": (wj.Hybrid, ("gauss_newton",))}
 WALDS = {w for _, walds in ESTIMATORS.values() for w in walds}
@@ -50,23 +42,11 @@ def cell(system, noise, m, runs, boot, points, seed, estimator="mle") -> dict:
     box = lo is not None and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))
     make, walds = ESTIMATORS[estimator]
     normal, profile = S.BootstrapIntervals(boot, kind="normal"), S.ProfileIntervals(n_points=points)
+    intervals = (*(S.Wald(w) for w in walds), S.BootstrapIntervals(boot), normal, profile)
+    options = dict(covariance=walds[-1], progress=False, p0="box" if box else np.asarray(bench.p_true))
+    options["intervals"] = (*intervals, S.BootstrapOrProfile(normal, profile))
     study = S.monte_carlo(
-        bench,
-        make(),
-        noise_levels=[noise],
-        subsamples=[(len(bench.t) - 1) // m],
-        n_runs=runs,
-        key=seed,
-        covariance=walds[-1],
-        progress=False,
-        p0="box" if box else np.asarray(bench.p_true),
-        intervals=(
-            *(S.Wald(w) for w in walds),
-            S.BootstrapIntervals(boot),
-            normal,
-            profile,
-            S.BootstrapOrProfile(normal, profile),
-        ),
+        bench, make(), noise_levels=[noise], subsamples=[(len(bench.t) - 1) // m], n_runs=runs, key=seed, **options
     )
     seconds = time.perf_counter() - clock
     r, ok, rows = study.runs[0], ~study.failed(0), study.rows()
@@ -76,32 +56,18 @@ def cell(system, noise, m, runs, boot, points, seed, estimator="mle") -> dict:
     # runs whose profile interval reaches the box (or is open without one): the data do not determine the parameter
     prof = r.intervals["profile"][ok]
     edge_lo, edge_hi = (-np.inf, np.inf) if lo is None else (np.asarray(lo, float), np.asarray(hi, float))
-    return {
-        "system": system,
-        "estimator": estimator,
-        "noise": noise,
-        "M": int(r.m),
-        "runs": runs,
-        "n_ok": n_ok,
-        "boot": boot,
-        "profile_points": points,
-        "seed": seed,
-        "params": list(study.param_names),
-        "p0": "uniform in the box" if box else "the true parameters (the model has no box)",
-        "binomial_se": math.sqrt(0.95 * 0.05 / max(n_ok, 1)),
-        **{f: {k: [row[f"{f}_{k}"] for row in rows] for k in names} for f in ("coverage", "width_ratio", "missing")},
-        "ideal_width": [row["ideal_width"] for row in rows],
-        "bias_over_sd": ((p.mean(0) - truth) / p.std(0, ddof=1)).tolist(),
-        "skewness": scipy.stats.skew(p, axis=0).tolist(),
-        "at_bound": [row["at_bound"] for row in rows],
-        "open_profile": np.sum((prof[:, 0] <= edge_lo) | (prof[:, 1] >= edge_hi), axis=0).tolist(),
-        "seconds_per_interval": {k: study.settings["interval_s"][k] for k in TIMED},
-        "interval_errors": study.settings.get("interval_errors", {}),
-        "normal_interval": NORMAL_INTERVAL,
-        "study_fit_s": study.timings["fit_s"],
-        "seconds": seconds,
-        "commit": _commit(),
-    }
+    out = {"system": system, "estimator": estimator, "noise": noise, "M": int(r.m), "runs": runs, "n_ok": n_ok}
+    out |= {"boot": boot, "profile_points": points, "seed": seed, "params": list(study.param_names)}
+    out["p0"] = "uniform in the box" if box else "the true parameters (the model has no box)"
+    out["binomial_se"] = math.sqrt(0.95 * 0.05 / max(n_ok, 1))
+    out |= {f: {k: [row[f"{f}_{k}"] for row in rows] for k in names} for f in ("coverage", "width_ratio", "missing")}
+    out["ideal_width"] = [row["ideal_width"] for row in rows]
+    out["bias_over_sd"] = ((p.mean(0) - truth) / p.std(0, ddof=1)).tolist()
+    out |= {"skewness": scipy.stats.skew(p, axis=0).tolist(), "at_bound": [row["at_bound"] for row in rows]}
+    out["open_profile"] = np.sum((prof[:, 0] <= edge_lo) | (prof[:, 1] >= edge_hi), axis=0).tolist()
+    out["seconds_per_interval"] = {k: study.settings["interval_s"][k] for k in TIMED}
+    out |= {"interval_errors": study.settings.get("interval_errors", {}), "normal_interval": NORMAL_INTERVAL}
+    return out | {"study_fit_s": study.timings["fit_s"], "seconds": seconds, "commit": _commit()}
 
 
 def _estimator(c: dict) -> str:
@@ -110,9 +76,8 @@ def _estimator(c: dict) -> str:
 
 def _commit() -> str:
     try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
+        git = ["git", "rev-parse", "--short", "HEAD"]
+        return subprocess.run(git, capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -151,33 +116,21 @@ def lorenz_timing(boot: int) -> dict:
     bench = wj.models.lorenz()
     data = bench.simulate(1, 0.10)
     fit = wj.MLE().fit(bench.model, data)
-    calls = [
-        lambda: S.bootstrap(wj.MLE(), fit, data, boot, key=0, progress=False),
-        lambda: S.bootstrap(wj.MLE(), fit, data, boot, key=1, progress=False),
-        *[lambda: S.profile(wj.MLE(), fit, data, n_points=21)] * 2,
-    ]  # each first call compiles
+    calls = [lambda key=key: S.bootstrap(wj.MLE(), fit, data, boot, key=key, progress=False) for key in (0, 1)]
+    calls += [lambda: S.profile(wj.MLE(), fit, data, n_points=21)] * 2  # each first call compiles
     seconds, results = [], []
     for call in calls:
         clock = time.perf_counter()
         results.append(call())
         seconds.append(time.perf_counter() - clock)
-    return {
-        "M": len(data.t) - 1,
-        "boot": boot,
-        "failed": results[0].n_failed,
-        "first_call_s": seconds[0],
-        "second_call_s": seconds[1],
-        "profile_points": 21,
-        "profile_first_s": seconds[2],
-        "profile_second_s": seconds[3],
-        "commit": _commit(),
-    }
+    out = {"M": len(data.t) - 1, "boot": boot, "failed": results[0].n_failed}
+    out |= {"first_call_s": seconds[0], "second_call_s": seconds[1], "profile_points": 21}
+    return out | {"profile_first_s": seconds[2], "profile_second_s": seconds[3], "commit": _commit()}
 
 
 def _counts(cells, test) -> str:
-    return ", ".join(
-        f"{k} {sum(test(c, k) for c in cells)}/{n}" for k in METHODS if (n := sum(k in c["coverage"] for c in cells))
-    )
+    counts = {k: (sum(test(c, k) for c in cells), sum(k in c["coverage"] for c in cells)) for k in METHODS}
+    return ", ".join(f"{k} {hit}/{n}" for k, (hit, n) in counts.items() if n)
 
 
 def _pooled(cells) -> str:
@@ -212,42 +165,12 @@ def _where(c: dict) -> str:
     return f"{c['system']}, {_estimator(c)}, {c['noise']:g}, M = {c['M']}"
 
 
-def markdown(data: dict) -> list[str]:
-    cells = sorted(
-        data["cells"].values(),
-        key=lambda c: (SYSTEMS.index(c["system"]), c["noise"], c["M"], list(ESTIMATORS).index(_estimator(c))),
-    )
-    if not cells:  # only the timing (e.g. `gpu_check.sh`'s run into its own results folder)
-        return ["# Lorenz bootstrap and profile timing", "", *_timing_lines(data)]
-    machines = collections.Counter(machine_line(c["machine"]) for c in cells)
-    n_z = sum(c.get("normal_interval", "z") == "z" for c in cells)
-    lines = [
-        "# Calibration of the 95 % intervals of WENDy-MLE (and of the hybrid where a cell names it)",
-        "",
-        "`python benchmarks/interval_calibration.py` (cells as listed; the command and the machine of each in "
-        "the JSON); "
-        + "; ".join(f"{n} cell{'s' * (n > 1)} on {line}" for line, n in machines.most_common())
-        + f"; commits {', '.join(sorted({c['commit'] for c in cells}))}.",
-        "",
-        "Per cell and parameter: coverage of each method's 95 % intervals, and in brackets their median "
-        "width over the ideal width (2 × 1.96 × the Monte Carlo standard deviation of the estimates). "
-        "± is the binomial standard error of a 95 % coverage over the runs that did not fail; **bold**: the "
-        "method meets the target in the cell (every parameter within 2 binomial errors of 0.95, width ≤ "
-        "1.25 × ideal). bias/sd: the estimator's Monte Carlo bias over its spread.",
-        "",
-    ]
-    if n_z:
-        lines += [
-            f"{n_z} of the {len(cells)} cells measured bootstrap_normal and bootstrap_or_profile with the normal "
-            "bootstrap's earlier form, z_{(1+c)/2} in place of t_{B−1} √(1 + 1/B) (field `normal_interval`): "
-            "3.6 % (B = 50) and 6.1 % (B = 30) narrower.",
-            "",
-        ]
-    lines += [
-        "| system | estimator | noise | M | runs ok | B | param | " + " | ".join(METHODS) + " | bias/sd |",
-        "|---|---|---|---|---|---|---|" + "---|" * len(METHODS) + "---|",
-    ]
+def _table(cells) -> list[str]:
+    """A row per cell and parameter: each method's coverage (width ratio), bold where it meets the target."""
+    rows = []
     for c in cells:
+        head = [c["system"], _estimator(c), f"{c['noise']:g}", c["M"]]
+        head += [f"{c['n_ok']}/{c['runs']} ± {c['binomial_se']:.3f}", c["boot"]]
         for j, name in enumerate(c["params"]):
             vals = [
                 ("**{}**" if meets(c, k) else "{}").format(f"{c['coverage'][k][j]:.2f} ({c['width_ratio'][k][j]:.2f})")
@@ -255,62 +178,81 @@ def markdown(data: dict) -> list[str]:
                 else "–"
                 for k in METHODS
             ]
-            head = (
-                f"{c['system']} | {_estimator(c)} | {c['noise']:g} | {c['M']} | {c['n_ok']}/{c['runs']} ± "
-                f"{c['binomial_se']:.3f} | {c['boot']}"
-                if j == 0
-                else " | | | | | "
-            )
-            lines.append(f"| {head} | {name} | {' | '.join(vals)} | {c['bias_over_sd'][j]:+.2f} |")
-    lines += [
-        "",
+            rows.append([*(head if j == 0 else [""] * len(head)), name, *vals, f"{c['bias_over_sd'][j]:+.2f}"])
+    return markdown_table(["system", "estimator", "noise", "M", "runs ok", "B", "param", *METHODS, "bias/sd"], rows)
+
+
+def _summary(name: str, mine: list[dict]) -> list[str]:
+    """The counts, the chance of exact intervals, the pooled coverage and the seconds of one estimator's cells."""
+    consistent_line = (
+        "Cells whose coverage and width are consistent with the target given their Monte Carlo "
+        "error (no parameter's coverage rejects 95 % by an exact binomial test, no width rejects "
+        "1.25 × ideal by the χ² law of the runs' standard deviation, each at 5 % Šidák-adjusted over "
+        f"the cell's parameters; `consistent`) ({name}): {_counts(mine, consistent)}."
+    )
+    if off := [c for c in mine if not consistent(c, "bootstrap_or_profile")]:
+        consistent_line += (
+            " bootstrap_or_profile is not in: " + "; ".join(f"{c['system']} {c['noise']:g}, M = {c['M']}" for c in off)
+        ) + "."
+    chance = [exact_pass(c) for c in mine]
+    one = [1 - p ** (1 / len(c["params"])) for p, c in zip(chance, mine)]
+    k = [len(c["params"]) for c in mine]
+    pooled = (
+        f"Exact 95 % intervals would meet the coverage criterion in {sum(chance):.1f} of these "
+        f"{len(mine)} cells on average (per cell {min(chance):.2f}–{max(chance):.2f}: with these runs a "
+        f"parameter misses two binomial errors by chance {min(one):.1%}–{max(one):.1%} of the time, and "
+        f"a cell has {min(k)}–{max(k)} of them, taken as independent), so a cell missed by one run says "
+        "little about a method. Coverage pooled over every parameter of every cell "
+        f"(the parameters of a run share its data, so this is no binomial count): {_pooled(mine)}."
+    )
+    if rest := [c for c in mine if c["system"] != "goodwin_3d"]:  # WENDy's bias there: no interval covers
+        pooled += f" Outside Goodwin-3D ({len(rest)} cells): {_pooled(rest)}."
+    seconds = ", ".join(f"{k} {np.median([c['seconds_per_interval'][k] for c in mine]):.2f}" for k in TIMED)
+    return paragraphs(
+        f"Cells where each method meets the target ({name}): {_counts(mine, meets)}.",
+        consistent_line,
+        pooled,
+        f"Seconds per interval of {name} (median over its cells; a bootstrap of B refits, a profile "
+        f"of every parameter, bootstrap-or-profile both): {seconds}.",
+    )
+
+
+def markdown(data: dict) -> list[str]:
+    order = list(ESTIMATORS)
+    cells = sorted(
+        data["cells"].values(),
+        key=lambda c: (SYSTEMS.index(c["system"]), c["noise"], c["M"], order.index(_estimator(c))),
+    )
+    if not cells:  # only the timing (e.g. `gpu_check.sh`'s run into its own results folder)
+        return paragraphs("# Lorenz bootstrap and profile timing", _timing_lines(data))
+    machines = collections.Counter(machine_line(c["machine"]) for c in cells)
+    n_z = sum(c.get("normal_interval", "z") == "z" for c in cells)
+    notes = [c for c in cells if "note" in c]  # what the run of a cell had to say (added by hand)
+    z_note = [
+        f"{n_z} of the {len(cells)} cells measured bootstrap_normal and bootstrap_or_profile with the normal "
+        "bootstrap's earlier form, z_{(1+c)/2} in place of t_{B−1} √(1 + 1/B) (field `normal_interval`): "
+        "3.6 % (B = 50) and 6.1 % (B = 30) narrower."
+    ][: int(n_z > 0)]
+    lines = paragraphs(
+        "# Calibration of the 95 % intervals of WENDy-MLE (and of the hybrid where a cell names it)",
+        "`python benchmarks/interval_calibration.py` (cells as listed; the command and the machine of each in "
+        "the JSON); "
+        + "; ".join(f"{n} cell{'s' * (n > 1)} on {line}" for line, n in machines.most_common())
+        + f"; commits {', '.join(sorted({c['commit'] for c in cells}))}.",
+        "Per cell and parameter: coverage of each method's 95 % intervals, and in brackets their median "
+        "width over the ideal width (2 × 1.96 × the Monte Carlo standard deviation of the estimates). "
+        "± is the binomial standard error of a 95 % coverage over the runs that did not fail; **bold**: the "
+        "method meets the target in the cell (every parameter within 2 binomial errors of 0.95, width ≤ "
+        "1.25 × ideal). bias/sd: the estimator's Monte Carlo bias over its spread.",
+        *z_note,
+        _table(cells),
         "Where a method misses (automatic: which criterion, with the estimator's bias over its spread and "
         "the failed runs beside it):",
-        "",
-    ]
-    lines += [_miss(c, k) for c in cells for k in METHODS if k in c["coverage"] and not meets(c, k)]
-    if notes := [c for c in cells if "note" in c]:  # what the run of a cell had to say (added by hand)
-        lines += ["", "Notes on cells:", ""] + [f"- {_where(c)}: {c['note']}" for c in notes]
-    for name in ESTIMATORS:
-        if not (mine := [c for c in cells if _estimator(c) == name]):
-            continue
-        lines += [
-            "",
-            f"Cells where each method meets the target ({name}): {_counts(mine, meets)}.",
-            "",
-            "Cells whose coverage and width are consistent with the target given their Monte Carlo "
-            "error (no parameter's coverage rejects 95 % by an exact binomial test, no width rejects "
-            "1.25 × ideal by the χ² law of the runs' standard deviation, each at 5 % Šidák-adjusted over "
-            f"the cell's parameters; `consistent`) ({name}): {_counts(mine, consistent)}.",
-        ]
-        if off := [c for c in mine if not consistent(c, "bootstrap_or_profile")]:
-            lines[-1] += (
-                " bootstrap_or_profile is not in: "
-                + "; ".join(f"{c['system']} {c['noise']:g}, M = {c['M']}" for c in off)
-                + "."
-            )
-        chance = [exact_pass(c) for c in mine]
-        one = [1 - p ** (1 / len(c["params"])) for p, c in zip(chance, mine)]
-        k = [len(c["params"]) for c in mine]
-        lines += [
-            "",
-            f"Exact 95 % intervals would meet the coverage criterion in {sum(chance):.1f} of these "
-            f"{len(mine)} cells on average (per cell {min(chance):.2f}–{max(chance):.2f}: with these runs a "
-            f"parameter misses two binomial errors by chance {min(one):.1%}–{max(one):.1%} of the time, and "
-            f"a cell has {min(k)}–{max(k)} of them, taken as independent), so a cell missed by one run says "
-            "little about a method. Coverage pooled over every parameter of every cell "
-            f"(the parameters of a run share its data, so this is no binomial count): {_pooled(mine)}.",
-        ]
-        if rest := [c for c in mine if c["system"] != "goodwin_3d"]:  # WENDy's bias there: no interval covers
-            lines[-1] += f" Outside Goodwin-3D ({len(rest)} cells): {_pooled(rest)}."
-        lines += [
-            "",
-            f"Seconds per interval of {name} (median over its cells; a bootstrap of B refits, a profile "
-            "of every parameter, bootstrap-or-profile both): "
-            + ", ".join(f"{k} {np.median([c['seconds_per_interval'][k] for c in mine]):.2f}" for k in TIMED)
-            + ".",
-        ]
-    return lines + ["", *_timing_lines(data)] if "lorenz_timing" in data else lines
+        [_miss(c, k) for c in cells for k in METHODS if k in c["coverage"] and not meets(c, k)],
+        *([["Notes on cells:", ""] + [f"- {_where(c)}: {c['note']}" for c in notes]] if notes else []),
+        *(_summary(name, mine) for name in ESTIMATORS if (mine := [c for c in cells if _estimator(c) == name])),
+    )
+    return paragraphs(lines, _timing_lines(data)) if "lorenz_timing" in data else lines
 
 
 def _timing_lines(data: dict) -> list[str]:
@@ -340,38 +282,33 @@ def _update(key: str | None = None, c: dict | None = None, timing: dict | None =
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
-    parser.add_argument("--noise", nargs="+", type=float, default=[0.05, 0.10])
-    parser.add_argument("--m", nargs="+", type=int, default=[256, 1024])
-    parser.add_argument("--runs", type=int, default=40)
-    parser.add_argument("--boot", type=int, default=100)
-    parser.add_argument("--points", type=int, default=15, help="profile grid points per parameter")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--estimator", choices=list(ESTIMATORS), default="mle")
-    parser.add_argument("--timing", action="store_true", help="only the Lorenz M = 1024 bootstrap timing")
-    parser.add_argument("--timing-boot", type=int, default=200)
-    parser.add_argument("--report", action="store_true", help="only rewrite the Markdown from the cells in the JSON")
-    args = parser.parse_args()
+    ap = parser(__doc__)
+    ap.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
+    ap.add_argument("--noise", nargs="+", type=float, default=[0.05, 0.10])
+    ap.add_argument("--m", nargs="+", type=int, default=[256, 1024])
+    ap.add_argument("--runs", type=int, default=40)
+    ap.add_argument("--boot", type=int, default=100)
+    ap.add_argument("--points", type=int, default=15, help="profile grid points per parameter")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--estimator", choices=list(ESTIMATORS), default="mle")
+    ap.add_argument("--timing", action="store_true", help="only the Lorenz M = 1024 bootstrap timing")
+    ap.add_argument("--timing-boot", type=int, default=200)
+    ap.add_argument("--report", action="store_true", help="only rewrite the Markdown from the cells in the JSON")
+    args = ap.parse_args()
     if args.report or args.timing:
         data = _update(timing=lorenz_timing(args.timing_boot) if args.timing else None)
     for system in () if args.report or args.timing else args.systems:
         for noise in args.noise:
             for m in args.m:
                 c = cell(system, noise, m, args.runs, args.boot, args.points, args.seed, args.estimator)
-                hybrid = args.estimator != "mle"
+                hybrid = f" --estimator {args.estimator}" if args.estimator != "mle" else ""
                 c["command"] = (
-                    f"python benchmarks/interval_calibration.py --systems {system} --noise {noise:g} "
-                    f"--m {m} --runs {args.runs} --boot {args.boot} --points {args.points} "
-                    f"--seed {args.seed}" + (f" --estimator {args.estimator}" if hybrid else "")
+                    f"python benchmarks/interval_calibration.py --systems {system} --noise {noise:g} --m {m} "
+                    f"--runs {args.runs} --boot {args.boot} --points {args.points} --seed {args.seed}{hybrid}"
                 )
                 data = _update(f"{system}/{noise:g}/{m}" + (f"/{args.estimator}" if hybrid else ""), c)
-                print(
-                    json.dumps(
-                        {k: c[k] for k in ("system", "noise", "M", "n_ok", "coverage", "width_ratio", "seconds")}
-                    ),
-                    flush=True,
-                )
+                keys = ("system", "noise", "M", "n_ok", "coverage", "width_ratio", "seconds")
+                print(json.dumps({k: c[k] for k in keys}), flush=True)
     print("\n".join(markdown(data)))
 
 

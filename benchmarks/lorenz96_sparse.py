@@ -12,14 +12,13 @@ states, true-positive rate of the 160 true terms, false positives, coefficient e
 docs/pages/papers/integral-matching2025.md. Writes `benchmarks/results/lorenz96_sparse.{json,md}`.
 """
 
-import argparse
 import datetime
 import statistics
 import time
 
 import jax
 import numpy as np
-from _common import command, machine_info, machine_line, markdown_table, write_results
+from _common import command, machine_info, markdown_table, paragraphs, parser, provenance, write_results
 
 import wendyjax as wj
 
@@ -42,24 +41,18 @@ def run(T, noise, seed, lib, est):
     truth, theta = lib.coefficients(bench.model, bench.p_true), fit.params
     phi = np.asarray(jax.vmap(lib.features)(u))
     true_support, found = truth != 0, theta != 0
-    return {
-        "T": T,
-        "noise": noise,
-        "seed": seed,
-        "status": fit.message,
-        "xdot_rmse_pct": 100 * float(np.linalg.norm(phi @ (theta - truth)) / np.linalg.norm(phi @ truth)),
-        "tpr": float((found & true_support).sum() / true_support.sum()),
-        "false_positives": int((found & ~true_support).sum()),
-        "coef_err": float(np.linalg.norm(theta - truth) / np.linalg.norm(truth)),
-        "first_s": seconds[0],
-        "second_s": seconds[1],
-    }
+    row = {"T": T, "noise": noise, "seed": seed, "status": fit.message}
+    row["xdot_rmse_pct"] = 100 * float(np.linalg.norm(phi @ (theta - truth)) / np.linalg.norm(phi @ truth))
+    row["tpr"] = float((found & true_support).sum() / true_support.sum())
+    row["false_positives"] = int((found & ~true_support).sum())
+    row["coef_err"] = float(np.linalg.norm(theta - truth) / np.linalg.norm(truth))
+    return row | {"first_s": seconds[0], "second_s": seconds[1]}
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="noise 0, 5 %%; T = 40; 1 seed")
-    args = parser.parse_args()
+    ap = parser(__doc__)
+    ap.add_argument("--quick", action="store_true", help="noise 0, 5 %%; T = 40; 1 seed")
+    args = ap.parse_args()
     lib = wj.PolynomialLibrary(N, 2)
     est = wj.IntegralMatching(order=30, length=1.0, solver=wj.LeastSquares(threshold=0.1))
     spans = [40.0] if args.quick else [20.0, 40.0]
@@ -76,25 +69,14 @@ def main():
         for T in spans
         for noise in noises
     ]
-    out = {
-        "date": datetime.date.today().isoformat(),
-        "machine": machine_info(),
-        "n_features": lib.n_features,
-        "runs": runs,
-        "command": command(),
-    }
-    write_results("lorenz96_sparse", out)
-    md = [
+    out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "n_features": lib.n_features}
+    write_results("lorenz96_sparse", out | {"runs": runs, "command": command()})
+    md = paragraphs(
         f"# Lorenz-96 (n = 40, F = 16), degree-2 library (861 terms), thresholding 0.1 — {out['date']}",
-        "",
-        f"`{out['command']}` on {machine_line(out['machine'])}; medians over seeds {seeds}.",
-        "",
-        *markdown_table(
-            ["T", "noise", "ẋ RMSE (%)", "TPR", "false +", "rel coef err", "first fit (s)", "second fit (s)"], rows
-        ),
-        "",
+        provenance(out["machine"], f"; medians over seeds {seeds}"),
+        markdown_table("T | noise | ẋ RMSE (%) | TPR | false + | rel coef err | first fit (s) | second fit (s)", rows),
         "Target: one fit ≤ 60 s on the 2-core CPU. Anonymous 2025, §4.2: < 30 s with threading (its machine).",
-    ]
+    )
     write_results("lorenz96_sparse", markdown=md)
     print("\n".join(md))
 

@@ -52,26 +52,15 @@ AMICI = {
 }
 
 #: the Markdown table's columns: (header, row key, format)
-COLUMNS = [
-    ("problem", "problem", "s"),
-    ("status", "status", "s"),
-    ("params", "parameters", "d"),
-    ("conditions", "conditions", "d"),
-    ("llh (wendyjax)", "llh", ".10g"),
-    ("AMICI published", "amici", ".10g"),
-    ("rel. diff", "rel_amici", ".1e"),
-    ("rel. diff vs AMICI here", "rel_amici_here", ".1e"),
-    ("rel. diff vs simulatedData", "rel_simulated_data", ".1e"),
-    ("llh s (incl. compile)", "llh_s", ".1f"),
-    ("starts", "starts", "d"),
-    ("best objective", "best_objective", ".6g"),
-    ("within 0.1", "within_0.1", ".0%"),
-    ("s per converged start", "s_per_converged", ".2f"),
-    ("vmapped: s per converged start", "s_per_converged_vmap", ".2f"),
-    ("pyPESTO best", "pypesto_best", ".6g"),
-    ("pyPESTO within 0.1", "pypesto_within_0.1", ".0%"),
-    ("pyPESTO s per converged start", "pypesto_s_per_converged", ".2f"),
-]
+COLUMNS = [("problem", "problem", "s"), ("status", "status", "s"), ("params", "parameters", "d")]
+COLUMNS += [("conditions", "conditions", "d"), ("llh (wendyjax)", "llh", ".10g"), ("AMICI published", "amici", ".10g")]
+COLUMNS += [("rel. diff", "rel_amici", ".1e"), ("rel. diff vs AMICI here", "rel_amici_here", ".1e")]
+COLUMNS += [("rel. diff vs simulatedData", "rel_simulated_data", ".1e"), ("llh s (incl. compile)", "llh_s", ".1f")]
+COLUMNS += [("starts", "starts", "d"), ("best objective", "best_objective", ".6g"), ("within 0.1", "within_0.1", ".0%")]
+COLUMNS += [("s per converged start", "s_per_converged", ".2f")]
+COLUMNS += [("vmapped: s per converged start", "s_per_converged_vmap", ".2f"), ("pyPESTO best", "pypesto_best", ".6g")]
+COLUMNS += [("pyPESTO within 0.1", "pypesto_within_0.1", ".0%")]
+COLUMNS += [("pyPESTO s per converged start", "pypesto_s_per_converged", ".2f")]
 
 
 def simulated_data_llh(folder: Path, yaml_file: Path) -> float | None:
@@ -118,12 +107,8 @@ def one(folder: Path, args) -> dict:
         problem = wp.load(yamls[0], rtol=args.rtol, atol=args.atol)
     except (wp.PetabError, OSError) as error:
         return row | {"status": "refused", "reason": str(error)}
-    row |= {
-        "load_s": time.perf_counter() - start,
-        "parameters": problem.n_parameters,
-        "conditions": len(problem.conditions),
-        "measurements": len(problem.measurements),
-    }
+    row |= {"load_s": time.perf_counter() - start, "parameters": problem.n_parameters}
+    row |= {"conditions": len(problem.conditions), "measurements": len(problem.measurements)}
     start = time.perf_counter()
     try:
         llh = float(problem.log_likelihood())
@@ -141,39 +126,24 @@ def one(folder: Path, args) -> dict:
         result = wp.multistart(problem, args.starts, key=0, max_steps=args.max_steps)
         nominal = -llh - float(problem.log_prior())
         converged = int(result.converged.sum())
-        row |= {
-            "starts": args.starts,
-            "devices": jax.device_count(),
-            "best_objective": result.best_objective,
-            "nominal_objective": nominal,
-            "within_0.1": result.fraction_within(min(nominal, result.best_objective)),
-            "converged": converged,
-            "objectives": [float(v) for v in np.asarray(result.objectives)],
-            "multistart_s": result.seconds,
-            "s_per_converged": result.seconds / max(converged, 1),
-            "median_steps": float(np.median(np.asarray(result.num_steps))),
-        }
+        row |= {"starts": args.starts, "devices": jax.device_count(), "best_objective": result.best_objective}
+        row |= {"nominal_objective": nominal, "within_0.1": result.fraction_within(min(nominal, result.best_objective))}
+        row |= {"converged": converged, "objectives": [float(v) for v in np.asarray(result.objectives)]}
+        row |= {"multistart_s": result.seconds, "s_per_converged": result.seconds / max(converged, 1)}
+        row["median_steps"] = float(np.median(np.asarray(result.num_steps)))
         if args.vectorize == "both":
             vmapped = wp.multistart(problem, args.starts, key=0, max_steps=args.max_steps, vectorize=True)
-            row |= {
-                "multistart_vmap_s": vmapped.seconds,
-                "s_per_converged_vmap": vmapped.seconds / max(int(vmapped.converged.sum()), 1),
-                "vmap_max_objective_diff": float(
-                    np.nanmax(np.abs(np.asarray(vmapped.objectives) - np.asarray(result.objectives)))
-                ),
-            }
+            diff = np.abs(np.asarray(vmapped.objectives) - np.asarray(result.objectives))
+            row["multistart_vmap_s"] = vmapped.seconds
+            row["s_per_converged_vmap"] = vmapped.seconds / max(int(vmapped.converged.sum()), 1)
+            row["vmap_max_objective_diff"] = float(np.nanmax(diff))
     return row
 
 
 def pypesto(args, folder: Path, row: dict) -> dict:
     """pyPESTO + AMICI on the same problem, starts and step budget (`_pypesto_petab.py` in `--pypesto-python`)."""
-    command = [
-        args.pypesto_python,
-        str(ROOT / "benchmarks" / "_pypesto_petab.py"),
-        str(sorted(folder.glob("*.yaml"))[0]),
-        str(args.starts),
-        str(args.max_steps),
-    ]
+    script, yaml_file = ROOT / "benchmarks" / "_pypesto_petab.py", sorted(folder.glob("*.yaml"))[0]
+    command = [args.pypesto_python, str(script), str(yaml_file), str(args.starts), str(args.max_steps)]
     # its environment's bin first: AMICI compiles the model with that environment's swig
     env = dict(os.environ, PATH=f"{Path(args.pypesto_python).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     try:
@@ -202,17 +172,10 @@ def main() -> None:
     parser.add_argument("--atol", type=float, default=1e-12)
     parser.add_argument("--timeout", type=float, default=900, help="seconds per problem")
     parser.add_argument("--name", default="petab_collection")
-    parser.add_argument(
-        "--pypesto-python",
-        help="a Python interpreter with amici, pypesto, fides and petab: runs "
-        "pyPESTO + AMICI on every loaded problem beside wendyjax",
-    )
-    parser.add_argument(
-        "--vectorize",
-        choices=("auto", "both"),
-        default="auto",
-        help="both: the multistart also vmapped (vectorize=True), timed beside the default",
-    )
+    tools = "a Python interpreter with amici, pypesto, fides and petab: runs pyPESTO + AMICI on every loaded problem"
+    parser.add_argument("--pypesto-python", help=tools + " beside wendyjax")
+    both = "both: the multistart also vmapped (vectorize=True), timed beside the default"
+    parser.add_argument("--vectorize", choices=("auto", "both"), default="auto", help=both)
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -227,18 +190,12 @@ def main() -> None:
     for name in names:
         start = time.perf_counter()
         try:  # the same arguments, for this one problem
-            out = subprocess.run(
-                [sys.executable, __file__, *sys.argv[1:], "--one", name, "--collection", str(args.collection)],
-                capture_output=True,
-                text=True,
-                timeout=args.timeout,
-                cwd=ROOT,
-            )
-            row = (
-                json.loads(out.stdout.strip().splitlines()[-1])
-                if out.returncode == 0
-                else {"problem": name, "status": "error", "reason": out.stderr.strip().splitlines()[-1][:300]}
-            )
+            command = [sys.executable, __file__, *sys.argv[1:], "--one", name, "--collection", str(args.collection)]
+            out = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, cwd=ROOT)
+            if out.returncode == 0:
+                row = json.loads(out.stdout.strip().splitlines()[-1])
+            else:
+                row = {"problem": name, "status": "error", "reason": out.stderr.strip().splitlines()[-1][:300]}
         except subprocess.TimeoutExpired:
             row = {"problem": name, "status": f"timeout ({args.timeout:.0f} s)", "amici": AMICI.get(name)}
         if args.pypesto_python and row["status"] == "loaded":
@@ -250,13 +207,10 @@ def main() -> None:
     machine = (
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     )
+    settings = vars(args) | {"collection": str(args.collection)}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(
-        json.dumps(
-            {"machine": machine, "settings": vars(args) | {"collection": str(args.collection)}, "rows": rows},
-            indent=1,
-            default=str,
-        )
+        json.dumps({"machine": machine, "settings": settings, "rows": rows}, indent=1, default=str)
     )
     on_error = os.environ.get("EQX_ON_ERROR")
     lines = [
@@ -270,18 +224,14 @@ def main() -> None:
         "|" + "---|" * len(COLUMNS),
     ]
     for r in rows:
-        feature = re.search(r"\b(uses|has) ([^(]+)", r.get("reason", ""))
-        if r["status"] == "refused" and feature:
+        if r["status"] == "refused" and (feature := re.search(r"\b(uses|has) ([^(]+)", r.get("reason", ""))):
             r = r | {"status": f"refused: {feature.group(1)} {feature.group(2).strip()}"}
         cells = [r.get(key) for _, key, _ in COLUMNS]
-        lines.append(
-            "| "
-            + " | ".join(
-                "" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
-                for v, (_, _, spec) in zip(cells, COLUMNS)
-            )
-            + " |"
-        )
+        cells = [
+            "" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+            for v, (_, _, spec) in zip(cells, COLUMNS)
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
     matched = [r for r in rows if r.get("rel_amici") is not None and abs(r["rel_amici"]) <= 1e-6]
     lines += [
         "",
