@@ -29,6 +29,7 @@ QUICK = {
         "--replicates 4 --nls-replicates 2 --pc-replicates 2 --sa-iterations 50 --sft-iterations 50 --sft-burn-in 10"
     ],
     "discovery_ode": ["--seeds 1", "--seeds 1 --competitors"],
+    "first_fit": ["--repeats 1 --cases lorenz-mle"],
     "hidden_lorenz": ["--quick"],
     "integral_matching_sindy": ["--quick"],
     "interval_calibration": ["--systems logistic --noise 0.05 --m 256 --runs 3 --boot 40 --points 5"],

@@ -1,0 +1,115 @@
+"""The first fit of a fresh Python process, end to end: what a user waits for before any result.
+
+    python benchmarks/first_fit.py                          # this checkout, 3 fresh processes per case
+    python benchmarks/first_fit.py --tree OLD --tree .      # two source trees side by side, in one run
+
+Each case runs in a new interpreter (nothing compiled yet): the model and data are made, then the seconds
+of the first `fit(...)` call (tracing and compiling its programs, then solving) and of a second, identical
+call (compiled). A source tree is a wendyjax checkout put first on `PYTHONPATH`. Medians over `--repeats`
+processes, the trees taking turns. Writes `benchmarks/results/first_fit.{json,md}` (`--name` for another stem).
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _common import (
+    cpu_busy_seconds,
+    machine_info,
+    markdown_table,
+    paragraphs,
+    parser,
+    provenance,
+    write_results,
+)
+
+SETUP = """
+import json, sys, time, jax, numpy as np
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp, wendyjax as wj
+lorenz = wj.models.lorenz()
+data = lorenz.simulate(jax.random.key(0), 0.05, subsample=4)
+p0 = np.asarray(lorenz.p_true) * 1.1
+flu = wj.datasets.boarding_school()
+N = wj.datasets.BOARDING_SCHOOL_N
+sir = wj.ODEModel(lambda u, p, t: jnp.stack([-p[0] * u[0] * u[1] / N, p[0] * u[0] * u[1] / N - p[1] * u[1],
+                  p[1] * u[1]]), ["S", "I", "R"], ["beta", "gamma", "I0", "phi"],
+                  bounds=([0.1, 0.05, 0.5, 0.1], [5.0, 2.0, 20.0, 1000.0]), name="flu")
+tied = lambda p: jnp.stack([N - p[2], p[2], 0.0])
+"""
+
+#: case → the fit call (Lorenz: M = 257 samples, 5 % noise; the flu: the Real data guide's counts)
+CASES = {
+    "lorenz-output-error": "wj.OutputError().fit(lorenz.model, data, p0)",
+    "lorenz-hybrid": "wj.Hybrid().fit(lorenz.model, data, p0)",
+    "lorenz-mle": "wj.MLE().fit(lorenz.model, data, p0)",
+    "flu-output-error-negative-binomial": (
+        "wj.OutputError().fit(sir, flu, [1.5, 0.5, 3.0, 10.0], u0=tied, noise=wj.NegativeBinomial('phi'))"
+    ),
+}
+
+
+def one_process(tree: Path, call: str) -> tuple[float, float]:
+    """(first call's seconds, second call's) of `call` in a fresh interpreter on `tree`."""
+    timed = "s = time.perf_counter(); {c}; t.append(time.perf_counter() - s)"
+    code = SETUP + "t = []\n" + "\n".join([timed.format(c=call)] * 2) + "\nprint(json.dumps([wj.__file__, *t]))"
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONWARNINGS": "ignore"}
+    # run in the tree: `python -c` puts the working directory first on the path
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tree, capture_output=True, text=True, check=True)
+    where, first, second = json.loads(out.stdout.strip().splitlines()[-1])
+    if not Path(where).resolve().is_relative_to(tree):
+        raise RuntimeError(f"the fresh process imported wendyjax from {where}, not from the tree {tree}")
+    return first, second
+
+
+def _commit(tree: Path) -> str:
+    """The tree's git commit, "+" where its wendyjax/ has uncommitted changes."""
+    git = ["git", "-C", str(tree)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run([*git, "diff", "--quiet", "HEAD", "--", "wendyjax"]).returncode != 0
+    return (head or "no git") + ("+" if dirty else "")
+
+
+def main() -> None:
+    ap = parser(__doc__)
+    ap.add_argument("--tree", action="append", type=Path, help="a wendyjax source tree (repeatable; default .)")
+    ap.add_argument("--repeats", type=int, default=3, help="fresh processes per case and tree")
+    ap.add_argument("--cases", nargs="*", choices=list(CASES), default=list(CASES))
+    ap.add_argument("--name", default="first_fit")
+    args = ap.parse_args()
+    trees = [t.resolve() for t in args.tree or [Path(".")]]
+    rows, cpu0, own0, wall0 = [], cpu_busy_seconds(), sum(os.times()[:4]), time.perf_counter()
+    for case in args.cases:
+        # the trees alternate, so that a change in the machine's load falls on all of them alike
+        runs = [[one_process(tree, CASES[case]) for tree in trees] for _ in range(args.repeats)]
+        for i, tree in enumerate(trees):
+            mine = [r[i] for r in runs]
+            first, second = (statistics.median(r[k] for r in mine) for k in (0, 1))
+            rows.append(
+                {"case": case, "tree": str(tree), "commit": _commit(tree), "first_s": first, "second_s": second}
+                | {"runs": mine}
+            )
+            print(f"{case} [{tree}]: first {first:.2f} s, second {second:.3f} s", flush=True)
+    cpu1, own1, wall = cpu_busy_seconds(), sum(os.times()[:4]), time.perf_counter() - wall0
+    # cores busy with anything but this script and its fresh processes (all CPUs' busy time minus ours)
+    other = None if cpu0 is None or cpu1 is None else round(max(cpu1[0] - cpu0[0] - (own1 - own0), 0.0) / wall, 2)
+    info = {**machine_info(), "other_processes_cores": other}
+    table = markdown_table(
+        "case | source tree | first fit s | second fit s",
+        [[r["case"], f"{Path(r['tree']).name} ({r['commit']})", r["first_s"], r["second_s"]] for r in rows],
+    )
+    lines = paragraphs(
+        "# The first fit of a fresh process, end to end",
+        provenance(info, f"; medians of {args.repeats} fresh processes per row")
+        + f" Cores used by other processes meanwhile: {info['other_processes_cores']}.",
+        table,
+    )
+    write_results(args.name, {"info": info, "rows": rows}, lines)
+
+
+if __name__ == "__main__":
+    main()
