@@ -94,6 +94,7 @@ def test_a_count_fits_covariance_from_the_trust_region_is_the_one_computed_afres
     estimate; the covariance from it equals the one that recomputes that root."""
     est = wj.OutputError()
     problem = est.problem(SIR, wj.Dataset([FLU]), key=None, u0=_tied, noise=wj.NegativeBinomial("phi"))
+    assert SIR.bounds is not None
     lo, hi = (jnp.asarray(b) for b in SIR.bounds)
     sol = jax.jit(est.solve)(problem, jnp.array([1.5, 0.5, 3.0, 10.0]), lo, hi)
     assert bool(sol.successful) and sol.extras["jacobian"].shape[1] == 4
