@@ -40,13 +40,19 @@ sir = wj.ODEModel(lambda u, p, t: jnp.stack([-p[0] * u[0] * u[1] / N, p[0] * u[0
                   p[1] * u[1]]), ["S", "I", "R"], ["beta", "gamma", "I0", "phi"],
                   bounds=([0.1, 0.05, 0.5, 0.1], [5.0, 2.0, 20.0, 1000.0]), name="flu")
 tied = lambda p: jnp.stack([N - p[2], p[2], 0.0])
+goodwin = wj.models.goodwin_3d()
+g_data = goodwin.simulate(jax.random.key(0), subsample=4)
+g_p0 = np.clip(np.asarray(goodwin.p_true) * 1.2, *goodwin.model.bounds)
 """
 
-#: case → the fit call (Lorenz: M = 257 samples, 5 % noise; the flu: the Real data guide's counts)
+#: case → the fit call (Lorenz: M = 257 samples, 5 % noise; Goodwin-3D: the Uncertainty guide's, not linear in its
+#: parameters; the flu: the Real data guide's counts)
 CASES = {
     "lorenz-output-error": "wj.OutputError().fit(lorenz.model, data, p0)",
     "lorenz-hybrid": "wj.Hybrid().fit(lorenz.model, data, p0)",
     "lorenz-mle": "wj.MLE().fit(lorenz.model, data, p0)",
+    "lorenz-mle-hessian": "wj.MLE().fit(lorenz.model, data, p0, covariance='hessian')",
+    "goodwin-mle-hessian": "wj.MLE().fit(goodwin.model, g_data, g_p0, covariance='hessian')",
     "flu-output-error-negative-binomial": (
         "wj.OutputError().fit(sir, flu, [1.5, 0.5, 3.0, 10.0], u0=tied, noise=wj.NegativeBinomial('phi'))"
     ),

@@ -214,6 +214,23 @@ def test_mle_starts_from_p0_or_the_wls_estimate(lorenz_data):
         wj.MLE(start="random")
 
 
+def test_the_mles_hessian_covariance_is_its_trust_regions_last_hessian(lorenz_data):
+    """The MLE's solve ends with ∇²ℓ at the estimate (`extras["nll_hessian"]`), so the
+    "hessian" covariance inverts it without differentiating ℓ again: the same matrix as
+    `hessian_covariance`. WLS's trust region minimises another objective: no such extra."""
+    b, data = lorenz_data
+    lik = wj.weak_likelihood(b.model, data)
+    lo, hi = (jnp.asarray(x) for x in b.model.bounds)
+    solve = eqx.filter_jit(lambda est, lik, p0: est.solve(lik, p0, lo, hi))
+    sol = solve(wj.MLE(), lik, jnp.asarray(_box_starts(b, 1)[0]))
+    assert bool(sol.successful) and int(sol.num_steps) > 2
+    kept = np.asarray(eqx.filter_jit(wj.MLE().covariance)(lik, sol, "hessian"))
+    afresh = np.asarray(hessian_covariance(lik, sol.params))
+    assert np.all(np.isfinite(kept))
+    np.testing.assert_allclose(kept, afresh, rtol=1e-9, atol=0)
+    assert "nll_hessian" not in solve(wj.WLS(), lik, sol.params).extras
+
+
 @pytest.mark.slow
 def test_mle_start_both_keeps_the_lower_local_minimum():
     """Hindmarsh-Rose at 20 % noise (M = 256): from the WLS estimate, shrunk towards 0, the

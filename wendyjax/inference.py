@@ -82,19 +82,27 @@ def hessian_covariance(lik: WeakLikelihood, p: Float[Array, " j"]) -> Float[Arra
     r"""$(\nabla^2\ell(p))^{-1}$: NaN for the parameters the Hessian does not determine
     ([`undetermined`][]), the inverse of its block on the others; all NaN where that block
     is not positive definite (not a minimum)."""
-    hess = nll_hessian(lik, p)
+    return _inverse_hessian(nll_hessian(lik, p))
+
+
+def _inverse_hessian(hess: Float[Array, "j j"]) -> Float[Array, "j j"]:
+    """[`hessian_covariance`][] from the Hessian itself."""
     bad = undetermined(hess)
     both = bad[:, None] | bad[None, :]
     inv = spd_inverse(jnp.where(both, jnp.eye(hess.shape[0], dtype=hess.dtype), hess))
     return jnp.where(both, jnp.nan, inv)
 
 
-def parameter_covariance(lik: WeakLikelihood, p: Float[Array, " j"], kind: str = "sandwich"):
-    """Covariance of the estimate `p` by `kind`: `"sandwich"` or `"hessian"`."""
+def parameter_covariance(
+    lik: WeakLikelihood, p: Float[Array, " j"], kind: str = "sandwich", *, hessian: Float[Array, "j j"] | None = None
+) -> Float[Array, "j j"]:
+    r"""Covariance of the estimate `p` by `kind`: `"sandwich"` or `"hessian"`. `hessian`:
+    $\nabla^2\ell(p)$ where it is at hand (WENDy-MLE's trust region ends with it), used by
+    `"hessian"` instead of computing it again."""
     if kind == "sandwich":
         return sandwich_covariance(lik, p)
     if kind == "hessian":
-        return hessian_covariance(lik, p)
+        return hessian_covariance(lik, p) if hessian is None else _inverse_hessian(hessian)
     raise ValueError(f"covariance must be one of {COVARIANCES}, got {kind!r}.")
 
 

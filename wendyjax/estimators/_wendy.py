@@ -119,8 +119,10 @@ class AbstractWENDyEstimator(AbstractEstimator):
         return nll(problem, params)
 
     def covariance(self, problem: WeakLikelihood, solution: Solution, kind: str | None = None):
-        """Covariance of the estimate: "sandwich" (default) or "hessian" (inverse Hessian of ℓ)."""
-        return parameter_covariance(problem, solution.params, kind or "sandwich")
+        """Covariance of the estimate: "sandwich" (default) or "hessian" (inverse Hessian of ℓ;
+        from the solution's `extras["nll_hessian"]` where its solve kept it)."""
+        hessian = solution.extras.get("nll_hessian")
+        return parameter_covariance(problem, solution.params, kind or "sandwich", hessian=hessian)
 
     def batch_problems(
         self,
@@ -322,7 +324,8 @@ class MLE(AbstractWENDyEstimator):
             RESULTS.cholesky_failed,
             sol.result,
         )
-        return Solution(sol.params, sol.objective, sol.num_steps, result)
+        # the trust region's last Hessian is ∇²ℓ at the estimate: the "hessian" covariance's
+        return Solution(sol.params, sol.objective, sol.num_steps, result, {"nll_hessian": sol.hess})
 
     def solve(self, lik, p0, lower, upper) -> Solution:
         if lik.noiseless:
