@@ -198,6 +198,29 @@ def write_results(stem: str, data=None, markdown=None, *, indent: int = 1, defau
     return [RESULTS / f"{stem}{suffix}" for suffix in texts]
 
 
+def summary(values) -> dict:
+    """Mean, sd (ddof = 1; 0 for one value), median, min and max of `values`, as floats."""
+    x = np.asarray(values, float)
+    sd = float(x.std(ddof=1)) if x.size > 1 else 0.0
+    return {
+        "mean": float(x.mean()),
+        "sd": sd,
+        "median": float(np.median(x)),
+        "min": float(x.min()),
+        "max": float(x.max()),
+    }
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (figures go to files)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def matches(ours: dict, paper: dict, n_runs: int) -> bool:
     """Rummel et al. 2025's medians matched (keys "mse", "cov"): our MSE ≤ the paper's × (1 + 3√(2/N)),
     3 sd of a χ²-type mean, and our 2√C coverage ≥ the paper's − 3 binomial sd of a 95 % coverage."""
