@@ -182,20 +182,30 @@ def paragraphs(*blocks) -> list[str]:
     return [line for i, b in enumerate(blocks) for line in [""] * (i > 0) + ([b] if isinstance(b, str) else b)]
 
 
-def write_results(stem: str, data=None, markdown=None, *, indent: int = 1, default=None) -> list[Path]:
+def write_results(stem: str, data=None, markdown=None, *, indent: int = 1, default=None, echo=False) -> list[Path]:
     """Write `benchmarks/results/<stem>.json` (`data`, with `json.dumps(..., indent, default)`)
-    and `<stem>.md` (`markdown`: a string or a list of lines), either one optional; `stem`
-    may name a subfolder ("gpu/x"). Returns the paths written."""
+    and `<stem>.md` (`markdown`: a string or a list of lines; printed too with `echo`), either one
+    optional; `stem` may name a subfolder ("gpu/x"). Returns the paths written."""
     texts = {}
     if data is not None:
         texts[".json"] = json.dumps(data, indent=indent, default=default) + "\n"
     if markdown is not None:
         text = markdown if isinstance(markdown, str) else "\n".join(markdown)
         texts[".md"] = text if text.endswith("\n") else text + "\n"
+        if echo:
+            print(text)
     for suffix, text in texts.items():
         (RESULTS / f"{stem}{suffix}").parent.mkdir(parents=True, exist_ok=True)
         (RESULTS / f"{stem}{suffix}").write_text(text)
     return [RESULTS / f"{stem}{suffix}" for suffix in texts]
+
+
+def save_figure(fig, stem: str, dpi: int = 120) -> None:
+    """`fig` (matplotlib) to `benchmarks/results/<stem>.png`, laid out tight, then closed."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(RESULTS / f"{stem}.png", dpi=dpi)
+    pyplot().close(fig)
 
 
 def summary(values) -> dict:

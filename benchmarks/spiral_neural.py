@@ -1,38 +1,24 @@
 """Neural ODE on the damped spiral: integral matching vs diffrax backprop and adjoint (Anonymous 2025 Table 3, Fig. 1).
 
-Run from the repository root::
-
-    python benchmarks/spiral_neural.py            # full: 3 seeds, training budgets 60 s / 60 s
-    python benchmarks/spiral_neural.py --quick    # 1 seed, budgets 15 s
+    python benchmarks/spiral_neural.py [--quick]   # 3 seeds, training budgets 60 s (--quick: 1 seed, 15 s)
     python benchmarks/spiral_neural.py --t-train 25 --no-per-gradient --name spiral_neural_all  # train on all data
 
-Chen et al.'s spiral with 1 % noise, a 50-unit ReLU field on u³, trained on t ≤ 20: time per gradient (per
-jitted call and inside a compiled loop) of integral matching against backprop through Tsit5 and the
-continuous adjoint, and the training runs (integral matching, refined by output error; Adam on 20-window
-minibatches for the solvers). Protocol: docs/pages/papers/integral-matching2025.md. Target (issue 6): ≥ 100×
-faster per gradient than backprop, ≥ 1000× than the adjoint. Writes `benchmarks/results/spiral_neural.{json,md,png}`.
+Chen et al.'s spiral with 1 % noise, a 50-unit ReLU field on u³, trained on t ≤ 20: time per gradient (per jitted
+call and inside a compiled loop) of integral matching against backprop through Tsit5 and the continuous adjoint
+(targets ≥ 100× and ≥ 1000×), and training (integral matching, refined by output error; Adam on 20-window
+minibatches for the solvers). Writes `benchmarks/results/spiral_neural.{json,md,png}` (`--name`: another stem).
 """
 
 import datetime
 import statistics
 import time
 
+import _common as cm
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from _common import (
-    RESULTS,
-    bench,
-    command,
-    machine_info,
-    machine_line,
-    markdown_table,
-    paragraphs,
-    parser,
-    write_results,
-)
 
 import wendyjax as wj
 from wendyjax.baselines import trajectory_loss_gradient
@@ -90,37 +76,28 @@ def in_loop(grad, n):
 
 def per_gradient(train, field, est):
     params, static = eqx.partition(field, eqx.is_inexact_array)
-    problem = est.subintervals(train)
     rhs = lambda u, p, t: eqx.combine(p, static)(u, t)  # noqa: E731
-    index = jnp.arange(BATCH)
-    im_batch = jax.grad(lambda p, idx, pr: integral_matching_loss(rhs, p, pr, idx))
-    im_all = jax.grad(lambda p, pr: integral_matching_loss(rhs, p, pr))
     vf = lambda t, x, p: eqx.combine(p, static)(x, t)  # noqa: E731
     t, y, x0 = jnp.asarray(train.t), jnp.asarray(train.u), jnp.asarray(train.u[0])
-    batch = windows(train, jax.random.key(0))
-    k = est.order
-    methods = {  # name: (gradient, its extra arguments, f evaluations, gradients per compiled loop)
-        "integral matching (batch of 64)": (im_batch, (index, problem), 2 * k * BATCH, 2000),
-        "integral matching (all subintervals)": (im_all, (problem,), 2 * k * int(problem.X.shape[0]), 500),
+    im = jax.grad(lambda p, idx, pr: integral_matching_loss(rhs, p, pr, idx))
+    # name: (gradient, its extra arguments, f evaluations, gradients per compiled loop)
+    methods = {
+        "integral matching (batch of 64)": (
+            im,
+            (jnp.arange(BATCH), est.subintervals(train)),
+            2 * est.order * BATCH,
+            2000,
+        )
     }
     for mode, name, n_loop in (("backprop", "backprop through Tsit5", 20), ("backsolve", "continuous adjoint", 4)):
         nfe = trajectory_loss_gradient(vf, params, x0, t, y, mode=mode, count=True)[2].total
         methods[name] = (lambda p, mode=mode: trajectory_loss_gradient(vf, p, x0, t, y, mode=mode)[1], (), nfe, n_loop)
-        methods[f"{name} (20 windows)"] = (
-            lambda p, mode=mode: trajectory_loss_gradient(vf, p, *batch, mode=mode)[1],
-            (),
-            float("nan"),
-            5 * n_loop,
-        )
     rows = {}
     for name, (grad, args, nfe, n_loop) in methods.items():
-        _, rows[name] = bench(jax.jit(grad), params, *args, cfg=TIMING)
-        _, looped = bench(in_loop(grad, n_loop), params, *args, cfg=TIMING)
+        _, rows[name] = cm.bench(jax.jit(grad), params, *args, cfg=TIMING)
+        _, looped = cm.bench(in_loop(grad, n_loop), params, *args, cfg=TIMING)
         rows[name].update(nfe=nfe, loop_s=looped["median_s"] / n_loop, loop_n=n_loop)
-        print(
-            f"  per gradient, {name}: {rows[name]['median_s']:.3g} s per call, {rows[name]['loop_s']:.3g} s in a loop",
-            flush=True,
-        )
+        print(f"  {name}: {rows[name]['median_s']:.3g} s per gradient per call, {rows[name]['loop_s']:.3g} s in a loop")
     return rows
 
 
@@ -150,13 +127,8 @@ def train_solver(b, train, clean, field, mode, budget, seed):
             start += time.perf_counter() - start - elapsed  # the evaluation is not training time
     elapsed = time.perf_counter() - start
     curve.append([elapsed, float(loss), *heldout_rmse(eqx.combine(params, static), b, clean, train)])
-    return {
-        "steps": steps,
-        "seconds": elapsed,
-        "heldout_rmse": curve[-1][2],
-        "full_rmse": curve[-1][3],
-        "status": failure or "budget spent",
-        "curve": curve,
+    return dict(steps=steps, seconds=elapsed, heldout_rmse=curve[-1][2], full_rmse=curve[-1][3], curve=curve) | {
+        "status": failure or "budget spent"
     }
 
 
@@ -166,15 +138,8 @@ def train_im(b, train, clean, field, est, seed):
     held, full = heldout_rmse(fit.params, b, clean, train)
     per_chunk = fit.seconds / max(len(fit.history), 1)
     curve = [[per_chunk * (i + 1), float(v)] for i, v in enumerate(fit.history)]
-    return {
-        "steps": fit.num_steps,
-        "seconds": fit.seconds,
-        "heldout_rmse": held,
-        "full_rmse": full,
-        "status": fit.message or "successful",
-        "curve": curve,
-        "field": fit.params,
-    }
+    out = dict(steps=fit.num_steps, seconds=fit.seconds, heldout_rmse=held, full_rmse=full, curve=curve)
+    return out | {"status": fit.message or "successful", "field": fit.params}
 
 
 def refine(b, train, clean, field_im, im_run):
@@ -187,19 +152,12 @@ def refine(b, train, clean, field_im, im_run):
     fit = oe.fit(model, train, p, bounds=None)
     seconds = time.perf_counter() - start
     held, full = heldout_rmse(rebuild(jnp.asarray(fit.params)), b, clean, train)
-    return {
-        "steps": fit.num_steps,
-        "seconds": im_run["seconds"] + seconds,
-        "refine_seconds": seconds,
-        "heldout_rmse": held,
-        "full_rmse": full,
-        "status": fit.message or "successful",
-        "curve": [],
-    }
+    out = dict(steps=fit.num_steps, seconds=im_run["seconds"] + seconds, refine_seconds=seconds, heldout_rmse=held)
+    return out | {"full_rmse": full, "status": fit.message or "successful", "curve": []}
 
 
 def main():
-    ap = parser(__doc__)
+    ap = cm.parser(__doc__)
     ap.add_argument("--quick", action="store_true", help="1 seed, training budgets 15 s")
     ap.add_argument("--no-training", action="store_true", help="skip the backprop / adjoint training runs")
     ap.add_argument("--no-per-gradient", action="store_true", help="skip the per-gradient timings")
@@ -212,9 +170,9 @@ def main():
     est = wj.IntegralMatching(
         order=10, length=0.5, solver=wj.Gradient(adam, batch_size=BATCH, chunk=250, patience=10), max_steps=20_000
     )
-    out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "seeds": seeds, "budget_s": budget}
+    out = {"date": datetime.date.today().isoformat(), "machine": cm.machine_info(), "seeds": seeds, "budget_s": budget}
     out |= {"noise": 0.01, "t_train": args.t_train, "order": est.order, "length": est.length, "batch": BATCH}
-    out |= {"name": args.name, "per_gradient": [], "training": [], "command": command()}
+    out |= {"name": args.name, "per_gradient": [], "training": [], "command": cm.command()}
     for seed in seeds:
         b, train, clean, field = setup(seed, args.t_train)
         im = train_im(b, train, clean, field, est, seed)
@@ -250,21 +208,15 @@ def write(out):
 
     blocks = [
         f"# Spiral neural ODE: integral matching vs diffrax (Anonymous 2025 Table 3) — {out['date']}",
-        f"Machine: {machine_line(out['machine'])}, {out['machine']['devices']}. "
+        f"Machine: {cm.machine_line(out['machine'])}, {out['machine']['devices']}. "
         f"Seeds {out['seeds']}; medians over seeds; training data t ≤ {out['t_train']:g}.",
     ]
     if out["per_gradient"]:
         im = med("median_s", "integral matching (batch of 64)")
         im_loop = med("loop_s", "integral matching (batch of 64)")
         rows = [
-            [
-                n,
-                med("median_s", n),
-                med("loop_s", n),
-                med("nfe", n),
-                med("median_s", n) / im,
-                med("loop_s", n) / im_loop,
-            ]
+            [n, *(med(k, n) for k in ("median_s", "loop_s", "nfe")), med("median_s", n) / im]
+            + [med("loop_s", n) / im_loop]
             for n in out["per_gradient"][0]
         ]
         blocks += [
@@ -272,52 +224,40 @@ def write(out):
             "Per call: one jitted gradient per Python call (median, dispatch included). In a compiled loop: "
             "the median time of a jitted `lax.scan` of n dependent gradient steps, divided by n (how the training "
             "loop runs them; Anonymous 2025's 1.8e-5 s per integral-matching gradient is of this kind).",
-            markdown_table(
+            cm.markdown_table(
                 "method | per call (s) | in a compiled loop (s) | f evaluations | × IM per call | × IM in loop", rows
             ),
             ["- " + verdict("median_s", im, "per call"), "- " + verdict("loop_s", im_loop, "in a compiled loop")],
         ]
-    md = paragraphs(
+    md = cm.paragraphs(
         *blocks,
         f"## Training (budget {out['budget_s']:g} s for the solver methods)",
-        markdown_table("method | wall time (s) | steps | held-out RMSE (%) | RMSE on [0, 25] (%)", trows),
+        cm.markdown_table("method | wall time (s) | steps | held-out RMSE (%) | RMSE on [0, 25] (%)", trows),
         "Anonymous 2025 Table 3 (Xeon 8260, PyTorch/JAX): RMSE 1.61 / 1.78 / 1.83 %, gradient time "
         "1.8e-5 / 5.0e-2 / 4.5e-1 s, total 2.08 / 100.5 / 959.8 s (IMATCH / BPTT / adjoint).",
         f"Reproduce: `{out['command']}`",
     )
-    write_results(out["name"], out, md)
+    cm.write_results(out["name"], out, md, echo=True)
     plot(out)
-    print("\n".join(md))
 
 
 def plot(out):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(1, 2, figsize=(10, 4))
+    fig, ax = cm.pyplot().subplots(1, 2, figsize=(10, 4))
     for name, color in (("backprop through Tsit5", "tab:red"), ("continuous adjoint", "tab:orange")):
         for i, runs in enumerate(r for r in out["training"] if name in r):
             c = np.asarray(runs[name]["curve"])
             ax[0].semilogy(c[:, 0], 100 * c[:, 3], color=color, label=name if i == 0 else None)
     for i, runs in enumerate(out["training"]):
         for name, color in (("integral matching", "tab:blue"), ("integral matching + output error", "tab:green")):
-            ax[0].scatter(
-                [runs[name]["seconds"]],
-                [100 * runs[name]["full_rmse"]],
-                color=color,
-                label=name if i == 0 else None,
-                zorder=3,
-            )
+            r, label = runs[name], name if i == 0 else None
+            ax[0].scatter([r["seconds"]], [100 * r["full_rmse"]], color=color, label=label, zorder=3)
         c = np.asarray(runs["integral matching"]["curve"])
         ax[1].semilogy(c[:, 0], c[:, 1], color="tab:blue", label="integral matching ℓ" if i == 0 else None)
     ax[0].set(xlabel="training wall time (s)", ylabel="RMSE on [0, 25] (%)", title="fitted ODE vs truth")
     ax[1].set(xlabel="wall time (s)", ylabel="integral-matching loss", title="integral matching training")
     ax[0].legend(loc="upper right", fontsize=8)
     ax[1].legend()
-    fig.tight_layout()
-    fig.savefig(RESULTS / f"{out['name']}.png", dpi=120)
+    cm.save_figure(fig, out["name"])
 
 
 if __name__ == "__main__":

@@ -1,21 +1,12 @@
 """Batched studies: a whole study and bootstrap by stage, and (`--throughput`) vmapped fits against a loop.
 
-    python benchmarks/study_pipeline.py          # CPU: Lorenz studies of 32 and 64 runs, bootstraps B = 20, 200
-    python benchmarks/study_pipeline.py --gpu    # 64, 256 and 1024 runs, into results/gpu/
-    OPENBLAS_THREAD_TIMEOUT=4 python benchmarks/study_pipeline.py --throughput --runs 64   # logistic + lorenz
-    python benchmarks/study_pipeline.py --throughput --runs 64 --devices 2 --name study_throughput_2dev
+    python benchmarks/study_pipeline.py          # Lorenz studies of 32 and 64 runs, bootstraps B = 20, 200
+    OPENBLAS_THREAD_TIMEOUT=4 python benchmarks/study_pipeline.py --throughput --runs 64 [--devices 2]
 
-Default, end to end: Lorenz, M = 1024, 5 % noise, WENDy-MLE, medians of `--repeats` calls after one that
-compiles: `monte_carlo` studies of R runs and `bootstrap`s of one fit with their stage seconds (`timings`), and
-the studies' batched build of R likelihoods (`wj.weak.build_batch`) against one `weak_likelihood` per dataset,
-stacked, with their largest difference in ℓ, ∇ℓ, ∇²ℓ at p*. `study_pipeline_9119ae6.md`: this on the tree of
-commit 9119ae6. Results: `benchmarks/results/study_pipeline.{json,md}` (`--gpu`: `results/gpu/`).
-
-`--throughput`, the fits alone: the same WENDy-MLE fits of `--runs` datasets (Rummel et al. 2025 protocol, 5 %
-noise, M = 256, one padded K), side by side: `vmap` and `lax.map` of `MLE().solve` (what `monte_carlo` runs per
-chunk with `vectorize=True` and `False`), a Python loop of the jitted single solve, and with `--devices N` the
-`lax.map` inside a `shard_map` over N XLA CPU devices; host BLAS on one thread as in the studies. Results:
-`benchmarks/results/study_throughput.{json,md}`. `--name` writes either under another stem.
+Default: Lorenz, M = 1024, 5 % noise, WENDy-MLE, `monte_carlo` studies and `bootstrap`s with their stage seconds,
+medians of `--repeats` calls after one that compiles (`study_pipeline.{json,md}`). `--throughput`: the same fits
+alone (Rummel et al. 2025 protocol, M = 256) by `vmap`, `lax.map` and a Python loop of the jitted solve, and with
+`--devices N` sharded over N CPU devices (`study_throughput.{json,md}`). `--name`: another stem.
 """
 
 import statistics
@@ -67,27 +58,6 @@ def study_row(zoo, n_runs: int, repeats: int) -> dict:
     }
 
 
-def build_row(zoo, n_runs: int, repeats: int) -> dict:
-    datasets = [zoo.simulate(jax.random.key(100 + i), 0.05) for i in range(n_runs)]
-    builds = {
-        "per_dataset": lambda: wj.weak.stack_likelihoods([wj.weak_likelihood(zoo.model, d) for d in datasets]),
-        "batched": lambda: wj.weak.build_batch(zoo.model, datasets).likelihoods(),
-    }
-    out, s = {}, {}
-    for name, fn in builds.items():
-        out[name], timing = bench(fn, cfg=(repeats, 0.0, 0.0, repeats))  # after a first call
-        s[name] = timing["median_s"]
-    p, diff = jnp.asarray(zoo.p_true), 0.0
-    for f in (wj.weak.nll, wj.weak.nll_grad, wj.weak.nll_hessian):
-        a, b = (np.asarray(jax.vmap(f, in_axes=(0, None))(out[k], p)) for k in ("batched", "per_dataset"))
-        diff = max(diff, float(np.max(np.abs(a - b)) / np.max(np.abs(b))))
-    return {
-        **{"kind": "build", "runs": n_runs, "per_dataset_s": s["per_dataset"], "batched_s": s["batched"]},
-        **{"speedup": s["per_dataset"] / s["batched"], "per_dataset_ms_per_run": 1e3 * s["per_dataset"] / n_runs},
-        **{"batched_ms_per_run": 1e3 * s["batched"] / n_runs, "max_rel_diff": diff},
-    }
-
-
 def bootstrap_row(zoo, n_boot: int, repeats: int) -> dict:
     data = zoo.simulate(jax.random.key(7), 0.05)
     fit = wj.MLE().fit(zoo.model, data, p0=[8.0, 25.0, 2.0])
@@ -104,7 +74,7 @@ def pipeline_markdown(rows, info, repeats) -> list[str]:
     def g(r, *keys):
         return [f"{r[k]:.3g}" for k in keys]
 
-    kinds = {kind: [r for r in rows if r["kind"] == kind] for kind in ("study", "build", "bootstrap")}
+    kinds = {kind: [r for r in rows if r["kind"] == kind] for kind in ("study", "bootstrap")}
     blocks = [
         "# A study and a bootstrap end to end, by stage (Lorenz, M = 1024, 5 % noise, WENDy-MLE)",
         f"Command: `{command()}`; machine: {machine_line(info)}; {utc_now()}. Medians of {repeats} warm calls "
@@ -123,18 +93,6 @@ def pipeline_markdown(rows, info, repeats) -> list[str]:
                 ],
             )
         )
-    if kinds["build"]:
-        blocks += [
-            "The build alone, batched against one build per dataset (stacked):",
-            markdown_table(
-                "datasets | batched ms/dataset | per dataset ms/dataset | speed-up | max rel. diff of ℓ, ∇ℓ, ∇²ℓ",
-                [
-                    [r["runs"], f"{r['batched_ms_per_run']:.1f}", f"{r['per_dataset_ms_per_run']:.1f}"]
-                    + [f"{r['speedup']:.1f}x", f"{r['max_rel_diff']:.1e}"]
-                    for r in kinds["build"]
-                ],
-            ),
-        ]
     if kinds["bootstrap"]:
         blocks += [
             "Parametric bootstrap of one fit:",
@@ -240,30 +198,26 @@ def throughput(args, info):
 def main():
     ap = parser(__doc__)
     ap.add_argument("--throughput", action="store_true", help="the batched fits alone against a loop")
-    ap.add_argument(
-        "--runs", type=int, nargs="+", help="study sizes (default: 32 64; --gpu 64 256 1024; --throughput 32)"
-    )
+    ap.add_argument("--runs", type=int, nargs="+", help="study sizes (default: 32 64; --throughput 32)")
     ap.add_argument("--boot", type=int, nargs="+", default=[20, 200], help="bootstrap sizes B")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--gpu", action="store_true", help="the GPU sizes, results under results/gpu/")
     ap.add_argument("--models", nargs="+", default=["logistic", "lorenz"], help="--throughput: wj.models")
     ap.add_argument("--devices", type=int, default=1, help="--throughput: XLA CPU devices; >1 also times sharded fits")
-    ap.add_argument("--name", help="results file stem (default study_pipeline, gpu/study_pipeline, study_throughput)")
+    ap.add_argument("--name", help="results file stem (default study_pipeline, study_throughput)")
     args = ap.parse_args()
     if args.devices > 1:  # before jax starts its backend
         jax.config.update("jax_num_cpu_devices", args.devices)
     info = machine_info()
     if args.throughput:
         return throughput(args, info)
-    runs = args.runs or ([64, 256, 1024] if args.gpu else [32, 64])
-    name = args.name or ("gpu/study_pipeline" if args.gpu else "study_pipeline")
     zoo, rows = wj.models.lorenz(), []
-    jobs = [*((study_row, n) for n in runs), (build_row, runs[0]), *((bootstrap_row, b) for b in args.boot)]
+    jobs = [*((study_row, n) for n in args.runs or [32, 64]), *((bootstrap_row, b) for b in args.boot)]
     for row, n in jobs:  # the results are rewritten after each row
         rows.append(row(zoo, n, args.repeats))
         print({k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in rows[-1].items()}, flush=True)
         data = {"command": command(), "date": utc_now(), "machine": info, "rows": rows}
-        write_results(name, data, pipeline_markdown(rows, info, args.repeats), indent=2, default=float)
+        md = pipeline_markdown(rows, info, args.repeats)
+        write_results(args.name or "study_pipeline", data, md, indent=2, default=float)
 
 
 if __name__ == "__main__":

@@ -1,48 +1,33 @@
 """wendyjax against scipy's forward-solve least squares (FSNLS): WENDy-MLE, or output error (`--estimator oe`).
 
     OPENBLAS_THREAD_TIMEOUT=4 python benchmarks/wendy_vs_fsnls.py   # WENDy-MLE, Lorenz, 10 seeds × 5 and 10 % noise
-    python benchmarks/wendy_vs_fsnls.py --estimator oe              # output error, Lorenz and FitzHugh–Nagumo
-    python benchmarks/wendy_vs_fsnls.py [--estimator oe] --quick    # 2 seeds (WENDy-MLE: a tiny scipy cap)
+    python benchmarks/wendy_vs_fsnls.py --estimator oe [--quick]    # output error, Lorenz and FitzHugh–Nagumo
 
-scipy, what users do today: `solve_ivp` (RK45, rtol 1e-6, atol 1e-8) inside `least_squares` (LM, max_nfev 600)
-fitting (p, u0) from p₀ and the first data row, unbounded; a forward solve that fails or passes its budget of
-rhs calls gives residual 1e6 on the samples it misses; one timed fit per seed. Data key `PRNGKey(seed)`. wendyjax:
-the jitted solve, medians of repeated calls after the first (compile = first − median).
+scipy: `solve_ivp` (RK45, rtol 1e-6, atol 1e-8) inside `least_squares` (LM, max_nfev 600) fitting (p, u0) from p₀
+and the first data row, unbounded; a forward solve that fails or passes its budget of rhs calls gives residual 1e6
+on the samples it misses; one timed fit per seed. Data key `PRNGKey(seed)`. wendyjax: the jitted solve, medians
+of repeated calls after the first (compile = first − median).
 
-WENDy-MLE (Rummel et al. 2025 Table 2 protocol): Lorenz, M = 1024, p₀ ~ U(box) from `default_rng(1000 + seed)`
-for both; `wj.weak_likelihood` + `MLE(start="best").solve` in the box; time per fit = build + solve; 50 000 rhs
-calls per scipy solve. Target: ≥ 50× faster, more accurate. Results: `benchmarks/results/wendy_vs_fsnls.{json,md}`.
+WENDy-MLE (Rummel et al. 2025 Table 2 protocol): Lorenz, M = 1024, p₀ ~ U(box) from `default_rng(1000 + seed)`;
+`wj.weak_likelihood` + `MLE(start="best").solve` in the box, time per fit = build + solve; 50 000 rhs calls per
+scipy solve. Target: ≥ 50× faster, more accurate. Results: `wendy_vs_fsnls.{json,md}`.
 
-Output error: Lorenz (M = 1024 on [0, 10]) and FitzHugh–Nagumo (M = 1024 on [0, 25], Bortz et al. 2023's p*),
-5 % noise, p₀ = p*·(1 + 0.1·v), v ~ U(−1, 1) from `default_rng(1000 + seed)` (near the truth: both reach the same
-minimum); both fit (p, u₀) by unweighted least squares (Rummel et al. 2025 eq. 11), unbounded: `OutputError().solve`
-(Tsit5, rtol 1e-6, atol 1e-8; optimistix LM, tolerances 1e-8); 200 000 rhs calls per scipy solve. Target (issue
-5): ≥ 10× faster per fit with equal accuracy. Results: `benchmarks/results/output_error_vs_scipy.{json,md}`.
-`--name` writes either under another stem.
+Output error: Lorenz (M = 1024 on [0, 10]) and FitzHugh–Nagumo (M = 1024 on [0, 25]), 5 % noise, p₀ = p*·(1 + 0.1·v),
+v ~ U(−1, 1) from `default_rng(1000 + seed)`; both fit (p, u₀) by unweighted least squares, unbounded:
+`OutputError().solve` (Tsit5, rtol 1e-6, atol 1e-8); 200 000 rhs calls per scipy solve. Target: ≥ 10× faster per
+fit with equal accuracy. Results: `output_error_vs_scipy.{json,md}`. `--name`: another stem.
 """
 
 import time
 import warnings
 from statistics import median
 
+import _common as cm
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy
-from _common import (
-    bench,
-    cpu_busy_seconds,
-    machine_info,
-    machine_line,
-    markdown_table,
-    other_cpu_load,
-    paragraphs,
-    parser,
-    provenance,
-    utc_now,
-    write_results,
-)
 from scipy.integrate import solve_ivp
 from scipy.optimize import least_squares
 
@@ -110,16 +95,14 @@ def fit_scipy(rhs, data, p0, p_true, max_nfev, max_rhs):
         r[~np.isfinite(r)] = FAIL_RESIDUAL
         return r.ravel()
 
-    cpu0, t0 = cpu_busy_seconds(), time.perf_counter()
+    cpu0, t0 = cm.cpu_busy_seconds(), time.perf_counter()
     res = least_squares(residual, np.concatenate([np.asarray(p0, float), u_data[0]]), method="lm", max_nfev=max_nfev)
     wall = time.perf_counter() - t0
-    return {
-        **{"params": res.x[:n_params].tolist(), "u0": res.x[n_params:].tolist()},
-        **{"rel_err": rel_err(res.x[:n_params], p_true), "time_s": wall, "nfev": int(res.nfev), **counts},
-        **{"status": int(res.status), "message": res.message, "hit_cap": bool(res.status == 0)},
-        **{"converged": bool(res.status > 0), "cost": float(res.cost)},
-        "other_processes_cores": other_cpu_load(cpu0, cpu_busy_seconds(), wall),
-    }
+    p = res.x[:n_params]
+    out = dict(params=p.tolist(), u0=res.x[n_params:].tolist(), rel_err=rel_err(p, p_true))
+    out |= dict(time_s=wall, nfev=int(res.nfev), **counts, status=int(res.status), message=res.message)
+    out |= dict(hit_cap=bool(res.status == 0), converged=bool(res.status > 0), cost=float(res.cost))
+    return out | {"other_processes_cores": cm.other_cpu_load(cpu0, cm.cpu_busy_seconds(), wall)}
 
 
 def fit_ours(estimator, b, data, p0, quick):
@@ -127,22 +110,20 @@ def fit_ours(estimator, b, data, p0, quick):
     p0 = jnp.asarray(p0, dtype=jnp.float64)
     out = {}
     if estimator == "mle":
-        lik, t_build = bench(wj.weak_likelihood, b.model, data, cfg=(1, 0.0, 1.0, 1) if quick else (3, 0.0, 5.0, 3))
+        lik, t_build = cm.bench(wj.weak_likelihood, b.model, data, cfg=(1, 0.0, 1.0, 1) if quick else (3, 0.0, 5.0, 3))
         lo, hi = (jnp.asarray(x, float) for x in b.model.bounds)
-        sol, t_solve = bench(_solve_mle, lik, p0, lo, hi, cfg=(2, 0.0, 1.0, 1) if quick else (5, 0.5, 5.0, 3))
+        sol, t_solve = cm.bench(_solve_mle, lik, p0, lo, hi, cfg=(2, 0.0, 1.0, 1) if quick else (5, 0.5, 5.0, 3))
         out = {"K": lik.problem.phi.shape[1], "build_s": t_build["median_s"], "solve_s": t_solve["median_s"]}
     else:
         problem = output_error_problem(b.model, data, weighted=False)
-        sol, t_solve = bench(
+        sol, t_solve = cm.bench(
             _solve_oe, problem, p0, *(jnp.full(len(p0), x) for x in (-jnp.inf, jnp.inf)), cfg=(3, 0.5, 10.0, 2)
         )
         t_build = {"median_s": 0.0}
-    return {
-        **{"params": np.asarray(sol.params).tolist(), "rel_err": rel_err(sol.params, b.p_true), **out},
-        **{"steps": int(sol.num_steps), "status": wj.RESULTS[sol.result] or "successful"},
-        **{"converged": bool(np.all(np.asarray(sol.successful))), "objective": float(sol.objective)},
-        **{"time_s": t_build["median_s"] + t_solve["median_s"], "compile_s": t_solve["compile_s"], "solve": t_solve},
-    }
+    out |= dict(params=np.asarray(sol.params).tolist(), rel_err=rel_err(sol.params, b.p_true), steps=int(sol.num_steps))
+    out |= dict(status=wj.RESULTS[sol.result] or "successful", converged=bool(np.all(np.asarray(sol.successful))))
+    out |= dict(objective=float(sol.objective), time_s=t_build["median_s"] + t_solve["median_s"], solve=t_solve)
+    return out | {"compile_s": t_solve["compile_s"]}
 
 
 def summarise(system, noise, runs, target):
@@ -152,22 +133,19 @@ def summarise(system, noise, runs, target):
         w.update({f"median_{k}": median(x[k] for x in ws) for k in ("build_s", "solve_s")})
     s = {f"median_{k}": median(x[k] for x in ss) for k in ("rel_err", "time_s", "nfev", "forward_solves")}
     w_err, s_err = w["median_rel_err"], s["median_rel_err"]
-    return {
-        **{"system": system, "noise_ratio": noise, "n_fits": len(runs), "wendyjax": w, "scipy": s},
-        "compile_s": ws[0]["compile_s"],  # the first fit compiles (the same shapes after it)
-        "wendyjax_unsuccessful": sum(not x["converged"] for x in ws),
-        **{f"scipy_{k}": sum(x[k] > 0 for x in ss) for k in ("ivp_failures", "ivp_budget_stops")},
-        **{"scipy_not_converged": sum(not x["converged"] for x in ss), "scipy_hit_cap": sum(x["hit_cap"] for x in ss)},
-        "speedup": s["median_time_s"] / w["median_time_s"],
-        "speedup_solve_only": s["median_time_s"] / w.get("median_solve_s", w["median_time_s"]),
-        "speedup_met": s["median_time_s"] / w["median_time_s"] >= target,
-        "more_accurate": bool(w_err < s_err),
-        "equal_accuracy": abs(w_err - s_err) <= 0.1 * max(w_err, s_err),  # medians within 10 % of each other
-    }
+    out = dict(system=system, noise_ratio=noise, n_fits=len(runs), wendyjax=w, scipy=s, compile_s=ws[0]["compile_s"])
+    out |= {f"scipy_{k}": sum(x[k] > 0 for x in ss) for k in ("ivp_failures", "ivp_budget_stops")}
+    out |= dict(wendyjax_unsuccessful=sum(not x["converged"] for x in ws), scipy_hit_cap=sum(x["hit_cap"] for x in ss))
+    out |= dict(
+        scipy_not_converged=sum(not x["converged"] for x in ss), speedup=s["median_time_s"] / w["median_time_s"]
+    )
+    out["speedup_solve_only"] = s["median_time_s"] / w.get("median_solve_s", w["median_time_s"])
+    out |= dict(speedup_met=out["speedup"] >= target, more_accurate=bool(w_err < s_err))
+    return out | {"equal_accuracy": abs(w_err - s_err) <= 0.1 * max(w_err, s_err)}  # medians within 10 % of each other
 
 
 def main():
-    ap = parser(__doc__)
+    ap = cm.parser(__doc__)
     ap.add_argument("--estimator", choices=("mle", "oe"), default="mle", help="WENDy-MLE or output error")
     ap.add_argument("--quick", action="store_true", help="smoke run: 2 seeds (WENDy-MLE: scipy's max_nfev 10)")
     ap.add_argument("--seeds", type=int, default=None, help="seeds per noise level (default 10, --quick: 2)")
@@ -177,8 +155,8 @@ def main():
     proto = PROTOCOL[args.estimator]
     seeds, noises = range(args.seeds or (2 if args.quick else 10)), args.noise or proto["noise"]
     max_nfev = 10 if args.quick and args.estimator == "mle" else MAX_NFEV
-    info = {**machine_info(), "scipy": scipy.__version__}
-    print(f"{args.estimator} vs scipy RK45 + LM; {machine_line(info)}; {len(seeds)} seeds × noise {noises}")
+    info = {**cm.machine_info(), "scipy": scipy.__version__}
+    print(f"{args.estimator} vs scipy RK45 + LM; {cm.machine_line(info)}; {len(seeds)} seeds × noise {noises}")
     runs, summary, seed_rows = [], [], []
     for system in proto["systems"]:
         b, rhs = getattr(wj.models, system)(), scipy_rhs(system)
@@ -189,14 +167,11 @@ def main():
             for seed in seeds:
                 data = b.simulate(jax.random.PRNGKey(seed), noise, subsample=1)
                 rng = np.random.default_rng(1000 + seed)
-                if args.estimator == "mle":
-                    p0 = rng.uniform(*(np.asarray(x, float) for x in b.model.bounds))
-                else:
-                    p0 = p_true * (1 + 0.1 * rng.uniform(-1, 1, len(p_true)))
+                box = rng.uniform(*np.asarray(b.model.bounds, float)) if args.estimator == "mle" else None
+                p0 = p_true * (1 + 0.1 * rng.uniform(-1, 1, len(p_true))) if box is None else box
                 w = fit_ours(args.estimator, b, data, p0, args.quick)
                 s = fit_scipy(rhs, data, p0, p_true, max_nfev, proto["max_rhs"])
-                cell.append({"system": system, "noise_ratio": noise, "seed": seed, "p0": p0.tolist()})
-                cell[-1].update(wendyjax=w, scipy=s)
+                cell.append(dict(system=system, noise_ratio=noise, seed=seed, p0=p0.tolist(), wendyjax=w, scipy=s))
                 scipy_status = (
                     "max_nfev" if s["hit_cap"] else "converged" if s["converged"] else f"status {s['status']}"
                 )
@@ -237,32 +212,30 @@ def main():
     name = args.name or proto["name"]
     protocol = {k: v for k, v in proto.items() if k != "name"} | {"noise": noises, "seeds": list(seeds)}
     protocol |= {"scipy": {"rtol": RTOL, "atol": ATOL, "max_nfev": max_nfev, "fail_residual": FAIL_RESIDUAL}}
-    data = {"script": "benchmarks/wendy_vs_fsnls.py", "date": utc_now(), "estimator": args.estimator}
+    data = {"script": "benchmarks/wendy_vs_fsnls.py", "date": cm.utc_now(), "estimator": args.estimator}
     data |= {"quick": args.quick, "machine": info, "protocol": protocol, "summary": summary, "runs": runs}
-    write_results(name, data, indent=2, default=float)
     doc = __doc__.split("\n\n")
-    md = paragraphs(
+    md = cm.paragraphs(
         f"# {'WENDy-MLE' if args.estimator == 'mle' else 'Output error'}: wendyjax vs scipy's forward-solve NLS",
-        provenance(info, " — **quick smoke run: not a result**" if args.quick else ""),
+        cm.provenance(info, " — **quick smoke run: not a result**" if args.quick else ""),
         *(" ".join(doc[i].split()) for i in (2, 3 if args.estimator == "mle" else 4)),  # scipy's, then ours
         "## Per-fit medians",
-        markdown_table(
+        cm.markdown_table(
             "system | noise | seeds | wendyjax ms/fit | build ms | solve ms | compile s | steps | wendyjax err "
             "| scipy ms/fit | scipy nfev | scipy err | speed-up | wendyjax unsuccessful | scipy not converged "
             "| scipy hit cap | fits w/ failed / over-budget solves",
             rows,
         ),
         "## Targets",
-        markdown_table("target | measured | required | result", targets),
+        cm.markdown_table("target | measured | required | result", targets),
         "## Per seed",
-        markdown_table(
+        cm.markdown_table(
             "system | noise | seed | K | wendyjax err | steps | wendyjax status | wendyjax ms | scipy err | nfev "
             "| forward solves | scipy status | scipy s | failed / over-budget solves",
             seed_rows,
         ),
     )
-    write_results(name, markdown=md)
-    print("\n".join(md))
+    cm.write_results(name, data, md, indent=2, default=float, echo=True)
 
 
 if __name__ == "__main__":
