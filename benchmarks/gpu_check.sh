@@ -71,8 +71,6 @@ step pipeline 200 "$RES/study_pipeline.log" "$PY" benchmarks/study_pipeline.py -
     --repeats 1 --name gpu/study_pipeline
 step fsnls 50 "$RES/wendy_vs_fsnls.log" "$PY" benchmarks/wendy_vs_fsnls.py --seeds 2 --noise 0.05 \
     --name gpu/wendy_vs_fsnls
-step bootstrap 50 "$RES/interval_timing.log" env WENDYJAX_BENCHMARK_RESULTS="$RES" \
-    "$PY" benchmarks/interval_calibration.py --timing
 step throughput 30 "$RES/study_throughput.log" "$PY" benchmarks/study_pipeline.py --throughput --runs 64 \
     --models logistic --name gpu/study_throughput
 step spiral 50 "$RES/spiral_neural.log" "$PY" benchmarks/spiral_neural.py --quick --no-training \

@@ -1,8 +1,6 @@
 """Calibration of the 95 % intervals of WENDy-MLE and the hybrid: coverage and width per method and cell.
 
-    python benchmarks/interval_calibration.py --systems logistic --m 256 --runs 40 --boot 50
-    python benchmarks/interval_calibration.py --timing    # Lorenz, M = 1024: bootstrap B = 200, profiles
-    python benchmarks/interval_calibration.py --report    # rewrite the Markdown from the JSON's cells
+    python benchmarks/interval_calibration.py --systems logistic --m 256 --runs 40 --boot 50 [--estimator hybrid]
 
 Wald (sandwich, inverse Hessian, Gauss-Newton), bootstrap (basic, normal), profile and bootstrap-or-profile, one
 `wj.studies.monte_carlo` per system, noise level and M. Cells accumulate in `results/interval_calibration.json`
@@ -112,22 +110,6 @@ def consistent(c: dict, method: str, alpha: float = 0.05) -> bool:
     return bool(p_cov > sidak and p_width > sidak)
 
 
-def lorenz_timing(boot: int) -> dict:
-    bench = wj.models.lorenz()
-    data = bench.simulate(1, 0.10)
-    fit = wj.MLE().fit(bench.model, data)
-    calls = [lambda key=key: S.bootstrap(wj.MLE(), fit, data, boot, key=key, progress=False) for key in (0, 1)]
-    calls += [lambda: S.profile(wj.MLE(), fit, data, n_points=21)] * 2  # each first call compiles
-    seconds, results = [], []
-    for call in calls:
-        clock = time.perf_counter()
-        results.append(call())
-        seconds.append(time.perf_counter() - clock)
-    out = {"M": len(data.t) - 1, "boot": boot, "failed": results[0].n_failed}
-    out |= {"first_call_s": seconds[0], "second_call_s": seconds[1], "profile_points": 21}
-    return out | {"profile_first_s": seconds[2], "profile_second_s": seconds[3], "commit": _commit()}
-
-
 def _counts(cells, test) -> str:
     counts = {k: (sum(test(c, k) for c in cells), sum(k in c["coverage"] for c in cells)) for k in METHODS}
     return ", ".join(f"{k} {hit}/{n}" for k, (hit, n) in counts.items() if n)
@@ -223,8 +205,6 @@ def markdown(data: dict) -> list[str]:
         data["cells"].values(),
         key=lambda c: (SYSTEMS.index(c["system"]), c["noise"], c["M"], order.index(_estimator(c))),
     )
-    if not cells:  # only the timing (e.g. `gpu_check.sh`'s run into its own results folder)
-        return paragraphs("# Lorenz bootstrap and profile timing", _timing_lines(data))
     machines = collections.Counter(machine_line(c["machine"]) for c in cells)
     n_z = sum(c.get("normal_interval", "z") == "z" for c in cells)
     notes = [c for c in cells if "note" in c]  # what the run of a cell had to say (added by hand)
@@ -233,7 +213,7 @@ def markdown(data: dict) -> list[str]:
         "bootstrap's earlier form, z_{(1+c)/2} in place of t_{B−1} √(1 + 1/B) (field `normal_interval`): "
         "3.6 % (B = 50) and 6.1 % (B = 30) narrower."
     ][: int(n_z > 0)]
-    lines = paragraphs(
+    return paragraphs(
         "# Calibration of the 95 % intervals of WENDy-MLE (and of the hybrid where a cell names it)",
         "`python benchmarks/interval_calibration.py` (cells as listed; the command and the machine of each in "
         "the JSON); "
@@ -252,31 +232,14 @@ def markdown(data: dict) -> list[str]:
         *([["Notes on cells:", ""] + [f"- {_where(c)}: {c['note']}" for c in notes]] if notes else []),
         *(_summary(name, mine) for name in ESTIMATORS if (mine := [c for c in cells if _estimator(c) == name])),
     )
-    return paragraphs(lines, _timing_lines(data)) if "lorenz_timing" in data else lines
 
 
-def _timing_lines(data: dict) -> list[str]:
-    """The Lorenz bootstrap and profile timing (`--timing`), if the results hold one."""
-    if not (t := data.get("lorenz_timing")):
-        return []
-    return [
-        f"Lorenz, M = {t['M']}, 10 % noise, on {machine_line(t['machine'])}: one `wj.studies.bootstrap` "
-        f"of B = {t['boot']} MLE refits took {t['first_call_s']:.1f} s (compilation included) and "
-        f"{t['second_call_s']:.1f} s a second time ({t['failed']} failed refits). Profiles of all three "
-        f"parameters on {t['profile_points']} points each: {t['profile_first_s']:.1f} s (compilation "
-        f"included), {t['profile_second_s']:.1f} s a second time."
-    ]
-
-
-def _update(key: str | None = None, c: dict | None = None, timing: dict | None = None) -> dict:
-    """Add a cell (or the Lorenz timing), with the machine it ran on, to the results file as
-    it is now, so that runs in parallel keep each other's cells, and rewrite both files."""
+def _update(key: str, c: dict) -> dict:
+    """Add a cell, with the machine it ran on, to the results file as it is now, so that runs in
+    parallel keep each other's cells, and rewrite both files."""
     path = RESULTS / f"{STEM}.json"
     data = json.loads(path.read_text()) if path.exists() else {"cells": {}}
-    if key is not None:
-        data["cells"][key] = {**c, "machine": machine_info()}
-    if timing is not None:
-        data["lorenz_timing"] = {**timing, "machine": machine_info()}
+    data["cells"][key] = {**c, "machine": machine_info()}
     write_results(STEM, data, markdown(data), indent=1)
     return data
 
@@ -291,13 +254,8 @@ def main():
     ap.add_argument("--points", type=int, default=15, help="profile grid points per parameter")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--estimator", choices=list(ESTIMATORS), default="mle")
-    ap.add_argument("--timing", action="store_true", help="only the Lorenz M = 1024 bootstrap timing")
-    ap.add_argument("--timing-boot", type=int, default=200)
-    ap.add_argument("--report", action="store_true", help="only rewrite the Markdown from the cells in the JSON")
     args = ap.parse_args()
-    if args.report or args.timing:
-        data = _update(timing=lorenz_timing(args.timing_boot) if args.timing else None)
-    for system in () if args.report or args.timing else args.systems:
+    for system in args.systems:
         for noise in args.noise:
             for m in args.m:
                 c = cell(system, noise, m, args.runs, args.boot, args.points, args.seed, args.estimator)

@@ -1,36 +1,19 @@
 """Rummel et al. 2025 §3.6 test suite: WENDy-MLE Monte Carlo studies beside the paper's medians and Table D1.
 
-    python benchmarks/paper000_suite.py                                # all six systems, noise 1, 10, 20 %
-    python benchmarks/paper000_suite.py --models logistic lorenz       # the 10-minute target
-    python benchmarks/paper000_suite.py --models logistic --full       # the figure's whole noise grid
-    python benchmarks/paper000_suite.py --start both --k-max 500       # MLE(start=...), up to 500 test functions
+    python benchmarks/paper000_suite.py [--models logistic lorenz] [--full]   # noise 1, 10, 20 % (--full: Tables D)
+    python benchmarks/paper000_suite.py --models NAME --merge OUT1 OUT2 ... --out OUT   # medians over saved pieces
 
-Each system of Table 2 with its noise type, M ∈ {1024, 512, 256} (`--subsamples` 1, 2, 4), `--runs`
-per cell (paper: 100), p₀ uniform in the box, WENDy-MLE with the eq. (9) covariance (protocol and
-deviations: docs/pages/papers/rummel2025.md). `--full` runs the columns of Tables D1–D17: 1–20 %
-by 1 %, then by 5 % to the figure's maximum. Writes `benchmarks/results/<--out>.{md,json}` and the
-metric rows and settings per system under `benchmarks/results/paper000/`; `--merge` instead takes
-the medians over saved pieces of one system's grid (`--models NAME --merge OUT1 OUT2 ... --out OUT`).
+Each system of Table 2, M ∈ {1024, 512, 256} (`--subsamples` 1, 2, 4), `--runs` per cell, p₀ uniform in the box,
+WENDy-MLE with the eq. (9) covariance; `--full`: 1–20 % noise by 1 %, then by 5 % to the figure's maximum. Writes
+`benchmarks/results/<--out>.{md,json}` and the studies under `benchmarks/results/paper000/`.
 """
 
 import csv
 import json
 
+import _common as cm
 import jax
 import numpy as np
-from _common import (
-    RESULTS,
-    command,
-    machine_info,
-    machine_line,
-    markdown_table,
-    matches,
-    paragraphs,
-    parser,
-    save_study,
-    timed_study,
-    write_results,
-)
 
 import wendyjax as wj
 
@@ -119,7 +102,7 @@ def logistic_vs_d1(rows, n) -> list[list]:
         if ref is None or r["M"] not in _M_INDEX:
             continue
         i = _M_INDEX[r["M"]]
-        ok = matches({"mse": r["rel_mse"], "cov": r["coverage_2se"]}, {"mse": ref[2][i], "cov": ref[3][i]}, n)
+        ok = cm.matches({"mse": r["rel_mse"], "cov": r["coverage_2se"]}, {"mse": ref[2][i], "cov": ref[3][i]}, n)
         out.append(
             [f"{100 * r['noise_ratio']:g} %", r["M"], r["param"], float(np.sqrt(r["rel_sq_bias"])), abs(ref[0][i])]
             + [r["rel_variance"], ref[1][i], r["rel_mse"], ref[2][i], r["coverage_2se"], ref[3][i]]
@@ -135,7 +118,7 @@ def merge(model: str, studies: list[str], out: str) -> None:
         raise SystemExit("a study is named twice")
     rows, cells, configs = [], {}, {}
     for study in studies:
-        path = RESULTS / "paper000" / f"{study}_{model}.csv"
+        path = cm.RESULTS / "paper000" / f"{study}_{model}.csv"
         if not path.exists():
             raise SystemExit(f"no saved study {path}")
         settings = json.loads(path.with_suffix(".settings.json").read_text())
@@ -150,26 +133,23 @@ def merge(model: str, studies: list[str], out: str) -> None:
         raise SystemExit("the pieces ran different numbers of runs per cell")
     if len(set(configs.values())) != 1:
         raise SystemExit(f"the pieces differ in estimator or test-function settings: {configs}")
-    n_runs, ref, ours = int(rows[0]["n_runs"]), PAPER[model], medians(rows)
-    n_cells = len(cells)
-    fail = float(np.mean([r["failure_rate"] for r in rows]))
-    match = matches(ours, ref, n_runs)
-    lines = paragraphs(
+    n_runs, ref, ours, n_cells = int(rows[0]["n_runs"]), PAPER[model], medians(rows), len(cells)
+    fail, match = float(np.mean([r["failure_rate"] for r in rows])), cm.matches(ours, ref, n_runs)
+    lines = cm.paragraphs(
         f"# Rummel et al. 2025, {model}: medians over {n_cells} cells of {len(studies)} saved studies",
-        f"Command: `{command()}`. Studies: {', '.join(studies)}; {n_runs} runs per cell; M ∈ "
+        f"Command: `{cm.command()}`. Studies: {', '.join(studies)}; {n_runs} runs per cell; M ∈ "
         f"{sorted({m for _, m in cells})}; {len({nr for nr, _ in cells})} noise levels.",
-        markdown_table(
+        cm.markdown_table(
             f"system | cells | {OURS_PAPER} | failure | match",
             [[model, n_cells, *(v for k in PAPER_KEYS for v in (ours[k], ref[k])), fail, "yes" if match else "**no**"]],
         ),
     )
-    data = {"command": command(), "studies": studies, "n_cells": n_cells, "n_runs": n_runs, "ours": ours}
-    write_results(out, data | {"paper": ref, "failure_rate": fail, "match": bool(match)}, lines)
-    print("\n".join(lines))
+    data = {"command": cm.command(), "studies": studies, "n_cells": n_cells, "n_runs": n_runs, "ours": ours}
+    cm.write_results(out, data | {"paper": ref, "failure_rate": fail, "match": bool(match)}, lines, echo=True)
 
 
 def main():
-    ap = parser(__doc__)
+    ap = cm.parser(__doc__)
     ap.add_argument("--models", nargs="+", default=list(PAPER), choices=list(PAPER))
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--noise", type=float, nargs="+", help="noise ratios (default: 1, 10, 20 %%)")
@@ -178,51 +158,46 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--out", default="paper000_suite")
-    ap.add_argument(
-        "--start",
-        default="p0",
-        choices=wj.MLE.starts,
-        help="MLE(start=...): p0 (the paper's protocol), wls, best, both",
-    )
-    ap.add_argument(
-        "--k-max", type=int, default=wj.TestFunctionConfig.k_max, help="most test functions K (paper §4.3: 200-500)"
-    )
+    ap.add_argument("--start", default="p0", choices=wj.MLE.starts, help="MLE(start=...); p0: the paper's protocol")
+    ap.add_argument("--k-max", type=int, default=wj.TestFunctionConfig.k_max, help="most test functions K")
     ap.add_argument("--merge", nargs="+", metavar="STUDY", help="no fits: the medians over these saved studies (--out)")
     args = ap.parse_args()
+    if args.merge and len(args.models) != 1:
+        ap.error("--merge needs one system in --models")
     if args.merge:
-        if len(args.models) != 1:
-            ap.error("--merge needs one system in --models")
         return merge(args.models[0], args.merge, args.out)
 
-    info, cmd = machine_info(), command()
+    info, cmd = cm.machine_info(), cm.command()
     summary, sections, results = [], [], {}
     for name in args.models:
         top = round(PAPER[name]["max_noise"] * 100)
         full = [i / 100 for i in [*range(1, 21), *range(25, top + 1, 5)]]
         grid = args.noise or (full if args.full else [0.01, 0.10, 0.20])
-        study, wall = timed_study(
+        study, wall = cm.timed_study(
             wj.studies.monte_carlo,
             **dict(benchmark=getattr(wj.models, name)(), estimator=wj.MLE(start=args.start), noise_levels=grid),
             **dict(subsamples=args.subsamples, n_runs=args.runs, key=jax.random.key(args.seed)),
             **dict(batch_size=args.batch_size, test_functions=wj.TestFunctionConfig(k_max=args.k_max)),
         )
-        save_study(study, RESULTS / "paper000", f"{args.out}_{name}")
+        cm.save_study(study, cm.RESULTS / "paper000", f"{args.out}_{name}")
         rows, ref, s = study.rows(), PAPER[name], study.timings
         ours = medians(rows) | {"cov95": median_over(rows, "coverage_0.95")}
         fail = float(np.mean([r["failure_rate"] for r in rows]))
         stages = {k: s[k] for k in ("simulate_s", "build_s", "fit_s", "diagnostics_s")}
-        results[name] = {"noise": grid, "subsamples": args.subsamples, "ours": ours, "paper": ref}
-        results[name] |= {"failure_rate": fail, "wall_s": wall, **stages}
+        results[name] = dict(
+            noise=grid, subsamples=args.subsamples, ours=ours, paper=ref, failure_rate=fail, wall_s=wall
+        )
+        results[name] |= stages
         levels = ", ".join(f"{100 * g:g}" for g in grid) if len(grid) <= 5 else f"{len(grid)} levels"
         summary.append(
             [name, levels, *(v for k in PAPER_KEYS for v in (ours[k], ref[k])), ours["cov95"], fail]
-            + ["yes" if matches(ours, ref, args.runs) else "**no**", f"{wall:.0f}"]
+            + ["yes" if cm.matches(ours, ref, args.runs) else "**no**", f"{wall:.0f}"]
         )
         sections += [
             f"### {name} ({ref['where']})",
             f"Wall time {wall:.0f} s (simulate {s['simulate_s']:.0f} s, build {s['build_s']:.0f} s, "
             f"fit {s['fit_s']:.0f} s, diagnostics {s['diagnostics_s']:.0f} s, compilation included).",
-            markdown_table(
+            cm.markdown_table(
                 "noise | M | ok | failure | median coef err | median fwd err | bias² % | var % | MSE % "
                 "| cov 2se (median) | cov 2se (min) | cov 95 % | median steps | runs on the box",
                 cell_rows(rows),
@@ -233,16 +208,12 @@ def main():
                 "#### Logistic cell by cell beside Table D1",
                 "|bias| relative; 'match' = our MSE ≤ paper's × (1 + 3√(2/N)) and our coverage ≥ "
                 "paper's − 3 binomial sd.",
-                markdown_table(["noise", "M", "param", "|bias| ours", *OURS_PAPER.split(" | ")[1:], "match"], d1),
+                cm.markdown_table(["noise", "M", "param", "|bias| ours", *OURS_PAPER.split(" | ")[1:], "match"], d1),
             ]
-        print(
-            f"{name}: {wall:.0f} s, MSE median {ours['mse']:.3g} % (paper {ref['mse']} %), "
-            f"coverage {ours['cov']:.3f} (paper {ref['cov']})",
-            flush=True,
-        )
-        lines = paragraphs(  # rewritten after every system: an interrupted run keeps what it finished
+        print(f"{name}: {wall:.0f} s, MSE median {ours['mse']:.3g} % (paper {ref['mse']} %), cov {ours['cov']:.3f}")
+        lines = cm.paragraphs(  # rewritten after every system: an interrupted run keeps what it finished
             "# Rummel et al. 2025 test suite (§3.6): WENDy-MLE beside the paper",
-            f"Command: `{cmd}`. Machine: {machine_line(info)}, devices {info.get('devices')}. "
+            f"Command: `{cmd}`. Machine: {cm.machine_line(info)}, devices {info.get('devices')}. "
             f"MLE start: {args.start}. {args.runs} runs per cell, seed {args.seed}, "
             f"M ∈ {{{', '.join(str(1024 // s) for s in args.subsamples)}}}, k_max {args.k_max}. "
             f"Total wall time {sum(r['wall_s'] for r in results.values()):.0f} s.",
@@ -250,14 +221,14 @@ def main():
             "Relative squared bias, variance and MSE in %; coverage of |p̂ − p*| < 2√C (eq. 18) and of the "
             "nominal 95 % interval. 'match' = our MSE ≤ paper's × (1 + 3√(2/N)) and our 2√C coverage ≥ paper's "
             "− 3 binomial sd; the populations differ when the noise grid differs (see notes).",
-            markdown_table(f"system | noise % | {OURS_PAPER} | cov 95 % ours | failure | match | time s", summary),
+            cm.markdown_table(f"system | noise % | {OURS_PAPER} | cov 95 % ours | failure | match | time s", summary),
             "## Protocol notes",
             [f"- {n}" for n in PROTOCOL_NOTES],
             "## Per system",
             *sections,
         )
         data = {"command": cmd, "machine": info, "runs": args.runs, "seed": args.seed, "start": args.start}
-        write_results(args.out, data | {"k_max": args.k_max, "results": results}, lines, default=float)
+        cm.write_results(args.out, data | {"k_max": args.k_max, "results": results}, lines, default=float)
 
 
 if __name__ == "__main__":
