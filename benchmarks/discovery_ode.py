@@ -1,18 +1,13 @@
 """Equation discovery on Meissner & Glasner 2024's ODE protocols (Tables 1–2): ours, and weak SINDy (`--competitors`).
 
-    python benchmarks/discovery_ode.py --seeds 5                   # the results file
-    python benchmarks/discovery_ode.py --seeds 5 --start smoothed  # discovery_ode_smoothed
-    python benchmarks/discovery_ode.py --seeds 5 --competitors     # discovery_competitors (after the first)
+    python benchmarks/discovery_ode.py --seeds 5 [--start smoothed]   # discovery_ode[_smoothed]
+    python benchmarks/discovery_ode.py --seeds 5 --competitors         # discovery_competitors (after the first)
 
-Van der Pol (Table 1) and Lorenz (Table 2), noise 30/50/70 % of each component's standard deviation,
-20/40 % of the entries missing at random; `--seeds` realisations per cell (the paper shows one). Ours: sparse
-state-and-parameter regression (SPR), (λ, R) = (1e-2, 1e-4), the estimator's defaults otherwise, each fit started
-from the forward-filled data (the paper's) or the cross-validated smoother (`--start smoothed`). `--competitors`
-(needs pysindy), on the same realisations: weak SINDy (`ps.WeakPDELibrary`, K = 100 subdomains, `ps.STLSQ(0.5)`,
-missing entries interpolated linearly) and `wj.IntegralMatching(order=15, solver=wj.LeastSquares(threshold=0.5))`
-on the masked data (order 15: at 40 % missing some subintervals keep only 19 observed samples), beside the SPR
-rows of `discovery_ode.json`; threshold 0.5, half the smallest true |coefficient|. Protocol and findings:
-docs/pages/papers/meissner-glasner2024.md. Writes `benchmarks/results/discovery_{ode,ode_smoothed,competitors}.*`.
+Van der Pol and Lorenz, noise 30/50/70 % of each component's standard deviation, 20/40 % of the entries missing;
+`--seeds` realisations per cell. Ours: sparse state-and-parameter regression (SPR), (λ, R) = (1e-2, 1e-4), started
+from the forward-filled data (the paper's) or the smoother. `--competitors` (pysindy), on the same realisations:
+weak SINDy (K = 100 subdomains, STLSQ, gaps interpolated) and integral matching with thresholding (order 15: at
+40 % missing some subintervals keep only 19 samples), threshold 0.5 (half the smallest true |coefficient|).
 """
 
 import datetime
@@ -20,10 +15,10 @@ import json
 import time
 import warnings
 
+import _common as cm
 import diffrax
 import jax.numpy as jnp
 import numpy as np
-from _common import RESULTS, command, machine_info, markdown_table, paragraphs, parser, write_results
 
 import wendyjax as wj
 
@@ -67,7 +62,7 @@ def paper_cell(p):
 
 
 def meta(args, **extra):
-    return {"date": datetime.date.today().isoformat(), "machine": machine_info(), "seeds": args.seeds, **extra}
+    return {"date": datetime.date.today().isoformat(), "machine": cm.machine_info(), "seeds": args.seeds, **extra}
 
 
 def ours(args):
@@ -85,29 +80,26 @@ def ours(args):
                 row |= {**found.compare(true), **{f"state_error_{k}": v for k, v in found.state_error(clean).items()}}
                 rows.append(row | {"equations": found.equations(4), "paper": PAPER[system_name][cell]})
                 print(
-                    f"{system_name} {noise:.0%} noise {missing:.0%} missing seed {seed}: missing "
-                    f"{row['missing_terms']} extra {row['extra_terms']} max rel err {row['max_relative_error']:.3f} "
-                    f"{row['seconds']:.1f} s",
+                    f"{system_name} {noise:.0%}/{missing:.0%} seed {seed}: {row['missing_terms']} missing, "
+                    f"{row['extra_terms']} extra, {row['seconds']:.1f} s",
                     flush=True,
                 )
-                m = meta(args, command=command())
-                write_results(name, {"meta": m, "rows": rows})
-                write_results(name, markdown=ours_markdown(rows, m, args))
+                m = meta(args, command=cm.command())
+                cm.write_results(name, {"meta": m, "rows": rows}, ours_markdown(rows, m, args))
 
 
 def ours_markdown(rows, m, args):
-    cpu = m["machine"].get("cpu_model") or m["machine"]["processor"]
     exact = {}
     for r in rows:
         exact.setdefault((r["system"], r["noise"], r["missing"]), []).append(r["missing_terms"] + r["extra_terms"] == 0)
     start = "the forward-filled data (the paper)" if args.start == "data" else "the smoother"
-    return paragraphs(
+    return cm.paragraphs(
         f"# Sparse state-and-parameter regression (Meissner & Glasner 2024) on its ODE protocols — {m['date']}",
-        f"`{m['command']}` on {m['machine']['cpu_count']} CPU cores ({cpu}). Per realisation: missing / extra terms, "
+        f"`{m['command']}` on {cm.machine_line(m['machine'])}. Per realisation: missing / extra terms, "
         "the largest relative and the relative ‖·‖₂ coefficient error on the true support, the relative ‖·‖₂ error "
         "of the reconstructed states (of the data, observed entries, in brackets), wall time of the discovery (the "
         f"first of each system compiles). Paper: its single realisation. States start from {start}.",
-        markdown_table(
+        cm.markdown_table(
             "system | noise | missing | seed | missing terms | extra terms | max rel. err | rel. L2 err "
             "| state err (data) | models | s | paper: missing / extra / max rel / L2",
             [
@@ -172,11 +164,9 @@ def compare(theta, true):
     """`Discovery.compare`'s numbers, the support being the nonzero fitted coefficients."""
     support, found = true != 0, theta != 0
     err = np.abs(theta - true)[support] / np.abs(true[support])
-    return {
-        **{"missing_terms": int((support & ~found).sum()), "extra_terms": int((~support & found).sum())},
-        "max_relative_error": float(err.max()),
-        "relative_l2_error": float(np.linalg.norm((theta - true)[support]) / np.linalg.norm(true[support])),
-    }
+    out = {"missing_terms": int((support & ~found).sum()), "extra_terms": int((~support & found).sum())}
+    l2 = float(np.linalg.norm((theta - true)[support]) / np.linalg.norm(true[support]))
+    return out | {"max_relative_error": float(err.max()), "relative_l2_error": l2}
 
 
 def competitors(args):
@@ -205,104 +195,75 @@ def competitors(args):
                     if theta is not None:
                         row.update(**compare(theta, true), equations=library.equations(theta, 4), theta=theta.tolist())
                     rows.append(row)
-                    what = f"missing {row['missing_terms']} extra {row['extra_terms']}" if theta is not None else ""
-                    print(
-                        f"{name} {noise:.0%} noise {missing:.0%} missing seed {seed} {method}: "
-                        f"{what or 'FAILED ' + messages[0]} {seconds:.3f} s",
-                        flush=True,
+                    what = (
+                        f"{row['missing_terms']} missing, {row['extra_terms']} extra" if theta is not None else "FAILED"
                     )
-    path = RESULTS / "discovery_ode.json"  # our StateParameterRegression's rows ("SPR")
+                    print(f"{name} {noise:.0%}/{missing:.0%} seed {seed} {method}: {what}, {seconds:.3f} s", flush=True)
+    path = cm.RESULTS / "discovery_ode.json"  # our StateParameterRegression's rows ("SPR")
     saved = json.loads(path.read_text()) if path.exists() else {"meta": None, "rows": []}
     spr_meta, spr = saved["meta"], {(r["system"], r["noise"], r["missing"], r["seed"]): r for r in saved["rows"]}
-    m = meta(args, command=command(), pysindy=ps.__version__, threshold=THRESHOLD, K_domains=K_DOMAINS)
+    m = meta(args, command=cm.command(), pysindy=ps.__version__, threshold=THRESHOLD, K_domains=K_DOMAINS)
     m |= {"integral_matching": {"order": ORDER, "length": LENGTH, "smoother": "SavitzkyGolay(61, 15)"}}
     m |= {"labels": LABELS, "mapping_check_max_relative_error": checks, "warmup_seconds": warmup}
     m["state_parameter_regression_source"] = spr_meta and {k: spr_meta[k] for k in ("date", "seeds", "command")}
-    write_results("discovery_competitors", {"meta": m, "rows": rows})
-    write_results("discovery_competitors", markdown=competitors_markdown(rows, args, m, spr_meta, spr, warmup))
+    md = competitors_markdown(rows, args, m, spr_meta, spr, warmup)
+    cm.write_results("discovery_competitors", {"meta": m, "rows": rows}, md)
 
 
 def competitors_markdown(rows, args, m, spr_meta, spr, warmup):
     def exact(r):
         return not r.get("failed") and r["missing_terms"] == r["extra_terms"] == 0
 
-    def entry(r):
-        if r is None or r.get("failed"):
-            return "—" if r is None else "failed"
-        return (
-            f"{r['missing_terms']} / {r['extra_terms']} / {r['max_relative_error']:.3f} / {r['relative_l2_error']:.3f}"
-        )
-
     by = {(r["system"], r["method"], r["noise"], r["missing"], r["seed"]): r for r in rows}
-    seeds = range(args.seeds)
-    summary, per_seed = [], []
+    seeds, summary = range(args.seeds), []
     for s, n, mi in [(s, n, mi) for s in SYSTEMS for n, mi in CELLS]:
-        p, cell = PAPER[s][CELLS.index((n, mi))], [s, f"{n:.0%}", f"{mi:.0%}"]
-        theirs = [spr[s, n, mi, k] for k in seeds if (s, n, mi, k) in spr]
+        p, theirs = PAPER[s][CELLS.index((n, mi))], [spr[s, n, mi, k] for k in seeds if (s, n, mi, k) in spr]
         summary.append(
-            cell
+            [s, f"{n:.0%}", f"{mi:.0%}"]
             + [f"{sum(exact(by[s, method, n, mi, k]) for k in seeds)}/{len(seeds)}" for method in LABELS]
             + [f"{sum(map(exact, theirs))}/{len(theirs)}" if theirs else "—"]
             + [f"{p[0]} / {p[1]} ({'exact' if p[0] == p[1] == 0 else 'not exact'})"]
         )
-        per_seed += [
-            [*cell, k, *(entry(by[s, method, n, mi, k]) for method in LABELS), entry(spr.get((s, n, mi, k)))]
-            + [paper_cell(p)]
-            for k in seeds
-        ]
-
-    def median_s(s, method):
-        return np.median([r["seconds"] for r in rows if (r["system"], r["method"]) == (s, method)])
-
     times = [
-        [s, *(f"{median_s(s, method):.3f} s" for method in LABELS), f"{warmup[f'{s}/integral_matching']:.2f} s"]
+        [
+            s,
+            *(
+                f"{np.median([r['seconds'] for r in rows if r['system'] == s and r['method'] == k]):.3f} s"
+                for k in LABELS
+            ),
+        ]
+        + [f"{warmup[f'{s}/integral_matching']:.2f} s"]
         + [f"{np.median([r['seconds'] for k, r in spr.items() if k[0] == s]):.1f} s" if spr else "—"]
         for s in SYSTEMS
     ]
-    noted = sorted({(r["method"], msg) for r in rows for msg in r["messages"] if not r["failed"]})
-    machine = m["machine"]
-    blocks = [
+    failed = [
+        f"{LABELS[r['method']]} {r['system']} {r['noise']:.0%}/{r['missing']:.0%} seed {r['seed']}"
+        for r in rows
+        if r["failed"]
+    ]
+    return cm.paragraphs(
         f"# Equation-discovery competitors on Meissner & Glasner 2024's ODE protocols — {m['date']}",
-        f"`{m['command']}` on {machine['cpu_count']} CPU cores ({machine.get('cpu_model', '')}), pysindy "
-        f"{m['pysindy']}. The realisations of `python benchmarks/discovery_ode.py` (seed s ↔ seed s). Weak SINDy: "
-        f"`ps.WeakPDELibrary` (K = {K_DOMAINS}) + `ps.STLSQ(threshold={THRESHOLD:g})`, gaps interpolated linearly. "
-        f"IM + ST: `wj.IntegralMatching(order={ORDER}, solver=wj.LeastSquares(threshold={THRESHOLD:g}))` on the "
-        "masked data. SPR: our `StateParameterRegression`, rows of `discovery_ode.json`"
+        f"`{m['command']}` on {cm.machine_line(m['machine'])}, pysindy {m['pysindy']}. The realisations of "
+        f"`python benchmarks/discovery_ode.py` (seed s ↔ seed s). Weak SINDy: `ps.WeakPDELibrary` (K = {K_DOMAINS}) + "
+        f"`ps.STLSQ(threshold={THRESHOLD:g})`, gaps interpolated linearly. IM + ST: "
+        f"`wj.IntegralMatching(order={ORDER}, solver=wj.LeastSquares(threshold={THRESHOLD:g}))` on the masked data. "
+        "SPR: our `StateParameterRegression`, rows of `discovery_ode.json`"
         + ("" if spr_meta is None else f" ({spr_meta['command']}, {spr_meta['date']})")
-        + ", same seeds. Paper: its single realisation (Meissner & Glasner 2024, Tables 1–2).",
+        + ". Paper: its single realisation (Tables 1–2). Per realisation, with any warnings: the JSON.",
         "## Exact support recovered (realisations)",
-        markdown_table(
+        cm.markdown_table(
             ["system", "noise", "missing", *LABELS.values(), "SPR (ours)", "paper: missing / extra"], summary
         ),
-        "## Per realisation",
-        "Missing / extra terms, largest relative coefficient error / relative ‖·‖₂ coefficient error on the "
-        "true support.",
-        markdown_table(["system", "noise", "missing", "seed", *LABELS.values(), "SPR (ours)", "paper"], per_seed),
         "## Wall time per fit",
         "Median over every realisation of a system (after one untimed warm-up fit per system and method); "
         "SPR: median of `discovery_ode.json`'s runs (a whole discovery, first run with compilation).",
-        markdown_table(["system", *LABELS.values(), "IM + ST warm-up", "SPR"], times),
-    ]
-    if any(r["failed"] for r in rows) or noted:
-        blocks += [
-            "## Failures and warnings",
-            [
-                f"- {LABELS[r['method']]} failed on {r['system']} {r['noise']:.0%}/{r['missing']:.0%} seed "
-                f"{r['seed']}: {r['messages'][0]}"
-                for r in rows
-                if r["failed"]
-            ]
-            + [
-                f"- {LABELS[method]} warned ({sum(msg in r['messages'] for r in rows if r['method'] == method)} "
-                f"fits): {msg}"
-                for method, msg in noted
-            ],
-        ]
-    return paragraphs(*blocks)
+        cm.markdown_table(["system", *LABELS.values(), "IM + ST warm-up", "SPR"], times),
+        f"Failed fits: {'; '.join(failed) or 'none'}.",
+    )
 
 
 def main():
-    ap = parser(__doc__)
+    ap = cm.parser(__doc__)
     ap.add_argument("--seeds", type=int, default=5, help="realisations per cell")
     ap.add_argument("--start", choices=["data", "smoothed"], default="data", help="states our fits start from")
     ap.add_argument("--competitors", action="store_true", help="weak SINDy and integral matching (needs pysindy)")
