@@ -1,13 +1,10 @@
 """Output error (OE) vs WENDy-MLE vs the WENDy → OE hybrid, on Rummel et al. 2025's protocols.
 
-    python benchmarks/output_error.py                  # Lorenz T sweep + Goodwin 2D/3D
-    python benchmarks/output_error.py --part lorenz    # only the Lorenz sweep
-    python benchmarks/output_error.py --quick          # few runs, smoke test
+    python benchmarks/output_error.py [--part lorenz|goodwin] [--quick]
 
 Lorenz on [0, T], T = 3 … 30 (§3.5, Fig. 1): coefficient errors of WENDy-MLE and OE; Goodwin-2D and -3D, M = 256,
-noise 1–25 % (§3.6.4–3.6.5, Figs. 5–6): OE, WENDy-MLE and the hybrid, coefficient and forward errors. Each cell is
-a `wj.studies.monte_carlo` study with the benchmark's ODE solver (the paper uses Rodas4P). Results:
-`benchmarks/results/output_error.{json,md}`, `output_error_lorenz.png`, `output_error_goodwin.png`.
+noise 1–25 % (§3.6.4–3.6.5, Figs. 5–6): all three, coefficient and forward errors; one `wj.studies.monte_carlo`
+per cell. Writes `benchmarks/results/output_error.{json,md}`, `output_error_lorenz.png`, `output_error_goodwin.png`.
 """
 
 import time
@@ -15,15 +12,12 @@ import time
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import matplotlib
-import matplotlib.pyplot as plt
 import numpy as np
-from _common import RESULTS, machine_info, markdown_table, paragraphs, parser, provenance, write_results
+from _common import machine_info, markdown_table, paragraphs, parser, provenance, pyplot, save_figure, write_results
 
 import wendyjax as wj
 from wendyjax.studies import relative_coefficient_error
 
-matplotlib.use("Agg")
 METHODS = {"WENDy-MLE": "mle", "OE": "output_error", "hybrid": "hybrid"}
 COLORS = {"OE": "tab:blue", "WENDy-MLE": "goldenrod", "hybrid": "maroon"}
 
@@ -38,18 +32,11 @@ def cells(bench, names, noise, subsample, n_runs, key, label):
         )
         r, p_true, failed = study.runs[0], study.cells[0].p_true, study.failed(0)
         p0 = relative_coefficient_error(r.p0, p_true)
-        row[name] = res = {
-            "coef": np.where(failed, p0, relative_coefficient_error(r.params, p_true)).tolist(),
-            "forward": np.where(failed, study.p0_forward_error[0], r.forward_error).tolist(),
-            **{"p0_coef": p0.tolist(), "failed": failed.tolist(), "status": r.status.tolist()},
-            "fit_s_per_run": study.timings["fit_s"] / n_runs,
-        }
-        print(
-            f"  {label} {name:9s}: coef err mean {np.mean(res['coef']):.3g}, median {np.median(res['coef']):.3g}, "
-            f"median fwd err {np.median(res['forward']):.3g}, failed {sum(res['failed'])}/{n_runs}, "
-            f"{res['fit_s_per_run']:.2f} s/fit",
-            flush=True,
-        )
+        coef = np.where(failed, p0, relative_coefficient_error(r.params, p_true)).tolist()
+        forward = np.where(failed, study.p0_forward_error[0], r.forward_error).tolist()
+        row[name] = res = dict(coef=coef, forward=forward, p0_coef=p0.tolist(), failed=failed.tolist())
+        res |= {"status": r.status.tolist(), "fit_s_per_run": study.timings["fit_s"] / n_runs}
+        print(f"  {label} {name:9s}: coef err median {np.median(coef):.3g}, failed {sum(res['failed'])}", flush=True)
     assert all(np.allclose(row[name]["p0_coef"], res["p0_coef"]) for name in names), "the methods must share p0"
     return {**row, "p0": res["p0_coef"]}
 
@@ -76,6 +63,7 @@ def goodwin(noises, n_runs, seed, subsample):
 
 
 def plot(lorenz, good):
+    plt = pyplot()
     if lorenz:
         fig, ax = plt.subplots(figsize=(5, 3.5))
         ts = [r["T"] for r in lorenz]
@@ -87,8 +75,7 @@ def plot(lorenz, good):
         title = "Lorenz, 10 % noise, Δt = 0.01 (Rummel et al. 2025 Fig. 1)"
         ax.set(xlabel="T", ylabel="relative coefficient error", yscale="log", title=title)
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(RESULTS / "output_error_lorenz.png", dpi=120)
+        save_figure(fig, "output_error_lorenz")
     if good:
         models = sorted({r["model"] for r in good})
         fig, axes = plt.subplots(2, len(models), figsize=(5 * len(models), 6), squeeze=False)
@@ -102,8 +89,7 @@ def plot(lorenz, good):
             top.set(title=f"{model} (M = {rows[0]['M']})", ylabel="median coef. error", yscale="log")
             bottom.set(xlabel="noise ratio (%)", ylabel="median forward error", yscale="log")
             top.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(RESULTS / "output_error_goodwin.png", dpi=120)
+        save_figure(fig, "output_error_goodwin")
 
 
 def report(args, lorenz, good, elapsed, info):
@@ -171,9 +157,8 @@ def main():
     elapsed = time.perf_counter() - start
     info = machine_info()
     data = {"args": vars(args), "machine": info, "lorenz": lorenz, "goodwin": good, "elapsed_s": elapsed}
-    write_results("output_error", data, report(args, lorenz, good, elapsed, info))
+    write_results("output_error", data, report(args, lorenz, good, elapsed, info), echo=True)
     plot(lorenz, good)
-    print(f"wrote {RESULTS / 'output_error.md'} ({elapsed / 60:.1f} min)")
 
 
 if __name__ == "__main__":

@@ -1,34 +1,29 @@
 """The PEtab benchmark collection through wendyjax.petab: log-likelihoods against AMICI's, batched multistarts.
 
-    python benchmarks/petab_collection.py                          # every problem: load + log-likelihood
-    python benchmarks/petab_collection.py --starts 100 --problems Boehm_JProteomeRes2014,Fujita_SciSignal2010
+    python benchmarks/petab_collection.py [--starts 100 --problems Boehm_JProteomeRes2014,Fujita_SciSignal2010]
 
-Needs `pip install -e .[petab]` and the collection (`--collection`, one folder per problem; default
-`../shared/data/petab-benchmark` beside the repository). Each problem, in its own process under `--timeout`:
-`wendyjax.petab.load` (or why it refuses), the log-likelihood at the nominal parameters against AMICI's
-published value (AMICI-dev/AMICI, tests/benchmark_models/benchmark_models.yaml) and against petab's
-`calculate_llh` on the collection's `simulatedData_*.tsv`; with `--starts N`, `wendyjax.petab.multistart`
-(best objective, fraction within 0.1 of the best known, seconds per converged start; `--vectorize both`
-also vmapped). `--pypesto-python PYTHON` (amici, pypesto, fides, petab) runs pyPESTO + AMICI beside it
-(`_pypesto_petab.py`). Writes `benchmarks/results/<--name>.{json,md}`.
+Needs `pip install -e .[petab]` and the collection (`--collection`; default `../shared/data/petab-benchmark`). Per
+problem, in its own process under `--timeout`: `wendyjax.petab.load`, the log-likelihood at the nominal parameters
+against AMICI's published value and petab's `calculate_llh` on the collection's `simulatedData_*.tsv`; with
+`--starts N` a multistart (`--vectorize both`: also vmapped); `--pypesto-python PYTHON` (amici, pypesto, fides,
+petab) runs pyPESTO + AMICI beside it (`_pypesto_petab.py`). Writes `benchmarks/results/<--name>.{json,md}`.
 """
 
 import argparse
 import json
 import math
 import os
-import platform
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import _common as cm
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_COLLECTION = ROOT.parent / "shared" / "data" / "petab-benchmark"
-RESULTS = Path(os.environ.get("WENDYJAX_BENCHMARK_RESULTS") or ROOT / "benchmarks" / "results")
 # AMICI-dev/AMICI, tests/benchmark_models/benchmark_models.yaml (log-likelihoods at the nominal parameters)
 AMICI = {
     "Bachmann_MSB2011": 418.40573341425295,
@@ -94,9 +89,9 @@ def one(folder: Path, args) -> dict:
 
     import jax
 
-    jax.config.update("jax_enable_x64", True)
-    warnings.filterwarnings("ignore")
     import wendyjax.petab as wp
+
+    warnings.filterwarnings("ignore")
 
     row = {"problem": folder.name, "amici": AMICI.get(folder.name)}
     yamls = sorted(folder.glob("*.yaml"))
@@ -163,7 +158,7 @@ def pypesto(args, folder: Path, row: dict) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = cm.parser(__doc__)
     parser.add_argument("--collection", type=Path, default=DEFAULT_COLLECTION)
     parser.add_argument("--problems", help="comma-separated problem names (default: every folder)")
     parser.add_argument("--starts", type=int, default=0, help="multistart starts per problem (default 0: none)")
@@ -172,10 +167,8 @@ def main() -> None:
     parser.add_argument("--atol", type=float, default=1e-12)
     parser.add_argument("--timeout", type=float, default=900, help="seconds per problem")
     parser.add_argument("--name", default="petab_collection")
-    tools = "a Python interpreter with amici, pypesto, fides and petab: runs pyPESTO + AMICI on every loaded problem"
-    parser.add_argument("--pypesto-python", help=tools + " beside wendyjax")
-    both = "both: the multistart also vmapped (vectorize=True), timed beside the default"
-    parser.add_argument("--vectorize", choices=("auto", "both"), default="auto", help=both)
+    parser.add_argument("--pypesto-python", help="a Python with amici, pypesto, fides, petab: pyPESTO + AMICI beside")
+    parser.add_argument("--vectorize", choices=("auto", "both"), default="auto", help="both: also vmapped")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -183,11 +176,8 @@ def main() -> None:
         return
     if not args.collection.is_dir():
         parser.error(f"--collection: no folder {args.collection} (give the collection's Benchmark-Models folder)")
-    names = (
-        args.problems.split(",") if args.problems else sorted(p.name for p in args.collection.iterdir() if p.is_dir())
-    )
-    rows = []
-    for name in names:
+    rows, folders = [], sorted(p.name for p in args.collection.iterdir() if p.is_dir())
+    for name in args.problems.split(",") if args.problems else folders:
         start = time.perf_counter()
         try:  # the same arguments, for this one problem
             command = [sys.executable, __file__, *sys.argv[1:], "--one", name, "--collection", str(args.collection)]
@@ -204,41 +194,24 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row), flush=True)
 
-    machine = (
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-    )
-    settings = vars(args) | {"collection": str(args.collection)}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(
-        json.dumps({"machine": machine, "settings": settings, "rows": rows}, indent=1, default=str)
-    )
-    on_error = os.environ.get("EQX_ON_ERROR")
-    lines = [
-        "# PEtab collection through wendyjax.petab",
-        "",
-        f"Machine: {machine}. Command: `python benchmarks/petab_collection.py {' '.join(sys.argv[1:])}`; ODE "
-        f"tolerances rtol {args.rtol:g}, atol {args.atol:g}."
-        + (f" Environment: EQX_ON_ERROR={on_error}." if on_error else ""),
-        "",
-        "| " + " | ".join(h for h, _, _ in COLUMNS) + " |",
-        "|" + "---|" * len(COLUMNS),
-    ]
-    for r in rows:
+    def cells(r):  # a refusal shown by the feature it names
         if r["status"] == "refused" and (feature := re.search(r"\b(uses|has) ([^(]+)", r.get("reason", ""))):
             r = r | {"status": f"refused: {feature.group(1)} {feature.group(2).strip()}"}
-        cells = [r.get(key) for _, key, _ in COLUMNS]
-        cells = [
-            "" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
-            for v, (_, _, spec) in zip(cells, COLUMNS)
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+        values = [(r.get(key), spec) for _, key, spec in COLUMNS]
+        return ["" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec) for v, spec in values]
+
     matched = [r for r in rows if r.get("rel_amici") is not None and abs(r["rel_amici"]) <= 1e-6]
-    lines += [
-        "",
+    on_error = os.environ.get("EQX_ON_ERROR")
+    md = cm.paragraphs(
+        "# PEtab collection through wendyjax.petab",
+        cm.provenance(info := cm.machine_info(), f"; ODE tolerances rtol {args.rtol:g}, atol {args.atol:g}")
+        + (f" Environment: EQX_ON_ERROR={on_error}." if on_error else ""),
+        cm.markdown_table([h for h, _, _ in COLUMNS], [cells(r) for r in rows]),
         f"{sum(r['status'] == 'loaded' for r in rows)} of {len(rows)} problems loaded; {len(matched)} match "
         "AMICI's published log-likelihood to 1e-6 relative.",
-    ]
-    (RESULTS / f"{args.name}.md").write_text("\n".join(lines) + "\n")
+    )
+    settings = vars(args) | {"collection": str(args.collection)}
+    cm.write_results(args.name, {"machine": info, "settings": settings, "rows": rows}, md, default=str)
 
 
 if __name__ == "__main__":
