@@ -14,6 +14,7 @@ import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -69,32 +70,22 @@ def machine_info() -> dict:
         model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "")
     except OSError:
         model = ""
-    info = {
-        "processor": platform.processor() or model,
-        "uname": {k: getattr(u, k) for k in ("system", "node", "release", "version", "machine")},
-        "cpu_count": os.cpu_count(),
-        "python": sys.version.split()[0],
-        **{m.__name__: m.__version__ for m in (jax, np, jaxlib, equinox)},
-        "devices": [str(d) if d.platform == "cpu" else f"{d} ({d.device_kind})" for d in jax.devices()],
-        "x64": bool(jax.config.jax_enable_x64),
-        **({"cpu_model": model} if model else {}),
-    }
-    if hasattr(os, "sched_getaffinity"):
-        info["cpus_usable"] = len(os.sched_getaffinity(0))
+    info = {"processor": platform.processor() or model, "uname": {k: getattr(u, k) for k in u._fields[:5]}}
+    info |= {"cpu_count": os.cpu_count(), "python": sys.version.split()[0]}
+    info |= {m.__name__: m.__version__ for m in (jax, np, jaxlib, equinox)}
+    info["devices"] = [str(d) if d.platform == "cpu" else f"{d} ({d.device_kind})" for d in jax.devices()]
+    info |= {"x64": bool(jax.config.jax_enable_x64), **({"cpu_model": model} if model else {})}
+    info |= {"cpus_usable": len(os.sched_getaffinity(0))} if hasattr(os, "sched_getaffinity") else {}
     info["env"] = {k: os.environ.get(k) for k in TIMING_ENV}
-    if hasattr(os, "getloadavg"):
-        info["loadavg_at_start"] = os.getloadavg()
-    return info
+    return info | ({"loadavg_at_start": os.getloadavg()} if hasattr(os, "getloadavg") else {})
 
 
 def machine_line(info: dict) -> str:
     """One line for a report: "CPU model, N CPUs, jax X", and the accelerators where jax had any
     ("cuda:0 (NVIDIA H200)")."""
     cpu = info.get("cpu_model") or info.get("processor") or info["uname"]["machine"]
-    accelerators = [d for d in info.get("devices", []) if not d.startswith(("cpu", "TFRT_CPU"))]
-    return f"{cpu}, {info.get('cpu_count', '?')} CPUs, jax {info.get('jax', '?')}" + "".join(
-        f", {d}" for d in accelerators
-    )
+    accelerators = "".join(f", {d}" for d in info.get("devices", []) if not d.startswith(("cpu", "TFRT_CPU")))
+    return f"{cpu}, {info.get('cpu_count', '?')} CPUs, jax {info.get('jax', '?')}{accelerators}"
 
 
 def idle_check(info: dict, seconds: float = 1.0) -> float | None:
@@ -102,9 +93,8 @@ def idle_check(info: dict, seconds: float = 1.0) -> float | None:
     record it in `info` and warn when it is more than 0.1."""
     c0, w0 = cpu_busy_seconds(), time.perf_counter()
     time.sleep(seconds)
-    other = info["other_processes_cores_before_start"] = other_cpu_load(
-        c0, cpu_busy_seconds(), time.perf_counter() - w0
-    )
+    other = other_cpu_load(c0, cpu_busy_seconds(), time.perf_counter() - w0)
+    info["other_processes_cores_before_start"] = other
     if other is not None and other > 0.1:
         print(f"  WARNING: other processes use {other:.2f} cores before the start: timings will be noisy")
     return other
@@ -120,6 +110,14 @@ def command() -> str:
 def utc_now() -> str:
     """The current UTC time, ISO 8601 to the second."""
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def commit(tree=".") -> str:
+    """The git commit of `tree`, "+" where its wendyjax/ has uncommitted changes ("unknown" outside git)."""
+    git = ["git", "-C", str(tree)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run([*git, "diff", "--quiet", "HEAD", "--", "wendyjax"], capture_output=True).returncode != 0
+    return (head or "unknown") + ("+" if head and dirty else "")
 
 
 def provenance(info: dict, extra: str = "") -> str:
@@ -155,11 +153,8 @@ def bench(fn, *args, cfg):
             gc.enable()
     other = other_cpu_load(cpu0, cpu_busy_seconds(), time.perf_counter() - w0)
     med = statistics.median(times)
-    return out, {
-        "other_processes_cores": other,
-        **{"median_s": med, "min_s": min(times), "max_s": max(times), "repeats": len(times)},
-        **{"first_call_s": first, "compile_s": max(first - med, 0.0)},
-    }
+    timing = {"other_processes_cores": other, "median_s": med, "min_s": min(times), "max_s": max(times)}
+    return out, timing | {"repeats": len(times), "first_call_s": first, "compile_s": max(first - med, 0.0)}
 
 
 def markdown_table(header, rows: list[list]) -> list[str]:
@@ -211,14 +206,8 @@ def save_figure(fig, stem: str, dpi: int = 120) -> None:
 def summary(values) -> dict:
     """Mean, sd (ddof = 1; 0 for one value), median, min and max of `values`, as floats."""
     x = np.asarray(values, float)
-    sd = float(x.std(ddof=1)) if x.size > 1 else 0.0
-    return {
-        "mean": float(x.mean()),
-        "sd": sd,
-        "median": float(np.median(x)),
-        "min": float(x.min()),
-        "max": float(x.max()),
-    }
+    sd = x.std(ddof=1) if x.size > 1 else 0.0
+    return {k: float(v) for k, v in dict(mean=x.mean(), sd=sd, median=np.median(x), min=x.min(), max=x.max()).items()}
 
 
 def pyplot():

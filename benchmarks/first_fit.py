@@ -17,15 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import (
-    cpu_busy_seconds,
-    machine_info,
-    markdown_table,
-    paragraphs,
-    parser,
-    provenance,
-    write_results,
-)
+import _common as cm
 
 SETUP = """
 import json, sys, time, jax, numpy as np
@@ -72,49 +64,36 @@ def one_process(tree: Path, call: str) -> tuple[float, float]:
     return first, second
 
 
-def _commit(tree: Path) -> str:
-    """The tree's git commit, "+" where its wendyjax/ has uncommitted changes."""
-    git = ["git", "-C", str(tree)]
-    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run([*git, "diff", "--quiet", "HEAD", "--", "wendyjax"]).returncode != 0
-    return (head or "no git") + ("+" if dirty else "")
-
-
 def main() -> None:
-    ap = parser(__doc__)
+    ap = cm.parser(__doc__)
     ap.add_argument("--tree", action="append", type=Path, help="a wendyjax source tree (repeatable; default .)")
     ap.add_argument("--repeats", type=int, default=3, help="fresh processes per case and tree")
     ap.add_argument("--cases", nargs="*", choices=list(CASES), default=list(CASES))
     ap.add_argument("--name", default="first_fit")
     args = ap.parse_args()
     trees = [t.resolve() for t in args.tree or [Path(".")]]
-    rows, cpu0, own0, wall0 = [], cpu_busy_seconds(), sum(os.times()[:4]), time.perf_counter()
+    rows, cpu0, own0, wall0 = [], cm.cpu_busy_seconds(), sum(os.times()[:4]), time.perf_counter()
     for case in args.cases:
         # the trees alternate, so that a change in the machine's load falls on all of them alike
         runs = [[one_process(tree, CASES[case]) for tree in trees] for _ in range(args.repeats)]
         for i, tree in enumerate(trees):
             mine = [r[i] for r in runs]
             first, second = (statistics.median(r[k] for r in mine) for k in (0, 1))
-            rows.append(
-                {"case": case, "tree": str(tree), "commit": _commit(tree), "first_s": first, "second_s": second}
-                | {"runs": mine}
-            )
+            row = dict(case=case, tree=str(tree), commit=cm.commit(tree), first_s=first, second_s=second, runs=mine)
+            rows.append(row)
             print(f"{case} [{tree}]: first {first:.2f} s, second {second:.3f} s", flush=True)
-    cpu1, own1, wall = cpu_busy_seconds(), sum(os.times()[:4]), time.perf_counter() - wall0
+    cpu1, own1, wall = cm.cpu_busy_seconds(), sum(os.times()[:4]), time.perf_counter() - wall0
     # cores busy with anything but this script and its fresh processes (all CPUs' busy time minus ours)
     other = None if cpu0 is None or cpu1 is None else round(max(cpu1[0] - cpu0[0] - (own1 - own0), 0.0) / wall, 2)
-    info = {**machine_info(), "other_processes_cores": other}
-    table = markdown_table(
-        "case | source tree | first fit s | second fit s",
-        [[r["case"], f"{Path(r['tree']).name} ({r['commit']})", r["first_s"], r["second_s"]] for r in rows],
-    )
-    lines = paragraphs(
+    info = {**cm.machine_info(), "other_processes_cores": other}
+    table = [[r["case"], f"{Path(r['tree']).name} ({r['commit']})", r["first_s"], r["second_s"]] for r in rows]
+    lines = cm.paragraphs(
         "# The first fit of a fresh process, end to end",
-        provenance(info, f"; medians of {args.repeats} fresh processes per row")
+        cm.provenance(info, f"; medians of {args.repeats} fresh processes per row")
         + f" Cores used by other processes meanwhile: {info['other_processes_cores']}.",
-        table,
+        cm.markdown_table("case | source tree | first fit s | second fit s", table),
     )
-    write_results(args.name, {"info": info, "rows": rows}, lines)
+    cm.write_results(args.name, {"info": info, "rows": rows}, lines)
 
 
 if __name__ == "__main__":

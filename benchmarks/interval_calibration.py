@@ -11,12 +11,11 @@ binomial errors of 95 % at ≤ 1.25 × the ideal width) and the tests of `consis
 import collections
 import json
 import math
-import subprocess
 import time
 
 import numpy as np
 import scipy.stats
-from _common import RESULTS, machine_info, machine_line, markdown_table, paragraphs, parser, write_results
+from _common import RESULTS, commit, machine_info, machine_line, markdown_table, paragraphs, parser, write_results
 
 import wendyjax as wj
 
@@ -65,19 +64,11 @@ def cell(system, noise, m, runs, boot, points, seed, estimator="mle") -> dict:
     out["open_profile"] = np.sum((prof[:, 0] <= edge_lo) | (prof[:, 1] >= edge_hi), axis=0).tolist()
     out["seconds_per_interval"] = {k: study.settings["interval_s"][k] for k in TIMED}
     out |= {"interval_errors": study.settings.get("interval_errors", {}), "normal_interval": NORMAL_INTERVAL}
-    return out | {"study_fit_s": study.timings["fit_s"], "seconds": seconds, "commit": _commit()}
+    return out | {"study_fit_s": study.timings["fit_s"], "seconds": seconds, "commit": commit()}
 
 
 def _estimator(c: dict) -> str:
     return c.get("estimator", "mle")  # cells measured before the hybrid was added are MLE's
-
-
-def _commit() -> str:
-    try:
-        git = ["git", "rev-parse", "--short", "HEAD"]
-        return subprocess.run(git, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def exact_pass(c: dict) -> float:
