@@ -11,23 +11,13 @@ import functools
 import time
 import types
 
+import _common as cm
 import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.integrate
-from _common import (
-    RESULTS,
-    machine_info,
-    markdown_table,
-    paragraphs,
-    parser,
-    provenance,
-    pyplot,
-    summary,
-    write_results,
-)
 
 import wendyjax as wj
 from wendyjax.collocation import LGR
@@ -113,8 +103,8 @@ def run_adaptive(solve, ics, refs, total):
         for y0, ref in zip(ics, refs):
             yT, run = solve(y0, tol)
             runs.append({**run, "error": float(np.abs(yT - ref(T)).max())})
-        out[tol] = {k: summary([r[k] for r in runs]) for k, v in runs[0].items() if type(v) is int}
-        out[tol] |= {"total": summary([total(r) for r in runs]), "error": summary([r["error"] for r in runs])}
+        out[tol] = {k: cm.summary([r[k] for r in runs]) for k, v in runs[0].items() if type(v) is int}
+        out[tol] |= {"total": cm.summary([total(r) for r in runs]), "error": cm.summary([r["error"] for r in runs])}
         out[tol] |= {"n_ic": len(runs), "all_successful": all(r["successful"] for r in runs), "runs": runs}
     return out
 
@@ -129,16 +119,9 @@ def diffrax_solve(bench, solver):
         yT, st, ok = _adaptive(term, solver, jnp.asarray(y0), bench.p_true, jnp.asarray(tol))
         jax.block_until_ready(yT)
         jax.effects_barrier()
-        steps = {
-            k: int(st[f"num_{k}_steps" if k != "steps" else "num_steps"]) for k in ("steps", "accepted", "rejected")
-        }
-        return np.asarray(yT), {
-            "f": counts.f,
-            "jvp": counts.jvp,
-            **steps,
-            "successful": bool(ok),
-            "wall_s": time.perf_counter() - t0,
-        }
+        steps = {k: int(st[f"num_{k}_steps"]) for k in ("accepted", "rejected")} | {"steps": int(st["num_steps"])}
+        out = {"f": counts.f, "jvp": counts.jvp, **steps, "successful": bool(ok)}
+        return np.asarray(yT), out | {"wall_s": time.perf_counter() - t0}
 
     return solve
 
@@ -193,11 +176,9 @@ def run_lgr(f, refs, K):
     return out
 
 
-def plot(hs, refs, f, path):
+def plot(hs, refs, f):
     """Fig. 9: mean defect over initial conditions on one subinterval [0, h] against h."""
-    plt = pyplot()
-    curves = {}
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    curves, (fig, ax) = {}, cm.pyplot().subplots(figsize=(6.4, 4.4))
     for K, color in zip(ORDERS, ("C0", "C1", "C2", "C3")):
         d = [defects(LGR(K), f, refs, h, 1) for h in hs]
         curves[f"K{K}_nodes"], curves[f"K{K}_endpoint"] = ([float(e[i].mean()) for e in d] for i in (0, 1))
@@ -208,14 +189,12 @@ def plot(hs, refs, f, path):
     ax.set(xlabel="step length h", ylabel="integration error (mean over initial conditions)", ylim=(1e-13, 1e3))
     ax.set_title("Lorenz-63: LGR quadrature defect on [0, h] (dotted: endpoint only)", fontsize=9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    cm.save_figure(fig, "collocation_nfe")
     return curves
 
 
 def main():
-    ap = parser(__doc__)
+    ap = cm.parser(__doc__)
     ap.add_argument("--quick", action="store_true", help="8 initial conditions (3 for diffrax's implicit solvers)")
     args = ap.parse_args()
     n_ic = 8 if args.quick else N_DRAW
@@ -240,24 +219,22 @@ def main():
         lib, method = name.split()
         if lib == "diffrax":
             k = n_ic if method == "Dopri5" else n_imp
-            solvers[name] = run_adaptive(
-                diffrax_solve(bench, getattr(diffrax, method)()), ics[:k], refs[:k], total=lambda r: r["f"] + r["jvp"]
-            )
+            solve = diffrax_solve(bench, getattr(diffrax, method)())
+            solvers[name] = run_adaptive(solve, ics[:k], refs[:k], total=lambda r: r["f"] + r["jvp"])
         else:
             solvers[name] = run_adaptive(scipy_solve(f, method), ics, refs, total=lambda r: r["calls"])
         print(f"  {name}: f " + ", ".join(f"{pm(solvers[name][tol]['f'])} at {tol:g}" for tol in TOLS), flush=True)
     lgr = {K: run_lgr(f, refs, K) for K in ORDERS}
     hs = np.geomspace(0.005, H_MAX, 121)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    curves = plot(hs, refs, f, RESULTS / "collocation_nfe.png")
+    curves = plot(hs, refs, f)
     runtime = time.perf_counter() - t_start
 
-    info = machine_info()
+    info = cm.machine_info()
     data = {"args": vars(args), "machine": info, "runtime_s": runtime, "T": T, "tolerances": TOLS}
     data["initial_conditions"] = {"states": ics.tolist(), "times_on_trajectory": t[idx].tolist()}
     data["reference"] = {"method": "scipy DOP853 dense", "rtol": REF_TOL, "atol": REF_TOL}
     data |= {"paper_table5": PAPER, "adaptive": solvers, "lgr": {str(K): lgr[K] for K in ORDERS}}
-    write_results("collocation_nfe", data | {"step_length": {"h": hs.tolist(), "curves": curves}}, default=str)
+    data["step_length"] = {"h": hs.tolist(), "curves": curves}
 
     main_rows = [
         [f"{name} (f evals)", s[TOLS[0]]["n_ic"]]
@@ -269,35 +246,29 @@ def main():
         for K in ORDERS
     ]
     detail_rows = [
-        [
-            name,
-            f"{t:g}",
-            r["n_ic"],
-            pm(r["f"]),
-            pm(r["jvp"]) if "jvp" in r else f"{pm(r['total'])} calls, {pm(r['njev'], 1)} J",
-        ]
-        + [pm(r["steps"]), pm(r["rejected"]) if "rejected" in r else "—", r["error"]["median"], r["error"]["max"]]
+        [name, f"{t:g}", r["n_ic"], pm(r["f"])]
+        + [pm(r["jvp"]) if "jvp" in r else f"{pm(r['total'])} calls, {pm(r['njev'], 1)} J", pm(r["steps"])]
+        + [pm(r["rejected"]) if "rejected" in r else "—", r["error"]["median"], r["error"]["max"]]
         + ["yes" if r["all_successful"] else "NO"]
         for name, s in solvers.items()
         for t, r in s.items()
     ]
-    lines = paragraphs(
+    lines = cm.paragraphs(
         "# Vector-field evaluations to integrate Lorenz-63 over T = 1 (Anonymous 2025 Table 5)",
-        provenance(info, f" ({runtime:.0f} s), diffrax {diffrax.__version__}, scipy {scipy.__version__}")
+        cm.provenance(info, f" ({runtime:.0f} s), diffrax {diffrax.__version__}, scipy {scipy.__version__}")
         + f" Reference: scipy DOP853 at rtol = atol = {REF_TOL:g}.",
         [f"- {note}" for note in NOTES],
         "## Table 5: ours (paper)",
-        markdown_table(["method", "ICs", *(f"{tol:g}" for tol in TOLS)], main_rows),
+        cm.markdown_table(["method", "ICs", *(f"{tol:g}" for tol in TOLS)], main_rows),
         "## Adaptive solvers in detail",
-        markdown_table(
+        cm.markdown_table(
             "solver | tol | ICs | f evals | jvp / all calls | steps | rejected | median error | max error "
             "| all successful",
             detail_rows,
         ),
         "Figure: `collocation_nfe.png` (mean defect vs step length, Fig. 9).",
     )
-    write_results("collocation_nfe", markdown=lines)
-    print("\n".join(lines))
+    cm.write_results("collocation_nfe", data, lines, default=str, echo=True)
 
 
 if __name__ == "__main__":
