@@ -1,12 +1,10 @@
 """Every benchmark script in its quickest configuration: checks that each still runs (measures nothing).
 
-    python benchmarks/smoke.py                 # all of them, one after another
-    python benchmarks/smoke.py likelihood spiral_neural
+    python benchmarks/smoke.py [likelihood spiral_neural ...]   # default: all of them, one after another
 
-Each script runs in its own process under a time limit (once per variant below), writing into a scratch copy of
-`benchmarks/results` (`WENDYJAX_BENCHMARK_RESULTS`); one line per run (status, seconds); exits non-zero if any
-failed. Left out: `discovery_pde` (one cell takes minutes), `petab_collection` (it needs the PEtab benchmark
-collection) and `gpu_check.sh` (a GPU).
+Each run in its own process under `--timeout`, writing into a scratch copy of `benchmarks/results`; one line per run;
+exits non-zero if any failed. Left out: `discovery_pde` (one cell takes minutes), `petab_collection` (it needs the
+PEtab benchmark collection) and `gpu_check.sh` (a GPU).
 """
 
 import argparse
@@ -20,7 +18,6 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-
 #: script → its quickest arguments, one string per run
 QUICK = {
     "collocation_nfe": ["--quick"],
@@ -45,8 +42,7 @@ QUICK = {
     ],
     "wendy_vs_fsnls": ["--quick", "--estimator oe --quick"],
 }
-#: runs that need an optional package (`pip install -e ".[bench]"`): skipped without it
-NEEDS = {"--competitors": "pysindy", "integral_matching_sindy": "pysindy"}
+NEEDS = {"--competitors": "pysindy", "integral_matching_sindy": "pysindy"}  # skipped without `.[bench]`
 
 
 def main() -> int:
@@ -58,28 +54,24 @@ def main() -> int:
         parser.error(f"unknown script(s) {', '.join(unknown)}; choose from {', '.join(QUICK)}")
     failed = []
     with tempfile.TemporaryDirectory(prefix="wendyjax-smoke-") as scratch:
-        results = Path(scratch) / "results"
-        shutil.copytree(HERE / "results", results)  # scripts that read earlier results find them
-        env = {**os.environ, "WENDYJAX_BENCHMARK_RESULTS": str(results)}
-        for name in args.scripts or QUICK:
-            for options in QUICK[name]:
-                label = f"{name} {options}".strip()
-                need = next((NEEDS[k] for k in NEEDS if k in label.split()), None)
-                if need and importlib.util.find_spec(need) is None:
-                    print(f'skip {label:40s}          needs {need} (pip install -e ".[bench]")', flush=True)
-                    continue
-                clock = time.perf_counter()
-                try:
-                    run = subprocess.run(
-                        [sys.executable, str(HERE / f"{name}.py"), *options.split()],
-                        **dict(env=env, capture_output=True, text=True, timeout=args.timeout),
-                    )
-                    ok, tail = run.returncode == 0, (run.stderr.strip().splitlines() or [""])[-1]
-                except subprocess.TimeoutExpired:
-                    ok, tail = False, f"no result after {args.timeout:g} s"
-                seconds = time.perf_counter() - clock
-                print(f"{'ok  ' if ok else 'FAIL'} {label:40s} {seconds:7.1f} s{'' if ok else '  ' + tail}", flush=True)
-                failed += [] if ok else [label]
+        shutil.copytree(HERE / "results", Path(scratch) / "results")  # scripts that read earlier results find them
+        env = {**os.environ, "WENDYJAX_BENCHMARK_RESULTS": str(Path(scratch) / "results")}
+        for name, options in ((n, o) for n in args.scripts or QUICK for o in QUICK[n]):
+            label = f"{name} {options}".strip()
+            need = next((NEEDS[k] for k in NEEDS if k in label.split()), None)
+            if need and importlib.util.find_spec(need) is None:
+                print(f'skip {label:40s}          needs {need} (pip install -e ".[bench]")', flush=True)
+                continue
+            clock = time.perf_counter()
+            try:
+                cmd = [sys.executable, str(HERE / f"{name}.py"), *options.split()]
+                run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+                ok, tail = run.returncode == 0, (run.stderr.strip().splitlines() or [""])[-1]
+            except subprocess.TimeoutExpired:
+                ok, tail = False, f"no result after {args.timeout:g} s"
+            seconds = time.perf_counter() - clock
+            print(f"{'ok  ' if ok else 'FAIL'} {label:40s} {seconds:7.1f} s{'' if ok else '  ' + tail}", flush=True)
+            failed += [] if ok else [label]
     return 1 if failed else 0
 
 
