@@ -12,22 +12,12 @@ alone (Rummel et al. 2025 protocol, M = 256) by `vmap`, `lax.map` and a Python l
 import statistics
 import time
 
+import _common as cm
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import threadpoolctl
-from _common import (
-    bench,
-    command,
-    machine_info,
-    machine_line,
-    markdown_table,
-    paragraphs,
-    parser,
-    utc_now,
-    write_results,
-)
 from jax.sharding import Mesh, PartitionSpec as P
 
 import wendyjax as wj
@@ -45,17 +35,11 @@ def _repeat(run, repeats: int) -> tuple[float, dict, object]:
 
 
 def study_row(zoo, n_runs: int, repeats: int) -> dict:
-    first, t, study = _repeat(
-        lambda key: wj.studies.monte_carlo(
-            zoo, "mle", key=key, noise_levels=(0.05,), n_runs=n_runs, batch_size=64, progress=False
-        ),
-        repeats,
-    )
-    return {
-        **{"kind": "study", "runs": n_runs, "first_call_s": first, **t, "fits_per_s": n_runs / t["total_s"]},
-        **{"build_ms_per_run": 1e3 * t["build_s"] / n_runs, "build_share": t["build_s"] / t["total_s"]},
-        "successful": int(np.sum(study.runs[0].status == "successful")),
-    }
+    options = dict(noise_levels=(0.05,), n_runs=n_runs, batch_size=64, progress=False)
+    first, t, study = _repeat(lambda key: wj.studies.monte_carlo(zoo, "mle", key=key, **options), repeats)
+    row = {"kind": "study", "runs": n_runs, "first_call_s": first, **t, "fits_per_s": n_runs / t["total_s"]}
+    row |= {"build_ms_per_run": 1e3 * t["build_s"] / n_runs, "build_share": t["build_s"] / t["total_s"]}
+    return row | {"successful": int(np.sum(study.runs[0].status == "successful"))}
 
 
 def bootstrap_row(zoo, n_boot: int, repeats: int) -> dict:
@@ -64,25 +48,21 @@ def bootstrap_row(zoo, n_boot: int, repeats: int) -> dict:
     first, t, boot = _repeat(
         lambda key: wj.studies.bootstrap(wj.MLE(), fit, data, n_boot, key=key, progress=False), repeats
     )
-    return {
-        **{"kind": "bootstrap", "runs": n_boot, "first_call_s": first, **t, "refits_per_s": n_boot / t["total_s"]},
-        **{"outside_fits_share": (t["total_s"] - t["fit_s"]) / t["total_s"], "failed": int(boot.n_failed)},
-    }
+    row = {"kind": "bootstrap", "runs": n_boot, "first_call_s": first, **t, "refits_per_s": n_boot / t["total_s"]}
+    return row | {"outside_fits_share": (t["total_s"] - t["fit_s"]) / t["total_s"], "failed": int(boot.n_failed)}
 
 
 def pipeline_markdown(rows, info, repeats) -> list[str]:
-    def g(r, *keys):
-        return [f"{r[k]:.3g}" for k in keys]
-
+    g = lambda r, *keys: [f"{r[k]:.3g}" for k in keys]  # noqa: E731
     kinds = {kind: [r for r in rows if r["kind"] == kind] for kind in ("study", "bootstrap")}
     blocks = [
         "# A study and a bootstrap end to end, by stage (Lorenz, M = 1024, 5 % noise, WENDy-MLE)",
-        f"Command: `{command()}`; machine: {machine_line(info)}; {utc_now()}. Medians of {repeats} warm calls "
+        f"Command: `{cm.command()}`; machine: {cm.machine_line(info)}; {cm.utc_now()}. Medians of {repeats} warm calls "
         f"(after one that compiles); seconds.",
     ]
     if kinds["study"]:
         blocks.append(
-            markdown_table(
+            cm.markdown_table(
                 "runs | total | simulate | build | fit | diagnostics | fits/s | build ms/run | build share "
                 "| first call",
                 [
@@ -96,7 +76,7 @@ def pipeline_markdown(rows, info, repeats) -> list[str]:
     if kinds["bootstrap"]:
         blocks += [
             "Parametric bootstrap of one fit:",
-            markdown_table(
+            cm.markdown_table(
                 "B | total | initial states | simulate | build | fit | outside the fits | first call",
                 [
                     [r["runs"], *g(r, "total_s", "initial_states_s", "simulate_s", "build_s", "fit_s")]
@@ -105,12 +85,12 @@ def pipeline_markdown(rows, info, repeats) -> list[str]:
                 ],
             ),
         ]
-    return paragraphs(*blocks)
+    return cm.paragraphs(*blocks)
 
 
 def throughput_row(name, n_runs, repeats, subsample=4):
     def timed(fn):
-        return bench(fn, cfg=(repeats, 0.0, 0.0, repeats))[1]["median_s"]  # after a compile call
+        return cm.bench(fn, cfg=(repeats, 0.0, 0.0, repeats))[1]["median_s"]  # after a compile call
 
     zoo = getattr(wj.models, name)()
     liks = [
@@ -135,15 +115,12 @@ def throughput_row(name, n_runs, repeats, subsample=4):
     sol = vmapped(stacked, p0)
     loop_params = np.stack([np.asarray(single(lik, p).params) for lik, p in zip(singles, p0)])
     steps = np.asarray(sol.num_steps)
-    row = {
-        **{"model": name, "runs": n_runs, "M": len(np.asarray(zoo.t)[::subsample]) - 1},
-        **{"K": int(stacked.problem.phi.shape[2]), "successful": int(np.sum(np.asarray(sol.successful)))},
-        **{"steps_median": float(np.median(steps)), "steps_max": int(np.max(steps))},
-        **{f"{k}_s": t[k] for k in t},
-        **{f"{k}_fits_per_s": n_runs / t[k] for k in t},
-        **{"vmap_ratio": t["loop"] / t["vmap"], "map_ratio": t["loop"] / t["map"]},
-        "max_param_diff": float(np.max(np.abs(np.asarray(sol.params) - loop_params))),
-    }
+    row = {"model": name, "runs": n_runs, "M": len(np.asarray(zoo.t)[::subsample]) - 1}
+    row |= {"K": int(stacked.problem.phi.shape[2]), "successful": int(np.sum(np.asarray(sol.successful)))}
+    row |= {"steps_median": float(np.median(steps)), "steps_max": int(np.max(steps))}
+    row |= {f"{k}_s": t[k] for k in t} | {f"{k}_fits_per_s": n_runs / t[k] for k in t}
+    row |= {"vmap_ratio": t["loop"] / t["vmap"], "map_ratio": t["loop"] / t["map"]}
+    row["max_param_diff"] = float(np.max(np.abs(np.asarray(sol.params) - loop_params)))
     if jax.device_count() > 1:
         arrays, static = eqx.partition(stacked, eqx.is_array)
 
@@ -162,41 +139,30 @@ def throughput_row(name, n_runs, repeats, subsample=4):
 def throughput(args, info):
     with threadpoolctl.threadpool_limits(1, user_api="blas"):  # host BLAS on one thread, as in the studies
         rows = [throughput_row(name, n, args.repeats) for name in args.models for n in args.runs or [32]]
-    blocks = [
+    sharded = "devices" in rows[0]  # `lax.map` per device inside one `shard_map`, against the same loop
+    md = cm.paragraphs(
         "# Study throughput: vmapped and sequential chunks vs a Python loop of jitted single fits",
-        f"Command: `{command()}`; machine: {machine_line(info)}, devices {info['devices']}; host BLAS 1 thread. "
-        f"Medians of {args.repeats} repeats.",
-        markdown_table(
+        f"Command: `{cm.command()}`; machine: {cm.machine_line(info)}, devices {info['devices']}; host BLAS 1 thread. "
+        f"Medians of {args.repeats} repeats." + (f" Sharded: over {args.devices} CPU devices." if sharded else ""),
+        cm.markdown_table(
             "model | runs | M | K | steps median / max | vmap fits/s | map fits/s | loop fits/s | vmap/loop "
-            "| map/loop | max abs param diff",
+            "| map/loop | max abs param diff" + (" | sharded fits/s | sharded/loop | sharded diff" if sharded else ""),
             [
                 [r["model"], r["runs"], r["M"], r["K"], f"{r['steps_median']:.0f} / {r['steps_max']}"]
                 + [f"{r[k]:.1f}" for k in ("vmap_fits_per_s", "map_fits_per_s", "loop_fits_per_s")]
                 + [f"{r['vmap_ratio']:.2f}", f"{r['map_ratio']:.2f}", f"{r['max_param_diff']:.1e}"]
+                + ([f"{r['sharded_fits_per_s']:.1f}", f"{r['sharded_ratio']:.2f}"] if sharded else [])
+                + ([f"{r['sharded_max_param_diff']:.1e}"] if sharded else [])
                 for r in rows
             ],
         ),
-    ]
-    if "devices" in rows[0]:
-        blocks += [
-            f"Sharded over {args.devices} CPU devices (`lax.map` per device inside one `shard_map`), "
-            "against the same loop:",
-            markdown_table(
-                "model | sharded fits/s | loop fits/s | sharded/loop | max abs param diff",
-                [
-                    [r["model"], f"{r['sharded_fits_per_s']:.1f}", f"{r['loop_fits_per_s']:.1f}"]
-                    + [f"{r['sharded_ratio']:.2f}", f"{r['sharded_max_param_diff']:.1e}"]
-                    for r in rows
-                ],
-            ),
-        ]
-    data = {"command": command(), "machine": info, "blas_threads": "1 thread", "rows": rows}
-    write_results(args.name or "study_throughput", data, paragraphs(*blocks), indent=2, default=float)
-    print("\n".join(paragraphs(*blocks)))
+    )
+    data = {"command": cm.command(), "machine": info, "blas_threads": "1 thread", "rows": rows}
+    cm.write_results(args.name or "study_throughput", data, md, indent=2, default=float, echo=True)
 
 
 def main():
-    ap = parser(__doc__)
+    ap = cm.parser(__doc__)
     ap.add_argument("--throughput", action="store_true", help="the batched fits alone against a loop")
     ap.add_argument("--runs", type=int, nargs="+", help="study sizes (default: 32 64; --throughput 32)")
     ap.add_argument("--boot", type=int, nargs="+", default=[20, 200], help="bootstrap sizes B")
@@ -207,7 +173,7 @@ def main():
     args = ap.parse_args()
     if args.devices > 1:  # before jax starts its backend
         jax.config.update("jax_num_cpu_devices", args.devices)
-    info = machine_info()
+    info = cm.machine_info()
     if args.throughput:
         return throughput(args, info)
     zoo, rows = wj.models.lorenz(), []
@@ -215,9 +181,9 @@ def main():
     for row, n in jobs:  # the results are rewritten after each row
         rows.append(row(zoo, n, args.repeats))
         print({k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in rows[-1].items()}, flush=True)
-        data = {"command": command(), "date": utc_now(), "machine": info, "rows": rows}
+        data = {"command": cm.command(), "date": cm.utc_now(), "machine": info, "rows": rows}
         md = pipeline_markdown(rows, info, args.repeats)
-        write_results(args.name or "study_pipeline", data, md, indent=2, default=float)
+        cm.write_results(args.name or "study_pipeline", data, md, indent=2, default=float)
 
 
 if __name__ == "__main__":
