@@ -112,47 +112,25 @@ def run_system(name, noises, seeds, noise_scale):
             run = {"seed": seed}
             for key, est in estimators.items():
                 fit = est.fit(lib, wj.Trajectory(t, noisy))
-                run[key] = {
-                    **metrics(fit.params, theta_true, phi, f_true),
-                    "seconds": fit.seconds,
-                    "status": fit.message,
-                }
+                run[key] = metrics(fit.params, theta_true, phi, f_true) | {"seconds": fit.seconds}
+                run[key]["status"] = fit.message
             for key, smoothed in (("sindy_fd", False), ("sindy_sfd", True)):
                 sm, seconds = sindy_fit(noisy, lib.state_names, smoothed)
                 run[key] = {**metrics(np.asarray(sm.coefficients()).T, theta_true, phi, f_true), "seconds": seconds}
             runs.append(run)
-            print(
-                f"  {name} noise {level:.0%} seed {seed}: ẋ err % "
-                + "  ".join(f"{k} {run[k]['xdot_err_pct']:.3g}" for k in METHODS),
-                flush=True,
-            )
-        cells[f"{level:g}"] = {
-            "noise": level,
-            "runs": runs,
-            "summary": {
-                k: {
-                    **{
-                        m: summary([r[k][m] for r in runs])
-                        for m in ("xdot_err_pct", "coef_err_pct", "missing", "extra", "seconds")
-                    },
-                    "exact_support": sum(r[k]["missing"] == 0 and r[k]["extra"] == 0 for r in runs),
-                }
-                for k in METHODS
-            },
+            print(f"  {name} {level:.0%} seed {seed}: ẋ err %", *(f"{k} {run[k]['xdot_err_pct']:.3g}" for k in METHODS))
+        quantities = ("xdot_err_pct", "coef_err_pct", "missing", "extra", "seconds")
+        summaries = {
+            k: {m: summary([r[k][m] for r in runs]) for m in quantities}
+            | {"exact_support": sum(r[k]["missing"] == 0 and r[k]["extra"] == 0 for r in runs)}
+            for k in METHODS
         }
+        cells[f"{level:g}"] = {"noise": level, "runs": runs, "summary": summaries}
     times = {k: statistics.median([r[k]["seconds"] for c in cells.values() for r in c["runs"]]) for k in METHODS}
-    return {
-        "n_samples": len(t),
-        "n_features": lib.n_features,
-        "noise_sd_over_state_sd": (sd1 / X.std(axis=0)).tolist(),
-        "feature_names": list(lib.feature_names),
-        "theta_true": theta_true.tolist(),
-        "true_terms": int(np.sum(theta_true != 0)),
-        "warmup_s": warm,
-        "compile_s": {k: max(warm[k] - times[k], 0.0) for k in warm},
-        "median_time_s": times,
-        "cells": cells,
-    }
+    out = {"n_samples": len(t), "n_features": lib.n_features, "noise_sd_over_state_sd": (sd1 / X.std(axis=0)).tolist()}
+    out |= {"feature_names": list(lib.feature_names), "theta_true": theta_true.tolist()}
+    out |= {"true_terms": int(np.sum(theta_true != 0)), "warmup_s": warm}
+    return out | {"compile_s": {k: max(warm[k] - times[k], 0.0) for k in warm}, "median_time_s": times, "cells": cells}
 
 
 def cell(s):
@@ -175,7 +153,7 @@ def main():
     settings = {"T": T_END, "dt": DT, "K": ORDER, "h": LENGTH, "threshold": THRESHOLD}
     settings |= {"noise_scale": args.noise_scale, "seeds": seeds, "noises": list(noises)}
     data = {"args": vars(args), "machine": info, "versions": {"pysindy": ps.__version__}, "total_s": total}
-    write_results(args.name, data | {"settings": settings, "paper_table2": PAPER, "results": results}, default=str)
+    data |= {"settings": settings, "paper_table2": PAPER, "results": results}
 
     xdot_rows, coef_rows, time_rows = [], [], []
     for name, res in results.items():
@@ -227,8 +205,7 @@ def main():
             f"{name} " + ", ".join(f"{v:.2f}" for v in res["noise_sd_over_state_sd"]) for name, res in results.items()
         ),
     )
-    write_results(args.name, markdown=lines)
-    print("\n".join(lines))
+    write_results(args.name, data, lines, default=str, echo=True)
 
 
 if __name__ == "__main__":
