@@ -196,9 +196,10 @@ def write_results(stem: str, data=None, markdown=None, *, indent: int = 1, defau
 
 
 def save_figure(fig, stem: str, dpi: int = 120) -> None:
-    """`fig` (matplotlib) to `benchmarks/results/<stem>.png`, laid out tight, then closed."""
+    """`fig` (matplotlib) to `benchmarks/results/<stem>.png`, laid out tight (unless it has a layout), then closed."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:
+        fig.tight_layout()
     fig.savefig(RESULTS / f"{stem}.png", dpi=dpi)
     pyplot().close(fig)
 

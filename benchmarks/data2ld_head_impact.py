@@ -2,32 +2,26 @@
 
     python benchmarks/data2ld_head_impact.py       # ~2 min on 2 CPU cores
 
-Model (14), D²x = β₀x + β₁Dx + αu, u the unit pulse on [14, 15). §4: `wj.datasets.head_impact()` (133
-points, the Data2LD code's preprocessing), the §4 basis at orders 5 (the text's) and 6 (the code's), the
-code's ρ ladder and the paper's adaptive rule, Gauss–Newton and implicit-function covariances, and the
-order-6 ladder's stage γ = 9 (the paper's df). Fig. 2: H (eq. 12) on a 201 × 201 grid of (β₀, β₁) at
-α = 0.39 for four ρ, on the §3.2 data (the exact solution at θ = (−0.05, −0.15, 0.39) at 101 points on
-[0, 60] plus N(0, 0.05²) noise, NumPy `default_rng(2)`). Writes, under `benchmarks/results/`,
-`data2ld_head_impact.{json,md}` with `_bands.png` (Fig. 4) and `_path.png` (Fig. 3), and
-`data2ld_landscape.{json,md,png}`.
+§4: `wj.datasets.head_impact()`, the basis at orders 5 (the text's) and 6 (the code's), the code's ρ ladder and the
+adaptive rule, Gauss–Newton and implicit-function covariances, and the order-6 ladder's stage γ = 9 (the paper's df).
+Fig. 2: H (eq. 12) on a 201 × 201 grid of (β₀, β₁) at α = 0.39 for four ρ, on the §3.2 data (101 points on [0, 60],
+N(0, 0.05²) noise, `default_rng(2)`). Writes `data2ld_head_impact.{json,md}`, `_bands.png` (Fig. 4), `_path.png`
+(Fig. 3) and `data2ld_landscape.{json,md,png}` under `benchmarks/results/`.
 """
 
 import datetime
 import functools
 import time
 
+import _common as cm
 import jax
 import jax.numpy as jnp
-import matplotlib
-import matplotlib.pyplot as plt
 import numpy as np
 import scipy.stats
-from _common import RESULTS, machine_info, markdown_table, paragraphs, parser, provenance, utc_now, write_results
 
 import wendyjax as wj
 from wendyjax import datasets as ds, linear as L
 
-matplotlib.use("Agg")
 PAPER = {"theta": [-0.057, -0.15, 0.40], "half": [0.005, 0.03, 0.06], "df": 2.45, "mse": 0.05}
 RHOS = (0.99, 0.95, 0.71, 0.50)
 BETA0, BETA1, ALPHA = np.linspace(-0.55, 0.45, 201), np.linspace(-0.65, 0.35, 201), 0.39
@@ -53,18 +47,16 @@ def run(order, continuation, covariance, data):
 def head_impact():
     data = ds.head_impact()
     rows, fits = [], {}
-    for order in (6, 5):
-        for continuation in ("ladder", "adaptive"):
-            for covariance in ("gauss_newton", "implicit"):
-                fits[order, continuation, covariance], row = run(order, continuation, covariance, data)
-                rows.append(row)
-                print({k: (np.round(v, 4).tolist() if isinstance(v, list) else v) for k, v in row.items()})
+    for key in ((o, c, v) for o in (6, 5) for c in ("ladder", "adaptive") for v in ("gauss_newton", "implicit")):
+        fits[key], row = run(*key, data)
+        rows.append(row)
+        print(key, np.round(row["theta"], 4), row["seconds_per_fit"], flush=True)
     ref = fits[6, "ladder", "gauss_newton"]
     i9 = int(np.flatnonzero(ref.path["gamma"] == 9.0)[0])
     unc9 = L.uncertainty(ref.problem, jnp.asarray(ref.path["theta"][i9]), L.rho_of(9.0))
     half9 = scipy.stats.t.ppf(0.975, float(unc9.dof)) * ref.path["stderr"][i9]
     at9 = {"theta": ref.path["theta"][i9].tolist(), "df": float(unc9.df), "half_width": half9.tolist()}
-    out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "paper": PAPER, "runs": rows}
+    out = {"date": datetime.date.today().isoformat(), "machine": cm.machine_info(), "paper": PAPER, "runs": rows}
     out["order6_ladder_gamma9"] = at9
     out["path_order6_ladder"] = {k: np.asarray(v).tolist() for k, v in ref.path.items()}
 
@@ -79,22 +71,19 @@ def head_impact():
         + [f4(r["half_width"]), f"{r['df']:.3f}", f"{r['mse']:.4f}", f"{r['seconds_per_fit']:.3f}"]
         for r in rows
     ]
-    lines = paragraphs(
+    lines = cm.paragraphs(
         "# Data2LD on the head-impact data (Carey & Ramsay 2021 §4)",
-        provenance(out["machine"]),
-        markdown_table(
+        cm.provenance(out["machine"]),
+        cm.markdown_table(
             "order | continuation | covariance | γ̂ | β̂₀ | β̂₁ | α̂ | 95 % half-widths | df | MSE | s/fit", table
         ),
         f"Order 6, code ladder, stage γ = 9: θ̂ = {f4(at9['theta'])}, half-widths {f4(at9['half_width'])}, "
         f"df = {at9['df']:.3f} (the paper's df; the code's ρ̂ rule picks γ = 8.5 on our fully converged stages).",
         "s/fit: a second call (compiled); the first call adds the compilation.",
     )
-    write_results("data2ld_head_impact", out, lines)
-    fig, _ = wj.plot.bands(ref)
-    fig.savefig(RESULTS / "data2ld_head_impact_bands.png", dpi=120)
-    fig, _ = wj.plot.continuation(ref, min_rho=0.95)
-    fig.savefig(RESULTS / "data2ld_head_impact_path.png", dpi=120)
-    print("\n".join(lines))
+    cm.write_results("data2ld_head_impact", out, lines, echo=True)
+    cm.save_figure(wj.plot.bands(ref)[0], "data2ld_head_impact_bands")
+    cm.save_figure(wj.plot.continuation(ref, min_rho=0.95)[0], "data2ld_head_impact_path")
 
 
 def landscape():
@@ -103,7 +92,7 @@ def landscape():
     b0, b1 = np.meshgrid(BETA0, BETA1)
     thetas = jnp.asarray(np.stack([b0.ravel(), b1.ravel(), np.full(b0.size, ALPHA)], axis=1))
     results, table = {}, []
-    fig, axes = plt.subplots(2, len(RHOS), figsize=(4 * len(RHOS), 7.5), constrained_layout=True)
+    fig, axes = cm.pyplot().subplots(2, len(RHOS), figsize=(4 * len(RHOS), 7.5), constrained_layout=True)
     for row, order in enumerate((5, 6)):
         problem = L.data2ld_problem(ds.head_impact_model(), ds.head_impact_basis(0.0, 60.0, order=order), t, y)
         on_grid = jax.jit(jax.vmap(functools.partial(L.criterion, problem), in_axes=(0, None)))
@@ -124,22 +113,21 @@ def landscape():
             ax.set(title=f"order {order}, ρ = {rho}", xlabel="β₀", ylabel="β₁")
         axes[row][0].legend(loc="lower left", fontsize=8)
     fig.suptitle("log₁₀ H(β₀, β₁, α = 0.39 | ρ) (Carey & Ramsay 2021 Fig. 2)")
-    RESULTS.mkdir(exist_ok=True)
-    fig.savefig(RESULTS / "data2ld_landscape.png", dpi=110)
-    out = {"date": utc_now(), "machine": machine_info(), "grid": [len(BETA0), len(BETA1)], "alpha": ALPHA}
+    cm.RESULTS.mkdir(exist_ok=True)
+    fig.savefig(cm.RESULTS / "data2ld_landscape.png", dpi=110)
+    out = {"date": cm.utc_now(), "machine": cm.machine_info(), "grid": [len(BETA0), len(BETA1)], "alpha": ALPHA}
     out |= {"noise_seed": 2, "orders": results, "paper_argmin": {str(k): v for k, v in PAPER_MIN.items()}}
-    lines = paragraphs(
+    lines = cm.paragraphs(
         "# Landscape of H(θ|ρ) (Carey & Ramsay 2021 Fig. 2)",
-        provenance(out["machine"])
+        cm.provenance(out["machine"])
         + " Grid minimum of H over β₀ ∈ [−0.55, 0.45], β₁ ∈ [−0.65, 0.35] (201 × 201, step 0.005), α = 0.39; "
         "figure `data2ld_landscape.png`.",
-        markdown_table("order | ρ | grid argmin (β₀, β₁) | paper | min H | max H", table),
+        cm.markdown_table("order | ρ | grid argmin (β₀, β₁) | paper | min H | max H", table),
     )
-    write_results("data2ld_landscape", out, lines)
-    print("\n".join(lines))
+    cm.write_results("data2ld_landscape", out, lines, echo=True)
 
 
 if __name__ == "__main__":
-    parser(__doc__).parse_args()  # --help; no options
+    cm.parser(__doc__).parse_args()  # --help; no options
     head_impact()
     landscape()
