@@ -1,8 +1,5 @@
-r"""Simulated annealing (SA, §2.2) and smooth functional tempering (SFT, §2.4, Campbell & Steele 2012),
-competitors in Carey & Ramsay 2021 §5 on model (14), $D^2x = \beta_0x + \beta_1Dx + \alpha u$ from rest, $u$
-the unit pulse on [14, 15); used by `data2ld_simulation.py`. The paper leaves most of their settings open:
-the choices made are in each function's docstring.
-"""
+r"""Simulated annealing (SA, §2.2) and smooth functional tempering (SFT, §2.4, Campbell & Steele 2012): Carey & Ramsay
+2021 §5's competitors on model (14) for `data2ld_simulation.py`; the choices the paper leaves open in each docstring."""
 
 import jax
 import jax.numpy as jnp
@@ -15,16 +12,14 @@ _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(12)
 
 
 def _expm_companion(theta, s):
-    r"""$e^{As}$ for $A = \begin{pmatrix}0 & 1\\ \beta_0 & \beta_1\end{pmatrix}$ at the times `s` (any shape,
-    ≥ 0), by Cayley–Hamilton: $e^{As} = e^{\tau s}[C\,I + S\,(A - \tau I)]$ with $\tau = \beta_1/2$,
-    $q = \tau^2 + \beta_0$, $C = \cosh(\sqrt q s)$, $S = \sinh(\sqrt q s)/\sqrt q$ (cos / sin for $q < 0$,
-    series near $q = 0$). Shape `s.shape + (2, 2)`."""
+    r"""$e^{As}$, $A = ((0, 1), (\beta_0, \beta_1))$, at the times `s` ≥ 0 by Cayley–Hamilton: $e^{\tau s}[C\,I +
+    S\,(A - \tau I)]$, $\tau = \beta_1/2$, $q = \tau^2 + \beta_0$, $C = \cosh(\sqrt q s)$,
+    $S = \sinh(\sqrt q s)/\sqrt q$ (cos / sin for $q < 0$, series near 0). Shape `s.shape + (2, 2)`."""
     beta0, beta1 = theta[0], theta[1]
     tau = beta1 / 2
     q = tau**2 + beta0
     r = jnp.sqrt(jnp.abs(q))
-    small = r <= 1e-8
-    safe_r = jnp.where(small, 1.0, r)
+    small, safe_r = r <= 1e-8, jnp.where(r <= 1e-8, 1.0, r)
     C = jnp.where(small, 1 + q * s**2 / 2, jnp.where(q > 0, jnp.cosh(safe_r * s), jnp.cos(safe_r * s)))
     S = jnp.where(small, s + q * s**3 / 6, jnp.where(q > 0, jnp.sinh(safe_r * s), jnp.sin(safe_r * s)) / safe_r)
     A_tau = jnp.array([[-tau, 1.0], [beta0, beta1 - tau]])
@@ -32,9 +27,8 @@ def _expm_companion(theta, s):
 
 
 def pulse_response(theta, t: np.ndarray):
-    r"""$x(t)$ of model (14) from rest for any θ at the sample times `t` (NumPy: which of them fall
-    on the pulse is static): zero before 14, $z(14 + s) = \int_0^s e^{A\sigma} b\,d\sigma$ on the
-    pulse (12-point Gauss–Legendre: the integrand is entire), $z(t) = e^{A(t-15)}z(15)$ after it."""
+    r"""$x(t)$ of model (14) from rest at the NumPy times `t`: zero before 14, $z(14 + s) = \int_0^s e^{A\sigma} b\,
+    d\sigma$ on the pulse (12-point Gauss–Legendre: the integrand is entire), $z(t) = e^{A(t-15)}z(15)$ after it."""
     t = np.asarray(t)
     b = jnp.array([0.0, 1.0]) * theta[2]
 
@@ -51,13 +45,10 @@ def pulse_response(theta, t: np.ndarray):
 
 
 def simulated_annealing(key, t, y, theta0, noise_var, n_iter: int, t0: float = 100.0, accept_target: float = 0.44):
-    r"""Simulated annealing (Carey & Ramsay 2021 §2.2) for one data set: energy
-    $E(\theta) = \mathrm{SSE}(\theta)/2s^2$ with $s^2$ = `noise_var` a θ-free noise variance (temperature 1
-    is the Gaussian likelihood), Boltzmann schedule $T_k = T_0/\log(k + 1)$, $T_0 = 100$ (MATLAB's
-    `temperatureboltz`, as the paper), Barker acceptance $1/(1 + e^{\Delta E/T_k})$ of a worse point
-    (MATLAB's `acceptancesa`). Choices made (the paper gives none): one coordinate at a time in turn, a
-    Gaussian step whose scale adapts to an acceptance rate of 0.44 (Roberts & Rosenthal), starting at
-    0.1 max(|θ₀ⱼ|, 0.1); the initial state at rest; the estimate is the best point visited.
+    r"""Simulated annealing (§2.2) for one data set: energy $\mathrm{SSE}(\theta)/2s^2$, $s^2$ = `noise_var`,
+    Boltzmann schedule $T_k = T_0/\log(k + 1)$, $T_0 = 100$, Barker acceptance $1/(1 + e^{\Delta E/T_k})$ (MATLAB's
+    `temperatureboltz` and `acceptancesa`, as the paper). Our choices: one coordinate at a time, a Gaussian step
+    adapted to an acceptance rate of 0.44 from 0.1 max(|θ₀ⱼ|, 0.1), the best point visited.
     Returns (θ̂, its SSE, the acceptance rate)."""
 
     def sse(theta):
@@ -87,9 +78,8 @@ def simulated_annealing(key, t, y, theta0, noise_var, n_iter: int, t0: float = 1
 
 
 def _penalty_form(problem, c):
-    r"""$(M, v_0, E)$ with $L(\theta, c) = v^TM(c)v$, $v = (\kappa, \lambda) = v_0 + E\theta$ the affine
-    coefficient maps of the problem and $M(c) = \begin{pmatrix}c^TG_{ab}c & F_{af}^Tc\\ \cdot & F\end{pmatrix}$
-    (the penalty is quadratic in θ for fixed c)."""
+    r"""$(M, v_0, E)$ with the penalty $L(\theta, c) = v^TM(c)v$, $v = (\kappa, \lambda) = v_0 + E\theta$ (quadratic
+    in θ for fixed c)."""
     Cc = jnp.einsum("afk,k->af", problem.cross, c)
     M = jnp.block([[jnp.einsum("k,abkl,l->ab", c, problem.gram, c), Cc], [Cc.T, problem.forcing_gram]])
     return M, jnp.concatenate([problem.kappa0, problem.lam0]), jnp.concatenate([problem.kappa_theta, problem.lam_theta])
@@ -109,16 +99,12 @@ def _draw_gaussian(key, Q, b):
 
 
 def smooth_functional_tempering(key, problem, y, theta0, lambdas, n_iter: int, burn_in: int, swap_prob: float = 0.5):
-    r"""Smooth functional tempering (Carey & Ramsay 2021 §2.4, eq. 7) for one data set: chain $m$ samples
-    $\pi_m(c, \theta, \sigma^2) \propto \sigma^{-N}e^{-\|y - \Phi c\|^2/2\sigma^2}
-    e^{-\lambda_m L(\theta, c)/2}\,N(\theta; 0, I)\,\sigma^{-2}$ (the paper's priors; $L$ the squared $L^2$
-    norm of the ODE residual on [0, 60]). Each iteration every chain draws from its exact full
-    conditionals (choice made: Gibbs, the paper's "MH step" with acceptance 1: $c$ and θ Gaussian,
-    σ² inverse gamma), then with probability `swap_prob` a random neighbouring pair proposes to swap
-    states, accepted with probability $\min(1, e^{(\lambda_m - \lambda_{m+1})(L_m - L_{m+1})/2})$.
-    All chains start at θ₀ and the least-squares spline fit. The estimate is the posterior mean of θ
-    in the chain of largest λ after `burn_in` iterations, the 95 % interval its 2.5 / 97.5 %
-    quantiles, x̂ = Φ × the posterior mean of c. Returns (θ̂, lower, upper, mean c, swap acceptance rate)."""
+    r"""Smooth functional tempering (§2.4, eq. 7) for one data set: chain $m$ samples $\pi_m \propto \sigma^{-N}
+    e^{-\|y - \Phi c\|^2/2\sigma^2} e^{-\lambda_m L(\theta, c)/2}\,N(\theta; 0, I)\,\sigma^{-2}$. Our choices: Gibbs
+    steps from the exact full conditionals (the paper's "MH step" with acceptance 1), then with probability
+    `swap_prob` a neighbouring pair proposes to swap; all chains start at θ₀ and the least-squares spline fit. The
+    estimate: the posterior mean of θ in the chain of largest λ after `burn_in`, the interval its 2.5 / 97.5 %
+    quantiles, x̂ = Φ × the mean c. Returns (θ̂, lower, upper, mean c, swap acceptance rate)."""
     lambdas = jnp.asarray(lambdas)
     n_chains = lambdas.shape[0]
     phi = problem.phi
