@@ -43,25 +43,6 @@ def parser(doc: str) -> argparse.ArgumentParser:
     return argparse.ArgumentParser(description=doc.splitlines()[0])
 
 
-def cpu_busy_seconds():
-    """(all CPUs' busy seconds from /proc/stat, this process's CPU seconds), or None."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    busy = (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")  # user..steal, without guest (counted in user)
-    return busy, sum(os.times()[:2])
-
-
-def other_cpu_load(start, end, elapsed):
-    """Mean number of cores used by other processes between two `cpu_busy_seconds`."""
-    if start is None or end is None or elapsed <= 0:
-        return None
-    return max((end[0] - start[0]) - (end[1] - start[1]), 0.0) / elapsed
-
-
 def machine_info() -> dict:
     """The machine, the versions and the timing-relevant environment, for the results files."""
     u = platform.uname()
@@ -86,18 +67,6 @@ def machine_line(info: dict) -> str:
     cpu = info.get("cpu_model") or info.get("processor") or info["uname"]["machine"]
     accelerators = "".join(f", {d}" for d in info.get("devices", []) if not d.startswith(("cpu", "TFRT_CPU")))
     return f"{cpu}, {info.get('cpu_count', '?')} CPUs, jax {info.get('jax', '?')}{accelerators}"
-
-
-def idle_check(info: dict, seconds: float = 1.0) -> float | None:
-    """Measure for `seconds` how many cores other processes use before the timings start;
-    record it in `info` and warn when it is more than 0.1."""
-    c0, w0 = cpu_busy_seconds(), time.perf_counter()
-    time.sleep(seconds)
-    other = other_cpu_load(c0, cpu_busy_seconds(), time.perf_counter() - w0)
-    info["other_processes_cores_before_start"] = other
-    if other is not None and other > 0.1:
-        print(f"  WARNING: other processes use {other:.2f} cores before the start: timings will be noisy")
-    return other
 
 
 def command() -> str:
@@ -131,14 +100,14 @@ def bench(fn, *args, cfg):
     `cfg` = (min_reps, min_time, max_time, floor_reps): repeats until at least `min_reps` calls and
     `min_time` seconds in total, stopping early once `max_time` seconds are spent and at least
     `floor_reps` calls are done. `timing`: median, min, max, repeats, the first call and its excess
-    over the median ("compile_s"), and the cores other processes used meanwhile.
+    over the median ("compile_s").
     """
     min_reps, min_time, max_time, floor_reps = cfg
     gc.collect()
     t0 = time.perf_counter()
     out = jax.block_until_ready(fn(*args))
     first = time.perf_counter() - t0
-    times, cpu0, w0 = [], cpu_busy_seconds(), time.perf_counter()
+    times = []
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -151,9 +120,8 @@ def bench(fn, *args, cfg):
     finally:
         if gc_was_enabled:
             gc.enable()
-    other = other_cpu_load(cpu0, cpu_busy_seconds(), time.perf_counter() - w0)
     med = statistics.median(times)
-    timing = {"other_processes_cores": other, "median_s": med, "min_s": min(times), "max_s": max(times)}
+    timing = {"median_s": med, "min_s": min(times), "max_s": max(times)}
     return out, timing | {"repeats": len(times), "first_call_s": first, "compile_s": max(first - med, 0.0)}
 
 

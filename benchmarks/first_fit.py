@@ -14,7 +14,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import _common as cm
@@ -72,7 +71,7 @@ def main() -> None:
     ap.add_argument("--name", default="first_fit")
     args = ap.parse_args()
     trees = [t.resolve() for t in args.tree or [Path(".")]]
-    rows, cpu0, own0, wall0 = [], cm.cpu_busy_seconds(), sum(os.times()[:4]), time.perf_counter()
+    rows = []
     for case in args.cases:
         # the trees alternate, so that a change in the machine's load falls on all of them alike
         runs = [[one_process(tree, CASES[case]) for tree in trees] for _ in range(args.repeats)]
@@ -82,15 +81,11 @@ def main() -> None:
             row = dict(case=case, tree=str(tree), commit=cm.commit(tree), first_s=first, second_s=second, runs=mine)
             rows.append(row)
             print(f"{case} [{tree}]: first {first:.2f} s, second {second:.3f} s", flush=True)
-    cpu1, own1, wall = cm.cpu_busy_seconds(), sum(os.times()[:4]), time.perf_counter() - wall0
-    # cores busy with anything but this script and its fresh processes (all CPUs' busy time minus ours)
-    other = None if cpu0 is None or cpu1 is None else round(max(cpu1[0] - cpu0[0] - (own1 - own0), 0.0) / wall, 2)
-    info = {**cm.machine_info(), "other_processes_cores": other}
+    info = cm.machine_info()
     table = [[r["case"], f"{Path(r['tree']).name} ({r['commit']})", r["first_s"], r["second_s"]] for r in rows]
     lines = cm.paragraphs(
         "# The first fit of a fresh process, end to end",
-        cm.provenance(info, f"; medians of {args.repeats} fresh processes per row")
-        + f" Cores used by other processes meanwhile: {info['other_processes_cores']}.",
+        cm.provenance(info, f"; medians of {args.repeats} fresh processes per row"),
         cm.markdown_table("case | source tree | first fit s | second fit s", table),
     )
     cm.write_results(args.name, {"info": info, "rows": rows}, lines)

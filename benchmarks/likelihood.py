@@ -15,7 +15,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _common import bench, idle_check, machine_info, markdown_table, paragraphs, parser, provenance, write_results
+from _common import bench, machine_info, markdown_table, paragraphs, parser, provenance, write_results
 
 import wendyjax as wj
 from wendyjax.weak import log_space_rhs
@@ -77,14 +77,12 @@ def rel(a, b):
 
 
 def timing_row(model, path, c):
-    others = [c[k]["other_processes_cores"] for k in QUANTITIES if c[k].get("other_processes_cores") is not None]
     return [
         *(model, path, c["K"], *(f"{1e3 * c[k]['median_s']:.2f}" for k in QUANTITIES)),
         *(f"{c[k]['median_s'] / c['nll']['median_s']:.2f}" for k in ("grad", "hessian")),
         f"{c['gflops_nll']:.1f}" if "gflops_nll" in c else "—",
         "/".join(f"{c[k]['compile_s']:.2f}" for k in QUANTITIES),
         "/".join(str(c[k]["repeats"]) for k in QUANTITIES),
-        f"{max(others):.2f}" if others else "n/a",
     ]
 
 
@@ -167,11 +165,9 @@ def against_naive(args, info):
         + ").",
         "Medians after compilation; compile = first call − median. Naive = dense L = ∂r/∂vec(U) by `jax.jacfwd`, "
         "S = LΣLᵀ, `jax.grad`/`jax.hessian`. GFLOP/s ℓ (general path): the analytic flop count (two Gram families, "
-        "the Cholesky, a solve, vec(Φ F)) over the median time. 'others' cores': CPU used by other processes while "
-        "that row was timed.",
+        "the Cholesky, a solve, vec(Φ F)) over the median time.",
         markdown_table(
-            "model | path | K | ℓ ms | ∇ℓ ms | ∇²ℓ ms | ∇ℓ/ℓ | ∇²ℓ/ℓ | GFLOP/s ℓ | compile ℓ/∇ℓ/∇²ℓ s | reps "
-            "| others' cores",
+            "model | path | K | ℓ ms | ∇ℓ ms | ∇²ℓ ms | ∇ℓ/ℓ | ∇²ℓ/ℓ | GFLOP/s ℓ | compile ℓ/∇ℓ/∇²ℓ s | reps",
             [timing_row(c["model"], c["path"], c) for c in cases]
             + [timing_row(m, "naive dense", nr) for m, nr in naive_res.items()],
         ),
@@ -236,7 +232,6 @@ def scaling(args, info):
     size = SIZES["quick" if args.quick else "full"]
     cfg, fit_cfg = ((2, 0.0, 1.0, 2),) * 2 if args.quick else ((5, 0.5, 5.0, 3), (3, 0.0, 15.0, 1))
     m_fine = max(size["m_sizes"] + [size["m_fixed"]])
-    idle_check(info)
     models = ["lorenz", "goodwin_3d"]
     result = {"script": "benchmarks/likelihood.py --scaling", "quick": args.quick, "machine": info, "models": models}
     result["paper"] = {"section": PAPER_SECTION, "slope_M": 1.0, "slope_K": 3.0, "formulas": PAPER_FORMULA}
@@ -279,17 +274,14 @@ def scaling_markdown(result):
         for m in result["models"]
         for q in LABELS
     ]
-    before = info.get("other_processes_cores_before_start")
     return paragraphs(
         "# Cost scaling of the weak likelihood and WENDy-MLE in M and K",
-        provenance(info, f" ({result['total_time_s']:.0f} s), wendyjax {wj.__version__}")
-        + ("" if before is None else f" Other processes used {before:.2f} cores in the idle check before the start."),
+        provenance(info, f" ({result['total_time_s']:.0f} s), wendyjax {wj.__version__}"),
         f"Scan (a): M = {', '.join(map(str, cfg['m_sizes']))} at K = {cfg['k_fixed']} (bump radius "
         f"3T/{cfg['k_fixed']}); scan (b): K = {', '.join(map(str, cfg['k_sizes']))} at M = {cfg['m_fixed']} (radius "
         f"3T/{max(cfg['k_sizes'])}); test functions built by this script (2K bumps, thin SVD). ℓ, ∇ℓ, ∇²ℓ at p*; "
         "build: `wj.weak_likelihood`; fit: `wj.MLE().fit` from p*·(1 ± 5 %), its build and covariance included. "
-        "Medians after a compile call; compile = first call − median; 'others' cores': CPU used by other processes "
-        "while the row was timed.",
+        "Medians after a compile call; compile = first call − median.",
         "## Slopes (log-log least squares, `numpy.polyfit`)",
         f'Paper {PAPER_SECTION}: "the cost of the algorithm scales linearly with respect to the number of '
         'data points on the grid and cubically with respect to the number of test functions"; its formulas '

@@ -93,14 +93,14 @@ def fit_scipy(rhs, data, p0, p_true, max_nfev, max_rhs):
         r[~np.isfinite(r)] = FAIL_RESIDUAL
         return r.ravel()
 
-    cpu0, t0 = cm.cpu_busy_seconds(), time.perf_counter()
+    t0 = time.perf_counter()
     res = least_squares(residual, np.concatenate([np.asarray(p0, float), u_data[0]]), method="lm", max_nfev=max_nfev)
     wall = time.perf_counter() - t0
     p = res.x[:n_params]
     out = dict(params=p.tolist(), u0=res.x[n_params:].tolist(), rel_err=rel_err(p, p_true))
     out |= dict(time_s=wall, nfev=int(res.nfev), **counts, status=int(res.status), message=res.message)
     out |= dict(hit_cap=bool(res.status == 0), converged=bool(res.status > 0), cost=float(res.cost))
-    return out | {"other_processes_cores": cm.other_cpu_load(cpu0, cm.cpu_busy_seconds(), wall)}
+    return out
 
 
 def fit_ours(estimator, b, data, p0, quick):
