@@ -23,13 +23,14 @@ S = wj.studies
 SYSTEMS = ("logistic", "lotka_volterra", "lorenz", "fitzhugh_nagumo", "goodwin_3d", "sir_tdi")
 METHODS = ("sandwich", "hessian", "gauss_newton", "bootstrap_basic", "bootstrap_normal", "profile")
 METHODS += ("bootstrap_or_profile",)
-# the estimators a cell may use, with their Wald intervals (the covariances each one has)
+# the estimators a cell may use, with their Wald intervals (a cell without an "estimator" field is MLE's)
 ESTIMATORS = {"mle": (wj.MLE, ("sandwich", "hessian")), "hybrid": (wj.Hybrid, ("gauss_newton",))}
 WALDS = {w for _, walds in ESTIMATORS.values() for w in walds}
 STEM = "interval_calibration"
 # the normal bootstrap interval's form (`Bootstrap.normal`); cells without the field used z for t_{B-1} √(1 + 1/B)
 NORMAL_INTERVAL = "t"
 TIMED = ("bootstrap_basic", "profile", "bootstrap_or_profile")
+est = lambda c: c.get("estimator", "mle")  # noqa: E731  (cells measured before the hybrid are MLE's)
 
 
 def cell(system, noise, m, runs, boot, points, seed, estimator="mle") -> dict:
@@ -42,9 +43,8 @@ def cell(system, noise, m, runs, boot, points, seed, estimator="mle") -> dict:
     intervals = (*(S.Wald(w) for w in walds), S.BootstrapIntervals(boot), normal, profile)
     options = dict(covariance=walds[-1], progress=False, p0="box" if box else np.asarray(bench.p_true))
     options["intervals"] = (*intervals, S.BootstrapOrProfile(normal, profile))
-    study = S.monte_carlo(
-        bench, make(), noise_levels=[noise], subsamples=[(len(bench.t) - 1) // m], n_runs=runs, key=seed, **options
-    )
+    options |= dict(noise_levels=[noise], subsamples=[(len(bench.t) - 1) // m], n_runs=runs, key=seed)
+    study = S.monte_carlo(bench, make(), **options)
     seconds = time.perf_counter() - clock
     r, ok, rows = study.runs[0], ~study.failed(0), study.rows()
     p, truth = r.params[ok], np.asarray(bench.p_true, float)
@@ -65,10 +65,6 @@ def cell(system, noise, m, runs, boot, points, seed, estimator="mle") -> dict:
     out["seconds_per_interval"] = {k: study.settings["interval_s"][k] for k in TIMED}
     out |= {"interval_errors": study.settings.get("interval_errors", {}), "normal_interval": NORMAL_INTERVAL}
     return out | {"study_fit_s": study.timings["fit_s"], "seconds": seconds, "commit": commit()}
-
-
-def _estimator(c: dict) -> str:
-    return c.get("estimator", "mle")  # cells measured before the hybrid was added are MLE's
 
 
 def exact_pass(c: dict) -> float:
@@ -108,13 +104,9 @@ def _counts(cells, test) -> str:
 
 def _pooled(cells) -> str:
     """Per method: the coverage pooled over every parameter of the cells that have it (covering / intervals)."""
-    pooled = {
-        k: (
-            sum(np.sum(np.asarray(c["coverage"][k]) * c["n_ok"]) for c in cells if k in c["coverage"]),
-            sum(c["n_ok"] * len(c["params"]) for c in cells if k in c["coverage"]),
-        )
-        for k in METHODS
-    }
+    has = {k: [c for c in cells if k in c["coverage"]] for k in METHODS}
+    hits = {k: sum(np.sum(np.asarray(c["coverage"][k]) * c["n_ok"]) for c in has[k]) for k in METHODS}
+    pooled = {k: (hits[k], sum(c["n_ok"] * len(c["params"]) for c in has[k])) for k in METHODS}
     return ", ".join(f"{k} {hit / total:.3f} ({hit:.0f}/{total})" for k, (hit, total) in pooled.items() if total)
 
 
@@ -135,14 +127,14 @@ def _miss(c: dict, k: str) -> str:
 
 
 def _where(c: dict) -> str:
-    return f"{c['system']}, {_estimator(c)}, {c['noise']:g}, M = {c['M']}"
+    return f"{c['system']}, {c.get('estimator', 'mle')}, {c['noise']:g}, M = {c['M']}"
 
 
 def _table(cells) -> list[str]:
     """A row per cell and parameter: each method's coverage (width ratio), bold where it meets the target."""
     rows = []
     for c in cells:
-        head = [c["system"], _estimator(c), f"{c['noise']:g}", c["M"]]
+        head = [c["system"], est(c), f"{c['noise']:g}", c["M"]]
         head += [f"{c['n_ok']}/{c['runs']} ± {c['binomial_se']:.3f}", c["boot"]]
         for j, name in enumerate(c["params"]):
             vals = [
@@ -192,10 +184,8 @@ def _summary(name: str, mine: list[dict]) -> list[str]:
 
 def markdown(data: dict) -> list[str]:
     order = list(ESTIMATORS)
-    cells = sorted(
-        data["cells"].values(),
-        key=lambda c: (SYSTEMS.index(c["system"]), c["noise"], c["M"], order.index(_estimator(c))),
-    )
+    cells = sorted(data["cells"].values(), key=lambda c: order.index(est(c)))  # then stably by cell:
+    cells.sort(key=lambda c: (SYSTEMS.index(c["system"]), c["noise"], c["M"]))
     machines = collections.Counter(machine_line(c["machine"]) for c in cells)
     n_z = sum(c.get("normal_interval", "z") == "z" for c in cells)
     notes = [c for c in cells if "note" in c]  # what the run of a cell had to say (added by hand)
@@ -221,7 +211,7 @@ def markdown(data: dict) -> list[str]:
         "the failed runs beside it):",
         [_miss(c, k) for c in cells for k in METHODS if k in c["coverage"] and not meets(c, k)],
         *([["Notes on cells:", ""] + [f"- {_where(c)}: {c['note']}" for c in notes]] if notes else []),
-        *(_summary(name, mine) for name in ESTIMATORS if (mine := [c for c in cells if _estimator(c) == name])),
+        *(_summary(name, mine) for name in ESTIMATORS if (mine := [c for c in cells if est(c) == name])),
     )
 
 
@@ -246,18 +236,15 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--estimator", choices=list(ESTIMATORS), default="mle")
     args = ap.parse_args()
-    for system in args.systems:
-        for noise in args.noise:
-            for m in args.m:
-                c = cell(system, noise, m, args.runs, args.boot, args.points, args.seed, args.estimator)
-                hybrid = f" --estimator {args.estimator}" if args.estimator != "mle" else ""
-                c["command"] = (
-                    f"python benchmarks/interval_calibration.py --systems {system} --noise {noise:g} --m {m} "
-                    f"--runs {args.runs} --boot {args.boot} --points {args.points} --seed {args.seed}{hybrid}"
-                )
-                data = _update(f"{system}/{noise:g}/{m}" + (f"/{args.estimator}" if hybrid else ""), c)
-                keys = ("system", "noise", "M", "n_ok", "coverage", "width_ratio", "seconds")
-                print(json.dumps({k: c[k] for k in keys}), flush=True)
+    hybrid = f" --estimator {args.estimator}" if args.estimator != "mle" else ""
+    for system, noise, m in ((s, n, m) for s in args.systems for n in args.noise for m in args.m):
+        c = cell(system, noise, m, args.runs, args.boot, args.points, args.seed, args.estimator)
+        c["command"] = (
+            f"python benchmarks/interval_calibration.py --systems {system} --noise {noise:g} --m {m} "
+            f"--runs {args.runs} --boot {args.boot} --points {args.points} --seed {args.seed}{hybrid}"
+        )
+        data = _update(f"{system}/{noise:g}/{m}" + (f"/{args.estimator}" if hybrid else ""), c)
+        print(json.dumps({k: c[k] for k in ("system", "noise", "M", "n_ok", "coverage", "width_ratio")}), flush=True)
     print("\n".join(markdown(data)))
 
 
