@@ -22,6 +22,11 @@ METHODS = {"WENDy-MLE": "mle", "OE": "output_error", "hybrid": "hybrid"}
 COLORS = {"OE": "tab:blue", "WENDy-MLE": "goldenrod", "hybrid": "maroon"}
 
 
+def stats(res):
+    """Median coefficient error, median forward error, failed runs."""
+    return np.median(res["coef"]), np.median(res["forward"]), int(np.sum(res["failed"]))
+
+
 def cells(bench, names, noise, subsample, n_runs, key, label):
     """One study per method: per-run coefficient and forward errors (a failed run counts with its start's, Rummel
     et al. 2025 §3.3), failures and the compiled study's time per fit; and p₀'s errors."""
@@ -82,9 +87,9 @@ def plot(lorenz, good):
         for (top, bottom), model in zip(axes.T, models):
             rows = [r for r in good if r["model"] == model]
             x = [100 * r["noise"] for r in rows]
-            for name in ("OE", "WENDy-MLE", "hybrid"):
-                top.plot(x, [np.median(r[name]["coef"]) for r in rows], "o-", color=COLORS[name], label=name)
-                bottom.plot(x, [np.median(r[name]["forward"]) for r in rows], "o-", color=COLORS[name], label=name)
+            for name in COLORS:
+                for ax, i in ((top, 0), (bottom, 1)):
+                    ax.plot(x, [stats(r[name])[i] for r in rows], "o-", color=COLORS[name], label=name)
             top.plot(x, [np.median(r["p0"]) for r in rows], "k.-", label="p₀")
             top.set(title=f"{model} (M = {rows[0]['M']})", ylabel="median coef. error", yscale="log")
             bottom.set(xlabel="noise ratio (%)", ylabel="median forward error", yscale="log")
@@ -96,10 +101,9 @@ def report(args, lorenz, good, elapsed, info):
     blocks = [
         "# Output error vs WENDy-MLE vs hybrid (Rummel et al. 2025 §3.5, §3.6.4–3.6.5)",
         provenance(info, f", devices {info['devices']}; total {elapsed / 60:.1f} min"),
-        "Errors: relative coefficient error ‖p̂ − p*‖/‖p*‖ (Rummel et al. 2025 eq. 12) and forward-simulation "
-        "error (Rummel et al. 2025 eq. 13); a failed run (forward simulation of its estimate fails, or a "
-        "non-finite estimate/covariance) counts with its start's error (Rummel et al. 2025 §3.3). s/fit: "
-        "compiled study time per run on this machine (compilation included).",
+        "Errors: relative coefficient error ‖p̂ − p*‖/‖p*‖ (eq. 12) and forward-simulation error (eq. 13); a failed "
+        "run (its forward simulation fails, or a non-finite estimate/covariance) counts with its start's error "
+        "(§3.3). s/fit: compiled study time per run (compilation included).",
     ]
     if lorenz:
         blocks += [
@@ -123,16 +127,7 @@ def report(args, lorenz, good, elapsed, info):
             markdown_table(
                 "model | noise | OE coef | OE fwd | OE fail | MLE coef | MLE fwd | MLE fail | hybrid coef "
                 "| hybrid fwd | hybrid fail | p₀ coef",
-                [
-                    [r["model"], r["noise"]]
-                    + [
-                        v
-                        for n in ("OE", "WENDy-MLE", "hybrid")
-                        for v in (np.median(r[n]["coef"]), np.median(r[n]["forward"]), int(np.sum(r[n]["failed"])))
-                    ]
-                    + [np.median(r["p0"])]
-                    for r in good
-                ],
+                [[r["model"], r["noise"], *(v for n in COLORS for v in stats(r[n])), np.median(r["p0"])] for r in good],
             ),
         ]
     return paragraphs(*blocks)
