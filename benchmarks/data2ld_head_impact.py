@@ -2,11 +2,9 @@
 
     python benchmarks/data2ld_head_impact.py       # ~2 min on 2 CPU cores
 
-§4: `wj.datasets.head_impact()`, the basis at orders 5 (the text's) and 6 (the code's), the code's ρ ladder and the
-adaptive rule, Gauss–Newton and implicit-function covariances, and the order-6 ladder's stage γ = 9 (the paper's df).
-Fig. 2: H (eq. 12) on a 201 × 201 grid of (β₀, β₁) at α = 0.39 for four ρ, on the §3.2 data (101 points on [0, 60],
-N(0, 0.05²) noise, `default_rng(2)`). Writes `data2ld_head_impact.{json,md}`, `_bands.png` (Fig. 4), `_path.png`
-(Fig. 3) and `data2ld_landscape.{json,md,png}` under `benchmarks/results/`.
+§4: `wj.datasets.head_impact()`, basis orders 5 and 6, the ρ ladder and the adaptive rule, Gauss–Newton and implicit
+covariances, the order-6 ladder's stage γ = 9. Fig. 2: H on a 201 × 201 grid of (β₀, β₁) at α = 0.39 for four ρ on
+the §3.2 data. Writes `data2ld_head_impact.*` (with the Figs. 3–4 plots) and `data2ld_landscape.*`.
 """
 
 import datetime

@@ -2,10 +2,8 @@
 
     python benchmarks/data2ld_simulation.py          # 1000 replicates per cell, every method (~45 min)
 
-D²x = −0.05x − 0.15Dx + 0.39u from rest, N ∈ {21, 51, 101} points on [0, 60], noise sd σ·range(x), σ ∈ {0.01, 0.05,
-0.1}; every method fits the same replicates in one compiled call: Data2LD (orders 5 and 6, the code's ρ ladder), PC
-(order 5, γ of least GCV), NLS (`wj.OutputError`, θ and the initial state), SA and SFT (`_data2ld_competitors.py`).
-100·RMSE(θ̂), 95 % coverage, 100·RMSE(x̂), failures and seconds beside Tables 1–3: `data2ld_simulation.{json,md}`.
+Data2LD (orders 5 and 6), parameter cascading, NLS, SA and SFT (`_data2ld_competitors.py`) on the same replicates,
+each in one compiled call: 100·RMSE(θ̂), 95 % coverage, 100·RMSE(x̂), failures and seconds beside Tables 1–3.
 """
 
 import datetime

@@ -1,13 +1,10 @@
 """Equation discovery on Meissner & Glasner 2024's ODE protocols (Tables 1–2): ours, and weak SINDy (`--competitors`).
 
-    python benchmarks/discovery_ode.py --seeds 5 [--start smoothed]   # discovery_ode[_smoothed]
-    python benchmarks/discovery_ode.py --seeds 5 --competitors         # discovery_competitors (after the first)
+    python benchmarks/discovery_ode.py --seeds 5 [--start smoothed | --competitors]
 
-Van der Pol and Lorenz, noise 30/50/70 % of each component's standard deviation, 20/40 % of the entries missing;
-`--seeds` realisations per cell. Ours: sparse state-and-parameter regression (SPR), (λ, R) = (1e-2, 1e-4), started
-from the forward-filled data (the paper's) or the smoother. `--competitors` (pysindy), on the same realisations:
-weak SINDy (K = 100 subdomains, STLSQ, gaps interpolated) and integral matching with thresholding (order 15: at
-40 % missing some subintervals keep only 19 samples), threshold 0.5 (half the smallest true |coefficient|).
+Van der Pol and Lorenz, noise 30/50/70 % of each state's sd, 20/40 % missing; ours: sparse state-and-parameter
+regression from the forward-filled data or the smoother. `--competitors` (pysindy): weak SINDy and integral matching
+with thresholding on the same realisations, beside the rows of `discovery_ode.json`.
 """
 
 import datetime

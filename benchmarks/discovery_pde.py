@@ -2,10 +2,8 @@
 
     python benchmarks/discovery_pde.py [--systems ks ac] [--cells 0 1 …] [--start data|smoothed|interpolated]
 
-Kuramoto–Sivashinsky (Table 3, 128 × 128) and 2-D Allen–Cahn from two snapshots (Table 4, N × N); noise in units of
-the clean field's standard deviation, entries missing at random; Levenberg–Marquardt capped at `--max-steps` per fit.
-`--cells`: rows of each system's table (the order of `PAPER`); one cell takes minutes. Rows of other cells, starts and
-seeds are kept from the previous `benchmarks/results/discovery_pde.{json,md}`.
+Kuramoto–Sivashinsky (128 × 128) and 2-D Allen–Cahn from two snapshots; one cell (a row of the paper's table) takes
+minutes; rows of other cells, starts and seeds are kept from the previous results.
 """
 
 import datetime

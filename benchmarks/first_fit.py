@@ -1,12 +1,9 @@
 """The first fit of a fresh Python process, end to end: what a user waits for before any result.
 
-    python benchmarks/first_fit.py                          # this checkout, 3 fresh processes per case
-    python benchmarks/first_fit.py --tree OLD --tree .      # two source trees side by side, in one run
+    python benchmarks/first_fit.py [--tree OLD --tree .]   # source trees side by side, 3 fresh processes per case
 
-Each case runs in a new interpreter (nothing compiled yet): the model and data are made, then the seconds
-of the first `fit(...)` call (tracing and compiling its programs, then solving) and of a second, identical
-call (compiled). A source tree is a wendyjax checkout put first on `PYTHONPATH`. Medians over `--repeats`
-processes, the trees taking turns. Writes `benchmarks/results/first_fit.{json,md}` (`--name` for another stem).
+Each case in a new interpreter with a source tree first on `PYTHONPATH`: the seconds of the first `fit(...)` (tracing,
+compiling, solving) and of a second, identical one; medians over `--repeats` processes, the trees taking turns.
 """
 
 import json

@@ -3,9 +3,8 @@
     python benchmarks/integral_matching_sindy.py [--quick]   # 3 systems × 4 noise levels, 5 seeds (--quick: 1, 0/10 %)
     python benchmarks/integral_matching_sindy.py --noise-scale state-std --name integral_matching_sindy_std
 
-Lorenz, Rössler and Duffing on t ∈ [0, 40], Δt = 0.01; ours (K = 30, h = 1, dense and thresholded) against SINDy
-with plain and smoothed finite differences on the same data: ẋ error, coefficient error, support and time per fit,
-beside the paper's numbers. Writes `benchmarks/results/{name}.{json,md}` (`--name`, default integral_matching_sindy).
+Lorenz, Rössler and Duffing, t ∈ [0, 40]; ours (dense and thresholded) against SINDy with plain and smoothed finite
+differences on the same data: ẋ error, coefficient error, support and time per fit beside the paper's.
 """
 
 import statistics

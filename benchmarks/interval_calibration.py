@@ -2,10 +2,8 @@
 
     python benchmarks/interval_calibration.py --systems logistic --m 256 --runs 40 --boot 50 [--estimator hybrid]
 
-Wald (sandwich, inverse Hessian, Gauss-Newton), bootstrap (basic, normal), profile and bootstrap-or-profile, one
-`wj.studies.monte_carlo` per system, noise level and M. Cells accumulate in `results/interval_calibration.json`
-(a rerun replaces its cell); the Markdown is rebuilt from all of them, with the target (coverage within two
-binomial errors of 95 % at ≤ 1.25 × the ideal width) and the tests of `consistent`.
+Every interval method in one `wj.studies.monte_carlo` per system, noise level and M; cells accumulate in
+`interval_calibration.json` (a rerun replaces its cell) and the report is rebuilt from all of them.
 """
 
 import collections

@@ -2,11 +2,9 @@
 
     python benchmarks/likelihood.py [--scaling] [--quick]   # a few minutes; --scaling 7-12 min
 
-Default: Lorenz (linear-in-parameters and general path) and Goodwin-3D (general, log-normal), K ≈ 200, M = 1024,
-against a dense `jax.jacfwd` / `jax.hessian` assembly; GFLOP/s of the general-path ℓ against the float64 matmul
-peak (`likelihood.{json,md}`). `--scaling` (Rummel et al. 2025 §4.3, Fig. 9): ℓ, ∇ℓ, ∇²ℓ, the build and a
-WENDy-MLE fit at M = 2^8 … 2^13 (K = 50) and K = 25 … 400 (M = 2^12), test functions built here at O(K²M)
-(App. A.1.2), log-log slopes beside the paper's (`weak_cost_scaling.{json,md}`).
+Default: Lorenz (linear and general path) and Goodwin-3D, K ≈ 200, M = 1024, against a dense `jax.jacfwd` /
+`jax.hessian` assembly, and the general-path ℓ against the float64 matmul peak. `--scaling` (Rummel et al. 2025
+§4.3, Fig. 9): ℓ, ∇ℓ, ∇²ℓ, the build and a fit in M (K = 50) and in K (M = 2^12), with log-log slopes.
 """
 
 import math

@@ -2,9 +2,8 @@
 
     python benchmarks/output_error.py [--part lorenz|goodwin] [--quick]
 
-Lorenz on [0, T], T = 3 … 30 (§3.5, Fig. 1): coefficient errors of WENDy-MLE and OE; Goodwin-2D and -3D, M = 256,
-noise 1–25 % (§3.6.4–3.6.5, Figs. 5–6): all three, coefficient and forward errors; one `wj.studies.monte_carlo`
-per cell. Writes `benchmarks/results/output_error.{json,md}`, `output_error_lorenz.png`, `output_error_goodwin.png`.
+Lorenz on [0, T], T = 3 … 30 (§3.5, Fig. 1), and Goodwin-2D and -3D at M = 256, noise 1–25 % (Figs. 5–6): coefficient
+and forward errors of each method, one `wj.studies.monte_carlo` per cell, with the figures' plots.
 """
 
 import time

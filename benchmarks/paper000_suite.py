@@ -3,9 +3,7 @@
     python benchmarks/paper000_suite.py [--models logistic lorenz] [--full]   # noise 1, 10, 20 % (--full: Tables D)
     python benchmarks/paper000_suite.py --models NAME --merge OUT1 OUT2 ... --out OUT   # medians over saved pieces
 
-Each system of Table 2, M ∈ {1024, 512, 256} (`--subsamples` 1, 2, 4), `--runs` per cell, p₀ uniform in the box,
-WENDy-MLE with the eq. (9) covariance; `--full`: 1–20 % noise by 1 %, then by 5 % to the figure's maximum. Writes
-`benchmarks/results/<--out>.{md,json}` and the studies under `benchmarks/results/paper000/`.
+Each system of Table 2, M ∈ {1024, 512, 256}, p₀ uniform in the box; studies under `benchmarks/results/paper000/`.
 """
 
 import csv

@@ -2,10 +2,8 @@
 
     python benchmarks/paper001_suite.py [--models lotka_volterra --runs 20] [--test-functions matlab]
 
-Gaussian noise σ = σ_NR·rms(U*), `--runs` trials per cell, the fine grid subsampled down to M = 64, no bounds; OLS
-(`WLS`) and WENDy (`IRLS`) on the same datasets. Per cell: the median E₂ (eq. 23) and E_FS (eq. 24) of each and the
-median drop in E₂ (Figs. 5–9); the claims checked at the top. `--test-functions matlab`: the rules of the paper's
-MATLAB code. Writes `benchmarks/results/<--out>.{md,json}` and the studies under `benchmarks/results/paper001/`.
+OLS (`WLS`) and WENDy (`IRLS`) on the same datasets, M down to 64, no bounds: per cell the median E₂ and E_FS and the
+median drop in E₂ (Figs. 5–9), the claims checked at the top. Studies under `benchmarks/results/paper001/`.
 """
 
 import _common as cm

@@ -2,11 +2,9 @@
 
     python benchmarks/petab_collection.py [--starts 100 --problems Boehm_JProteomeRes2014,Fujita_SciSignal2010]
 
-Needs `pip install -e .[petab]` and the collection (`--collection`; default `../shared/data/petab-benchmark`). Per
-problem, in its own process under `--timeout`: `wendyjax.petab.load`, the log-likelihood at the nominal parameters
-against AMICI's published value and petab's `calculate_llh` on the collection's `simulatedData_*.tsv`; with
-`--starts N` a multistart (`--vectorize both`: also vmapped); `--pypesto-python PYTHON` (amici, pypesto, fides,
-petab) runs pyPESTO + AMICI beside it (`_pypesto_petab.py`). Writes `benchmarks/results/<--name>.{json,md}`.
+Needs `.[petab]` and the collection (`--collection`). Per problem, in its own process: `wendyjax.petab.load`, the
+log-likelihood against AMICI's published value and the collection's simulated data; `--starts N`: a multistart;
+`--pypesto-python PYTHON`: pyPESTO + AMICI beside it (`_pypesto_petab.py`).
 """
 
 import argparse

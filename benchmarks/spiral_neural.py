@@ -3,10 +3,9 @@
     python benchmarks/spiral_neural.py [--quick]   # 3 seeds, training budgets 60 s (--quick: 1 seed, 15 s)
     python benchmarks/spiral_neural.py --t-train 25 --no-per-gradient --name spiral_neural_all  # train on all data
 
-Chen et al.'s spiral with 1 % noise, a 50-unit ReLU field on u³, trained on t ≤ 20: time per gradient (per jitted
-call and inside a compiled loop) of integral matching against backprop through Tsit5 and the continuous adjoint
-(targets ≥ 100× and ≥ 1000×), and training (integral matching, refined by output error; Adam on 20-window
-minibatches for the solvers). Writes `benchmarks/results/spiral_neural.{json,md,png}` (`--name`: another stem).
+A 50-unit ReLU field on u³ on Chen et al.'s spiral (1 % noise, t ≤ 20): time per gradient, per call and in a compiled
+loop, against backprop through Tsit5 and the continuous adjoint; training (integral matching, refined by output error;
+Adam on 20-window minibatches for the solvers).
 """
 
 import datetime

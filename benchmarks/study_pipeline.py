@@ -1,12 +1,10 @@
 """Batched studies: a whole study and bootstrap by stage, and (`--throughput`) vmapped fits against a loop.
 
-    python benchmarks/study_pipeline.py          # Lorenz studies of 32 and 64 runs, bootstraps B = 20, 200
-    OPENBLAS_THREAD_TIMEOUT=4 python benchmarks/study_pipeline.py --throughput --runs 64 [--devices 2]
+    python benchmarks/study_pipeline.py [--throughput --runs 64 [--devices 2]]
 
-Default: Lorenz, M = 1024, 5 % noise, WENDy-MLE, `monte_carlo` studies and `bootstrap`s with their stage seconds,
-medians of `--repeats` calls after one that compiles (`study_pipeline.{json,md}`). `--throughput`: the same fits
-alone (Rummel et al. 2025 protocol, M = 256) by `vmap`, `lax.map` and a Python loop of the jitted solve, and with
-`--devices N` sharded over N CPU devices (`study_throughput.{json,md}`). `--name`: another stem.
+Default: Lorenz, M = 1024, 5 % noise, WENDy-MLE studies and bootstraps with their stage seconds (`study_pipeline`).
+`--throughput`: the same fits alone (M = 256) by `vmap`, `lax.map`, a Python loop of the jitted solve and with
+`--devices N` sharded over N CPU devices (`study_throughput`).
 """
 
 import statistics

@@ -1,21 +1,17 @@
 """wendyjax against scipy's forward-solve least squares (FSNLS): WENDy-MLE, or output error (`--estimator oe`).
 
-    OPENBLAS_THREAD_TIMEOUT=4 python benchmarks/wendy_vs_fsnls.py   # WENDy-MLE, Lorenz, 10 seeds × 5 and 10 % noise
-    python benchmarks/wendy_vs_fsnls.py --estimator oe [--quick]    # output error, Lorenz and FitzHugh–Nagumo
+    OPENBLAS_THREAD_TIMEOUT=4 python benchmarks/wendy_vs_fsnls.py [--estimator oe] [--quick]
 
-scipy: `solve_ivp` (RK45, rtol 1e-6, atol 1e-8) inside `least_squares` (LM, max_nfev 600) fitting (p, u0) from p₀
-and the first data row, unbounded; a forward solve that fails or passes its budget of rhs calls gives residual 1e6
-on the samples it misses; one timed fit per seed. Data key `PRNGKey(seed)`. wendyjax: the jitted solve, medians
-of repeated calls after the first (compile = first − median).
+scipy: `solve_ivp` (RK45, rtol 1e-6, atol 1e-8) in `least_squares` (LM, max_nfev 600) fitting (p, u0) from p₀ and the
+first data row, unbounded; a failed or over-budget forward solve gives residual 1e6 where it stops. wendyjax: the
+jitted solve, medians of repeated calls after the first (compile = first − median). Data key `PRNGKey(seed)`.
 
-WENDy-MLE (Rummel et al. 2025 Table 2 protocol): Lorenz, M = 1024, p₀ ~ U(box) from `default_rng(1000 + seed)`;
-`wj.weak_likelihood` + `MLE(start="best").solve` in the box, time per fit = build + solve; 50 000 rhs calls per
-scipy solve. Results: `wendy_vs_fsnls.{json,md}`.
+WENDy-MLE (Rummel et al. 2025 Table 2): Lorenz, M = 1024, p₀ ~ U(box) (`default_rng(1000 + seed)`), `weak_likelihood`
++ `MLE(start="best").solve` in the box (time = build + solve), 50 000 rhs calls per scipy solve: `wendy_vs_fsnls`.
 
-Output error: Lorenz (M = 1024 on [0, 10]) and FitzHugh–Nagumo (M = 1024 on [0, 25]), 5 % noise, p₀ = p*·(1 + 0.1·v),
-v ~ U(−1, 1) from `default_rng(1000 + seed)`; both fit (p, u₀) by unweighted least squares, unbounded:
-`OutputError().solve` (Tsit5, rtol 1e-6, atol 1e-8); 200 000 rhs calls per scipy solve. Results:
-`output_error_vs_scipy.{json,md}`. `--name`: another stem.
+Output error: Lorenz (M = 1024, [0, 10]) and FitzHugh–Nagumo (M = 1024, [0, 25]), 5 % noise, p₀ = p*·(1 + 0.1·v),
+v ~ U(−1, 1); both unweighted least squares on (p, u₀), `OutputError().solve`, 200 000 rhs calls per scipy solve:
+`output_error_vs_scipy`.
 """
 
 import time
