@@ -205,12 +205,8 @@ def main():
     idx = np.random.default_rng(0).choice(np.arange(1000, t.size), size=N_DRAW, replace=False)[:n_ic]
     ics = np.asarray(wj.simulate(bench.model, bench.p_true, bench.u0, t, None).u)[idx]
     assert np.allclose(f(ics), np.stack([np.asarray(bench.model.rhs(jnp.asarray(u), bench.p_true, 0.0)) for u in ics]))
-    refs = [
-        scipy.integrate.solve_ivp(
-            lambda t, u: f(u), (0.0, H_MAX), y0, method="DOP853", rtol=REF_TOL, atol=REF_TOL, dense_output=True
-        ).sol
-        for y0 in ics
-    ]
+    reference = dict(method="DOP853", rtol=REF_TOL, atol=REF_TOL, dense_output=True)
+    refs = [scipy.integrate.solve_ivp(lambda t, u: f(u), (0.0, H_MAX), y0, **reference).sol for y0 in ics]
     print(f"{n_ic} initial conditions", flush=True)
 
     solvers = {}

@@ -73,12 +73,10 @@ def metrics(theta, theta_true, phi, f_true):
     """ẋ error (%), coefficient error (%), missing and extra terms of `theta`."""
     theta = np.asarray(theta, float)
     true, est = theta_true != 0, theta != 0
-    return {
-        "xdot_err_pct": float(100.0 * np.linalg.norm(phi @ theta - f_true) / np.linalg.norm(f_true)),
-        "coef_err_pct": float(100.0 * np.linalg.norm(theta - theta_true) / np.linalg.norm(theta_true)),
-        "missing": int(np.sum(true & ~est)),
-        "extra": int(np.sum(~true & est)),
-    }
+    xdot = float(100.0 * np.linalg.norm(phi @ theta - f_true) / np.linalg.norm(f_true))
+    coef = float(100.0 * np.linalg.norm(theta - theta_true) / np.linalg.norm(theta_true))
+    missing, extra = int((true & ~est).sum()), int((est & ~true).sum())
+    return {"xdot_err_pct": xdot, "coef_err_pct": coef, "missing": missing, "extra": extra}
 
 
 def run_system(name, noises, seeds, noise_scale):
@@ -96,10 +94,8 @@ def run_system(name, noises, seeds, noise_scale):
     if list(sm.get_feature_names()) != list(lib.feature_names):
         raise RuntimeError(f"feature orders differ: pysindy {sm.get_feature_names()} vs ours {lib.feature_names}")
     assert np.allclose(sm.predict(X), phi @ np.asarray(sm.coefficients()).T, rtol=1e-9, atol=1e-9)
-    estimators = {
-        "imatch": wj.IntegralMatching(order=ORDER, length=LENGTH),
-        "imatch_thresh": wj.IntegralMatching(order=ORDER, length=LENGTH, solver=wj.LeastSquares(threshold=THRESHOLD)),
-    }
+    thresholded = wj.IntegralMatching(order=ORDER, length=LENGTH, solver=wj.LeastSquares(threshold=THRESHOLD))
+    estimators = {"imatch": wj.IntegralMatching(order=ORDER, length=LENGTH), "imatch_thresh": thresholded}
     warm = {k: est.fit(lib, clean).seconds for k, est in estimators.items()}  # compile
     print(f"{name}: {lib.n_features} features × {lib.n_states} states; warm-up {warm}", flush=True)
     cells = {}

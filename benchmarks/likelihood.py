@@ -201,19 +201,16 @@ def scaling_case(zoo, data, radius, k, p0, cfg, fit_cfg):
     lik, t_build = bench(lambda: wj.weak_likelihood(zoo.model, data, zoo.noise, test_functions=tf), cfg=cfg)
     p = jnp.asarray(zoo.p_true, dtype=float)
     out = {q: bench(fn, p, cfg=cfg) for q, fn in (("nll", lik), ("grad", lik.grad), ("hessian", lik.hessian))}
-    fit, t_fit = bench(
-        lambda: wj.MLE().fit(zoo.model, data, p0=p0, noise=zoo.noise, test_functions=tf, throw=False), cfg=fit_cfg
-    )
+    mle = lambda: wj.MLE().fit(zoo.model, data, p0=p0, noise=zoo.noise, test_functions=tf, throw=False)  # noqa: E731
+    fit, t_fit = bench(mle, cfg=fit_cfg)
     p_true = np.asarray(zoo.p_true)
-    return {
-        "M": int(lik.problem.t.shape[1]) - 1,
-        "K": int(np.sum(np.asarray(lik.problem.kmask[0]))),
-        **{"D": zoo.model.n_states, "J": zoo.model.n_params, "radius": radius, "cond_sigma1_over_sigmaK": cond},
-        **{"linear_path": lik.linear is not None, "nll_at_p_true": float(out["nll"][0])},
-        **{q: t for q, (_, t) in out.items()},
-        **{"build": t_build, "fit": t_fit, "fit_steps": int(fit.num_steps), "fit_successful": bool(fit.successful)},
-        "fit_rel_param_error": float(np.linalg.norm(np.asarray(fit.params) - p_true) / np.linalg.norm(p_true)),
-    }
+    row = {"M": int(lik.problem.t.shape[1]) - 1, "K": int(np.sum(np.asarray(lik.problem.kmask[0])))}
+    row |= {"D": zoo.model.n_states, "J": zoo.model.n_params, "radius": radius, "cond_sigma1_over_sigmaK": cond}
+    row |= {"linear_path": lik.linear is not None, "nll_at_p_true": float(out["nll"][0])}
+    row |= {q: t for q, (_, t) in out.items()}
+    row |= {"build": t_build, "fit": t_fit, "fit_steps": int(fit.num_steps), "fit_successful": bool(fit.successful)}
+    error = np.linalg.norm(np.asarray(fit.params) - p_true) / np.linalg.norm(p_true)
+    return row | {"fit_rel_param_error": float(error)}
 
 
 def slopes(rows, var, q):

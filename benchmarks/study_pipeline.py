@@ -91,25 +91,19 @@ def throughput_row(name, n_runs, repeats, subsample=4):
         return cm.bench(fn, cfg=(repeats, 0.0, 0.0, repeats))[1]["median_s"]  # after a compile call
 
     zoo = getattr(wj.models, name)()
-    liks = [
-        wj.weak_likelihood(zoo.model, zoo.simulate(key, noise_ratio=0.05, subsample=subsample))
-        for key in jax.random.split(jax.random.key(0), n_runs)
-    ]
+    keys = jax.random.split(jax.random.key(0), n_runs)
+    liks = [wj.weak_likelihood(zoo.model, zoo.simulate(key, noise_ratio=0.05, subsample=subsample)) for key in keys]
     stacked = stack_likelihoods(liks)
-    singles = [  # the same K padding as the batch
-        jax.tree_util.tree_map(lambda x: x[0] if eqx.is_array(x) else x, stack_likelihoods([lik])) for lik in liks
-    ]
+    first = lambda x: x[0] if eqx.is_array(x) else x  # noqa: E731
+    singles = [jax.tree_util.tree_map(first, stack_likelihoods([lik])) for lik in liks]  # the batch's K padding
     lo, hi = (jnp.asarray(b, float) for b in zoo.model.bounds)
     p0 = jax.random.uniform(jax.random.key(1), (n_runs, zoo.model.n_params), minval=lo, maxval=hi)
     solve = wj.MLE().solve
     vmapped = eqx.filter_jit(jax.vmap(lambda lik, p: solve(lik, p, lo, hi)))
     single = eqx.filter_jit(lambda lik, p: solve(lik, p, lo, hi))
     mapped = eqx.filter_jit(lambda liks, ps: jax.lax.map(lambda a: solve(a[0], a[1], lo, hi), (liks, ps)))
-    t = {
-        "vmap": timed(lambda: vmapped(stacked, p0)),
-        "map": timed(lambda: mapped(stacked, p0)),
-        "loop": timed(lambda: [single(lik, p) for lik, p in zip(singles, p0)]),
-    }
+    t = {"vmap": timed(lambda: vmapped(stacked, p0)), "map": timed(lambda: mapped(stacked, p0))}
+    t["loop"] = timed(lambda: [single(lik, p) for lik, p in zip(singles, p0)])
     sol = vmapped(stacked, p0)
     loop_params = np.stack([np.asarray(single(lik, p).params) for lik, p in zip(singles, p0)])
     steps = np.asarray(sol.num_steps)
