@@ -3,7 +3,7 @@
     python benchmarks/output_error.py [--part lorenz|goodwin] [--quick]
 
 Lorenz on [0, T], T = 3 … 30 (§3.5, Fig. 1), and Goodwin-2D and -3D at M = 256, noise 1–25 % (Figs. 5–6): coefficient
-and forward errors of each method, one `wj.studies.monte_carlo` per cell, with the figures' plots.
+and forward errors of each method, one `wj.studies.monte_carlo` per cell.
 """
 
 import time
@@ -12,13 +12,13 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _common import machine_info, markdown_table, paragraphs, parser, provenance, pyplot, save_figure, write_results
+from _common import machine_info, markdown_table, paragraphs, parser, provenance, write_results
 
 import wendyjax as wj
 from wendyjax.studies import relative_coefficient_error
 
 METHODS = {"WENDy-MLE": "mle", "OE": "output_error", "hybrid": "hybrid"}
-COLORS = {"OE": "tab:blue", "WENDy-MLE": "goldenrod", "hybrid": "maroon"}
+SHOWN = ("OE", "WENDy-MLE", "hybrid")  # the order of the Goodwin table
 
 
 def stats(res):
@@ -66,36 +66,6 @@ def goodwin(noises, n_runs, seed, subsample):
     return out
 
 
-def plot(lorenz, good):
-    plt = pyplot()
-    if lorenz:
-        fig, ax = plt.subplots(figsize=(5, 3.5))
-        ts = [r["T"] for r in lorenz]
-        for name in ("WENDy-MLE", "OE"):
-            for stat, style, alpha in ((np.mean, "o-", 1.0), (np.median, "o--", 0.5)):
-                y = [stat(r[name]["coef"]) for r in lorenz]
-                ax.plot(ts, y, style, color=COLORS[name], alpha=alpha, label=f"{name} ({stat.__name__})")
-        ax.plot(ts, [np.mean(r["p0"]) for r in lorenz], "k.-", label="p₀ (mean)")
-        title = "Lorenz, 10 % noise, Δt = 0.01 (Rummel et al. 2025 Fig. 1)"
-        ax.set(xlabel="T", ylabel="relative coefficient error", yscale="log", title=title)
-        ax.legend(fontsize=7)
-        save_figure(fig, "output_error_lorenz")
-    if good:
-        models = sorted({r["model"] for r in good})
-        fig, axes = plt.subplots(2, len(models), figsize=(5 * len(models), 6), squeeze=False)
-        for (top, bottom), model in zip(axes.T, models):
-            rows = [r for r in good if r["model"] == model]
-            x = [100 * r["noise"] for r in rows]
-            for name in COLORS:
-                for ax, i in ((top, 0), (bottom, 1)):
-                    ax.plot(x, [stats(r[name])[i] for r in rows], "o-", color=COLORS[name], label=name)
-            top.plot(x, [np.median(r["p0"]) for r in rows], "k.-", label="p₀")
-            top.set(title=f"{model} (M = {rows[0]['M']})", ylabel="median coef. error", yscale="log")
-            bottom.set(xlabel="noise ratio (%)", ylabel="median forward error", yscale="log")
-            top.legend(fontsize=7)
-        save_figure(fig, "output_error_goodwin")
-
-
 def report(args, lorenz, good, elapsed, info):
     blocks = [
         "# Output error vs WENDy-MLE vs hybrid (Rummel et al. 2025 §3.5, §3.6.4–3.6.5)",
@@ -107,7 +77,6 @@ def report(args, lorenz, good, elapsed, info):
     if lorenz:
         blocks += [
             f"## Lorenz, growing T (Rummel et al. 2025 §3.5, Fig. 1): 10 % noise, Δt = 0.01, {args.runs} runs per T",
-            "![](output_error_lorenz.png)",
             markdown_table(
                 "T | M | WENDy mean | WENDy median | OE mean | OE median | p₀ mean | WENDy failed | OE failed "
                 "| WENDy s/fit | OE s/fit",
@@ -122,11 +91,18 @@ def report(args, lorenz, good, elapsed, info):
     if good:
         blocks += [
             f"## Goodwin 2D / 3D (Rummel et al. 2025 Figs. 5–6): {args.goodwin_runs} runs per cell, M = {good[0]['M']}",
-            "![](output_error_goodwin.png)",
             markdown_table(
                 "model | noise | OE coef | OE fwd | OE fail | MLE coef | MLE fwd | MLE fail | hybrid coef "
                 "| hybrid fwd | hybrid fail | p₀ coef",
-                [[r["model"], r["noise"], *(v for n in COLORS for v in stats(r[n])), np.median(r["p0"])] for r in good],
+                [
+                    [
+                        r["model"],
+                        r["noise"],
+                        *(v for n in SHOWN for v in stats(r[n])),
+                        np.median(r["p0"]),
+                    ]
+                    for r in good
+                ],
             ),
         ]
     return paragraphs(*blocks)
@@ -152,7 +128,6 @@ def main():
     info = machine_info()
     data = {"args": vars(args), "machine": info, "lorenz": lorenz, "goodwin": good, "elapsed_s": elapsed}
     write_results("output_error", data, report(args, lorenz, good, elapsed, info), echo=True)
-    plot(lorenz, good)
 
 
 if __name__ == "__main__":

@@ -234,29 +234,9 @@ def write(out):
         cm.markdown_table("method | wall time (s) | steps | held-out RMSE (%) | RMSE on [0, 25] (%)", trows),
         "Anonymous 2025 Table 3 (Xeon 8260, PyTorch/JAX): RMSE 1.61 / 1.78 / 1.83 %, gradient time "
         "1.8e-5 / 5.0e-2 / 4.5e-1 s, total 2.08 / 100.5 / 959.8 s (IMATCH / BPTT / adjoint).",
-        f"Reproduce: `{out['command']}`",
+        f"Reproduce: `{out['command']}`. Training curves: `curve` of each run in the JSON.",
     )
     cm.write_results(out["name"], out, md, echo=True)
-    plot(out)
-
-
-def plot(out):
-    fig, ax = cm.pyplot().subplots(1, 2, figsize=(10, 4))
-    for name, color in (("backprop through Tsit5", "tab:red"), ("continuous adjoint", "tab:orange")):
-        for i, runs in enumerate(r for r in out["training"] if name in r):
-            c = np.asarray(runs[name]["curve"])
-            ax[0].semilogy(c[:, 0], 100 * c[:, 3], color=color, label=name if i == 0 else None)
-    for i, runs in enumerate(out["training"]):
-        for name, color in (("integral matching", "tab:blue"), ("integral matching + output error", "tab:green")):
-            r, label = runs[name], name if i == 0 else None
-            ax[0].scatter([r["seconds"]], [100 * r["full_rmse"]], color=color, label=label, zorder=3)
-        c = np.asarray(runs["integral matching"]["curve"])
-        ax[1].semilogy(c[:, 0], c[:, 1], color="tab:blue", label="integral matching ℓ" if i == 0 else None)
-    ax[0].set(xlabel="training wall time (s)", ylabel="RMSE on [0, 25] (%)", title="fitted ODE vs truth")
-    ax[1].set(xlabel="wall time (s)", ylabel="integral-matching loss", title="integral matching training")
-    ax[0].legend(loc="upper right", fontsize=8)
-    ax[1].legend()
-    cm.save_figure(fig, out["name"])
 
 
 if __name__ == "__main__":
