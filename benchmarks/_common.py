@@ -1,9 +1,7 @@
-"""Shared by the benchmark scripts: float64, the machine description, timing, Markdown tables,
-the results files under `benchmarks/results/` and the paper suites' Monte Carlo tolerances.
+"""Shared by the benchmark scripts: the machine, timing, Markdown tables and the results files.
 
-Importing it turns on float64 and selects XLA:CPU's memory-optimised scheduler for the whole
-process (unless `XLA_FLAGS` names one): the default one can deadlock the vmapped fits the
-scripts jit themselves, where `wj.CPU_COMPILER_OPTIONS` does not reach.
+Importing it turns on float64 and selects XLA:CPU's memory-optimised scheduler (unless `XLA_FLAGS` names one): the
+default one can deadlock the vmapped fits the scripts jit themselves, where `wj.CPU_COMPILER_OPTIONS` does not reach.
 """
 
 import argparse
@@ -62,16 +60,14 @@ def machine_info() -> dict:
 
 
 def machine_line(info: dict) -> str:
-    """One line for a report: "CPU model, N CPUs, jax X", and the accelerators where jax had any
-    ("cuda:0 (NVIDIA H200)")."""
+    """One line for a report: "CPU model, N CPUs, jax X", and any accelerators ("cuda:0 (NVIDIA H200)")."""
     cpu = info.get("cpu_model") or info.get("processor") or info["uname"]["machine"]
     accelerators = "".join(f", {d}" for d in info.get("devices", []) if not d.startswith(("cpu", "TFRT_CPU")))
     return f"{cpu}, {info.get('cpu_count', '?')} CPUs, jax {info.get('jax', '?')}{accelerators}"
 
 
 def command() -> str:
-    """How this script was run, with the timing-relevant environment set now:
-    "[OPENBLAS_THREAD_TIMEOUT=4 ...] python benchmarks/NAME.py ARGS"."""
+    """How this script was run: "[OPENBLAS_THREAD_TIMEOUT=4 ...] python benchmarks/NAME.py ARGS"."""
     env = [f"{k}={os.environ[k]}" for k in ("OPENBLAS_NUM_THREADS", "OPENBLAS_THREAD_TIMEOUT") if k in os.environ]
     return " ".join([*env, "python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
 
@@ -95,13 +91,9 @@ def provenance(info: dict, extra: str = "") -> str:
 
 
 def bench(fn, *args, cfg):
-    """`fn(*args)` once (trace + compile + run), then repeated timed calls: `(output, timing)`.
-
-    `cfg` = (min_reps, min_time, max_time, floor_reps): repeats until at least `min_reps` calls and
-    `min_time` seconds in total, stopping early once `max_time` seconds are spent and at least
-    `floor_reps` calls are done. `timing`: median, min, max, repeats, the first call and its excess
-    over the median ("compile_s").
-    """
+    """`fn(*args)` once (trace + compile + run), then timed calls: `(output, timing)`. `cfg` = (min_reps, min_time,
+    max_time, floor_reps): at least `min_reps` calls and `min_time` seconds, or `max_time` seconds and `floor_reps`
+    calls. `timing`: median, min, max, repeats, the first call and its excess over the median ("compile_s")."""
     min_reps, min_time, max_time, floor_reps = cfg
     gc.collect()
     t0 = time.perf_counter()
@@ -126,8 +118,7 @@ def bench(fn, *args, cfg):
 
 
 def markdown_table(header, rows: list[list]) -> list[str]:
-    """The lines of a Markdown table; `header` a list or a string of columns separated by "|";
-    floats as 3 significant digits, NaN as "—"."""
+    """A Markdown table's lines; `header` a list or columns separated by "|"; floats to 3 digits, NaN as "—"."""
 
     def fmt(v):
         return ("—" if math.isnan(v) else f"{v:.3g}") if isinstance(v, float) else str(v)
@@ -146,9 +137,8 @@ def paragraphs(*blocks) -> list[str]:
 
 
 def write_results(stem: str, data=None, markdown=None, *, indent: int = 1, default=None, echo=False) -> list[Path]:
-    """Write `benchmarks/results/<stem>.json` (`data`, with `json.dumps(..., indent, default)`)
-    and `<stem>.md` (`markdown`: a string or a list of lines; printed too with `echo`), either one
-    optional; `stem` may name a subfolder ("gpu/x"). Returns the paths written."""
+    """Write `results/<stem>.json` (`data`) and `<stem>.md` (`markdown`, a string or lines; printed with `echo`),
+    either optional; `stem` may name a subfolder ("gpu/x"). Returns the paths written."""
     texts = {}
     if data is not None:
         texts[".json"] = json.dumps(data, indent=indent, default=default) + "\n"
@@ -190,8 +180,8 @@ def pyplot():
 
 
 def matches(ours: dict, paper: dict, n_runs: int) -> bool:
-    """Rummel et al. 2025's medians matched (keys "mse", "cov"): our MSE ≤ the paper's × (1 + 3√(2/N)),
-    3 sd of a χ²-type mean, and our 2√C coverage ≥ the paper's − 3 binomial sd of a 95 % coverage."""
+    """Rummel et al. 2025's medians matched: our MSE ≤ the paper's × (1 + 3√(2/N)) (3 sd of a χ²-type mean) and our
+    2√C coverage ≥ the paper's − 3 binomial sd of a 95 % coverage."""
     mse_ok = ours["mse"] <= paper["mse"] * (1 + 3.0 * math.sqrt(2.0 / n_runs))
     return mse_ok and ours["cov"] >= paper["cov"] - 3.0 * math.sqrt(0.95 * 0.05 / n_runs)
 

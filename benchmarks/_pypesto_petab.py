@@ -1,8 +1,5 @@
-"""pyPESTO + AMICI side of `petab_collection.py --pypesto-python PYTHON` (an environment with amici, pypesto,
-fides and petab): one problem's AMICI log-likelihood at the nominal parameters and a fides multistart, as
-one JSON line.
-
-    python benchmarks/_pypesto_petab.py PROBLEM.yaml STARTS MAX_STEPS
+"""pyPESTO + AMICI side of `petab_collection.py --pypesto-python PYTHON`: one problem's AMICI log-likelihood at the
+nominal parameters and a fides multistart, as one JSON line (`python benchmarks/_pypesto_petab.py YAML STARTS STEPS`).
 """
 
 import json

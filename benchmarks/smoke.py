@@ -2,9 +2,8 @@
 
     python benchmarks/smoke.py [likelihood spiral_neural ...]   # default: all of them, one after another
 
-Each run in its own process under `--timeout`, writing into a scratch copy of `benchmarks/results`; one line per run;
-exits non-zero if any failed. Left out: `discovery_pde` (one cell takes minutes), `petab_collection` (it needs the
-PEtab benchmark collection) and `gpu_check.sh` (a GPU).
+Each run in its own process, writing into a scratch copy of `benchmarks/results`; exits non-zero if any failed. Left
+out: `discovery_pde` (a cell takes minutes), `petab_collection` (needs the PEtab collection), `gpu_check.sh` (a GPU).
 """
 
 import argparse
