@@ -100,11 +100,9 @@ def interval_metrics(theta, cov, q, xhat, x, ok):
 def _timed(fn, *args):
     """`fn(*args)` compiled ahead of time, then run once: (result, run seconds, compile seconds)."""
     start = time.perf_counter()
-    compiled = fn.lower(*args).compile()
-    compile_s = time.perf_counter() - start
+    compiled, compile_s = fn.lower(*args).compile(), time.perf_counter() - start
     start = time.perf_counter()
-    out = jax.block_until_ready(compiled(*args))
-    return out, time.perf_counter() - start, compile_s
+    return jax.block_until_ready(compiled(*args)), time.perf_counter() - start, compile_s
 
 
 @eqx.filter_jit
@@ -170,16 +168,14 @@ def run_sa(t, x, Y, key, n_iter):
 
 @eqx.filter_jit
 def _sft_batch(keys, Y, problem, n_iter, burn_in):
-    return jax.vmap(
-        lambda k, y: smooth_functional_tempering(k, problem, y, jnp.full(3, 0.01), SFT_LAMBDAS, n_iter, burn_in)
-    )(keys, Y)
+    one = lambda k, y: smooth_functional_tempering(k, problem, y, jnp.full(3, 0.01), SFT_LAMBDAS, n_iter, burn_in)  # noqa: E731
+    return jax.vmap(one)(keys, Y)
 
 
 def run_sft(t, x, Y, key, n_iter, burn_in):
     problem, keys = spline_problem(t), jax.random.split(key, len(Y))
-    (theta, lower, upper, coef, swaps), seconds, compile_s = _timed(
-        _sft_batch, keys, jnp.asarray(Y), problem, n_iter, burn_in
-    )
+    out, seconds, compile_s = _timed(_sft_batch, keys, jnp.asarray(Y), problem, n_iter, burn_in)
+    theta, lower, upper, coef, swaps = out
     theta, xhat = np.asarray(theta), np.asarray(coef) @ np.asarray(problem.phi).T
     m = metrics(theta, np.asarray(lower), np.asarray(upper), xhat, x, np.all(np.isfinite(theta), axis=1))
     return m | {"swap_acceptance_rate": float(np.mean(swaps))}, seconds, compile_s
@@ -195,40 +191,36 @@ def main():
     ap.add_argument("--sft-burn-in", type=int, default=1000)
     args = ap.parse_args()
     cells = []
-    for sigma in SIGMAS:
-        for N in NS:
-            t = np.linspace(0, 60, N)
-            x = ds.head_impact_solution(t)
-            seed = int(1000 * N + 100 * sigma)
-            Y = x + sigma * np.ptp(x) * np.random.default_rng(seed).standard_normal((args.replicates, N))
-            key = jax.random.PRNGKey(seed)
-            row = {"sigma": sigma, "N": N, "replicates": args.replicates}
-            for name, run, extra in (
-                ("Data2LD", run_data2ld, (5, L.Ladder())),
-                ("Data2LD order 6", run_data2ld, (6, L.Ladder())),
-                ("PC", run_data2ld, (5, L.GCV())),
-                ("NLS", run_nls, ()),
-                ("SA", run_sa, (jax.random.fold_in(key, 1), args.sa_iterations)),
-                ("SFT", run_sft, (jax.random.fold_in(key, 2), args.sft_iterations, args.sft_burn_in)),
-            ):
-                reps = min({"NLS": args.nls_replicates, "PC": args.pc_replicates}.get(name, args.replicates), len(Y))
-                m, seconds, compile_s = run(t, x, Y[:reps], *extra)
-                row[name] = m | dict(seconds_cell=seconds, seconds_per_fit=seconds / reps, compile_seconds=compile_s)
-                row[name]["replicates"] = reps
-                print(f"σ={sigma} N={N} {name}: 100·RMSE {np.round(m['rmse_theta_x100'], 2)}, {seconds:.1f} s")
-            cells.append(row)
-            write(args, cells)
+    for sigma, N in ((sigma, N) for sigma in SIGMAS for N in NS):
+        t = np.linspace(0, 60, N)
+        x = ds.head_impact_solution(t)
+        seed = int(1000 * N + 100 * sigma)
+        Y = x + sigma * np.ptp(x) * np.random.default_rng(seed).standard_normal((args.replicates, N))
+        key = jax.random.PRNGKey(seed)
+        row = {"sigma": sigma, "N": N, "replicates": args.replicates}
+        for name, run, extra in (
+            ("Data2LD", run_data2ld, (5, L.Ladder())),
+            ("Data2LD order 6", run_data2ld, (6, L.Ladder())),
+            ("PC", run_data2ld, (5, L.GCV())),
+            ("NLS", run_nls, ()),
+            ("SA", run_sa, (jax.random.fold_in(key, 1), args.sa_iterations)),
+            ("SFT", run_sft, (jax.random.fold_in(key, 2), args.sft_iterations, args.sft_burn_in)),
+        ):
+            reps = min({"NLS": args.nls_replicates, "PC": args.pc_replicates}.get(name, args.replicates), len(Y))
+            m, seconds, compile_s = run(t, x, Y[:reps], *extra)
+            row[name] = m | dict(seconds_cell=seconds, seconds_per_fit=seconds / reps, compile_seconds=compile_s)
+            row[name]["replicates"] = reps
+            print(f"σ={sigma} N={N} {name}: 100·RMSE {np.round(m['rmse_theta_x100'], 2)}, {seconds:.1f} s")
+        cells.append(row)
+        write(args, cells)
 
 
 def write(args, cells):
-    """Save the cells done so far: the JSON and the report, ours / paper in each cell."""
     out = {"date": datetime.date.today().isoformat(), "machine": machine_info(), "args": vars(args), "cells": cells}
     out["paper"] = {"rmse": {str(k): v for k, v in PAPER_RMSE.items()}, "rmse_x": PAPER_X}
     out["paper"]["coverage"] = {str(k): v for k, v in PAPER_COVERAGE.items()}
 
-    def cell(v, ref):
-        return f"{v:.2f}" + (f" / {ref}" if ref is not None else "")
-
+    cell = lambda v, ref: f"{v:.2f}" + (f" / {ref}" if ref is not None else "")  # noqa: E731  (ours / paper's)
     by_sigma = {s: [c for c in cells if c["sigma"] == s] for s in SIGMAS if any(c["sigma"] == s for c in cells)}
     tables = []
     for title, key, paper in (
