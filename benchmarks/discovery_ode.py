@@ -8,6 +8,7 @@ with thresholding on the same realisations, beside the rows of `discovery_ode.js
 """
 
 import datetime
+import itertools
 import json
 import time
 import warnings
@@ -67,22 +68,17 @@ def ours(args):
     name = "discovery_ode" + ("" if args.start == "data" else f"_{args.start}")
     for system_name in SYSTEMS:
         clean, library, true = system(system_name)
-        for cell, (noise, missing) in enumerate(CELLS):
-            for seed in range(args.seeds):
-                data = realisation(clean, noise, missing, seed)
-                start = time.perf_counter()
-                found = est.fit(library, wj.Trajectory(DT * np.arange(len(data)), data, ~np.isnan(data)), u0=args.start)
-                row = {"system": system_name, "noise": noise, "missing": missing, "seed": seed}
-                row |= {"seconds": time.perf_counter() - start, "models_tested": len(found.history)}
-                row |= {**found.compare(true), **{f"state_error_{k}": v for k, v in found.state_error(clean).items()}}
-                rows.append(row | {"equations": found.equations(4), "paper": PAPER[system_name][cell]})
-                print(
-                    f"{system_name} {noise:.0%}/{missing:.0%} seed {seed}: {row['missing_terms']} missing, "
-                    f"{row['extra_terms']} extra, {row['seconds']:.1f} s",
-                    flush=True,
-                )
-                m = meta(args, command=cm.command())
-                cm.write_results(name, {"meta": m, "rows": rows}, ours_markdown(rows, m, args))
+        for (cell, (noise, missing)), seed in itertools.product(enumerate(CELLS), range(args.seeds)):
+            data = realisation(clean, noise, missing, seed)
+            start = time.perf_counter()
+            found = est.fit(library, wj.Trajectory(DT * np.arange(len(data)), data, ~np.isnan(data)), u0=args.start)
+            row = {"system": system_name, "noise": noise, "missing": missing, "seed": seed}
+            row |= {"seconds": time.perf_counter() - start, "models_tested": len(found.history)}
+            row |= {**found.compare(true), **{f"state_error_{k}": v for k, v in found.state_error(clean).items()}}
+            rows.append(row | {"equations": found.equations(4), "paper": PAPER[system_name][cell]})
+            print(f"{system_name} {noise:.0%}/{missing:.0%} seed {seed}: {found.equations(4)}", flush=True)
+            m = meta(args, command=cm.command())
+            cm.write_results(name, {"meta": m, "rows": rows}, ours_markdown(rows, m, args))
 
 
 def ours_markdown(rows, m, args):
@@ -181,21 +177,15 @@ def competitors(args):
         checks[name] = float(rel.max())
         for method in LABELS:
             warmup[f"{name}/{method}"] = run(ps, method, library, order, t, realisation(clean, *CELLS[0], 0), 0)[1]
-        for cell, (noise, missing) in enumerate(CELLS):
-            for seed in range(args.seeds):
-                data = realisation(clean, noise, missing, seed)
-                for method in LABELS:
-                    theta, seconds, messages = run(ps, method, library, order, t, data, seed)
-                    row = {"system": name, "method": method, "noise": noise, "missing": missing, "seed": seed}
-                    row |= {"seconds": seconds, "messages": messages, "paper": PAPER[name][cell]}
-                    row["failed"] = theta is None
-                    if theta is not None:
-                        row.update(**compare(theta, true), equations=library.equations(theta, 4), theta=theta.tolist())
-                    rows.append(row)
-                    what = (
-                        f"{row['missing_terms']} missing, {row['extra_terms']} extra" if theta is not None else "FAILED"
-                    )
-                    print(f"{name} {noise:.0%}/{missing:.0%} seed {seed} {method}: {what}, {seconds:.3f} s", flush=True)
+        for (cell, (noise, missing)), seed, method in itertools.product(enumerate(CELLS), range(args.seeds), LABELS):
+            data = realisation(clean, noise, missing, seed)
+            theta, seconds, messages = run(ps, method, library, order, t, data, seed)
+            row = {"system": name, "method": method, "noise": noise, "missing": missing, "seed": seed}
+            row |= {"seconds": seconds, "messages": messages, "paper": PAPER[name][cell], "failed": theta is None}
+            if theta is not None:
+                row.update(**compare(theta, true), equations=library.equations(theta, 4), theta=theta.tolist())
+            rows.append(row)
+            print(f"{name} {noise:.0%}/{missing:.0%} seed {seed} {method}: {row.get('equations', 'FAILED')}")
     path = cm.RESULTS / "discovery_ode.json"  # our StateParameterRegression's rows ("SPR")
     saved = json.loads(path.read_text()) if path.exists() else {"meta": None, "rows": []}
     spr_meta, spr = saved["meta"], {(r["system"], r["noise"], r["missing"], r["seed"]): r for r in saved["rows"]}
@@ -221,23 +211,14 @@ def competitors_markdown(rows, args, m, spr_meta, spr, warmup):
             + [f"{sum(map(exact, theirs))}/{len(theirs)}" if theirs else "—"]
             + [f"{p[0]} / {p[1]} ({'exact' if p[0] == p[1] == 0 else 'not exact'})"]
         )
+    median_s = lambda s, k: np.median([r["seconds"] for r in rows if r["system"] == s and r["method"] == k])  # noqa: E731
     times = [
-        [
-            s,
-            *(
-                f"{np.median([r['seconds'] for r in rows if r['system'] == s and r['method'] == k]):.3f} s"
-                for k in LABELS
-            ),
-        ]
-        + [f"{warmup[f'{s}/integral_matching']:.2f} s"]
+        [s, *(f"{median_s(s, k):.3f} s" for k in LABELS), f"{warmup[f'{s}/integral_matching']:.2f} s"]
         + [f"{np.median([r['seconds'] for k, r in spr.items() if k[0] == s]):.1f} s" if spr else "—"]
         for s in SYSTEMS
     ]
-    failed = [
-        f"{LABELS[r['method']]} {r['system']} {r['noise']:.0%}/{r['missing']:.0%} seed {r['seed']}"
-        for r in rows
-        if r["failed"]
-    ]
+    failed = [f"{LABELS[r['method']]} {r['system']} {r['noise']:.0%}/{r['missing']:.0%} seed {r['seed']}" for r in rows]
+    failed = [f for f, r in zip(failed, rows) if r["failed"]]
     return cm.paragraphs(
         f"# Equation-discovery competitors on Meissner & Glasner 2024's ODE protocols — {m['date']}",
         f"`{m['command']}` on {cm.machine_line(m['machine'])}, pysindy {m['pysindy']}. The realisations of "
