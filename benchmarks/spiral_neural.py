@@ -163,12 +163,9 @@ def main():
     ap.add_argument("--t-train", type=float, default=20.0, help="train on t ≤ T (default 20; the data span [0, 25])")
     ap.add_argument("--name", default="spiral_neural", help="results file stem (default: spiral_neural)")
     args = ap.parse_args()
-    seeds = [0] if args.quick else [0, 1, 2]
-    budget = 15.0 if args.quick else 60.0
-    adam = optax.adam(optax.exponential_decay(1e-2, 2000, 0.5))
-    est = wj.IntegralMatching(
-        order=10, length=0.5, solver=wj.Gradient(adam, batch_size=BATCH, chunk=250, patience=10), max_steps=20_000
-    )
+    seeds, budget = ([0], 15.0) if args.quick else ([0, 1, 2], 60.0)
+    adam = wj.Gradient(optax.adam(optax.exponential_decay(1e-2, 2000, 0.5)), batch_size=BATCH, chunk=250, patience=10)
+    est = wj.IntegralMatching(order=10, length=0.5, solver=adam, max_steps=20_000)
     out = {"date": datetime.date.today().isoformat(), "machine": cm.machine_info(), "seeds": seeds, "budget_s": budget}
     out |= {"noise": 0.01, "t_train": args.t_train, "order": est.order, "length": est.length, "batch": BATCH}
     out |= {"name": args.name, "per_gradient": [], "training": [], "command": cm.command()}
@@ -179,9 +176,8 @@ def main():
         runs = {"integral matching": im, "integral matching + output error": refine(b, train, clean, field_im, im)}
         if not args.no_per_gradient:
             out["per_gradient"].append(per_gradient(train, field_im, est))
-        for mode, name in (
-            () if args.no_training else (("backprop", "backprop through Tsit5"), ("backsolve", "continuous adjoint"))
-        ):
+        solvers = (("backprop", "backprop through Tsit5"), ("backsolve", "continuous adjoint"))
+        for mode, name in () if args.no_training else solvers:
             runs[name] = train_solver(b, train, clean, field, mode, budget, seed)
         out["training"].append(runs)
         print(f"seed {seed}:", {k: (v["seconds"], v["heldout_rmse"]) for k, v in runs.items()}, flush=True)
@@ -190,11 +186,10 @@ def main():
 
 def write(out):
     med = lambda key, name, src="per_gradient": statistics.median(r[name][key] for r in out[src])  # noqa: E731
-    train_names = list(out["training"][0])
     trows = [
         [n, med("seconds", n, "training"), med("steps", n, "training")]
         + [100 * med("heldout_rmse", n, "training"), 100 * med("full_rmse", n, "training")]
-        for n in train_names
+        for n in out["training"][0]
     ]
 
     def verdict(key, ref, how):
