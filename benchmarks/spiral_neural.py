@@ -1,4 +1,4 @@
-"""Neural ODE on the damped spiral: integral matching vs diffrax backprop and adjoint (Anonymous 2025 Table 3, Fig. 1).
+"""Neural ODE on the damped spiral: integral matching vs diffrax backprop and adjoint (Anonymous 2025 Table 3).
 
     python benchmarks/spiral_neural.py [--quick]   # 3 seeds, training budgets 60 s (--quick: 1 seed, 15 s)
     python benchmarks/spiral_neural.py --t-train 25 --no-per-gradient --name spiral_neural_all  # train on all data
