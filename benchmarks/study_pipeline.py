@@ -2,7 +2,8 @@
 
     python benchmarks/study_pipeline.py [--throughput --runs 64 [--devices 2]]
 
-Default: Lorenz, M = 1024, 5 % noise, WENDy-MLE studies and bootstraps with their stage seconds (`study_pipeline`).
+Default: Lorenz, M = 1024, 5 % noise, WENDy-MLE studies and bootstraps with their stage seconds, and the batched
+build of the likelihoods against one `weak_likelihood` per dataset (`study_pipeline`).
 `--throughput`: the same fits alone (M = 256) by `vmap`, `lax.map`, a Python loop of the jitted solve and with
 `--devices N` sharded over N CPU devices (`study_throughput`).
 """
@@ -40,6 +41,20 @@ def study_row(zoo, n_runs: int, repeats: int) -> dict:
     return row | {"successful": int(np.sum(study.runs[0].status == "successful"))}
 
 
+def build_row(zoo, n_runs: int, repeats: int) -> dict:
+    datasets = [zoo.simulate(jax.random.key(100 + i), 0.05) for i in range(n_runs)]
+    per_dataset = lambda: stack_likelihoods([wj.weak_likelihood(zoo.model, d) for d in datasets])  # noqa: E731
+    batched = lambda: wj.weak.build_batch(zoo.model, datasets).likelihoods()  # noqa: E731
+    (a, ta), (b, tb) = (cm.bench(fn, cfg=(repeats, 0.0, 0.0, repeats)) for fn in (batched, per_dataset))
+    p, diff = jnp.asarray(zoo.p_true), 0.0
+    for f in (wj.weak.nll, wj.weak.nll_grad, wj.weak.nll_hessian):
+        x, y = (np.asarray(jax.vmap(f, in_axes=(0, None))(lik, p)) for lik in (a, b))
+        diff = max(diff, float(np.max(np.abs(x - y)) / np.max(np.abs(y))))
+    ms = [1e3 * t["median_s"] / n_runs for t in (ta, tb)]
+    row = {"kind": "build", "runs": n_runs, "batched_ms_per_run": ms[0], "per_dataset_ms_per_run": ms[1]}
+    return row | {"speedup": ms[1] / ms[0], "max_rel_diff": diff}
+
+
 def bootstrap_row(zoo, n_boot: int, repeats: int) -> dict:
     data = zoo.simulate(jax.random.key(7), 0.05)
     fit = wj.MLE().fit(zoo.model, data, p0=[8.0, 25.0, 2.0])
@@ -52,7 +67,7 @@ def bootstrap_row(zoo, n_boot: int, repeats: int) -> dict:
 
 def pipeline_markdown(rows, info, repeats) -> list[str]:
     g = lambda r, *keys: [f"{r[k]:.3g}" for k in keys]  # noqa: E731
-    kinds = {kind: [r for r in rows if r["kind"] == kind] for kind in ("study", "bootstrap")}
+    kinds = {kind: [r for r in rows if r["kind"] == kind] for kind in ("study", "build", "bootstrap")}
     blocks = [
         "# A study and a bootstrap end to end, by stage (Lorenz, M = 1024, 5 % noise, WENDy-MLE)",
         f"Command: `{cm.command()}`; machine: {cm.machine_line(info)}; {cm.utc_now()}. Medians of {repeats} warm calls "
@@ -71,6 +86,11 @@ def pipeline_markdown(rows, info, repeats) -> list[str]:
                 ],
             )
         )
+    if kinds["build"]:
+        cols = ("batched_ms_per_run", "per_dataset_ms_per_run", "speedup", "max_rel_diff")
+        head = "datasets | batched ms/dataset | per dataset ms/dataset | speed-up | max rel. diff of ℓ, ∇ℓ, ∇²ℓ"
+        table = cm.markdown_table(head, [[r["runs"], *g(r, *cols)] for r in kinds["build"]])
+        blocks += ["The build alone, batched against one build per dataset (stacked):", table]
     if kinds["bootstrap"]:
         blocks += [
             "Parametric bootstrap of one fit:",
@@ -169,7 +189,8 @@ def main():
     if args.throughput:
         return throughput(args, info)
     zoo, rows = wj.models.lorenz(), []
-    jobs = [*((study_row, n) for n in args.runs or [32, 64]), *((bootstrap_row, b) for b in args.boot)]
+    runs = args.runs or [32, 64]
+    jobs = [*((study_row, n) for n in runs), (build_row, runs[0]), *((bootstrap_row, b) for b in args.boot)]
     for row, n in jobs:  # the results are rewritten after each row
         rows.append(row(zoo, n, args.repeats))
         print({k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in rows[-1].items()}, flush=True)
