@@ -19,11 +19,17 @@ def zoo(name: str) -> wj.models.Benchmark:
 
 
 @functools.cache
-def logistic_small() -> tuple[wj.models.Benchmark, wj.Trajectory, "wj.WENDyFit"]:
-    """The logistic at 5 % noise on 65 samples (subsample 16, seed 0) and its WENDy-MLE fit
-    with the inverse-Hessian covariance: the bootstrap's and the profiles' test problem."""
+def logistic_small_data() -> wj.Trajectory:
+    """The logistic at 5 % noise on 65 samples (subsample 16, seed 0), without the fit of
+    `logistic_small()` (about 5 s) for the tests that need only the data."""
     import jax
 
-    bench = zoo("logistic")
-    data = bench.simulate(jax.random.key(0), 0.05, subsample=16)
+    return zoo("logistic").simulate(jax.random.key(0), 0.05, subsample=16)
+
+
+@functools.cache
+def logistic_small() -> tuple[wj.models.Benchmark, wj.Trajectory, "wj.WENDyFit"]:
+    """`logistic_small_data()` and its WENDy-MLE fit with the inverse-Hessian covariance:
+    the bootstrap's and the profiles' test problem."""
+    bench, data = zoo("logistic"), logistic_small_data()
     return bench, data, wj.MLE().fit(bench.model, data, covariance="hessian")

@@ -9,11 +9,16 @@ import jax
 import numpy as np
 import pytest
 from _typecheck import unchecked
-from _zoo import logistic_small, zoo
+from _zoo import logistic_small, logistic_small_data, zoo
 
 import wendyjax as wj
 
-BENCH, DATA, _ = logistic_small()  # 65 samples, 5 % noise
+BENCH = zoo("logistic")
+
+
+@pytest.fixture(scope="module")
+def data():
+    return logistic_small_data()  # 65 samples, 5 % noise
 
 
 @pytest.fixture(scope="module")
@@ -21,35 +26,35 @@ def mle_fit():
     return logistic_small()[2]
 
 
-def test_bad_input_is_refused_before_any_work(mle_fit):
+def test_bad_input_is_refused_before_any_work(mle_fit, data):
     failed = dataclasses.replace(mle_fit, status=wj.RESULTS.nonlinear_divergence)
     cases = [
-        (lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, DATA, 1, key=0), ValueError, "n_boot must be an integer >= 2"),
-        (lambda: wj.studies.bootstrap(wj.MLE(), failed, DATA, 10, key=0), ValueError, "the fit did not succeed"),
-        (lambda: wj.studies.bootstrap("mle", mle_fit, DATA, 10, key=0), TypeError, "estimator must be a wendyjax"),  # pyright: ignore[reportArgumentType]  # the wrong input under test
-        (lambda: wj.studies.bootstrap(wj.MLE(), mle_fit.to_dict(), DATA, 10, key=0), TypeError, "fit must be"),
+        (lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, data, 1, key=0), ValueError, "n_boot must be an integer >= 2"),
+        (lambda: wj.studies.bootstrap(wj.MLE(), failed, data, 10, key=0), ValueError, "the fit did not succeed"),
+        (lambda: wj.studies.bootstrap("mle", mle_fit, data, 10, key=0), TypeError, "estimator must be a wendyjax"),  # pyright: ignore[reportArgumentType]  # the wrong input under test
+        (lambda: wj.studies.bootstrap(wj.MLE(), mle_fit.to_dict(), data, 10, key=0), TypeError, "fit must be"),
         (
-            lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, wj.Trajectory(DATA.t, np.c_[DATA.u, DATA.u]), 10, key=0),
+            lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, wj.Trajectory(data.t, np.c_[data.u, data.u]), 10, key=0),
             ValueError,
             "data have 2 states but model 'logistic' has 1",
         ),
         (
-            lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, DATA, 10, key=0, u0=[1.0, 2.0]),
+            lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, data, 10, key=0, u0=[1.0, 2.0]),
             ValueError,
             r"u0 must have shape \(1,\) or \(1, 1\)",
         ),
         (
-            lambda: wj.studies.bootstrap(wj.OutputError(), mle_fit, DATA, 10, key=0),
+            lambda: wj.studies.bootstrap(wj.OutputError(), mle_fit, data, 10, key=0),
             ValueError,
             "the fit was made by WENDy-MLE but the estimator is OutputError",
         ),
         (
-            lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, DATA, 10, key=0, foo=1),
+            lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, data, 10, key=0, foo=1),
             TypeError,
             "bootstrap got unknown keyword\\(s\\) foo; MLE's options are",
         ),
         (
-            lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, DATA, 10, key=0, batch_size=0),
+            lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, data, 10, key=0, batch_size=0),
             ValueError,
             "batch_size must be an integer >= 1",
         ),
@@ -62,15 +67,15 @@ def test_bad_input_is_refused_before_any_work(mle_fit):
 
 
 @pytest.mark.slow
-def test_the_bootstrap_agrees_with_the_fits_own_uncertainty(mle_fit):
+def test_the_bootstrap_agrees_with_the_fits_own_uncertainty(mle_fit, data):
     """On the logistic at 5 % noise the inverse Hessian's width matches the Monte Carlo
     spread (benchmarks/results/interval_coverage.md); the bootstrap's standard errors
     come from 40 refits, whose sample standard deviation is within ±35 % of the truth with
     probability > 0.99 (chi-square with 39 degrees of freedom)."""
-    boot = wj.studies.bootstrap(wj.MLE(), mle_fit, DATA, 40, key=1, progress=False)
+    boot = wj.studies.bootstrap(wj.MLE(), mle_fit, data, 40, key=1, progress=False)
     assert boot.draws.shape == (40, 2) and boot.n_failed == 0
     assert np.all(np.abs(boot.stderr / mle_fit.stderr - 1) < 0.35)
-    assert boot.sigma == pytest.approx(0.05 * np.sqrt(np.mean(np.asarray(DATA.u) ** 2)), rel=0.3)
+    assert boot.sigma == pytest.approx(0.05 * np.sqrt(np.mean(np.asarray(data.u) ** 2)), rel=0.3)
     for lo, hi in (boot.percentile(), boot.bias_corrected(), boot.percentile(0.5)):
         assert np.all(lo < mle_fit.params) and np.all(mle_fit.params < hi)
     assert np.all(np.diff(boot.percentile(0.5), axis=0) < np.diff(boot.percentile(0.95), axis=0))
@@ -89,16 +94,16 @@ def test_the_bootstrap_agrees_with_the_fits_own_uncertainty(mle_fit):
 
 
 @pytest.mark.slow  # 9 s on 2 cores
-def test_the_bootstrap_of_several_trajectories_keeps_their_grids_and_gaps():
+def test_the_bootstrap_of_several_trajectories_keeps_their_grids_and_gaps(data):
     # two trajectories on different grids, one with a missing row: every refit's data keep
     # both grids and the gap (one batched build of all refits), and every stage is timed
-    t1, t2 = np.asarray(DATA.t), np.asarray(DATA.t)[::2]
-    u2 = np.asarray(DATA.u)[::2].copy()
+    t1, t2 = np.asarray(data.t), np.asarray(data.t)[::2]
+    u2 = np.asarray(data.u)[::2].copy()
     u2[5] = np.nan
-    data = [wj.Trajectory(t1, DATA.u), wj.Trajectory(t2, u2)]
-    fit = wj.MLE().fit(BENCH.model, data, p0=[0.9, -0.9], test_functions=wj.TestFunctionConfig(radius=0.5))
+    two = [wj.Trajectory(t1, data.u), wj.Trajectory(t2, u2)]
+    fit = wj.MLE().fit(BENCH.model, two, p0=[0.9, -0.9], test_functions=wj.TestFunctionConfig(radius=0.5))
     boot = wj.studies.bootstrap(
-        wj.MLE(), fit, data, 6, key=0, progress=False, test_functions=wj.TestFunctionConfig(radius=0.5)
+        wj.MLE(), fit, two, 6, key=0, progress=False, test_functions=wj.TestFunctionConfig(radius=0.5)
     )
     assert boot.draws.shape == (6, 2) and boot.n_failed == 0 and boot.u0.shape == (2, 1)
     assert set(boot.timings) == {"initial_states_s", "simulate_s", "build_s", "fit_s", "total_s"}
@@ -107,24 +112,24 @@ def test_the_bootstrap_of_several_trajectories_keeps_their_grids_and_gaps():
 
 
 @pytest.mark.slow
-def test_output_error_refits_start_from_the_simulated_initial_state():
+def test_output_error_refits_start_from_the_simulated_initial_state(data):
     """The logistic's first observations lie near 0: refits whose initial state started
     from a noisy first sample below 0 blew up (21 of 50 failed)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        oe = wj.OutputError().fit(BENCH.model, DATA, p0=BENCH.p_true)
-    boot = wj.studies.bootstrap(wj.OutputError(), oe, DATA, 24, key=2, progress=False)
+        oe = wj.OutputError().fit(BENCH.model, data, p0=BENCH.p_true)
+    boot = wj.studies.bootstrap(wj.OutputError(), oe, data, 24, key=2, progress=False)
     assert boot.n_failed == 0 and np.array_equal(boot.u0, oe.u0)
     assert np.all(np.abs(boot.stderr / oe.stderr - 1) < 0.45)  # 24 refits: ±45 % at > 0.99
 
 
 @pytest.mark.slow
-def test_a_known_noise_level_is_the_one_the_refits_data_are_drawn_with():
+def test_a_known_noise_level_is_the_one_the_refits_data_are_drawn_with(data):
     # sigma given to the fit (e.g. a PEtab problem's noise formulas): drawn with it, not with the residuals' RMS
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        oe = wj.OutputError().fit(BENCH.model, DATA, p0=BENCH.p_true, sigma=0.2)
-    boot = wj.studies.bootstrap(wj.OutputError(), oe, DATA, 4, key=0, progress=False)
+        oe = wj.OutputError().fit(BENCH.model, data, p0=BENCH.p_true, sigma=0.2)
+    boot = wj.studies.bootstrap(wj.OutputError(), oe, data, 4, key=0, progress=False)
     assert boot.n_failed == 0 and np.array_equal(boot.sigma, [0.2])
 
 
@@ -153,23 +158,23 @@ def test_basic_intervals_cover_where_the_weak_form_is_biased():
 
 
 @pytest.mark.slow
-def test_parameters_the_fit_does_not_determine_get_no_interval():
+def test_parameters_the_fit_does_not_determine_get_no_interval(data):
     """u' = a·b·u + c·u²: the refits of a and b stay near p̂ along the flat ridge, which
     would look like ±1 % precision; they get NaN, with a warning, and c keeps its interval."""
     model = wj.ODEModel(lambda u, p, t: p[0] * p[1] * u + p[2] * u**2, ["u"], ["a", "b", "c"], name="product")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fit = wj.MLE().fit(model, DATA, [1.0, 1.0, -1.0], bounds=([0.1, 0.1, -5.0], [10.0, 10.0, 0.0]))
+        fit = wj.MLE().fit(model, data, [1.0, 1.0, -1.0], bounds=([0.1, 0.1, -5.0], [10.0, 10.0, 0.0]))
     with pytest.warns(RuntimeWarning, match=r"does not determine a \(.*\), b \("):
-        boot = wj.studies.bootstrap(wj.MLE(), fit, DATA, 40, key=0, progress=False)  # 40: 95 % quantiles
+        boot = wj.studies.bootstrap(wj.MLE(), fit, data, 40, key=0, progress=False)  # 40: 95 % quantiles
     assert boot.undetermined == ("a", "b") and "get no interval" in boot.table()
     for lo, hi in (boot.basic(), boot.normal(), boot.percentile(), boot.bias_corrected()):
         assert np.all(np.isnan(lo[:2])) and np.all(np.isnan(hi[:2])) and lo[2] < fit.params[2] < hi[2]
 
 
 @pytest.mark.slow
-def test_too_few_successful_refits_give_nan_not_an_error(mle_fit):
-    boot = wj.studies.bootstrap(wj.MLE(), mle_fit, DATA, 4, key=0, progress=False)
+def test_too_few_successful_refits_give_nan_not_an_error(mle_fit, data):
+    boot = wj.studies.bootstrap(wj.MLE(), mle_fit, data, 4, key=0, progress=False)
     none = dataclasses.replace(boot, draws=np.full_like(boot.draws, np.nan), status=np.full(4, "nonlinear_divergence"))
     for lo, hi in (none.basic(), none.normal(), none.percentile(), none.bias_corrected()):
         assert np.all(np.isnan(lo)) and np.all(np.isnan(hi))

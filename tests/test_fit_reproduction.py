@@ -9,13 +9,27 @@ import warnings
 import jax
 import numpy as np
 import pytest
-from _zoo import logistic_small
+from _zoo import logistic_small, logistic_small_data, zoo
 from hypothesis import given, settings, strategies as st
 
 import wendyjax as wj
 
-BENCH, DATA, FIT = logistic_small()  # 65 samples, 5 % noise
-OTHER = BENCH.simulate(jax.random.key(1), 0.05, subsample=16)  # the same grid, other noise
+BENCH = zoo("logistic")
+
+
+@pytest.fixture(scope="module")
+def data():
+    return logistic_small_data()  # 65 samples, 5 % noise
+
+
+@pytest.fixture(scope="module")
+def mle_fit():
+    return logistic_small()[2]
+
+
+@pytest.fixture(scope="module")
+def other():
+    return BENCH.simulate(jax.random.key(1), 0.05, subsample=16)  # the same grid, other noise
 
 
 def _quick(make, error, match):
@@ -25,46 +39,48 @@ def _quick(make, error, match):
     assert time.perf_counter() - clock < 5.0  # refused before the refits (a profile compiles for seconds)
 
 
-def test_a_fit_records_its_options_and_data():
-    fit = wj.MLE().fit(BENCH.model, DATA, sigma=[0.03])
+def test_a_fit_records_its_options_and_data(data, mle_fit, other):
+    fit = wj.MLE().fit(BENCH.model, data, sigma=[0.03])
     assert set(fit.options) == {"sigma"} and np.array_equal(fit.options["sigma"], [0.03])
-    assert fit.data_fingerprint == wj.data.fingerprint(DATA) == wj.data.fingerprint([DATA])
-    assert wj.data.fingerprint(OTHER) != fit.data_fingerprint
-    assert FIT.options == {}
+    assert fit.data_fingerprint == wj.data.fingerprint(data) == wj.data.fingerprint([data])
+    assert wj.data.fingerprint(other) != fit.data_fingerprint
+    assert mle_fit.options == {}
 
 
-def test_other_data_are_refused():
+def test_other_data_are_refused(mle_fit, other):
     for make in (
-        lambda: wj.studies.bootstrap(wj.MLE(), FIT, OTHER, 20, key=0, progress=False),
-        lambda: wj.studies.profile(wj.MLE(), FIT, OTHER, n_points=5),
-        lambda: wj.studies.BootstrapOrProfile(wj.studies.BootstrapIntervals(20, kind="normal"))(wj.MLE(), FIT, OTHER),
+        lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, other, 20, key=0, progress=False),
+        lambda: wj.studies.profile(wj.MLE(), mle_fit, other, n_points=5),
+        lambda: wj.studies.BootstrapOrProfile(wj.studies.BootstrapIntervals(20, kind="normal"))(
+            wj.MLE(), mle_fit, other
+        ),
     ):
         _quick(make, ValueError, "data are not the data the fit was made on")
 
 
-def test_changed_options_are_refused_and_left_out_ones_reused():
-    fit = wj.MLE().fit(BENCH.model, DATA, covariance="hessian", sigma=[0.01])
+def test_changed_options_are_refused_and_left_out_ones_reused(data):
+    fit = wj.MLE().fit(BENCH.model, data, covariance="hessian", sigma=[0.01])
     _quick(
-        lambda: wj.studies.profile(wj.MLE(), fit, DATA, sigma=None, n_points=5),
+        lambda: wj.studies.profile(wj.MLE(), fit, data, sigma=None, n_points=5),
         ValueError,
         r"got sigma=None but the fit was made with sigma=\[0.01\]",
     )
     _quick(
-        lambda: wj.studies.bootstrap(wj.MLE(), fit, DATA, 20, key=0, sigma=[0.02], progress=False),
+        lambda: wj.studies.bootstrap(wj.MLE(), fit, data, 20, key=0, sigma=[0.02], progress=False),
         ValueError,
         r"got sigma=\[0.02\] but the fit was made with sigma=\[0.01\]",
     )
-    _quick(lambda: wj.studies.profile(wj.MLE(), fit, DATA, kk=3), TypeError, "unknown keyword")
+    _quick(lambda: wj.studies.profile(wj.MLE(), fit, data, kk=3), TypeError, "unknown keyword")
     _quick(
-        lambda: wj.studies.profile(wj.MLE(), fit, DATA, noise="lognormal"),
+        lambda: wj.studies.profile(wj.MLE(), fit, data, noise="lognormal"),
         ValueError,
         "got noise='lognormal' but the fit was made with noise=None",
     )
     # the model's own noise named explicitly is the same option as leaving it to the model
-    assert wj.studies.profile(wj.MLE(), fit, DATA, "p1", n_points=5, noise="gaussian")["p1"].verdict == "identifiable"
+    assert wj.studies.profile(wj.MLE(), fit, data, "p1", n_points=5, noise="gaussian")["p1"].verdict == "identifiable"
     # left out, the fit's sigma is reused: the same profile as with it repeated
-    reused = wj.studies.profile(wj.MLE(), fit, DATA, "p1", n_points=5)["p1"]
-    repeated = wj.studies.profile(wj.MLE(), fit, DATA, "p1", n_points=5, sigma=[0.01])["p1"]
+    reused = wj.studies.profile(wj.MLE(), fit, data, "p1", n_points=5)["p1"]
+    repeated = wj.studies.profile(wj.MLE(), fit, data, "p1", n_points=5, sigma=[0.01])["p1"]
     np.testing.assert_array_equal(reused.statistic, repeated.statistic)
     assert reused.verdict == "identifiable" and np.all(np.isfinite(reused.interval))
 
@@ -75,38 +91,38 @@ def _radius(fit) -> float:
     return info.radius
 
 
-def test_a_fixed_radius_is_reused():
-    config = wj.TestFunctionConfig(radius=2 * _radius(FIT))  # a fixed radius
-    fit = wj.MLE().fit(BENCH.model, DATA, covariance="hessian", test_functions=config)
-    assert _radius(fit) != _radius(FIT)  # the default search picks another
-    reused = wj.studies.profile(wj.MLE(), fit, DATA, "p1", n_points=5)["p1"]
-    repeated = wj.studies.profile(wj.MLE(), fit, DATA, "p1", n_points=5, test_functions=config)["p1"]
+def test_a_fixed_radius_is_reused(data, mle_fit):
+    config = wj.TestFunctionConfig(radius=2 * _radius(mle_fit))  # a fixed radius
+    fit = wj.MLE().fit(BENCH.model, data, covariance="hessian", test_functions=config)
+    assert _radius(fit) != _radius(mle_fit)  # the default search picks another
+    reused = wj.studies.profile(wj.MLE(), fit, data, "p1", n_points=5)["p1"]
+    repeated = wj.studies.profile(wj.MLE(), fit, data, "p1", n_points=5, test_functions=config)["p1"]
     np.testing.assert_array_equal(reused.statistic, repeated.statistic)
     assert reused.statistic[reused.grid == reused.estimate] == pytest.approx(0.0, abs=1e-9)
 
 
-def test_without_records_the_objective_is_checked():
-    bare = dataclasses.replace(FIT, options=None, data_fingerprint=None)  # a fit not made by estimator.fit
+def test_without_records_the_objective_is_checked(data, mle_fit, other):
+    bare = dataclasses.replace(mle_fit, options=None, data_fingerprint=None)  # a fit not made by estimator.fit
     for make in (
-        lambda: wj.studies.profile(wj.MLE(), bare, OTHER, n_points=5),
-        lambda: wj.studies.bootstrap(wj.MLE(), bare, OTHER, 20, key=0, progress=False),
-        lambda: wj.studies.profile(wj.MLE(), bare, DATA, n_points=5, sigma=[0.3]),
+        lambda: wj.studies.profile(wj.MLE(), bare, other, n_points=5),
+        lambda: wj.studies.bootstrap(wj.MLE(), bare, other, 20, key=0, progress=False),
+        lambda: wj.studies.profile(wj.MLE(), bare, data, n_points=5, sigma=[0.3]),
     ):
         _quick(make, ValueError, r"has objective .* at the estimate, but the fit's is")
-    assert np.isfinite(wj.studies.profile(wj.MLE(), bare, DATA, "p1", n_points=5)["p1"].interval).all()
+    assert np.isfinite(wj.studies.profile(wj.MLE(), bare, data, "p1", n_points=5)["p1"].interval).all()
 
 
-def test_output_error_profiles_check_their_objective():
-    oe = wj.OutputError().fit(BENCH.model, DATA, FIT.params)
+def test_output_error_profiles_check_their_objective(data, mle_fit, other):
+    oe = wj.OutputError().fit(BENCH.model, data, mle_fit.params)
     assert oe.options == {}
     bare = dataclasses.replace(oe, options=None, data_fingerprint=None)
     _quick(
-        lambda: wj.studies.profile(wj.OutputError(), bare, OTHER, n_points=5),
+        lambda: wj.studies.profile(wj.OutputError(), bare, other, n_points=5),
         ValueError,
         "has objective .* at the estimate",
     )
     _quick(
-        lambda: wj.studies.profile(wj.OutputError(), oe, DATA, weighted=False, n_points=5),
+        lambda: wj.studies.profile(wj.OutputError(), oe, data, weighted=False, n_points=5),
         ValueError,
         "got weighted=False but the fit was made with weighted=True",
     )
@@ -115,10 +131,10 @@ def test_output_error_profiles_check_their_objective():
 # --- profiles of estimates that do not minimise the profiled objective ------------------------
 
 
-def test_profiles_of_wls_and_irls_are_refused():
-    wls = wj.WLS().fit(BENCH.model, DATA)
-    _quick(lambda: wj.studies.profile(wj.WLS(), wls, DATA), TypeError, "the WLS estimate does not")
-    _quick(lambda: wj.studies.ProfileIntervals()(wj.WLS(), wls, DATA), TypeError, "Profile an MLE fit")
+def test_profiles_of_wls_and_irls_are_refused(data):
+    wls = wj.WLS().fit(BENCH.model, data)
+    _quick(lambda: wj.studies.profile(wj.WLS(), wls, data), TypeError, "the WLS estimate does not")
+    _quick(lambda: wj.studies.ProfileIntervals()(wj.WLS(), wls, data), TypeError, "Profile an MLE fit")
     _quick(
         lambda: wj.studies.monte_carlo(
             BENCH, "irls", n_runs=2, intervals=[wj.studies.ProfileIntervals()], progress=False
@@ -128,21 +144,24 @@ def test_profiles_of_wls_and_irls_are_refused():
     )
 
 
-def test_a_fit_that_stopped_short_gives_a_warned_re_centred_profile():
-    shift = 0.6 * FIT.stderr[0]  # p1 moved off the optimum by 0.6 standard errors, the others refitted
-    v = FIT.params[0] + shift
+def test_a_fit_that_stopped_short_gives_a_warned_re_centred_profile(data, mle_fit):
+    shift = 0.6 * mle_fit.stderr[0]  # p1 moved off the optimum by 0.6 standard errors, the others refitted
+    v = mle_fit.params[0] + shift
     with pytest.warns(RuntimeWarning, match="lies on the box's bound"):  # held there
-        held = wj.MLE().fit(BENCH.model, DATA, np.r_[v, FIT.params[1]], bounds=(np.r_[v, -np.inf], np.r_[v, np.inf]))
-    short = dataclasses.replace(FIT, params=held.params, objective=held.objective)  # "converged" off the optimum
-    grid = {"p1": np.linspace(FIT.params[0] - 4 * FIT.stderr[0], FIT.params[0] + 4 * FIT.stderr[0], 17)}
+        held = wj.MLE().fit(
+            BENCH.model, data, np.r_[v, mle_fit.params[1]], bounds=(np.r_[v, -np.inf], np.r_[v, np.inf])
+        )
+    short = dataclasses.replace(mle_fit, params=held.params, objective=held.objective)  # "converged" off the optimum
+    grid = {"p1": np.linspace(mle_fit.params[0] - 4 * mle_fit.stderr[0], mle_fit.params[0] + 4 * mle_fit.stderr[0], 17)}
     grid["p1"] = np.sort(np.r_[grid["p1"], held.params[0]])
     with pytest.warns(RuntimeWarning, match="the profile of p1 goes below the fit's objective"):
-        prof = wj.studies.profile(wj.MLE(), short, DATA, "p1", grid=grid)["p1"]
-    proper = wj.studies.profile(wj.MLE(), FIT, DATA, "p1", grid={"p1": grid["p1"][grid["p1"] != held.params[0]]})["p1"]
-    assert prof.estimate == held.params[0] and abs(prof.centre - FIT.params[0]) <= np.diff(grid["p1"]).max()
+        prof = wj.studies.profile(wj.MLE(), short, data, "p1", grid=grid)["p1"]
+    proper_grid = {"p1": grid["p1"][grid["p1"] != held.params[0]]}
+    proper = wj.studies.profile(wj.MLE(), mle_fit, data, "p1", grid=proper_grid)["p1"]
+    assert prof.estimate == held.params[0] and abs(prof.centre - mle_fit.params[0]) <= np.diff(grid["p1"]).max()
     assert np.min(prof.statistic) == 0.0 and prof.verdict == "identifiable"
     # the re-centred interval is the proper fit's (both grids have the optimum's neighbours)
-    np.testing.assert_allclose(prof.interval, proper.interval, atol=0.1 * FIT.stderr[0])
+    np.testing.assert_allclose(prof.interval, proper.interval, atol=0.1 * mle_fit.stderr[0])
 
 
 # --- bootstrap sizes and bounds ---------------------------------------------------------------
@@ -164,7 +183,7 @@ def _boot(draws, estimate, lower=None, upper=None):
     )
 
 
-def test_quantile_intervals_need_enough_refits():
+def test_quantile_intervals_need_enough_refits(data, mle_fit):
     assert [wj.studies.min_refits(c) for c in (0.95, 0.9, 0.8, 0.5)] == [40, 20, 10, 4]
     few = _boot([[1.0], [1.2]], [1.1])
     for kind in ("percentile", "basic", "bias_corrected"):
@@ -181,7 +200,7 @@ def test_quantile_intervals_need_enough_refits():
         warnings.simplefilter("error")
         assert np.isfinite(enough.percentile(0.95)).all() and np.isfinite(enough.basic(0.95)).all()
     _quick(
-        lambda: wj.studies.BootstrapIntervals(2, kind="basic")(wj.MLE(), FIT, DATA),
+        lambda: wj.studies.BootstrapIntervals(2, kind="basic")(wj.MLE(), mle_fit, data),
         ValueError,
         r"BootstrapIntervals\(n_boot=2, kind='basic'\) cannot give 0.95 intervals: its quantiles need n_boot >= 40",
     )
@@ -207,10 +226,10 @@ def test_intervals_at_an_estimate_on_a_bound_are_open_to_it():
     assert lo[0] == 0.1 and hi[0] > 0.1
 
 
-def test_interval_methods_check_level_and_estimator_before_work():
-    _quick(lambda: wj.studies.BootstrapOrProfile()(wj.MLE(), FIT, DATA, level=1.5), ValueError, "level must lie")
-    wls = wj.WLS().fit(BENCH.model, DATA)
-    _quick(lambda: wj.studies.BootstrapOrProfile()(wj.WLS(), wls, DATA), TypeError, "Profile an MLE fit")
+def test_interval_methods_check_level_and_estimator_before_work(data, mle_fit):
+    _quick(lambda: wj.studies.BootstrapOrProfile()(wj.MLE(), mle_fit, data, level=1.5), ValueError, "level must lie")
+    wls = wj.WLS().fit(BENCH.model, data)
+    _quick(lambda: wj.studies.BootstrapOrProfile()(wj.WLS(), wls, data), TypeError, "Profile an MLE fit")
 
 
 def test_coverage_refuses_a_meaningless_z():
@@ -256,31 +275,31 @@ def test_profile_grids_have_points_on_both_sides_within_the_box():
     assert np.interp(1.0, prof.grid, prof.statistic) < prof.threshold
 
 
-def test_a_bootstrap_beyond_the_hosts_memory_is_refused_before_work():
+def test_a_bootstrap_beyond_the_hosts_memory_is_refused_before_work(data, mle_fit):
     _quick(
-        lambda: wj.studies.bootstrap(wj.MLE(), FIT, DATA, 10**9, key=0, progress=False),
+        lambda: wj.studies.bootstrap(wj.MLE(), mle_fit, data, 10**9, key=0, progress=False),
         ValueError,
         r"a bootstrap of 1000000000 refits would hold about .* GB of data on the host .* use fewer refits",
     )
 
 
 @pytest.mark.slow  # over 7 s: the quick loop stays under 5 minutes
-def test_a_bootstrap_in_blocks_draws_and_fits_what_one_block_would(monkeypatch):
+def test_a_bootstrap_in_blocks_draws_and_fits_what_one_block_would(monkeypatch, data, mle_fit):
     """Refits' data are drawn block by block so that memory does not grow with n_boot
     (10**6 refits were still being drawn after 90 s); each refit's draw comes from its own
     key, so blocks of 3 refits (the last one short) give the same bootstrap as one block."""
-    whole = wj.studies.bootstrap(wj.MLE(), FIT, DATA, 8, key=0, progress=False)
-    monkeypatch.setattr(wj.studies._bootstrap, "BLOCK_VALUES", 3 * DATA.u.size)
-    blocks = wj.studies.bootstrap(wj.MLE(), FIT, DATA, 8, key=0, progress=False)
+    whole = wj.studies.bootstrap(wj.MLE(), mle_fit, data, 8, key=0, progress=False)
+    monkeypatch.setattr(wj.studies._bootstrap, "BLOCK_VALUES", 3 * data.u.size)
+    blocks = wj.studies.bootstrap(wj.MLE(), mle_fit, data, 8, key=0, progress=False)
     assert whole.n_failed == 0 and np.ptp(whole.draws[:, 0]) > 0
     np.testing.assert_allclose(blocks.draws, whole.draws, rtol=1e-10)
     assert np.array_equal(blocks.status, whole.status)
 
 
 @pytest.mark.slow
-def test_a_two_trajectory_fit_is_bootstrapped_with_its_own_test_functions():
+def test_a_two_trajectory_fit_is_bootstrapped_with_its_own_test_functions(data, other):
     """It failed after 12.9 s with "got 1 sets of test functions for 2 trajectories"."""
-    two = [DATA, OTHER]
+    two = [data, other]
     fit = wj.MLE().fit(BENCH.model, two, p0=[0.9, -0.9])
     boot = wj.studies.bootstrap(wj.MLE(), fit, two, 4, key=0, progress=False)
     assert boot.draws.shape == (4, 2) and boot.n_failed == 0 and boot.u0.shape == (2, 1)

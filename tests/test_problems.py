@@ -1,6 +1,7 @@
 """Problems as users have them: parameters held fixed without rewriting the model, the
 boarding-school influenza data, partly observed data in the bootstrap."""
 
+import functools
 import warnings
 from typing import Any
 
@@ -24,9 +25,14 @@ def _logistic_k10(u, p, t):  # the same model with K = 10 written in by hand
 
 FULL = wj.ODEModel(_logistic, ["N"], ["r", "K"], bounds=([0.0, 1.0], [5.0, 50.0]), name="logistic")
 BY_HAND = wj.ODEModel(_logistic_k10, ["N"], ["r"], bounds=([0.0], [5.0]), name="logistic")
-LOGISTIC_DATA = wj.simulate(
-    FULL, [0.8, 10.0], [0.5], np.linspace(0.0, 20.0, 201), wj.AdditiveGaussian(0.05), jax.random.key(1)
-)
+
+
+@functools.cache
+def _logistic_data() -> wj.Trajectory:
+    """FULL's data, simulated once per process by the first test that needs them."""
+    return wj.simulate(
+        FULL, [0.8, 10.0], [0.5], np.linspace(0.0, 20.0, 201), wj.AdditiveGaussian(0.05), jax.random.key(1)
+    )
 
 
 def test_a_held_model_is_the_model_without_those_parameters():
@@ -55,8 +61,8 @@ def test_a_held_model_is_the_model_without_those_parameters():
 )
 def test_fixed_parameters_give_the_fit_of_the_model_written_without_them(estimator):
     options: dict[str, Any] = {"u0": [0.5]} if isinstance(estimator, (wj.OutputError, wj.Hybrid)) else {}
-    held = estimator.fit(FULL, LOGISTIC_DATA, p0=[1.0, 10.0], fixed={"K": 10.0}, **options)
-    hand = estimator.fit(BY_HAND, LOGISTIC_DATA, p0=[1.0], **options)
+    held = estimator.fit(FULL, _logistic_data(), p0=[1.0, 10.0], fixed={"K": 10.0}, **options)
+    hand = estimator.fit(BY_HAND, _logistic_data(), p0=[1.0], **options)
     assert held.model.param_names == ("r",) and held.successful
     np.testing.assert_allclose(held.params, hand.params, rtol=1e-9)
     np.testing.assert_allclose(held.stderr, hand.stderr, rtol=1e-7)
@@ -78,9 +84,9 @@ def test_a_mask_holds_parameters_at_their_start_and_bounds_may_be_given_in_full(
 
 @pytest.mark.slow  # over 7 s: the quick loop stays under 5 minutes
 def test_bootstraps_and_profiles_hold_what_the_fit_held():
-    fit = wj.MLE().fit(FULL, LOGISTIC_DATA, p0=[1.0], fixed={"K": 10.0}, covariance="hessian")
-    boot = wj.studies.bootstrap(wj.MLE(), fit, LOGISTIC_DATA, 8, key=0, progress=False)
-    prof = wj.studies.profile(wj.MLE(), fit, LOGISTIC_DATA, n_points=7)
+    fit = wj.MLE().fit(FULL, _logistic_data(), p0=[1.0], fixed={"K": 10.0}, covariance="hessian")
+    boot = wj.studies.bootstrap(wj.MLE(), fit, _logistic_data(), 8, key=0, progress=False)
+    prof = wj.studies.profile(wj.MLE(), fit, _logistic_data(), n_points=7)
     assert boot.draws.shape == (8, 1) and boot.n_failed == 0
     assert list(prof) == ["r"] and prof["r"].interval[0] < fit.params[0] < prof["r"].interval[1]
 
@@ -97,23 +103,23 @@ def test_bootstraps_and_profiles_hold_what_the_fit_held():
         (lambda: FULL.fix(r=1.0, K=10.0), ValueError, "fix would hold every parameter of model 'logistic'"),
         (lambda: FULL.fix(K=float("nan")), ValueError, "fix: held values must be finite, got K = nan"),
         (
-            lambda: wj.MLE().fit(FULL, LOGISTIC_DATA, fixed=[False, True]),
+            lambda: wj.MLE().fit(FULL, _logistic_data(), fixed=[False, True]),
             ValueError,
             "fixed as a mask holds parameters at their p0: pass p0 with all 2 parameters",
         ),
         (
-            lambda: wj.MLE().fit(FULL, LOGISTIC_DATA, [1.0, 10.0], fixed=[0, 1]),
+            lambda: wj.MLE().fit(FULL, _logistic_data(), [1.0, 10.0], fixed=[0, 1]),
             ValueError,
             r"fixed must be a dict \{name: value\} or a boolean mask of shape \(2,\)",
         ),
         (
-            lambda: wj.MLE().fit(FULL, LOGISTIC_DATA, [1.0, 10.0, 3.0], fixed={"K": 10.0}),
+            lambda: wj.MLE().fit(FULL, _logistic_data(), [1.0, 10.0, 3.0], fixed={"K": 10.0}),
             ValueError,
             r"p0 must have shape \(1,\) for model 'logistic' \(parameters r\)",
         ),
         (
             lambda: wj.IntegralMatching().fit(
-                wj.neural.MLPField(1, 4, key=jax.random.key(0)), LOGISTIC_DATA, fixed={"K": 1.0}
+                wj.neural.MLPField(1, 4, key=jax.random.key(0)), _logistic_data(), fixed={"K": 1.0}
             ),
             TypeError,
             "fixed holds parameters of an ODEModel; MLPField has no named parameter vector",
@@ -234,7 +240,7 @@ def test_a_derived_quantity_of_an_undetermined_parameter_has_no_standard_error()
 
 
 def test_a_fit_without_a_covariance_points_derived_quantities_to_the_bootstrap():
-    fit = wj.IntegralMatching(order=10, length=4.0).fit(FULL, LOGISTIC_DATA, [1.0, 10.0], key=0)
+    fit = wj.IntegralMatching(order=10, length=4.0).fit(FULL, _logistic_data(), [1.0, 10.0], key=0)
     assert fit.covariance is None
     with pytest.raises(
         ValueError,
@@ -243,7 +249,7 @@ def test_a_fit_without_a_covariance_points_derived_quantities_to_the_bootstrap()
     ):
         fit.derived(lambda p: p[0] / p[1])
     with pytest.raises(TypeError, match="model must be an ODEModel, got MLPField"), unchecked():  # its own message
-        wj.Experiments(wj.neural.MLPField(1, 4, key=jax.random.key(0)), [LOGISTIC_DATA, LOGISTIC_DATA])  # pyright: ignore[reportArgumentType]  # the wrong input under test
+        wj.Experiments(wj.neural.MLPField(1, 4, key=jax.random.key(0)), [_logistic_data(), _logistic_data()])  # pyright: ignore[reportArgumentType]  # the wrong input under test
 
 
 @pytest.mark.parametrize(
