@@ -40,7 +40,7 @@ EXPECT = {
         "OE recommended",
     ],
     "08_petab_boehm.ipynb": [
-        "log-likelihood at the nominal parameters: -138.2219",
+        "log-likelihood at the nominal parameters: -138.222",
         "4 starts in",
         "profile of k_phos (log10): 95 % interval",
     ],
