@@ -9,6 +9,8 @@ test_model_data.py keeps calling the factories themselves: it tests them.
 
 import functools
 
+import pytest
+
 import wendyjax as wj
 
 
@@ -33,3 +35,18 @@ def logistic_small() -> tuple[wj.models.Benchmark, wj.Trajectory, "wj.WENDyFit"]
     the bootstrap's and the profiles' test problem."""
     bench, data = zoo("logistic"), logistic_small_data()
     return bench, data, wj.MLE().fit(bench.model, data, covariance="hessian")
+
+
+# The module-scoped fixtures `data` and `mle_fit` of the modules that test the bootstrap, the
+# profiles and fit records on logistic_small(): imported there (pytest registers a fixture
+# under its `name`, whatever the module calls the import).
+@pytest.fixture(scope="module", name="data")
+def logistic_small_data_fixture() -> wj.Trajectory:
+    """`logistic_small_data()`: 65 samples, 5 % noise."""
+    return logistic_small_data()
+
+
+@pytest.fixture(scope="module", name="mle_fit")
+def logistic_small_fit_fixture() -> "wj.WENDyFit":
+    """The WENDy-MLE fit of `logistic_small()`."""
+    return logistic_small()[2]

@@ -9,22 +9,12 @@ import warnings
 import jax
 import numpy as np
 import pytest
-from _zoo import logistic_small, logistic_small_data, zoo
+from _zoo import logistic_small_data_fixture, logistic_small_fit_fixture, zoo  # noqa: F401  (fixtures data, mle_fit)
 from hypothesis import given, settings, strategies as st
 
 import wendyjax as wj
 
 BENCH = zoo("logistic")
-
-
-@pytest.fixture(scope="module")
-def data():
-    return logistic_small_data()  # 65 samples, 5 % noise
-
-
-@pytest.fixture(scope="module")
-def mle_fit():
-    return logistic_small()[2]
 
 
 @pytest.fixture(scope="module")
