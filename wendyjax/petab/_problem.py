@@ -382,8 +382,8 @@ def _default_solver() -> diffrax.AbstractSolver:
     # the step-size controller still bounds the error of each accepted step. A step whose
     # iteration does not converge is rejected and shrunk: 1e-5 / 1e-8 rejects fewer steps
     # than 1e-6 / 1e-9 did (Boehm et al. 2014 at its nominal parameters: 147 of 400, against
-    # 244 of 608), and the log-likelihoods of the collection's 12 loaded problems with a
-    # published AMICI value as close to it as at 1e-6 / 1e-9 (the same 11 within 1e-6).
+    # 244 of 608), with the collection's log-likelihoods as close to AMICI's as at 1e-6 / 1e-9
+    # (benchmarks/results/petab_collection.md).
     return diffrax.Kvaerno5(root_finder=diffrax.VeryChord(rtol=1e-5, atol=1e-8))
 
 
