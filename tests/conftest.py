@@ -68,12 +68,13 @@ def _release_compiled_programs():
     holds `vm.max_map_count` of them (65530 by default): the xdist workers that died "now and
     then" died at the same tests run after run, about half-way through their share of the suite
     (with the limit set to 20000, tests/test_estimators.py and test_contract.py in one process
-    abort after 38 tests). After a test that leaves the process holding more than half of its
-    limit the programs are dropped (one test adds at most about 4,000: the Uncertainty guide's);
-    below it they are kept for the tests after it that compile the same programs. Dropping them
-    after every test module instead cost 5 % more time in the tests marked slow (1,828 → 1,733 s
-    of test time on two workers, the notebooks left out, 2026-12-06), where one module's programs
-    are often another's (the same fits of the same models)."""
+    abort after 38 tests). The count is checked after every test, and past half the limit the
+    programs are dropped: one test adds at most about 4,000 (the Uncertainty guide's), while one
+    module can add far more (tests/test_docs_code.py's pages about 27,000), so a check per module
+    guarded less. Below half the programs are kept for later tests that compile the same ones
+    (in one pair of runs of the tests marked slow, 1,828 → 1,733 s of test time on two workers,
+    the notebooks left out; fresh-clone CI before and after, 372 + 1,044 s and 362 + 1,056 s:
+    within the machine's spread from run to run, 2026-12-06)."""
     yield
     held, limit = _memory_mappings()
     if held > limit // 2:
