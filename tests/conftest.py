@@ -68,13 +68,10 @@ def _release_compiled_programs():
     holds `vm.max_map_count` of them (65530 by default): the xdist workers that died "now and
     then" died at the same tests run after run, about half-way through their share of the suite
     (with the limit set to 20000, tests/test_estimators.py and test_contract.py in one process
-    abort after 38 tests). The count is checked after every test, and past half the limit the
-    programs are dropped: one test adds at most about 4,000 (the Uncertainty guide's), while one
-    module can add far more (tests/test_docs_code.py's pages about 27,000), so a check per module
-    guarded less. Below half the programs are kept for later tests that compile the same ones
-    (in one pair of runs of the tests marked slow, 1,828 → 1,733 s of test time on two workers,
-    the notebooks left out; fresh-clone CI before and after, 372 + 1,044 s and 362 + 1,056 s:
-    within the machine's spread from run to run, 2026-12-06)."""
+    abort after 38 tests). The count is checked after every test, not after every module (one
+    test adds at most a few thousand, while one module, tests/test_docs_code.py, adds tens of
+    thousands), and past half the limit the programs are dropped; below it they are kept for
+    later tests that compile the same ones."""
     yield
     held, limit = _memory_mappings()
     if held > limit // 2:
