@@ -200,7 +200,7 @@ def test_linear_path_forms_only_structurally_nonzero_grams():
     assert sorted((s.entry_scale[n] for n in x_entries)) == [-1.0, 1.0]
     assert len(s.classes) == 3 and len(s.pairs) == 8 and len(s.singles) == 4
     lik = _lik(b, b.simulate(jax.random.key(4), subsample=4))
-    assert lik.linear is not None and lik.linear.grams.shape[1] == len(s.pairs) + 2 * len(s.singles) + 1 == 17
+    assert lik.linear is not None and lik.linear.grams.shape[1] == len(s.pairs) + len(s.singles) + 1 == 13
     # ∂S/∂p_i lives in block row and column of the equations p_i enters (with their
     # Jacobian columns): σ and ρ touch 5 of the 9 blocks, β 3 (the Hessian multiplies only these)
     blocks = {i: {(e, f) for j, e, f in lik.linear.derivative_pattern() if j == i} for i in range(3)}

@@ -12,12 +12,14 @@ $$S_{df}(p) = \sum_e \sigma_e^2\,\Phi\,\mathrm{diag}(J_{de}J_{fe})\,\Phi^T
 a quadratic polynomial in $p$ whose coefficients are $K\times K$ weighted Gram matrices.
 Most entries $J^a_{de}$ vanish identically (each parameter multiplies one term), so only
 the Grams of structurally non-zero entries are formed, and entries that are constant
-multiples of one another (or constants) share one: 17 Grams for Lorenz and 13 for
-Hindmarsh–Rose, where the $(J+1)(J+2)/2$ dense $(a, b)$ blocks of $D \times D$ products
-need 270 and 1782 (and $(J+1)(J+2)/2$ matrices of size $DK\times DK$ in memory). The
-structure is found by evaluating the Jacobians at random states (as linearity is
-detected), and $S(p)$, $\partial_i S$ and the contractions $\langle X, \partial_i S\rangle$
-are small products of coefficient matrices with the stacked Grams.
+multiples of one another (or constants) share one. As $S$ is symmetric it is kept as
+$S = M + M^T$, with each Gram placed once in $M$ (the $\dot\Phi$–$\Phi$ Grams stand for
+their transposes too): 13 Grams for Lorenz and 10 for Hindmarsh–Rose, where the
+$(J+1)(J+2)/2$ dense $(a, b)$ blocks of $D \times D$ products need 270 and 1782 (and
+$(J+1)(J+2)/2$ matrices of size $DK\times DK$ in memory). The structure is found by
+evaluating the Jacobians at random states (as linearity is detected), and $S(p)$,
+$\partial_i S$ and the contractions $\langle X, \partial_i S\rangle$ are small products of
+coefficient matrices with the stacked Grams.
 """
 
 import functools
@@ -42,7 +44,7 @@ class LinearBlocks(eqx.Module):
     - `weights`: $(R, N_t)$ the noise-variance factor of each term.
     - static `term_gram`, `term_block`, `term_a`, `term_b`: term $t$ adds
       `weights[t]` $\tilde p_a\tilde p_b$ `grams[term_gram[t]]` to block
-      `term_block[t]` $= dD + f$ of $S$.
+      `term_block[t]` $= dD + f$ of $M$, and $S = M + M^T$.
     """
 
     G: Float[Array, "r dk j"]
@@ -70,8 +72,9 @@ class LinearBlocks(eqx.Module):
         return self.weights * (pt[np.array(self.term_a)] * pt[np.array(self.term_b)])
 
     def assemble(self, coef: Float[Array, "*s r t"]) -> Float[Array, "*s r dk dk"]:
-        r"""$\sum_t$ `coef[t]` $\cdot$ Gram$_t$ placed in its block, as $(R, DK, DK)$ matrices
-        (for every leading index of `coef`: one product for several coefficient sets)."""
+        r"""$M + M^T$ with $M = \sum_t$ `coef[t]` $\cdot$ Gram$_t$ placed in its block, as
+        $(R, DK, DK)$ matrices (for every leading index of `coef`: one product for several
+        coefficient sets)."""
         to_block, to_gram = self._onehots()
         lead = coef.shape[:-2]
         r, n_g, k, _ = self.grams.shape
@@ -81,37 +84,42 @@ class LinearBlocks(eqx.Module):
         c = jnp.einsum("bt,srt,tg->rsbg", to_block, coef, to_gram).reshape(r, n_s * d * d, n_g)
         blocks = c @ self.grams.reshape(r, n_g, k * k)  # (r, s·D², K²): one batched product
         # a single copy into the state-major layout (s, r, d, k, f, l)
-        blocks = blocks.reshape(r, n_s, d, d, k, k).transpose(1, 0, 2, 4, 3, 5)
-        return blocks.reshape(*lead, r, d * k, d * k)
+        blocks = blocks.reshape(r, n_s, d, d, k, k).transpose(1, 0, 2, 4, 3, 5).reshape(*lead, r, d * k, d * k)
+        return blocks + jnp.swapaxes(blocks, -1, -2)
 
     def derivative_pattern(self) -> tuple[tuple[int, int, int], ...]:
         r"""The blocks $(i, d, f)$ where $\partial_{p_i} S$ is not identically zero, in
         order. A parameter that enters one equation touches only that block row and
         column (5 of Lorenz's 9 blocks for σ and ρ, 3 for β)."""
-        d = self.n_states
         n_params = self.G.shape[-1]
         touched = {
-            (i, blk)
+            (i, *divmod(blk, self.n_states))
             for blk, a, b in zip(self.term_block, self.term_a, self.term_b)
             for i in range(n_params)
             if i + 1 in (a, b)
-        }
-        return tuple((i, *divmod(blk, d)) for i, blk in sorted(touched))
+        }  # the blocks of ∂_i M; ∂_i S = ∂_i M + (∂_i M)ᵀ adds their mirror images
+        return tuple(sorted(touched | {(i, f, d) for i, d, f in touched}))
 
     def derivative_blocks(self, dcoef: Float[Array, "j r t"]) -> Float[Array, "r b k k"]:
         r"""The blocks of [`derivative_pattern`][] of $\sum_t$ `dcoef[i, :, t]` Gram$_t$ (the
-        derivatives $\partial_i S$ for `dcoef` $= \partial_i c$), as one product."""
+        derivatives $\partial_i S$ for `dcoef` $= \partial_i c$): the blocks of $\partial_i M$,
+        as one product, each plus its mirror image's transpose."""
         to_block, to_gram = self._onehots()
         r, n_g, k, _ = self.grams.shape
-        pattern = np.array(self.derivative_pattern(), dtype=int).reshape(-1, 3)  # (0, 3) if p never enters J
+        found = self.derivative_pattern()
+        pattern = np.array(found, dtype=int).reshape(-1, 3)  # (0, 3) if p never enters J
+        mirror = np.array([found.index((i, f, d)) for i, d, f in found], dtype=int)
         c = jnp.einsum("bt,jrt,tg->rjbg", to_block, dcoef, to_gram)  # (r, j, D², n_g)
         c = c[:, pattern[:, 0], pattern[:, 1] * self.n_states + pattern[:, 2]]  # (r, b, n_g)
-        return (c @ self.grams.reshape(r, n_g, k * k)).reshape(r, len(pattern), k, k)
+        blocks = (c @ self.grams.reshape(r, n_g, k * k)).reshape(r, len(pattern), k, k)
+        return blocks + jnp.swapaxes(blocks[:, mirror], -1, -2)
 
     def contract(self, x: Float[Array, "r dk dk"]) -> Float[Array, "r t"]:
-        r"""$\langle X, \text{Gram}_t \text{ in its block}\rangle$ for every term $t$."""
+        r"""$\langle X, G_t + G_t^T\rangle = \langle X + X^T, G_t\rangle$ for every term $t$, $G_t$
+        its Gram placed in its block of $M$ (the derivative of $S$ by its coefficient)."""
         r, n_g, k, _ = self.grams.shape
         d = self.n_states
+        x = x + jnp.swapaxes(x, -1, -2)
         # X's blocks K²-major, so the long contraction is a plain (n_g, K²) @ (K², D²) product
         # (measured 1.7 ms against 3.1 ms for the K²-last layout, Lorenz K = 200)
         xb = x.reshape(r, d, k, d, k).transpose(0, 2, 4, 1, 3).reshape(r, k * k, d * d)
@@ -157,13 +165,15 @@ class Structure(NamedTuple):
     functions, so one Gram serves every term whose weight is a multiple of it:
 
     - `pairs`: the classes $(m, m')$, $m \le m'$, of $\Phi\,\mathrm{diag}(f_m f_{m'})\Phi^T$;
-    - `singles`: the class $m$ of $\dot\Phi\,\mathrm{diag}(f_m)\Phi^T$ (its transpose too);
+    - `singles`: the class $m$ of $\dot\Phi\,\mathrm{diag}(f_m)\Phi^T$;
     - `terms`: `(gram, block, a, b, variance state, factor)`: term $t$ adds $\sigma_e^2\,$
-      `factor` $\tilde p_a\tilde p_b$ Gram to block $dD + f$ of $S$.
+      `factor` $\tilde p_a\tilde p_b$ Gram to block $dD + f$ of $M$, where $S = M + M^T$
+      (a product of two entries, or a $\dot\Phi$–$\Phi$ Gram, placed once; the square of
+      an entry and $\dot\Phi\dot\Phi^T$ at half its factor).
 
-    Gram order: the `pairs`, the `singles`, their transposes, $\dot\Phi\dot\Phi^T$. Grams of
-    the constant class alone ($\Phi\Phi^T$, $\dot\Phi\Phi^T$) depend on the test functions
-    only and are formed once per basis.
+    Gram order: the `pairs`, the `singles`, $\dot\Phi\dot\Phi^T$. Grams of the constant
+    class alone ($\Phi\Phi^T$, $\dot\Phi\Phi^T$) depend on the test functions only and are
+    formed once per basis.
     """
 
     entries: tuple[tuple[int, int, int], ...]
@@ -216,19 +226,17 @@ def term_structure(pattern: np.ndarray, entry_class=None, entry_scale=None) -> S
         col = [(n, a, d) for n, (a, d, ee) in enumerate(entries) if ee == e]
         for i, (n, a, d) in enumerate(col):
             for m, b, f in col[i:]:
+                # Gram G in blocks (d, f) and (f, d) of S (their sum when n ≠ m): G in (d, f) of M
                 g = pairs.setdefault(tuple(sorted((cls[n], cls[m]))), len(pairs))
-                terms.append((g, d * n_states + f, a, b, e, scale[n] * scale[m]))
-                if n != m:
-                    terms.append((g, f * n_states + d, a, b, e, scale[n] * scale[m]))
+                terms.append((g, d * n_states + f, a, b, e, scale[n] * scale[m] * (0.5 if n == m else 1.0)))
     singles = dict.fromkeys(cls)
     singles = {c: g for g, c in enumerate(singles)}
     n_p, n_s = len(pairs), len(singles)
     for n, (a, i, j) in enumerate(entries):
-        g = n_p + singles[cls[n]]
-        terms.append((g, j * n_states + i, a, 0, j, scale[n]))  # σ_j² Φ̇ diag(J^a_ij) Φᵀ in block (j, i)
-        terms.append((g + n_s, i * n_states + j, a, 0, j, scale[n]))  # its transpose in block (i, j)
+        # σ_j² Φ̇ diag(J^a_ij) Φᵀ in block (j, i) of S and its transpose in (i, j): the first in M
+        terms.append((n_p + singles[cls[n]], j * n_states + i, a, 0, j, scale[n]))
     for d in range(n_states):
-        terms.append((n_p + 2 * n_s, d * n_states + d, 0, 0, d, 1.0))  # σ_d² Φ̇Φ̇ᵀ
+        terms.append((n_p + n_s, d * n_states + d, 0, 0, d, 0.5))  # σ_d² Φ̇Φ̇ᵀ
     reps: list = [None] * (max(cls, default=-1) + 1)
     for n, c in enumerate(cls):
         if c >= 0 and reps[c] is None:
@@ -241,7 +249,7 @@ def model_structure(rhs, log_space: bool, n_states: int, n_params: int) -> Struc
     r"""The [`Structure`][] of a model's rhs (in log space for log-normal noise), cached: the
     pattern and the classes of its Jacobian entries from three random states and times
     (checked on the data by [`structure_holds`][]). Lorenz needs 13 Grams per trajectory
-    where one per pair of entries would be 38, and forms 10 of them from its data."""
+    where one per pair of entries would be 29, and forms 10 of them from its data."""
     f = log_space_rhs(rhs) if log_space else rhs
     jacs = _random_jacobians(f, n_states, n_params, seed=0)
     pattern = _nonzero(jacs)
@@ -287,14 +295,10 @@ def linear_blocks_single(rhs, structure: Structure, phi, dphi, grams0, u, t, sig
     f = functools.partial(_class_function, structure, jacs)
     pair_grams = iter(symmetric_grams(phi, jnp.stack([f(m) * f(n) for m, n in pairs], axis=1)) if pairs else ())
     single_grams = iter(weighted_grams(dphi, phi, jnp.stack([f(m) for m in singles], axis=1)) if singles else ())
-    dgrams = jnp.stack([grams0[1] if c == -1 else next(single_grams) for c in structure.singles])
-    grams = jnp.concatenate(
-        [
-            jnp.stack([grams0[0] if c == (-1, -1) else next(pair_grams) for c in structure.pairs]),
-            dgrams,
-            jnp.swapaxes(dgrams, 1, 2),
-            grams0[2][None],
-        ]
+    grams = jnp.stack(
+        [grams0[0] if c == (-1, -1) else next(pair_grams) for c in structure.pairs]
+        + [grams0[1] if c == -1 else next(single_grams) for c in structure.singles]
+        + [grams0[2]]
     )
     terms = np.array(structure.terms)
     weights = sigma[terms[:, 4].astype(int)] ** 2 * jnp.asarray(terms[:, 5], u.dtype)
