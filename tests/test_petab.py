@@ -714,13 +714,21 @@ def test_a_noise_level_that_is_not_positive_is_refused(tmp_path):
         wp.experiments(problem, problem.nominal.at[3].set(-0.1))
 
 
-def test_a_failed_implicit_step_inside_the_fits_is_explained(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "message",
+    [
+        "A linear solver returned non-finite (NaN or inf) output.",
+        # lineax 0.1.1's wording when the tangents are non-finite (Elowitz_Nature2000's multistart, key 0)
+        "A linear solver received non-finite (NaN or inf) input and cannot determine a solution.",
+    ],
+)
+def test_a_failed_implicit_step_inside_the_fits_is_explained(tmp_path, monkeypatch, message):
     import equinox as eqx
 
     from wendyjax.petab import _multistart
 
-    def failing(*args):  # what optimistix's tangent solve raises at a trial point whose Newton iteration diverged
-        raise eqx.EquinoxRuntimeError("A linear solver returned non-finite (NaN or inf) output.")
+    def failing(*args):  # what optimistix's tangent solve raises at a trial point whose implicit step failed
+        raise eqx.EquinoxRuntimeError(message)
 
     monkeypatch.setattr(_multistart, "_fit_all", failing)
     with pytest.raises(RuntimeError, match="EQX_ON_ERROR=nan set before Python starts"):
