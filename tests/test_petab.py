@@ -714,6 +714,34 @@ def test_a_noise_level_that_is_not_positive_is_refused(tmp_path):
         wp.experiments(problem, problem.nominal.at[3].set(-0.1))
 
 
+@pytest.mark.slow
+def test_a_start_whose_derivative_raises_is_reported_and_the_others_are_fitted(tmp_path, monkeypatch):
+    """One start's trial point makes differentiating the ODE solve raise (as Elowitz_Nature2000's
+    do): the batched call stops, the starts are fitted one call each, and only that start fails."""
+    from wendyjax.petab import _multistart
+
+    problem = wp.load(_write_problem(tmp_path / "p"))
+    reference = wp.multistart(problem, 4, key=0, max_steps=50)
+    bad = np.asarray(reference.starts[2])
+    real = _multistart._fit_all
+
+    def flaky(problem, starts, *rest):
+        if np.any(np.all(np.asarray(starts).reshape(-1, bad.size) == bad, axis=1)):
+            raise eqx.EquinoxRuntimeError("A linear solver received non-finite (NaN or inf) input.")
+        return real(problem, starts, *rest)
+
+    monkeypatch.setattr(_multistart, "_fit_all", flaky)
+    with pytest.warns(RuntimeWarning, match="of 1 of 4 starts, which stopped the batched call"):
+        result = wp.multistart(problem, 4, key=0, max_steps=50)
+    failed = np.asarray(result.result._value) == np.asarray(wj.RESULTS.derivative_failed._value)
+    np.testing.assert_array_equal(failed, [False, False, True, False])
+    assert np.isinf(result.objectives[2]) and np.array_equal(result.params[2], result.starts[2])
+    good = ~failed
+    np.testing.assert_array_equal(np.asarray(result.result._value)[good], np.asarray(reference.result._value)[good])
+    np.testing.assert_allclose(np.asarray(result.params)[good], np.asarray(reference.params)[good], rtol=1e-8)
+    np.testing.assert_allclose(np.asarray(result.objectives)[good], np.asarray(reference.objectives)[good], rtol=1e-10)
+
+
 @pytest.mark.parametrize(
     "message",
     [

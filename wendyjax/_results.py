@@ -34,6 +34,13 @@ class RESULTS(optx.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "(the Hessian is far from positive definite, the objective is not smooth there, or "
         "its gradient is wrong)."
     )
+    derivative_failed = (
+        "Differentiating the ODE solve at a trial point raised (an implicit step whose Newton "
+        "iteration diverged, or a right-hand side whose derivatives are not finite there, e.g. a "
+        "Hill term that overflows), which stops a compiled fit: this start's fit was stopped there. "
+        "Set the environment variable EQX_ON_ERROR=nan before Python starts to have such trial "
+        "points rejected instead, or load the problem with tighter bounds or another solver."
+    )
     shapiro_wilk_stop = (
         "IRLS stopped early because the whitened residual failed the Shapiro-Wilk "
         "normality test (Bortz, Messenger & Dukic 2023, §2.4); the previous iterate is returned."

@@ -269,15 +269,21 @@ def require_problem(problem) -> None:
 _TANGENT_SOLVE_FAILURES = ("returned", "received")
 
 
+class ImplicitStepError(RuntimeError):
+    """Differentiating a trial point's failed implicit ODE step raised inside a compiled batch of
+    fits, which stops the whole batch (its message says what to do)."""
+
+
 def run_fits(fits: Callable, *args):
     """`fits(*args)` (a compiled batch of trust-region fits), waited for; the runtime error that
-    a trial point's failed implicit ODE step raises while it is differentiated, explained."""
+    a trial point's failed implicit ODE step raises while it is differentiated, explained (an
+    [`ImplicitStepError`][])."""
     try:
         return jax.block_until_ready(fits(*args))
     except eqx.EquinoxRuntimeError as error:
         if not any(f"linear solver {what} non-finite" in str(error) for what in _TANGENT_SOLVE_FAILURES):
             raise
-        raise RuntimeError(
+        raise ImplicitStepError(
             "a trial point's implicit ODE step failed (its Newton iteration diverged, or the model's derivatives are "
             "not finite there), and differentiating it raised inside the compiled fits (optimistix's "
             "implicit-function-theorem derivative solves with throw=True), "
