@@ -715,31 +715,46 @@ def test_a_noise_level_that_is_not_positive_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_start_whose_derivative_raises_is_reported_and_the_others_are_fitted(tmp_path, monkeypatch):
-    """One start's trial point makes differentiating the ODE solve raise (as Elowitz_Nature2000's
-    do): the batched call stops, the starts are fitted one call each, and only that start fails."""
-    from wendyjax.petab import _multistart
+@pytest.mark.parametrize("call", ["multistart", "profile", "bootstrap"])
+def test_a_fit_whose_derivative_raises_is_reported_and_the_others_are_done(tmp_path, monkeypatch, call):
+    """One fit's trial point makes differentiating the ODE solve raise (as some starts of
+    Elowitz_Nature2000's multistart do): the batched call stops, the fits are run again one call
+    each, and only that one fails."""
+    from wendyjax.petab import _multistart, _uncertainty
 
     problem = wp.load(_write_problem(tmp_path / "p"))
-    reference = wp.multistart(problem, 4, key=0, max_steps=50)
-    bad = np.asarray(reference.starts[2])
-    real = _multistart._fit_all
+    module, name, what, run = {
+        "multistart": (_multistart, "_fit_all", "starts", lambda: wp.multistart(problem, 4, key=0, max_steps=50)),
+        "profile": (
+            _uncertainty,
+            "_pinned_fits",
+            "points",
+            lambda: wp.profile(problem, problem.nominal, problem.parameter_names[0], n_points=4, passes=1),
+        ),
+        "bootstrap": (_uncertainty, "_refits", "refits", lambda: wp.bootstrap(problem, problem.nominal, 4, key=0)),
+    }[call]
+    reference = run()
+    real, bad = getattr(module, name), []
 
-    def flaky(problem, starts, *rest):
-        if np.any(np.all(np.asarray(starts).reshape(-1, bad.size) == bad, axis=1)):
+    def flaky(problem, rows, *rest):  # the third fit of the batch raises, in the batch and alone
+        rows_ = np.asarray(rows).reshape(-1, np.shape(rows)[-1])
+        bad.append(rows_[2]) if not bad else None
+        if np.any(np.all(rows_ == bad[0], axis=1)):
             raise eqx.EquinoxRuntimeError("A linear solver received non-finite (NaN or inf) input.")
-        return real(problem, starts, *rest)
+        return real(problem, rows, *rest)
 
-    monkeypatch.setattr(_multistart, "_fit_all", flaky)
-    with pytest.warns(RuntimeWarning, match="of 1 of 4 starts, which stopped the batched call"):
-        result = wp.multistart(problem, 4, key=0, max_steps=50)
+    monkeypatch.setattr(module, name, flaky)
+    with pytest.warns(RuntimeWarning, match=f"of 1 of 4 {what}, which stopped the batched call"):
+        result = run()
     failed = np.asarray(result.result._value) == np.asarray(wj.RESULTS.derivative_failed._value)
     np.testing.assert_array_equal(failed, [False, False, True, False])
-    assert np.isinf(result.objectives[2]) and np.array_equal(result.params[2], result.starts[2])
+    assert np.isinf(result.objectives[2])
     good = ~failed
     np.testing.assert_array_equal(np.asarray(result.result._value)[good], np.asarray(reference.result._value)[good])
     np.testing.assert_allclose(np.asarray(result.params)[good], np.asarray(reference.params)[good], rtol=1e-8)
     np.testing.assert_allclose(np.asarray(result.objectives)[good], np.asarray(reference.objectives)[good], rtol=1e-10)
+    if call == "profile":  # the interval steps over the failed point (it used to read NaN from it)
+        assert not np.isnan(result.lower) and not np.isnan(result.upper)
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,6 @@ each fitted by the box-constrained trust region with the Fisher information as i
 
 import math
 import time
-import warnings
 
 import equinox as eqx
 import jax
@@ -12,10 +11,11 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._checks import as_count, as_key, user_stacklevel
+from .._checks import as_count, as_key
 from .._compile import cpu_safe_jit, per_run, resolve_vectorize
 from ..estimators import RESULTS, TrustRegion
-from ._problem import ImplicitStepError, PetabProblem, require_problem, run_fits
+from ._fits import run_fits
+from ._problem import PetabProblem, require_problem
 
 # Fisher information of the noise scale's logarithm, per measurement: normal 2, Laplace 1.
 _SCALE_INFORMATION = {False: 2.0, True: 1.0}
@@ -167,55 +167,24 @@ def multistart(
     if len(devices) > 1:
         batch = jax.device_put(batch, NamedSharding(Mesh(np.asarray(devices), ("starts",)), PartitionSpec("starts")))
     begin = time.perf_counter()
-    try:
-        solution = jax.tree_util.tree_map(
-            lambda a: a[:n_starts], run_fits(_fit_all, problem, batch, solver, max_steps, vectorize)
-        )
-        params, objectives, num_steps, result = solution.params, solution.objective, solution.num_steps, solution.result
-    except ImplicitStepError:
-        params, objectives, num_steps, result = _one_at_a_time(problem, starts, solver, max_steps, vectorize)
+    solution = run_fits(
+        _fit_all,
+        problem,
+        batch,
+        solver,
+        max_steps,
+        vectorize,
+        each=lambda i: (starts[i][None, None], solver, max_steps, vectorize),
+        starts=starts,
+        what="starts",
+    )
+    solution = jax.tree_util.tree_map(lambda a: a[:n_starts], solution)
     return MultistartResult(
         parameter_names=problem.parameter_names,
         starts=starts,
-        params=params,
-        objectives=objectives,
-        num_steps=num_steps,
-        result=result,
+        params=solution.params,
+        objectives=solution.objective,
+        num_steps=solution.num_steps,
+        result=solution.result,
         seconds=time.perf_counter() - begin,
     )
-
-
-def _one_at_a_time(problem: PetabProblem, starts, solver: TrustRegion, max_steps: int, vectorize: bool):
-    """(params, objectives, num_steps, result) of every start fitted by a compiled call of its own
-    (on the default device), a start whose call raises [`ImplicitStepError`][] again reported as
-    `derivative_failed` at its start; the error itself when every start raises it."""
-    fits, error = [], None
-    for start in starts:
-        try:
-            fits.append(run_fits(_fit_all, problem, start[None, None], solver, max_steps, vectorize))
-        except ImplicitStepError as raised:
-            fits.append(None)
-            error = raised
-    done = [fit for fit in fits if fit is not None]
-    if not done:
-        assert error is not None  # every start raised
-        raise error
-    failed = np.array([fit is None for fit in fits])
-    warnings.warn(
-        f"{problem.name}: differentiating the ODE solve raised at a trial point of {failed.sum()} of {len(fits)} "
-        f"starts, which stopped the batched call; the starts were fitted one by one, and those "
-        f"{failed.sum()} have the status derivative_failed (objective inf). Set the environment variable "
-        f"EQX_ON_ERROR=nan before Python starts to have such trial points rejected instead.",
-        RuntimeWarning,
-        stacklevel=user_stacklevel(),
-    )
-    template = done[0]
-    stand_in = eqx.tree_at(
-        lambda s: (s.objective, s.num_steps), template, (jnp.full(1, jnp.inf), 0 * template.num_steps)
-    )
-    stacked = jax.tree_util.tree_map(lambda *x: jnp.concatenate(x), *(stand_in if fit is None else fit for fit in fits))
-    params = jnp.where(jnp.asarray(failed)[:, None], starts, stacked.params)
-    result = jax.vmap(lambda fail, r: RESULTS.where(fail, RESULTS.derivative_failed, r))(
-        jnp.asarray(failed), stacked.result
-    )
-    return params, stacked.objective, stacked.num_steps, result

@@ -264,36 +264,6 @@ def require_problem(problem) -> None:
         raise TypeError(f"problem must be a PetabProblem from wendyjax.petab.load, got {type(problem).__name__}.")
 
 
-#: how lineax words a tangent solve of a failed implicit step: non-finite output (a singular
-#: Newton matrix) or non-finite input (derivatives of the right-hand side that overflowed)
-_TANGENT_SOLVE_FAILURES = ("returned", "received")
-
-
-class ImplicitStepError(RuntimeError):
-    """Differentiating a trial point's failed implicit ODE step raised inside a compiled batch of
-    fits, which stops the whole batch (its message says what to do)."""
-
-
-def run_fits(fits: Callable, *args):
-    """`fits(*args)` (a compiled batch of trust-region fits), waited for; the runtime error that
-    a trial point's failed implicit ODE step raises while it is differentiated, explained (an
-    [`ImplicitStepError`][])."""
-    try:
-        return jax.block_until_ready(fits(*args))
-    except eqx.EquinoxRuntimeError as error:
-        if not any(f"linear solver {what} non-finite" in str(error) for what in _TANGENT_SOLVE_FAILURES):
-            raise
-        raise ImplicitStepError(
-            "a trial point's implicit ODE step failed (its Newton iteration diverged, or the model's derivatives are "
-            "not finite there), and differentiating it raised inside the compiled fits (optimistix's "
-            "implicit-function-theorem derivative solves with throw=True), "
-            "which stops every fit of the batch. Run with the environment variable EQX_ON_ERROR=nan set before "
-            "Python starts: such trial points then get a non-finite objective and the trust region rejects them "
-            "(errors of other kinds inside equinox code become NaN too). Or load the problem with tighter rtol/atol "
-            "or another solver."
-        ) from error
-
-
 def _pick(values, source, value):
     """`values[source]` where `source` names a parameter of the table, else `value`."""
     return jnp.where(source >= 0, values[jnp.maximum(source, 0)], value)

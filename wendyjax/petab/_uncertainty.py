@@ -14,8 +14,9 @@ from .._checks import as_count, as_key, as_level
 from .._compile import cpu_safe_jit, per_run, resolve_vectorize
 from .._typing import ArrayLike
 from ..estimators import RESULTS, TrustRegion
+from ._fits import run_fits
 from ._multistart import _value_gradient_fisher
-from ._problem import PetabProblem, _outputs, require_problem, run_fits
+from ._problem import PetabProblem, _outputs, require_problem
 
 _fisher_at = cpu_safe_jit(_value_gradient_fisher)
 
@@ -72,12 +73,15 @@ def _pinned_fits(problem: PetabProblem, starts, lower, upper, solver: TrustRegio
 
 def _crossing(values, excess, threshold, side) -> float:
     """Where the profile's excess first reaches `threshold` walking from its minimum to one side
-    (linear interpolation), ±inf if it never does."""
+    (linear interpolation between finite points: a failed point in between is stepped over),
+    ±inf if it never does."""
     centre = int(np.nanargmin(excess))
     order = range(centre, len(values)) if side > 0 else range(centre, -1, -1)
     previous = centre
     for k in order:
-        if np.isfinite(excess[k]) and excess[k] >= threshold:
+        if not np.isfinite(excess[k]):
+            continue
+        if excess[k] >= threshold:
             a, b = excess[previous], excess[k]
             w = (threshold - a) / (b - a) if b != a else 1.0
             return float(values[previous] + w * (values[k] - values[previous]))
@@ -104,8 +108,9 @@ def profile(
     `params`, all grid points in one batched call; each further of the `passes` re-fits
     every point from its better neighbour's optimum (a batched continuation that repairs
     points stuck in a worse local minimum) and keeps the lower objective. The interval is
-    where the objective stays within χ²₁(`level`)/2 of the best (Raue et al. 2009).
-    `vectorize` as in [`multistart`][wendyjax.petab.multistart]."""
+    where the objective stays within χ²₁(`level`)/2 of the best (Raue et al. 2009), read
+    between finite points. `vectorize`, and points whose ODE-solve derivative raises
+    (`derivative_failed`), as in [`multistart`][wendyjax.petab.multistart]."""
     x, level = _check(problem, params, level)
     vectorize = resolve_vectorize(vectorize, jax.devices())
     if name not in problem.parameter_names:
@@ -123,16 +128,20 @@ def profile(
     starts = jnp.repeat(x[None], n_points, axis=0).at[:, i].set(grid)
     lower = jnp.repeat(problem.lower[None], n_points, axis=0).at[:, i].set(grid)
     upper = jnp.repeat(problem.upper[None], n_points, axis=0).at[:, i].set(grid)
-    fits = run_fits(_pinned_fits, problem, starts, lower, upper, solver, max_steps, vectorize)
+
+    def pinned(starts):
+        rest = (solver, max_steps, vectorize)
+        each = lambda k: (starts[k : k + 1], lower[k : k + 1], upper[k : k + 1], *rest)  # noqa: E731
+        return run_fits(_pinned_fits, problem, starts, lower, upper, *rest, each=each, starts=starts, what="points")
+
+    fits = pinned(starts)
     for _ in range(passes - 1):
         # every point again from its better neighbour's optimum (the pinned value its own): a
         # batched continuation that repairs points stuck in a worse local minimum
         f = np.where(np.isfinite(np.asarray(fits.objective)), np.asarray(fits.objective), np.inf)
         left, right = np.r_[np.inf, f[:-1]], np.r_[f[1:], np.inf]
         source = np.where(left <= right, np.arange(n_points) - 1, np.arange(n_points) + 1).clip(0, n_points - 1)
-        again = run_fits(
-            _pinned_fits, problem, fits.params[source].at[:, i].set(grid), lower, upper, solver, max_steps, vectorize
-        )
+        again = pinned(fits.params[source].at[:, i].set(grid))
         better = np.asarray(again.objective) < f
         fits = jax.tree_util.tree_map(
             lambda a, b, keep=better: jnp.where(keep.reshape((-1,) + (1,) * (a.ndim - 1)), b, a), fits, again
@@ -207,8 +216,8 @@ def bootstrap(
 ) -> Bootstrap:
     """Parametric bootstrap of the fit `params`: `n_boot` data sets simulated from it (each
     measurement's noise model: normal or Laplace on its observable's scale, with the fitted
-    noise scale), each refitted from `params`, all in one compiled call (`vectorize` as in
-    [`multistart`][wendyjax.petab.multistart])."""
+    noise scale), each refitted from `params`, all in one compiled call (`vectorize`, and
+    refits whose ODE-solve derivative raises, as in [`multistart`][wendyjax.petab.multistart])."""
     x, level = _check(problem, params, level)
     vectorize = resolve_vectorize(vectorize, jax.devices())
     n_boot = as_count("n_boot", n_boot, 2)
@@ -220,7 +229,19 @@ def bootstrap(
     noise = jnp.where(
         problem._laplace, jax.random.laplace(k_laplace, shape), jax.random.normal(k_normal, shape)
     ) * jnp.exp(log_sigma)
-    fits = run_fits(_refits, problem, problem._untransformed(sim + noise), x, solver, max_steps, vectorize)
+    measured = problem._untransformed(sim + noise)
+    fits = run_fits(
+        _refits,
+        problem,
+        measured,
+        x,
+        solver,
+        max_steps,
+        vectorize,
+        each=lambda k: (measured[k : k + 1], x, solver, max_steps, vectorize),
+        starts=jnp.broadcast_to(x, (n_boot, x.size)),
+        what="refits",
+    )
     return Bootstrap(
         parameter_names=problem.parameter_names,
         params=fits.params,
