@@ -369,8 +369,9 @@ def _cached_probes(t_bytes: bytes, config: "TestFunctionConfig"):
 def _search_errors(t, weights, wave, centres, probe_radii, groups, counts, factor, u, probes, *, eta, n_radii, matlab):
     r"""The surrogate $\hat e_{rms}$ of every candidate radius for each of the datasets `u`
     `(R, N, D)`: `(R, n_radii)`. The probe rows (bumps normalised in the rows' weights) are
-    applied block by block to all datasets at once (one matrix product per block), read from
-    `probes` ([`_probe_table`][]) or, where that is None, formed block by block."""
+    applied to all datasets at once: read from `probes` ([`_probe_table`][]) in one matrix
+    product where the sums fit `_PROBE_CACHE` entries, else block by block (one product per
+    block, the rows formed block by block where `probes` is None)."""
     r, n, d = u.shape
     x = jnp.moveaxis(wave[None, :, None] * u, 1, 0).reshape(n, r * d)
     blocks = _probe_blocks(t, centres, probe_radii, groups, n_radii)
@@ -383,7 +384,12 @@ def _search_errors(t, weights, wave, centres, probe_radii, groups, counts, facto
         squares = jnp.sum(sums.reshape(rows.shape[0], r, d) ** 2, axis=2)  # (size, R)
         return total + jax.nn.one_hot(g, n_radii + 1, dtype=u.dtype).T @ squares, None
 
-    total, _ = jax.lax.scan(block, jnp.zeros((n_radii + 1, r), u.dtype), (*blocks, probes))
+    zero = jnp.zeros((n_radii + 1, r), u.dtype)
+    if probes is not None and probes.shape[0] * probes.shape[1] * r * d <= _PROBE_CACHE:
+        # the cached table in one product: a scan over its blocks would copy each one out of it
+        total, _ = block(zero, (*(b.reshape(-1) for b in blocks), probes.reshape(-1, n)))
+    else:
+        total, _ = jax.lax.scan(block, zero, (*blocks, probes))
     mean = total[:n_radii].T / counts
     errors = jnp.sqrt(factor * mean / d) if matlab else factor * mean
     return jnp.maximum(errors, jnp.finfo(u.dtype).tiny)
