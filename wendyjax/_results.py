@@ -37,7 +37,7 @@ class RESULTS(optx.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
     derivative_failed = (
         "Differentiating the ODE solve at a trial point raised (an implicit step whose Newton "
         "iteration diverged, or a right-hand side whose derivatives are not finite there, e.g. a "
-        "Hill term that overflows), which stops a compiled fit: this start's fit was stopped there. "
+        "Hill term that overflows), which stops a compiled batch of fits: this fit was stopped there. "
         "Set the environment variable EQX_ON_ERROR=nan before Python starts to have such trial "
         "points rejected instead, or load the problem with tighter bounds or another solver."
     )

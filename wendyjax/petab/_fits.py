@@ -74,9 +74,9 @@ def run_fits(
         raise error
     warnings.warn(
         f"{problem.name}: differentiating the ODE solve raised at a trial point of {failed.sum()} of {len(done)} "
-        f"{what}, which stopped the batched call; they were run again one by one, and those {failed.sum()} have "
-        f"the status derivative_failed (objective inf). Set the environment variable EQX_ON_ERROR=nan before "
-        f"Python starts to have such trial points rejected instead.",
+        f"{what}, which stopped the batched call; all {len(done)} were run again one call each, and the "
+        f"{failed.sum()} that raised again have the status derivative_failed (objective inf). Set the environment "
+        f"variable EQX_ON_ERROR=nan before Python starts to have such trial points rejected instead.",
         RuntimeWarning,
         stacklevel=user_stacklevel(),
     )
