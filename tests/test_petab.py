@@ -738,7 +738,8 @@ def test_a_fit_whose_derivative_raises_is_reported_and_the_others_are_done(tmp_p
 
     def flaky(problem, rows, *rest):  # the third fit of the batch raises, in the batch and alone
         rows_ = np.asarray(rows).reshape(-1, np.shape(rows)[-1])
-        bad.append(rows_[2]) if not bad else None
+        if not bad:
+            bad.append(rows_[2])
         if np.any(np.all(rows_ == bad[0], axis=1)):
             raise eqx.EquinoxRuntimeError("A linear solver received non-finite (NaN or inf) input.")
         return real(problem, rows, *rest)

@@ -39,7 +39,8 @@ class RESULTS(optx.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "iteration diverged, or a right-hand side whose derivatives are not finite there, e.g. a "
         "Hill term that overflows), which stops a compiled batch of fits: this fit was stopped there. "
         "Set the environment variable EQX_ON_ERROR=nan before Python starts to have such trial "
-        "points rejected instead, or load the problem with tighter bounds or another solver."
+        "points rejected instead, or narrow the parameter table's bounds, or load the problem with "
+        "another solver."
     )
     shapiro_wilk_stop = (
         "IRLS stopped early because the whitened residual failed the Shapiro-Wilk "
