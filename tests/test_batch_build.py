@@ -106,7 +106,11 @@ def test_bases_are_kept_once_per_selected_radius():
     assert [int(m.sum()) for m in np.asarray(liks.problem.kmask)[:, 0]] == [ks[0], ks[2]]
 
 
-def test_batch_of_several_trajectories_matches_single_fits():
+@pytest.mark.parametrize("table_rows", [None, 1])
+def test_batch_of_several_trajectories_matches_single_fits(monkeypatch, table_rows):
+    # table_rows=1: the pairs' Grams of every trajectory from its basis' product table
+    if table_rows is not None:
+        monkeypatch.setattr("wendyjax.weak._batch.TABLE_ROWS", table_rows)
     bench = zoo("lotka_volterra")
     sets = [
         [
@@ -118,6 +122,7 @@ def test_batch_of_several_trajectories_matches_single_fits():
     batch = build_batch(bench.model, sets)
     liks = batch.likelihoods()
     assert liks.problem.phi.shape[:2] == (2, 2) and batch.linear  # Lotka–Volterra: linear in its parameters
+    assert all(np.unique(batch._index[:, s]).size == 1 for s in range(2))  # one basis per trajectory
     assert jax.tree.map(lambda x: x[0], liks).problem.n_trajectories == 2
     p = jnp.asarray(bench.p_true) * 1.05
     for r, ds in enumerate(sets):
@@ -177,13 +182,16 @@ def test_batch_bad_input_gets_the_single_fits_errors():
         wj.Batch(t, u)
 
 
-def test_vmapped_and_sequential_blocks_are_equal():
-    # accelerators form the linear path's blocks vmapped over the datasets, CPUs one after another
+def test_blocks_are_equal_vmapped_sequential_and_from_the_product_table():
+    # accelerators form the linear path's blocks vmapped over the datasets, CPUs one after
+    # another; with one basis for all (`shared`) the pairs' Grams come from one product table
     from wendyjax.weak._batch import _blocks
+    from wendyjax.weak._covariance import table_grams
 
     bench, datasets = _datasets("lorenz", 0.05, 4, 3)
     batch = build_batch(bench.model, datasets)
     liks = batch.likelihoods()
+    assert np.unique(batch._index).size == 1
     phi, dphi, _, grams0 = batch._tables
     args = (
         bench.model,
@@ -197,8 +205,13 @@ def test_vmapped_and_sequential_blocks_are_equal():
         liks.problem.t,
         jnp.asarray(batch._sigma),
     )
-    for a, b in zip(jax.tree.leaves(_blocks(*args, True)), jax.tree.leaves(_blocks(*args, False))):
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14 * float(jnp.max(jnp.abs(b))))
+    reference = jax.tree.leaves(_blocks(*args, True, False))
+    for sequential, shared in ((False, False), (True, True), (False, True)):
+        for a, b in zip(jax.tree.leaves(_blocks(*args, sequential, shared)), reference):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14 * float(jnp.max(jnp.abs(b))))
+    w = jnp.asarray(np.random.default_rng(0).normal(size=(5, phi.shape[-1])))
+    full = jnp.einsum("kn,rn,ln->rkl", phi[0, 0], w, phi[0, 0])
+    np.testing.assert_allclose(table_grams(phi[0, 0], w), full, rtol=0, atol=1e-13 * float(jnp.max(jnp.abs(full))))
 
 
 def test_many_datasets_are_searched_in_chunks(monkeypatch):

@@ -184,9 +184,28 @@ def test_a_log_normal_fit_skips_initial_states_that_are_not_positive(monkeypatch
         warnings.simplefilter("ignore")
         fit = wj.MLE().fit(BENCH.model, data, noise="lognormal", covariance="hessian")
     good = np.asarray(data.u)[:1]
-    monkeypatch.setattr(_bootstrap, "_starts", lambda *a: [-good, good])
+    monkeypatch.setattr(_bootstrap, "_starts", lambda *a: [[-good, good]])
     boot = wj.studies.bootstrap(wj.MLE(), fit, data, 4, key=0, progress=False)
     assert boot.noise == "lognormal" and np.all(boot.u0 > 0) and boot.n_failed == 0
+
+
+def test_initial_states_stop_at_the_first_start_at_the_noise_level(monkeypatch):
+    """Lorenz's initial states fitted from the mean of its first three observations are at
+    the noise level: no state is solved back (chaotic solves blow up backwards) and no other
+    start is fitted, and they equal those of every start's fit."""
+    from wendyjax.studies import _bootstrap
+
+    bench = zoo("lorenz")
+    data = wj.data.as_dataset(bench.simulate(jax.random.key(7), 0.05, subsample=4))
+    fit = wj.MLE().fit(bench.model, data, p0=[8.0, 25.0, 2.0])
+    with monkeypatch.context() as m:
+        m.setattr(_bootstrap, "_solved_back", lambda *a: pytest.fail("a state was solved back"))
+        first = _bootstrap._initial_states(fit, data, None, bench.solver)
+    level = _bootstrap._noise_objective(fit, data)
+    assert level > 0
+    monkeypatch.setattr(_bootstrap, "NOISE_LEVEL_FIT", 0.0)
+    every = _bootstrap._initial_states(fit, data, None, bench.solver)
+    np.testing.assert_allclose(first, every, rtol=1e-6, atol=1e-9)
 
 
 @pytest.mark.parametrize("n_boot", [5, 30])
@@ -253,12 +272,13 @@ def test_cheap_backward_starts_give_the_initial_states_of_accurate_ones(monkeypa
     def accurate(*args, **kwargs):
         return accurate_integrate(*args, **{**kwargs, "rtol": 1e-10, "atol": 1e-10, "max_steps": 1_000_000})
 
+    monkeypatch.setattr(_bootstrap, "NOISE_LEVEL_FIT", 0.0)  # every stage of starts, the backward ones too
     for name, sub in (("fitzhugh_nagumo", 2), ("goodwin_2d", 4)):
         bench = zoo(name)
         data = wj.data.as_dataset(bench.simulate(jax.random.key(1), 0.05, subsample=sub))
         fit = wj.MLE().fit(bench.model, data, p0=np.asarray(bench.p_true) * 1.05)
         cheap = _bootstrap._initial_states(fit, data, None, bench.solver)
-        assert len(_bootstrap._starts(fit, data, bench.solver)) >= 3  # a backward start is among them
+        assert sum(map(len, _bootstrap._starts(fit, data, bench.solver))) >= 3  # a backward start is among them
         with monkeypatch.context() as m:
             m.setattr(_bootstrap, "integrate", accurate)
             reference = _bootstrap._initial_states(fit, data, None, bench.solver)

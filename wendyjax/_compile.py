@@ -11,6 +11,8 @@ nothing else in the process (no `XLA_FLAGS`, no JAX configuration).
 
 import functools
 import os
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 import equinox as eqx
 import jax
@@ -24,8 +26,11 @@ CPU_COMPILER_OPTIONS = {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPT
 
 _USER_CHOICE = ("xla_cpu_scheduler_type", "xla_cpu_enable_concurrency_optimized_scheduler")
 
+_Args = ParamSpec("_Args")
+_Out = TypeVar("_Out")
 
-def cpu_safe_jit(fun):
+
+def cpu_safe_jit(fun: Callable[_Args, _Out]) -> Callable[_Args, _Out]:
     """`eqx.filter_jit(fun)`, compiled on CPU with [`CPU_COMPILER_OPTIONS`][] unless the
     user chose a scheduler in `XLA_FLAGS`. JAX accepts compiler options only on an
     outermost `jit`: traced inside another transformation, `fun` compiles as part of it."""
@@ -33,7 +38,7 @@ def cpu_safe_jit(fun):
     plain = eqx.filter_jit(fun)
 
     @functools.wraps(fun)
-    def call(*args, **kwargs):
+    def call(*args: _Args.args, **kwargs: _Args.kwargs) -> _Out:
         flags = os.environ.get("XLA_FLAGS", "")
         if jax.default_backend() != "cpu" or any(name in flags for name in _USER_CHOICE):
             return plain(*args, **kwargs)

@@ -21,7 +21,7 @@ from .._results import status_names
 from .._table import fixed_width
 from ..data import Batch, Dataset, Trajectory, as_dataset
 from ..estimators import AbstractEstimator, AbstractFit, OutputError, stack_problems
-from ..noise import AbstractCountNoise, observable_noises
+from ..noise import NOISE_WIDTH, AbstractCountNoise, estimate_noise_std, observable_noises
 from ..simulate import integrate, solve
 from ._engine import check_host_memory, check_processes, chunk_size, chunking, fit_batches
 from ._fitcheck import check_data, check_fit, fit_options, fit_problem, fitted_u0, has_objective
@@ -282,10 +282,17 @@ def _blocks(n_boot: int, values: int) -> list[np.ndarray]:
     return [np.arange(i, min(i + per_block, n_boot)) for i in range(0, n_boot, per_block)]
 
 
+# a held fit's objective within this factor of the one the noise alone gives ends the search
+# over starts: its initial states are at the noise level (the objective's relative spread
+# there is √(2/n), under 0.07 from 400 observations)
+NOISE_LEVEL_FIT = 1.25
+
+
 def _initial_states(fit, data: Dataset, u0, ode_solver) -> np.ndarray:
     """`u0` given (one row per trajectory, or one for all), the fit's own (output error),
-    or fitted by output error with the parameters held at the estimate (from each of
-    `_starts`, the best that succeeds)."""
+    or fitted by output error with the parameters held at the estimate: from the stages of
+    `_starts` in turn, the best that succeeds, stopping at the first stage whose best fit
+    is at the noise level (`_noise_objective`)."""
     d = fit.model.n_states
     if u0 is not None:
         u0 = np.asarray(u0, float)
@@ -294,22 +301,41 @@ def _initial_states(fit, data: Dataset, u0, ode_solver) -> np.ndarray:
         return np.broadcast_to(u0, (len(data), d))
     if getattr(fit, "u0", None) is not None:
         return np.asarray(fit.u0, float)
-    p = np.asarray(fit.params, float)
-    starts = [
-        s for s in _starts(fit, data, ode_solver) if fit.noise != "lognormal" or np.all(s > 0)
-    ]  # no start for a fit on log states otherwise
-    if starts:
-        oe = OutputError(ode_solver=ode_solver)
+    p = jnp.asarray(fit.params, float)
+    oe = OutputError(ode_solver=ode_solver)
+    level = _noise_objective(fit, data)
+    best, best_u0 = np.inf, None
+    for stage in _starts(fit, data, ode_solver):
+        starts = [s for s in stage if fit.noise != "lognormal" or np.all(s > 0)]  # a fit on log states
+        if not starts:
+            continue
         problems = stack_problems([oe.problem(fit.model, data, noise=fit.noise, weighted=False, u0=s) for s in starts])
-        sols = jax.device_get(_held_fits(oe, problems, jnp.asarray(p)))
+        sols = jax.device_get(_held_fits(oe, problems, p))
         objective = np.where(np.asarray(sols.successful), np.asarray(sols.objective), np.inf)
-        if np.isfinite(objective).any():
-            return np.asarray(sols.extras["u0"][int(np.argmin(objective))], float)
+        if np.min(objective) < best:
+            best, best_u0 = float(np.min(objective)), np.asarray(sols.extras["u0"][int(np.argmin(objective))], float)
+        if best <= NOISE_LEVEL_FIT * level:
+            break
+    if best_u0 is not None:
+        return best_u0
     raise ValueError(
         "the initial states could not be fitted with the parameters held at the estimate (output "
         "error from the first observations and from states solved back from later ones failed); "
         "pass u0=..."
     )
+
+
+def _noise_objective(fit, data: Dataset) -> float:
+    """The held fit's objective (half the sum of squared residuals) that the noise alone
+    gives, from each state's noise estimate; 0 (no stage is at the noise level) unless
+    the noise is Gaussian and every trajectory fully observed with enough samples for
+    the estimate."""
+    if fit.noise not in (None, "gaussian") or any(tr.mask is not None or len(tr.t) < NOISE_WIDTH for tr in data):
+        return 0.0
+    return sum(0.5 * len(tr.t) * float(np.sum(np.asarray(_noise_std(jnp.asarray(tr.u))) ** 2)) for tr in data)
+
+
+_noise_std = cpu_safe_jit(estimate_noise_std)
 
 
 @cpu_safe_jit
@@ -324,43 +350,49 @@ def _held_fits(estimator, problems, p):
 
 
 def _starts(fit, data: Dataset, ode_solver):
-    """Starts for the initial states: the first observation, the mean of the first three
-    (a noisy first sample may lie where the model blows up, e.g. below 0), and the fitted
-    model solved back to the first time from the observations an eighth and a quarter of
-    the way along each trajectory."""
-    model, p = fit.model, np.asarray(fit.params, float)
-    starts = []
-    for n in (1, 3):
-        start = np.stack([np.nanmean(np.where(_observed(tr), tr.u, np.nan)[:n], axis=0) for tr in data])
-        if np.all(np.isfinite(start)):  # else a state is unobserved among the first n samples
-            starts.append(start)
-    for frac in (0.125, 0.25):
-        rows = []
-        for tr in data:
-            t, full = np.asarray(tr.t), np.flatnonzero(_observed(tr).all(axis=1))
-            if full.size == 0:
-                break
-            k = full[int(frac * (full.size - 1))]
-            if k == 0:
-                break
-            # backwards in time with the model's own right-hand side, so the compiled solve
-            # is reused across calls
-            ys = integrate(
-                model.rhs,
-                jnp.asarray(p),
-                np.asarray(tr.u)[k],
-                t[[k, 0]],
-                solver=ode_solver,
-                rtol=1e-8,
-                atol=1e-8,
-                max_steps=10_000,
-            )
-            if not np.all(np.isfinite(ys)):  # the backward solve blew up
-                break
-            rows.append(ys[-1])
-        if len(rows) == len(data) and np.all(np.isfinite(rows)):
-            starts.append(np.stack(rows))
-    return starts
+    """Stages of starts for the initial states, cheapest first: the mean of the first three
+    observations; then the first observation (the mean may lie where a fast-moving state
+    has left) and the fitted model solved back to the first time from the observations
+    an eighth and a quarter of the way along each trajectory (solved only when the first
+    stage is not at the noise level: chaotic solves blow up backwards)."""
+    first = [_first_observed(data, n) for n in (3, 1)]
+    yield [s for s in first[:1] if s is not None]
+    yield [s for s in first[1:] if s is not None] + [
+        s for frac in (0.125, 0.25) if (s := _solved_back(fit, data, ode_solver, frac)) is not None
+    ]
+
+
+def _first_observed(data: Dataset, n: int):
+    """The mean of every trajectory's first `n` observations of each state; None where a
+    state is unobserved among them."""
+    start = np.stack([np.nanmean(np.where(_observed(tr), tr.u, np.nan)[:n], axis=0) for tr in data])
+    return start if np.all(np.isfinite(start)) else None
+
+
+def _solved_back(fit, data: Dataset, ode_solver, frac: float):
+    """The fitted model solved back to the first time from the observation `frac` of the
+    way along each trajectory's fully observed samples; None where that fails."""
+    rows = []
+    for tr in data:
+        t, full = np.asarray(tr.t), np.flatnonzero(_observed(tr).all(axis=1))
+        if full.size == 0 or (k := full[int(frac * (full.size - 1))]) == 0:
+            return None
+        # backwards in time with the model's own right-hand side, so the compiled solve
+        # is reused across calls
+        ys = integrate(
+            fit.model.rhs,
+            jnp.asarray(fit.params, float),
+            np.asarray(tr.u)[k],
+            t[[k, 0]],
+            solver=ode_solver,
+            rtol=1e-8,
+            atol=1e-8,
+            max_steps=10_000,
+        )
+        if not np.all(np.isfinite(ys)):  # the backward solve blew up
+            return None
+        rows.append(ys[-1])
+    return np.stack(rows)
 
 
 def _ridges(fit: AbstractFit) -> tuple[tuple[str, ...], dict[str, list[str]]]:
@@ -403,8 +435,9 @@ def bootstrap(
 
     The fitted model is solved forward at $\\hat p$ from the initial states — `u0` if
     given, else the fit's own (output error and the hybrid fit them), else those that
-    output error fits with the parameters held at $\\hat p$ (started from the first
-    observations and from states solved back from later ones) — on the data's time grid. The
+    output error fits with the parameters held at $\\hat p$ (started from the mean of the
+    first three observations, and where that fit is not at the noise level also from the
+    first observation and from states solved back from later ones) — on the data's time grid. The
     noise standard deviation per state is the fit's `sigma` where it was given (a known noise
     level), else the root mean square of the data's residuals from that solution (of their
     logarithms under log-normal noise). `n_boot` datasets are

@@ -23,6 +23,7 @@ from .._typing import ArrayLike
 from ..data import Batch, Dataset, Trajectory, as_batch, as_dataset
 from ..model import ODEModel
 from ..noise import AbstractCountNoise, AbstractNoise, estimate_noise_std, is_log_space
+from ._covariance import TABLE_ROWS
 from ._general import sensitivity_structure
 from ._likelihood import WeakLikelihood
 from ._linear import basis_grams, linear_blocks, model_structure, structure_holds
@@ -66,11 +67,29 @@ def _assemble(phi, dphi, kmask, grams0, index, u, t, sigma, log_space) -> WeakPr
 
 
 @cpu_safe_jit
-def _blocks(model, structure, log_space, phi, dphi, grams0, index, u, t, sigma, sequential):
+def _blocks(model, structure, log_space, phi, dphi, grams0, index, u, t, sigma, sequential, shared):
     """The [`LinearBlocks`][wendyjax.weak.LinearBlocks] of the stacked problems of
     [`_assemble`][], every trajectory reading its basis from the tables (flattened over
-    trajectories and bases)."""
+    trajectories and bases). `shared`: all datasets test each trajectory against one basis,
+    and its pairs' Grams are formed together (`linear_blocks`)."""
     r, n_slots = index.shape
+    if shared:
+        slots = [
+            linear_blocks(
+                model,
+                structure,
+                log_space,
+                (phi[s], dphi[s], grams0[s]),
+                index[:, s],
+                u[:, s],
+                t[:, s],
+                sigma[:, s],
+                sequential,
+                shared=True,
+            )
+            for s in range(n_slots)
+        ]
+        return jax.tree.map(lambda *x: jnp.stack(x, axis=1), *slots)
     n_b = phi.shape[1]
     bases = tuple(x.reshape(n_slots * n_b, *x.shape[2:]) for x in (phi, dphi, grams0))
     flat = lambda x: x.reshape(r * n_slots, *x.shape[2:])  # noqa: E731
@@ -165,6 +184,12 @@ class WeakBatch:
         indices = np.arange(len(self)) if indices is None else np.asarray(indices, int)
         phi, dphi, kmask, grams0 = self._tables
         index, u, sigma = (jnp.asarray(x[indices]) for x in (self._index, self._u, self._sigma))
+        # one basis per trajectory for every dataset, and enough pairs' Grams to form together
+        shared = (
+            self._structure is not None
+            and all(np.unique(self._index[indices, s]).size == 1 for s in range(index.shape[1]))
+            and len(indices) * sum(c != (-1, -1) for c in self._structure.pairs) >= TABLE_ROWS
+        )
         problem = _assemble(phi, dphi, kmask, grams0, index, u, jnp.asarray(self._t), sigma, self.log_space)
         blocks = None
         if self._structure is not None:  # a compiled call of its own (on CPU 25 % slower inside the gathers')
@@ -180,6 +205,7 @@ class WeakBatch:
                 problem.t,
                 sigma,
                 jax.default_backend() == "cpu",
+                shared,
             )
         # the model's arrays (its bounds) stacked too, so that every leaf has the leading axis `vmap` maps
         model = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(indices), *jnp.shape(x))), self.model)

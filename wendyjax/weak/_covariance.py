@@ -15,8 +15,19 @@ Each family of blocks is one matrix product of shape $K\times N$ by $N\times(QK)
 cost is $\approx 4D^2K^2N$ flops instead of $2D^3K^2N$ for the dense $L\Sigma L^T$.
 """
 
+import functools
+
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
+
+# pairs (k ≤ l) of test functions per block of the product table in [`table_grams`][]: a
+# (PAIR_BLOCK, N) block of products stays in cache while it meets the weights
+PAIR_BLOCK = 256
+# weight vectors from which [`table_grams`][] beats [`symmetric_grams`][] one by one (on a
+# 2-core CPU with K = 200, N = 1025: even at 28, 30 % faster at 56)
+TABLE_ROWS = 32
 
 
 def weighted_grams(
@@ -44,6 +55,37 @@ def symmetric_grams(phi: Float[Array, "k n"], w: Float[Array, "n q"]) -> Float[A
     return jnp.concatenate(
         [jnp.concatenate([upper, jnp.swapaxes(cross, 1, 2)], axis=2), jnp.concatenate([cross, lower], axis=2)], axis=1
     )
+
+
+@functools.lru_cache(maxsize=8)
+def _pair_indices(k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""The pairs $k \le l$ of `k` test functions in blocks of `PAIR_BLOCK` (padded with
+    (0, 0)), and where entry (k, l) of a Gram is found among them."""
+    rows, cols = np.triu_indices(k)
+    n_blocks = -(-rows.size // PAIR_BLOCK)
+    left, right = (np.zeros(n_blocks * PAIR_BLOCK, int) for _ in range(2))
+    left[: rows.size], right[: rows.size] = rows, cols
+    where = np.zeros((k, k), int)
+    where[rows, cols] = np.arange(rows.size)
+    where = np.maximum(where, where.T)
+    return left.reshape(n_blocks, PAIR_BLOCK), right.reshape(n_blocks, PAIR_BLOCK), where
+
+
+def table_grams(phi: Float[Array, "k n"], w: Float[Array, "r n"]) -> Float[Array, "r k k"]:
+    r"""$\{\Phi\,\mathrm{diag}(w_r)\,\Phi^T\}_r$ for many weight vectors of one basis: the
+    weights times the table of products $\varphi_k\varphi_l$, $k \le l$, formed block by
+    block and never whole. Half the flops of the full products, in one product per block
+    for all $r$: faster than [`symmetric_grams`][] per weight vector once there are a few
+    dozen of them."""
+    left, right, where = _pair_indices(phi.shape[0])
+
+    def block(_, pairs):
+        a, b = pairs
+        return None, w @ (phi[a] * phi[b]).T
+
+    _, packed = jax.lax.scan(block, None, (left, right))  # (blocks, r, PAIR_BLOCK)
+    packed = jnp.moveaxis(packed, 0, 1).reshape(w.shape[0], -1)
+    return packed[:, where]
 
 
 def covariance_weights(
