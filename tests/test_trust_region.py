@@ -20,19 +20,21 @@ def _fgh(x, _):
     return _rosen(x), jax.grad(_rosen)(x), jax.hessian(_rosen)(x)
 
 
-_solve = jax.jit(lambda x0, lo, hi: minimise(_fgh, x0, lo, hi))
+_solve = jax.jit(lambda x0, lo, hi, solver=TrustRegion(): solver.minimise(_fgh, x0, lo, hi))
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("monotone_scaling", [True, False])
 @pytest.mark.parametrize("n", [2, 5, 10])
-def test_rosenbrock_unbounded_and_bounded(n):
+def test_rosenbrock_unbounded_and_bounded(n, monotone_scaling):
     x0 = -1.2 * jnp.ones(n)
     inf = jnp.full(n, jnp.inf)
-    sol = _solve(x0, -inf, inf)
+    solve = lambda x0, lo, hi: _solve(x0, lo, hi, TrustRegion(monotone_scaling=monotone_scaling))  # noqa: E731
+    sol = solve(x0, -inf, inf)
     assert sol.result == RESULTS.successful
     np.testing.assert_allclose(sol.params, np.ones(n), atol=1e-7)
     lo, hi = np.full(n, -2.0), np.full(n, 0.8)
-    sol = _solve(x0, jnp.asarray(lo), jnp.asarray(hi))
+    sol = solve(x0, jnp.asarray(lo), jnp.asarray(hi))
     ref = minimize(
         lambda x: float(_rosen(jnp.asarray(x))),
         np.asarray(x0),

@@ -8,7 +8,8 @@ of WENDy ($J \lesssim 50$ parameters). Each step
    solves the trust-region subproblem
    $\min_s g^T s + \tfrac12 s^T H s,\ \|D s\| \le \Delta$ exactly on the free ones
    (eigendecomposition and the secular equation of Moré & Sorensen 1983, hard case
-   included), with Moré's scaling $D_i = \max_k \sqrt{|H^{(k)}_{ii}|}$;
+   included), with Moré's scaling $D_i = \max_k \sqrt{|H^{(k)}_{ii}|}$ over the iterates
+   $k$ so far (or, with `monotone_scaling=False`, the current iterate's $\sqrt{|H_{ii}|}$);
    variables at a bound that the step pushes outwards join the active set and the
    subproblem is re-solved (at most three more rounds, only while that set changes);
 2. makes the step feasible, keeping whichever of the projected step
@@ -170,10 +171,17 @@ class TrustRegion(eqx.Module):
     r"""The box-constrained trust-region Newton method of this module, as a solver object
     (the optimiser of WENDy, output error, Data2LD and integral matching's Gauss–Newton):
     `rtol` and `atol` are its relative and absolute tolerances (see the module's stopping
-    rule); the step limit `max_steps` is the estimator's, as in optimistix."""
+    rule); the step limit `max_steps` is the estimator's, as in optimistix.
+
+    `monotone_scaling`: the trust region is measured in $\|Ds\|$ with $D_i$ the largest
+    $\sqrt{|H_{ii}|}$ of any iterate so far (Moré 1978; steady along curved valleys), or
+    with `False` the current iterate's: for starts far from the optimum, whose first
+    iterates' curvature (objectives of 1e10 and more) would fix $D$ so large that the later
+    steps crawl (the PEtab multistart's choice)."""
 
     rtol: float = 1e-8
     atol: float = 1e-8
+    monotone_scaling: bool = eqx.field(default=True, static=True)
 
     def __check_init__(self):
         for name in ("rtol", "atol"):
@@ -209,12 +217,11 @@ class TrustRegion(eqx.Module):
         what a caller needs at the solution besides $f$, $\nabla f$ and $H$ (e.g. the Jacobian
         of a covariance), without evaluating `fn` there again.
         """
-        if aux is None:
-            return _minimise(lambda x, a: (*fn(x, a), None), x0, lower, upper, args, self.rtol, self.atol, max_steps)
-        return _minimise(fn, x0, lower, upper, args, self.rtol, self.atol, max_steps, aux)
+        with_aux = fn if aux is not None else lambda x, a: (*fn(x, a), None)
+        return _minimise(with_aux, x0, lower, upper, args, self.rtol, self.atol, self.monotone_scaling, max_steps, aux)
 
 
-def _minimise(fn, x0, lower, upper, args, rtol, atol, max_steps, aux=None) -> TrustRegionSolution:
+def _minimise(fn, x0, lower, upper, args, rtol, atol, monotone, max_steps, aux=None) -> TrustRegionSolution:
     x0 = jnp.clip(x0, lower, upper)
 
     def propose(x, f, g, H, D, radius):
@@ -299,11 +306,8 @@ def _minimise(fn, x0, lower, upper, args, rtol, atol, max_steps, aux=None) -> Tr
 
         x, f, g, H = pick(x_new, s.x), pick(f_new, s.f), pick(g_new, s.g), pick(H_new, s.H)
         aux = jax.tree.map(pick, aux_new, s.aux)
-        D = jnp.where(
-            s.first,
-            jnp.sqrt(jnp.maximum(jnp.abs(jnp.diagonal(H)), _diag_floor(H))),
-            jnp.maximum(s.D, jnp.sqrt(jnp.abs(jnp.diagonal(H)))),
-        )
+        current = jnp.sqrt(jnp.maximum(jnp.abs(jnp.diagonal(H)), _diag_floor(H)))
+        D = jnp.where(s.first, current, jnp.maximum(s.D, jnp.sqrt(jnp.abs(jnp.diagonal(H))))) if monotone else current
         radius = jnp.where(
             s.first,
             jnp.maximum(jnp.linalg.norm(g / D), 1e-8 * (1.0 + jnp.linalg.norm(D * x))),

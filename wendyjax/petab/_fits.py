@@ -11,8 +11,13 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._checks import user_stacklevel
-from ..estimators import RESULTS, TrustRegionSolution
+from ..estimators import RESULTS, TrustRegion, TrustRegionSolution
 from ._problem import PetabProblem
+
+#: The trust region of the PEtab fits (multistart, profile, bootstrap): the current
+#: iterate's scaling, as starts drawn over boxes of several decades begin at objectives of
+#: 1e10 and more, whose curvature would fix a monotone scaling far too large.
+SOLVER = TrustRegion(rtol=1e-8, atol=1e-8, monotone_scaling=False)
 
 #: how lineax words a tangent solve of a failed implicit step: non-finite output (a singular
 #: Newton matrix) or non-finite input (derivatives of the right-hand side that overflowed)

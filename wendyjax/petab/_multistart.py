@@ -14,7 +14,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from .._checks import as_count, as_key
 from .._compile import cpu_safe_jit, per_run, resolve_vectorize
 from ..estimators import RESULTS, TrustRegion
-from ._fits import run_fits
+from ._fits import SOLVER, run_fits
 from ._problem import PetabProblem, require_problem
 
 # Fisher information of the noise scale's logarithm, per measurement: normal 2, Laplace 1.
@@ -134,7 +134,7 @@ def multistart(
     n_starts: int = 100,
     *,
     key: PRNGKeyArray | int = 0,
-    solver: TrustRegion = TrustRegion(rtol=1e-8, atol=1e-8),
+    solver: TrustRegion = SOLVER,
     max_steps: int = 200,
     devices=None,
     vectorize: bool | str = "auto",
@@ -142,7 +142,9 @@ def multistart(
     """Fit `problem` from `n_starts` starts drawn uniformly in its box (on the parameters'
     scales) in one compiled call, sharded over `devices` (default: all of the default
     backend's). Each start runs the box-constrained trust region `solver` with the Fisher
-    information (plus the priors' Hessian) as its Hessian, for at most `max_steps` steps.
+    information (plus the priors' Hessian) as its Hessian, for at most `max_steps` steps
+    (by default with the current iterate's scaling, `monotone_scaling=False`: a far start's
+    first curvature would otherwise fix the scaling and its later steps crawl).
     `vectorize`: each device's starts vmapped side by side (True; "auto" on accelerators), or
     one after another inside the compiled call (False; "auto" on CPU, where a vmapped start
     waits for the slowest one's ODE solves and iterations).

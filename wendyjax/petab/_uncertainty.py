@@ -14,7 +14,7 @@ from .._checks import as_count, as_key, as_level
 from .._compile import cpu_safe_jit, per_run, resolve_vectorize
 from .._typing import ArrayLike
 from ..estimators import RESULTS, TrustRegion
-from ._fits import run_fits
+from ._fits import SOLVER, run_fits
 from ._multistart import _value_gradient_fisher
 from ._problem import PetabProblem, _outputs, require_problem
 
@@ -97,7 +97,7 @@ def profile(
     n_points: int = 21,
     level: float = 0.95,
     passes: int = 2,
-    solver: TrustRegion = TrustRegion(rtol=1e-8, atol=1e-8),
+    solver: TrustRegion = SOLVER,
     max_steps: int = 200,
     vectorize: bool | str = "auto",
 ) -> Profile:
@@ -210,7 +210,7 @@ def bootstrap(
     *,
     key: PRNGKeyArray | int = 0,
     level: float = 0.95,
-    solver: TrustRegion = TrustRegion(rtol=1e-8, atol=1e-8),
+    solver: TrustRegion = SOLVER,
     max_steps: int = 200,
     vectorize: bool | str = "auto",
 ) -> Bootstrap:
