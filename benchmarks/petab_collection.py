@@ -3,7 +3,8 @@
     python benchmarks/petab_collection.py [--starts 100 --problems Boehm_JProteomeRes2014,Fujita_SciSignal2010]
 
 Needs `.[petab]` and the collection (`--collection`). Per problem, in its own process: `wendyjax.petab.load`, the
-log-likelihood against AMICI's published value and the collection's simulated data; `--starts N`: a multistart;
+log-likelihood against AMICI's published value and the collection's simulated data; `--starts N`: a multistart
+(the first call, compilation included; `--warm`: and the same starts again, compiled);
 `--pypesto-python PYTHON`: pyPESTO + AMICI beside it (`_pypesto_petab.py`).
 """
 
@@ -39,7 +40,10 @@ COLUMNS += [("conditions", "conditions", "d"), ("llh (wendyjax)", "llh", ".10g")
 COLUMNS += [("rel. diff", "rel_amici", ".1e"), ("rel. diff vs AMICI here", "rel_amici_here", ".1e")]
 COLUMNS += [("rel. diff vs simulatedData", "rel_simulated_data", ".1e"), ("llh s (incl. compile)", "llh_s", ".1f")]
 COLUMNS += [("starts", "starts", "d"), ("best objective", "best_objective", ".6g"), ("within 0.1", "within_0.1", ".0%")]
-COLUMNS += [("s per converged start", "s_per_converged", ".2f")]
+COLUMNS += [
+    ("s per converged start", "s_per_converged", ".2f"),
+    ("warm: s per converged start", "s_per_converged_warm", ".2f"),
+]
 COLUMNS += [("vmapped: s per converged start", "s_per_converged_vmap", ".2f"), ("pyPESTO best", "pypesto_best", ".6g")]
 COLUMNS += [("pyPESTO within 0.1", "pypesto_within_0.1", ".0%")]
 COLUMNS += [("pyPESTO s per converged start", "pypesto_s_per_converged", ".2f")]
@@ -113,6 +117,12 @@ def one(folder: Path, args) -> dict:
         row |= {"converged": converged, "objectives": [float(v) for v in np.asarray(result.objectives)]}
         row |= {"multistart_s": result.seconds, "s_per_converged": result.seconds / max(converged, 1)}
         row["median_steps"] = float(np.median(np.asarray(result.num_steps)))
+        if args.warm:  # the same starts again, compiled (as pyPESTO's time leaves out AMICI's model build)
+            warm = wp.multistart(problem, args.starts, key=0, max_steps=args.max_steps)
+            row |= {
+                "multistart_warm_s": warm.seconds,
+                "s_per_converged_warm": warm.seconds / max(int(warm.converged.sum()), 1),
+            }
         if args.vectorize == "both":
             vmapped = wp.multistart(problem, args.starts, key=0, max_steps=args.max_steps, vectorize=True)
             diff = np.abs(np.asarray(vmapped.objectives) - np.asarray(result.objectives))
@@ -156,6 +166,7 @@ def main() -> None:
     parser.add_argument("--name", default="petab_collection")
     parser.add_argument("--pypesto-python", help="a Python with amici, pypesto, fides, petab: pyPESTO + AMICI beside")
     parser.add_argument("--vectorize", choices=("auto", "both"), default="auto", help="both: also vmapped")
+    parser.add_argument("--warm", action="store_true", help="also time a second, compiled call of the same starts")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
