@@ -61,6 +61,30 @@ def test_log_likelihood_equals_amicis_and_petabs_own_on_our_simulations(name):
     ) == pytest.approx(value, rel=1e-12)
 
 
+def test_a_term_that_saturates_through_an_overflow_has_tangent_0_not_nan():
+    """Elowitz & Leibler 2000's Hill terms 1/(1 + (X/K_M)^n_Hill) overflow at large n_Hill:
+    the field stays finite but its tangent is inf/inf = NaN, which stopped the implicit
+    step's derivative (a linear solve) of every start. The field of forward-mode solves
+    gives 0 there, its limit, and the same field and tangent everywhere else."""
+    problem = wp.load(_yaml("Elowitz_Nature2000"))
+    rng = np.random.default_rng(0)
+    lo, hi = np.asarray(problem.lower), np.asarray(problem.upper)
+    xs = jnp.asarray(rng.uniform(lo, hi, size=(200, lo.size)))
+    us = jnp.asarray(rng.uniform(0.0, 50.0, size=(200, len(problem.states))))
+
+    def both(x, u):
+        p = problem._parameters(x)[1][0]
+        tangent = lambda field: jax.jvp(lambda u: field(0.0, u, p), (u,), (jnp.ones_like(u),))  # noqa: E731
+        return tangent(problem._field), tangent(problem._field_forward)
+
+    (f, plain), (g, forward) = (tuple(map(np.asarray, pair)) for pair in jax.jit(jax.vmap(both))(xs, us))
+    nan = ~np.isfinite(plain)
+    assert nan.any(axis=1).sum() >= 5 and np.all(np.isfinite(f[nan]))  # finite fields, NaN tangents
+    np.testing.assert_array_equal(g, f)
+    np.testing.assert_array_equal(forward[~nan], plain[~nan])
+    assert np.all(forward[nan] == 0.0)
+
+
 def test_simulations_match_the_collections_simulated_data(boehm):
     ours = boehm.simulate()
     theirs = pd.read_csv(_yaml("Boehm_JProteomeRes2014").parent / "simulatedData_Boehm_JProteomeRes2014.tsv", sep="\t")

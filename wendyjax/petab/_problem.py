@@ -138,12 +138,19 @@ class PetabProblem(eqx.Module):
         f = self._functions.rhs(t, u, p)
         return jnp.where(jnp.isfinite(f), f, _HUGE)
 
+    def _field_forward(self, t, u, p):
+        r"""[`_field`][] for solves differentiated in forward mode: where the field is finite but
+        its tangent is not (a term that saturates through an overflow, as a Hill function
+        $1/(1 + (x/K)^n)$ with $(x/K)^n = \infty$: its tangent is inf/inf), the tangent is 0,
+        its limit there, so the implicit step's derivative (a linear solve) stays finite."""
+        return _finite_tangent(self._field(t, u, p))
+
     def _trajectories(self, x, forward: bool):
         values, p, x0 = self._parameters(x)
 
         def solve(p, x0, ts):
             solution = diffrax.diffeqsolve(
-                diffrax.ODETerm(self._field),
+                diffrax.ODETerm(self._field_forward if forward else self._field),
                 self.solver,
                 t0=0.0,
                 t1=jnp.maximum(ts[-1], 1e-12),
@@ -275,6 +282,19 @@ def _unscale(x, scale):
 
 def _transform(y, transform):
     return {"lin": y, "log": jnp.log(y), "log10": jnp.log10(y)}[transform]
+
+
+@jax.custom_jvp
+def _finite_tangent(f):
+    """`f` itself; its tangent with non-finite entries set to 0 (forward mode only: the rule
+    is not linear in the tangent, so reverse mode cannot transpose it)."""
+    return f
+
+
+@_finite_tangent.defjvp
+def _finite_tangent_jvp(primals, tangents):
+    (f,), (df,) = primals, tangents
+    return f, jnp.where(jnp.isfinite(df), df, 0.0)
 
 
 @cpu_safe_jit
