@@ -395,14 +395,16 @@ def load(
     solver: diffrax.AbstractSolver | None = None,
     rtol: float = 1e-8,
     atol: float = 1e-12,
-    max_steps: int = 100_000,
+    max_steps: int = 10_000,
 ) -> PetabProblem:
     """Read the PEtab v1 problem whose YAML file is `path` (needs `pip install wendyjax[petab]`).
 
     The SBML model becomes JAX ODEs (species, parameters, compartments, assignment and rate
     rules, reactions, function definitions, piecewise); conditions become trajectories that
     share the estimated parameters. `solver` (default `diffrax.Kvaerno5`, for stiff models,
-    with Newton tolerances of its own), `rtol`, `atol` and `max_steps` set the ODE solves.
+    with Newton tolerances of its own), `rtol`, `atol` and `max_steps` set the ODE solves
+    (`max_steps` per solve, AMICI's default: a solve that fails at a trial point of a fit
+    fails after that many steps, each costing the more the more parameters are estimated).
     Refused when loading, with the feature and the problem named: preequilibration, steady-state (infinite-time)
     measurements, events, algebraic rules, delays, and noise models other than normal and
     Laplace on the lin, log or log10 scale.
