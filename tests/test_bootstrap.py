@@ -190,9 +190,10 @@ def test_a_log_normal_fit_skips_initial_states_that_are_not_positive(monkeypatch
 
 
 def test_initial_states_stop_at_the_first_start_at_the_noise_level(monkeypatch):
-    """Lorenz's initial states fitted from the mean of its first three observations are at
-    the noise level: no state is solved back (chaotic solves blow up backwards) and no other
-    start is fitted, and they equal those of every start's fit."""
+    """Lorenz's initial states fitted from its first observation are at the noise level: no
+    state is solved back (chaotic solves blow up backwards) and no other start is fitted,
+    and they are those of every start's fit (the held fits stop at rtol 1e-8 in the
+    objective, which leaves the states to about 1e-4 relative; they agree to 2e-6)."""
     from wendyjax.studies import _bootstrap
 
     bench = zoo("lorenz")
@@ -205,7 +206,7 @@ def test_initial_states_stop_at_the_first_start_at_the_noise_level(monkeypatch):
     assert level > 0
     monkeypatch.setattr(_bootstrap, "NOISE_LEVEL_FIT", 0.0)
     every = _bootstrap._initial_states(fit, data, None, bench.solver)
-    np.testing.assert_allclose(first, every, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(first, every, rtol=1e-5, atol=1e-8)
 
 
 @pytest.mark.parametrize("n_boot", [5, 30])

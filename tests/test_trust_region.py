@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _typecheck import unchecked
 from scipy.optimize import minimize
 
 from wendyjax.estimators import RESULTS, TrustRegion
@@ -136,3 +137,8 @@ def test_a_start_just_off_a_bound_is_not_taken_for_converged(offset):
     assert sol.result == RESULTS.successful and int(sol.num_steps) >= 1
     # the minimiser with x₀ on its bound: x₁ = c₁ − H₁₀(1 − c₀)/H₁₁
     np.testing.assert_allclose(sol.params, [1.0, 3.0 - 0.999 * 41.0], atol=1e-7)
+
+
+def test_a_scaling_flag_that_is_not_a_bool_is_refused():
+    with unchecked(), pytest.raises(TypeError, match="monotone_scaling must be True or False, got 'no'"):
+        TrustRegion(monotone_scaling="no")  # pyright: ignore[reportArgumentType]

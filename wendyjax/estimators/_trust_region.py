@@ -193,6 +193,8 @@ class TrustRegion(eqx.Module):
                 )
         if self.rtol == 0 and self.atol == 0:
             raise ValueError("TrustRegion: rtol and atol cannot both be 0 (the iteration would never stop).")
+        if not isinstance(self.monotone_scaling, bool):
+            raise TypeError(f"TrustRegion: monotone_scaling must be True or False, got {self.monotone_scaling!r}.")
 
     def minimise(
         self,

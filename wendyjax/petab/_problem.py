@@ -142,7 +142,9 @@ class PetabProblem(eqx.Module):
         r"""[`_field`][] for solves differentiated in forward mode: where the field is finite but
         its tangent is not (a term that saturates through an overflow, as a Hill function
         $1/(1 + (x/K)^n)$ with $(x/K)^n = \infty$: its tangent is inf/inf), the tangent is 0,
-        its limit there, so the implicit step's derivative (a linear solve) stays finite."""
+        its limit there, so the implicit step's derivative (a linear solve) stays finite. The
+        implicit solver's Newton matrix (the field's Jacobian) gets 0 in those entries too:
+        its iteration seeks the same root, and may converge differently."""
         return _finite_tangent(self._field(t, u, p))
 
     def _trajectories(self, x, forward: bool):
@@ -403,8 +405,9 @@ def load(
     rules, reactions, function definitions, piecewise); conditions become trajectories that
     share the estimated parameters. `solver` (default `diffrax.Kvaerno5`, for stiff models,
     with Newton tolerances of its own), `rtol`, `atol` and `max_steps` set the ODE solves
-    (`max_steps` per solve, AMICI's default: a solve that fails at a trial point of a fit
-    fails after that many steps, each costing the more the more parameters are estimated).
+    (`max_steps` steps, accepted and rejected, over a whole solve: a solve that fails at a
+    trial point of a fit stops after that many, each step costing the more the more
+    parameters are estimated).
     Refused when loading, with the feature and the problem named: preequilibration, steady-state (infinite-time)
     measurements, events, algebraic rules, delays, and noise models other than normal and
     Laplace on the lin, log or log10 scale.

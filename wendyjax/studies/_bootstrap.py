@@ -21,7 +21,14 @@ from .._results import status_names
 from .._table import fixed_width
 from ..data import Batch, Dataset, Trajectory, as_dataset
 from ..estimators import AbstractEstimator, AbstractFit, OutputError, stack_problems
-from ..noise import NOISE_WIDTH, AbstractCountNoise, estimate_noise_std, observable_noises
+from ..noise import (
+    NOISE_WIDTH,
+    AbstractCountNoise,
+    estimate_noise_std,
+    noise_name,
+    observable_noises,
+    resolve_noise,
+)
 from ..simulate import integrate, solve
 from ._engine import check_host_memory, check_processes, chunk_size, chunking, fit_batches
 from ._fitcheck import check_data, check_fit, fit_options, fit_problem, fitted_u0, has_objective
@@ -304,8 +311,11 @@ def _initial_states(fit, data: Dataset, u0, ode_solver) -> np.ndarray:
     p = jnp.asarray(fit.params, float)
     oe = OutputError(ode_solver=ode_solver)
     level = _noise_objective(fit, data)
+    stages = _starts(fit, data, ode_solver)
+    if level == 0:  # no stage can end the search: every start in one call
+        stages = [[s for stage in stages for s in stage]]
     best, best_u0 = np.inf, None
-    for stage in _starts(fit, data, ode_solver):
+    for stage in stages:
         starts = [s for s in stage if fit.noise != "lognormal" or np.all(s > 0)]  # a fit on log states
         if not starts:
             continue
@@ -330,7 +340,9 @@ def _noise_objective(fit, data: Dataset) -> float:
     gives, from each state's noise estimate; 0 (no stage is at the noise level) unless
     the noise is Gaussian and every trajectory fully observed with enough samples for
     the estimate."""
-    if fit.noise not in (None, "gaussian") or any(tr.mask is not None or len(tr.t) < NOISE_WIDTH for tr in data):
+    noise = fit.noise
+    gaussian = not isinstance(noise, (list, tuple)) and noise_name(resolve_noise(fit.model, noise)) == "gaussian"
+    if not gaussian or any(tr.mask is not None or len(tr.t) < NOISE_WIDTH for tr in data):
         return 0.0
     return sum(0.5 * len(tr.t) * float(np.sum(np.asarray(_noise_std(jnp.asarray(tr.u))) ** 2)) for tr in data)
 
@@ -350,12 +362,12 @@ def _held_fits(estimator, problems, p):
 
 
 def _starts(fit, data: Dataset, ode_solver):
-    """Stages of starts for the initial states, cheapest first: the mean of the first three
-    observations; then the first observation (the mean may lie where a fast-moving state
-    has left) and the fitted model solved back to the first time from the observations
+    """Stages of starts for the initial states, cheapest first: the first observation; then
+    the mean of the first three (a noisy first sample may lie where the model blows up,
+    e.g. below 0) and the fitted model solved back to the first time from the observations
     an eighth and a quarter of the way along each trajectory (solved only when the first
     stage is not at the noise level: chaotic solves blow up backwards)."""
-    first = [_first_observed(data, n) for n in (3, 1)]
+    first = [_first_observed(data, n) for n in (1, 3)]
     yield [s for s in first[:1] if s is not None]
     yield [s for s in first[1:] if s is not None] + [
         s for frac in (0.125, 0.25) if (s := _solved_back(fit, data, ode_solver, frac)) is not None

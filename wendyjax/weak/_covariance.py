@@ -25,8 +25,8 @@ from jaxtyping import Array, Float
 # pairs (k ≤ l) of test functions per block of the product table in [`table_grams`][]: a
 # (PAIR_BLOCK, N) block of products stays in cache while it meets the weights
 PAIR_BLOCK = 256
-# weight vectors from which [`table_grams`][] beats [`symmetric_grams`][] one by one (on a
-# 2-core CPU with K = 200, N = 1025: even at 28, 30 % faster at 56)
+# weight vectors from which [`table_grams`][] (half the products, but a table to form) beats
+# [`symmetric_grams`][] one by one (benchmarks/study_pipeline.py times the build)
 TABLE_ROWS = 32
 
 

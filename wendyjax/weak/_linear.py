@@ -282,37 +282,30 @@ def _class_function(structure: Structure, jacs, c: int):
     return jacs[a, :, i, j]
 
 
-def _pair_weights(structure: Structure, jacs, constant: bool) -> Array:
-    r"""The sample weights `(n, Q)` of the pairs' Grams (the product of the two classes'
-    functions) from a trajectory's [`_sample_jacobians`][]; the constant pair's (ones) only
-    where `constant` (else it is `basis_grams`' $\Phi\Phi^T$)."""
-    f = functools.partial(_class_function, structure, jacs)
-    return jnp.stack([f(m) * f(n) for m, n in structure.pairs if constant or (m, n) != (-1, -1)], axis=1)
-
-
 def linear_blocks_single(rhs, structure: Structure, phi, dphi, grams0, u, t, sigma, n_params, pairs=True):
     """G, g0, Grams and term weights of one trajectory; `grams0` from [`basis_grams`][].
-    Without `pairs` the Grams leave out the pairs' (then formed for many trajectories at
-    once by `table_grams`)."""
+    Without `pairs` the Grams leave out the pairs' data Grams (the products of two
+    non-constant classes' functions), formed for many trajectories at once by
+    `table_grams` from the weights `(Q, n)` returned fifth (None with `pairs`)."""
     zero = jnp.zeros(n_params, u.dtype)
     vf = jax.vmap(rhs, in_axes=(0, None, 0))
     g0 = (phi @ vf(u, zero, t)).T.reshape(-1)
     dfdp = jax.vmap(jax.jacfwd(rhs, argnums=1), in_axes=(0, None, 0))(u, zero, t)  # (n, d, j)
     G = jnp.einsum("kn,ndj->dkj", phi, dfdp).reshape(-1, n_params)
-    jacs = _sample_jacobians(rhs, u, t, n_params)
-    data_pairs = pairs and any(c != (-1, -1) for c in structure.pairs)
-    pair_grams = iter(symmetric_grams(phi, _pair_weights(structure, jacs, False)) if data_pairs else ())
+    f = functools.partial(_class_function, structure, _sample_jacobians(rhs, u, t, n_params))
+    data_pairs = [c for c in structure.pairs if c != (-1, -1)]
+    w_pairs = jnp.stack([f(m) * f(n) for m, n in data_pairs]) if data_pairs else None  # (Q, n)
+    pair_grams = iter(symmetric_grams(phi, w_pairs.T) if pairs and w_pairs is not None else ())
     singles = [c for c in structure.singles if c != -1]
-    f = functools.partial(_class_function, structure, jacs)
     single_grams = iter(weighted_grams(dphi, phi, jnp.stack([f(m) for m in singles], axis=1)) if singles else ())
     grams = jnp.stack(
-        [grams0[0] if c == (-1, -1) else next(pair_grams) for c in structure.pairs if pairs]
+        [grams0[0] if c == (-1, -1) else next(pair_grams) for c in structure.pairs if pairs or c == (-1, -1)]
         + [grams0[1] if c == -1 else next(single_grams) for c in structure.singles]
         + [grams0[2]]
     )
     terms = np.array(structure.terms)
     weights = sigma[terms[:, 4].astype(int)] ** 2 * jnp.asarray(terms[:, 5], u.dtype)
-    return G, g0, grams, weights
+    return G, g0, grams, weights, None if pairs else w_pairs
 
 
 @cpu_safe_jit
@@ -357,33 +350,40 @@ def structure_holds(model, structure: Structure, u, t, log_space: bool) -> Bool[
 
 @cpu_safe_jit
 def linear_blocks(
-    model, structure: Structure, log_space: bool, bases, index, u, t, sigma, sequential: bool = False, shared=False
+    model,
+    structure: Structure,
+    log_space: bool,
+    bases,
+    index,
+    u,
+    t,
+    sigma,
+    sequential: bool = False,
+    shared: bool = False,
 ) -> LinearBlocks:
     """The [`LinearBlocks`][] of trajectories `u` `(R, N, D)` at times `t` `(R, N)` with noise
     levels `sigma` `(R, D)`, trajectory `r` tested against basis `index[r]` of `bases` =
     (`phi`, `dphi` `(B, K, N)`, [`basis_grams`][] `(B, 3, K, K)`). `sequential` forms them
     one trajectory after another (faster on CPU, where batched products are slower per
     trajectory than unbatched ones, and every one reads the few shared bases from cache),
-    else vmapped. `shared`: every `index` is the same, and the pairs' data Grams of all
-    trajectories are formed together (`table_grams`;
-    worth it from `TABLE_ROWS` weight vectors)."""
+    else vmapped. `shared` (only where every `index` is the same: the basis is read from
+    `index[0]`): the pairs' data Grams of all trajectories are formed together
+    (`table_grams`)."""
     rhs = log_space_rhs(model.rhs) if log_space else model.rhs
     phi, dphi, grams0 = bases
-    shared = shared and bool(structure.pairs)
+    shared = shared and any(c != (-1, -1) for c in structure.pairs)
 
     def one(args):
         i, u, t, sigma = args
         return linear_blocks_single(rhs, structure, phi[i], dphi[i], grams0[i], u, t, sigma, model.n_params, not shared)
 
     args = (index, u, t, sigma)
-    G, g0, grams, weights = jax.lax.map(one, args) if sequential else jax.vmap(one)(args)
-    if shared:  # the pairs' Grams of all trajectories from one product table, in front of the others
-        pair_weights = jax.vmap(
-            lambda u, t: _pair_weights(structure, _sample_jacobians(rhs, u, t, model.n_params), True)
-        )
-        w = jnp.swapaxes(pair_weights(u, t), 1, 2)  # (R, Q, N)
+    G, g0, grams, weights, w = jax.lax.map(one, args) if sequential else jax.vmap(one)(args)
+    if w is not None:  # shared: the pairs' data Grams of all trajectories from one product table, in their places
         (r, q, n), k = w.shape, phi.shape[1]
-        grams = jnp.concatenate([table_grams(phi[index[0]], w.reshape(r * q, n)).reshape(r, q, k, k), grams], axis=1)
+        table = iter(jnp.unstack(table_grams(phi[index[0]], w.reshape(r * q, n)).reshape(r, q, k, k), axis=1))
+        rest = iter(jnp.unstack(grams, axis=1))
+        grams = jnp.stack([next(rest) if c == (-1, -1) else next(table) for c in structure.pairs] + list(rest), axis=1)
     cols = list(zip(*structure.terms))
     return LinearBlocks(
         G, g0, grams, weights, tuple(cols[0]), tuple(cols[1]), tuple(cols[2]), tuple(cols[3]), u.shape[-1]
