@@ -37,7 +37,7 @@ step env 45 "$PY" -c 'import jax; print(jax.__version__, [f"{d} ({d.device_kind}
 # tests that vmap on the accelerator or shard (addopts replaced: the GPU image lacks pytest-rerunfailures)
 TESTS_K="small_study or equal_single_fits or sequential_study or sweep_over or sharded_study or vmapped_fits_equal"
 TESTS_K="$TESTS_K or vmap_over_parameters or solve_equals_fit_with_progress_and_vmaps or share_chunks"
-TESTS_K="$TESTS_K or bases_are_kept or vmapped_and_sequential or (batched_likelihood and lorenz)"
+TESTS_K="$TESTS_K or bases_are_kept or blocks_are_equal or (batched_likelihood and lorenz)"
 TESTS_K="$TESTS_K or (radius_search_equals and (lorenz or logistic))"
 step tests 130 "$PY" -m pytest -o addopts="" -q -x -rA -p no:cacheprovider --durations=10 tests/test_likelihood.py \
     tests/test_batch_build.py tests/test_estimators.py tests/test_integral_matching.py tests/test_studies.py -k "$TESTS_K"
