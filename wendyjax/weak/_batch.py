@@ -188,7 +188,7 @@ class WeakBatch:
         shared = (
             self._structure is not None
             and all(np.unique(self._index[indices, s]).size == 1 for s in range(index.shape[1]))
-            and len(indices) * sum(c != (-1, -1) for c in self._structure.pairs) >= TABLE_ROWS
+            and len(indices) * len(self._structure.data_pairs) >= TABLE_ROWS
         )
         problem = _assemble(phi, dphi, kmask, grams0, index, u, jnp.asarray(self._t), sigma, self.log_space)
         blocks = None

@@ -184,6 +184,11 @@ class Structure(NamedTuple):
     singles: tuple[int, ...]
     terms: tuple[tuple[int, int, int, int, int, float], ...]
 
+    @property
+    def data_pairs(self) -> tuple[tuple[int, int], ...]:
+        """The `pairs` whose Grams depend on the data (not the constant class's own)."""
+        return tuple(c for c in self.pairs if c != (-1, -1))
+
 
 def _classes(jacs: np.ndarray, entries) -> tuple[list[int], list[float], list[tuple[int, int, int]]]:
     """Class and scale of every entry from its values at the random states `jacs[a, :, i, j]`:
@@ -293,8 +298,7 @@ def linear_blocks_single(rhs, structure: Structure, phi, dphi, grams0, u, t, sig
     dfdp = jax.vmap(jax.jacfwd(rhs, argnums=1), in_axes=(0, None, 0))(u, zero, t)  # (n, d, j)
     G = jnp.einsum("kn,ndj->dkj", phi, dfdp).reshape(-1, n_params)
     f = functools.partial(_class_function, structure, _sample_jacobians(rhs, u, t, n_params))
-    data_pairs = [c for c in structure.pairs if c != (-1, -1)]
-    w_pairs = jnp.stack([f(m) * f(n) for m, n in data_pairs]) if data_pairs else None  # (Q, n)
+    w_pairs = jnp.stack([f(m) * f(n) for m, n in structure.data_pairs]) if structure.data_pairs else None  # (Q, n)
     pair_grams = iter(symmetric_grams(phi, w_pairs.T) if pairs and w_pairs is not None else ())
     singles = [c for c in structure.singles if c != -1]
     single_grams = iter(weighted_grams(dphi, phi, jnp.stack([f(m) for m in singles], axis=1)) if singles else ())
@@ -371,7 +375,7 @@ def linear_blocks(
     (`table_grams`)."""
     rhs = log_space_rhs(model.rhs) if log_space else model.rhs
     phi, dphi, grams0 = bases
-    shared = shared and any(c != (-1, -1) for c in structure.pairs)
+    shared = shared and bool(structure.data_pairs)
 
     def one(args):
         i, u, t, sigma = args
