@@ -39,7 +39,9 @@ COLUMNS = [("problem", "problem", "s"), ("status", "status", "s"), ("params", "p
 COLUMNS += [("conditions", "conditions", "d"), ("llh (wendyjax)", "llh", ".10g"), ("AMICI published", "amici", ".10g")]
 COLUMNS += [("rel. diff", "rel_amici", ".1e"), ("rel. diff vs AMICI here", "rel_amici_here", ".1e")]
 COLUMNS += [("rel. diff vs simulatedData", "rel_simulated_data", ".1e"), ("llh s (incl. compile)", "llh_s", ".1f")]
-COLUMNS += [("starts", "starts", "d"), ("best objective", "best_objective", ".6g"), ("within 0.1", "within_0.1", ".0%")]
+COLUMNS += [("starts", "starts", "d"), ("drawn starts replaced", "rejected_starts", "d")]
+COLUMNS += [("best objective", "best_objective", ".6g"), ("within 0.1", "within_0.1", ".0%")]
+COLUMNS += [("converged", "converged", "d")]
 COLUMNS += [
     ("s per converged start", "s_per_converged", ".2f"),
     ("warm: s per converged start", "s_per_converged_warm", ".2f"),
@@ -115,6 +117,7 @@ def one(folder: Path, args) -> dict:
         row |= {"starts": args.starts, "devices": jax.device_count(), "best_objective": result.best_objective}
         row |= {"nominal_objective": nominal, "within_0.1": result.fraction_within(min(nominal, result.best_objective))}
         row |= {"converged": converged, "objectives": [float(v) for v in np.asarray(result.objectives)]}
+        row["rejected_starts"] = result.n_rejected
         row |= {"multistart_s": result.seconds, "s_per_converged": result.seconds / max(converged, 1)}
         row["median_steps"] = float(np.median(np.asarray(result.num_steps)))
         if args.warm:  # the same starts again, compiled (as pyPESTO's time leaves out AMICI's model build)

@@ -106,9 +106,11 @@ def _write_problem(
     prior: bool = False,
     laplace: bool = True,
     direct: bool = False,
+    rate: str = "k * A",
 ) -> Path:
     """The problem above; `laplace=False`: normal noise on obs_b; `direct`: A and B themselves
-    observed (normal noise, 0.05) on a grid of 41 times, A0 = 3 in condition high, k alone estimated."""
+    observed (normal noise, 0.05) on a grid of 41 times, A0 = 3 in condition high, k alone estimated;
+    `rate`: the reaction's kinetic law (the data stay those of `k * A`)."""
     doc = libsbml.SBMLDocument(3, 2)
     model = doc.createModel()
     comp = model.createCompartment()
@@ -138,7 +140,7 @@ def _write_problem(
     ref.setSpecies("B")
     ref.setStoichiometry(1.0)
     ref.setConstant(True)
-    reaction.createKineticLaw().setMath(libsbml.parseL3Formula("k * A"))
+    reaction.createKineticLaw().setMath(libsbml.parseL3Formula(rate))
     if event:
         e = model.createEvent()
         e.setId("kick")
@@ -302,7 +304,7 @@ def test_multistart_reaches_the_optimum_of_the_problem_written_here(tmp_path):
     ],
 )
 def test_features_it_cannot_represent_are_refused_by_name(tmp_path, kind, message):
-    path = _write_problem(tmp_path / "p", **{kind: True})
+    path = _write_problem(tmp_path / "p", event=kind == "event", preequilibration=kind == "preequilibration")
     with pytest.raises(wp.PetabError, match=re.escape(message)):
         wp.load(path)
 
@@ -495,6 +497,34 @@ def test_profile_and_bootstrap_of_the_best_fit_cover_the_truth(tmp_path):
         wp.profile(problem, best, "kk")
     with pytest.raises(ValueError, match="level must lie strictly between 0 and 1"), unchecked():  # 95: an int
         wp.bootstrap(problem, best, 10, level=95)
+
+
+def test_multistart_replaces_the_starts_where_the_solve_fails(tmp_path):
+    """A' = k A² / 2 (a rate over the compartment's volume 2) blows up at t = 2 / (k A0): with
+    A0 = 3 and data until t = 8 the solves fail for every k above 1/12, three fifths of the box
+    10^[-3, 2]."""
+    problem = wp.load(_write_problem(tmp_path / "p", direct=True, rate="-k * A * A"), max_steps=400)
+    plain = wp.multistart(problem, 6, key=0, max_steps=30, resample_infeasible=False)
+    assert plain.n_rejected == 0
+    np.testing.assert_array_equal(
+        plain.starts, jax.random.uniform(jax.random.key(0), (6, 1), minval=problem.lower, maxval=problem.upper)
+    )
+    assert (~np.isfinite(np.asarray(plain.objectives))).sum() >= 2  # infeasible draws kept: their fits fail
+    result = wp.multistart(problem, 6, key=0, max_steps=30)
+    assert result.n_rejected >= 2
+    assert np.all(10 ** np.asarray(result.starts[:, 0]) < 1 / 12)  # only starts whose solves succeed
+    assert np.all(np.isfinite(np.asarray(result.objectives))) and result.converged.all()
+    narrow = eqx.tree_at(lambda p: p.lower, problem, jnp.array([math.log10(0.05)]))  # solvable: 1/15 of the box
+    with pytest.warns(RuntimeWarning, match=r"finite at only \d of the 40 starts drawn"):
+        few = wp.multistart(narrow, 4, key=0, max_steps=30)
+    found = int(np.sum(10 ** np.asarray(few.starts[:, 0]) < 1 / 12))
+    assert 0 < found < 4 and np.isfinite(np.asarray(few.objectives)).sum() == found
+    assert np.all(10 ** np.asarray(few.starts[:found, 0]) < 1 / 12)  # the finite ones first
+    assert few.n_rejected == 40 - 4  # the infeasible draws used as starts are not counted
+    with pytest.raises(RuntimeError, match="not finite .* at every one of the 20 starts drawn"):
+        wp.multistart(eqx.tree_at(lambda p: p.lower, problem, jnp.array([0.0])), 2, key=0)  # no k in [1, 100]
+    with pytest.raises(TypeError, match="resample_infeasible must be True or False"), unchecked():
+        wp.multistart(problem, 2, resample_infeasible=1)  # pyright: ignore[reportArgumentType]  # the wrong input under test
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@ each fitted by the box-constrained trust region with the Fisher information as i
 
 import math
 import time
+import warnings
 
 import equinox as eqx
 import jax
@@ -11,7 +12,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._checks import as_count, as_key
+from .._checks import as_count, as_key, user_stacklevel
 from .._compile import cpu_safe_jit, per_run, resolve_vectorize
 from ..estimators import RESULTS, TrustRegion
 from ._fits import SOLVER, run_fits
@@ -19,6 +20,9 @@ from ._problem import PetabProblem, require_problem
 
 # Fisher information of the noise scale's logarithm, per measurement: normal 2, Laplace 1.
 _SCALE_INFORMATION = {False: 2.0, True: 1.0}
+
+#: rounds of `n_starts` candidates drawn at most to replace the starts whose objective is not finite
+MAX_DRAW_ROUNDS = 10
 
 
 def _value_gradient_fisher(x, problem: PetabProblem):
@@ -63,7 +67,8 @@ class MultistartResult(eqx.Module):
     """The fits of [`multistart`][wendyjax.petab.multistart], in the order of their starts:
     `starts` and `params` on the parameters' scales, final `objectives` (negative
     log-posterior; `inf` where the ODE solve failed), `num_steps`, `result` (status per
-    start) and the wall time `seconds`."""
+    start), the wall time `seconds` (drawing the starts included) and `n_rejected`, the
+    candidates drawn in the box and replaced because their objective was not finite."""
 
     parameter_names: tuple[str, ...] = eqx.field(static=True)
     starts: Float[Array, "s n"]
@@ -72,6 +77,7 @@ class MultistartResult(eqx.Module):
     num_steps: Array
     result: RESULTS
     seconds: float = eqx.field(static=True)
+    n_rejected: int = eqx.field(static=True)
 
     @property
     def converged(self) -> np.ndarray:
@@ -118,6 +124,65 @@ class MultistartResult(eqx.Module):
         return ax
 
 
+def _per_device(x, devices):
+    """Rows `x` `(s, n)` as `(devices, per device, n)` (the last row repeated to fill it),
+    sharded over `devices` where there are several."""
+    padded = math.ceil(len(x) / len(devices)) * len(devices)
+    batch = jnp.concatenate([x, jnp.repeat(x[-1:], padded - len(x), axis=0)]).reshape(len(devices), -1, x.shape[1])
+    if len(devices) > 1:
+        batch = jax.device_put(batch, NamedSharding(Mesh(np.asarray(devices), ("starts",)), PartitionSpec("starts")))
+    return batch
+
+
+@cpu_safe_jit
+def _finite_objectives(problem: PetabProblem, candidates, vectorize: bool):
+    """Whether the objective is finite (every solve succeeding) at each of `candidates`
+    `(devices, per device, n)`."""
+
+    def one(x):
+        value, ok = problem.objective(x)
+        return ok & jnp.isfinite(value)
+
+    return jax.vmap(lambda chunk: per_run(vectorize, one, chunk))(candidates).reshape(-1)
+
+
+def _draw_starts(problem: PetabProblem, n_starts: int, key, devices, vectorize: bool, resample: bool):
+    """`n_starts` starts drawn uniformly in the box, and how many candidates were rejected:
+    with `resample`, candidates whose objective is not finite are replaced by later draws
+    (rounds of `n_starts`, at most `MAX_DRAW_ROUNDS`), in the order drawn."""
+
+    def draw(round_):
+        k = key if round_ == 0 else jax.random.fold_in(key, round_)
+        return jax.random.uniform(k, (n_starts, problem.n_parameters), minval=problem.lower, maxval=problem.upper)
+
+    if not resample:
+        return draw(0), 0
+    kept, rejected = [], []
+    for round_ in range(MAX_DRAW_ROUNDS):
+        candidates = draw(round_)
+        finite = np.asarray(_finite_objectives(problem, _per_device(candidates, devices), vectorize))[:n_starts]
+        kept.append(candidates[finite])
+        rejected.append(candidates[~finite])
+        if sum(len(x) for x in kept) >= n_starts:
+            return jnp.concatenate(kept)[:n_starts], sum(len(x) for x in rejected)
+    found = sum(len(x) for x in kept)
+    if found == 0:
+        raise RuntimeError(
+            f"{problem.name}: the objective is not finite (an ODE solve fails) at every one of the "
+            f"{MAX_DRAW_ROUNDS * n_starts} starts drawn in the parameters' box; narrow the parameter table's bounds "
+            f"to where the model can be solved, or load the problem with a larger max_steps."
+        )
+    warnings.warn(
+        f"{problem.name}: the objective is finite at only {found} of the {MAX_DRAW_ROUNDS * n_starts} starts drawn "
+        f"in the parameters' box; the other {n_starts - found} starts are infeasible ones (their fits end with the "
+        f"status nonfinite). Narrow the parameter table's bounds to where the model can be solved.",
+        RuntimeWarning,
+        stacklevel=user_stacklevel(),
+    )
+    starts = jnp.concatenate(kept + rejected)[:n_starts]
+    return starts, sum(len(x) for x in rejected) - (n_starts - found)
+
+
 @cpu_safe_jit
 def _fit_all(problem: PetabProblem, starts, solver: TrustRegion, max_steps: int, vectorize: bool):
     """`starts` `(devices, per device, n)`: each device's starts vmapped, or one after another."""
@@ -138,6 +203,7 @@ def multistart(
     max_steps: int = 200,
     devices=None,
     vectorize: bool | str = "auto",
+    resample_infeasible: bool = True,
 ) -> MultistartResult:
     """Fit `problem` from `n_starts` starts drawn uniformly in its box (on the parameters'
     scales) in one compiled call, sharded over `devices` (default: all of the default
@@ -147,7 +213,10 @@ def multistart(
     first curvature would otherwise fix the scaling and its later steps crawl).
     `vectorize`: each device's starts vmapped side by side (True; "auto" on accelerators), or
     one after another inside the compiled call (False; "auto" on CPU, where a vmapped start
-    waits for the slowest one's ODE solves and iterations).
+    waits for the slowest one's ODE solves and iterations). `resample_infeasible`: a drawn
+    start whose objective is not finite (an ODE solve fails there) is replaced by a new draw
+    before the fits (up to `MAX_DRAW_ROUNDS` × `n_starts` draws, with a warning where too few
+    are finite); False keeps every draw, as pyPESTO's uniform starts do by default.
 
     Where differentiating the ODE solve raises at some start's trial point (which stops the
     compiled call), the starts are fitted again one call each: those that raise again get the
@@ -159,20 +228,17 @@ def multistart(
     max_steps = as_count("max_steps", max_steps, 1)
     if not isinstance(solver, TrustRegion):
         raise TypeError(f"solver must be a wendyjax.TrustRegion, got {type(solver).__name__}.")
+    if not isinstance(resample_infeasible, bool):
+        raise TypeError(f"resample_infeasible must be True or False, got {resample_infeasible!r}.")
     key = as_key(key)
     devices = jax.devices() if devices is None else list(devices)
     vectorize = resolve_vectorize(vectorize, devices)
-    padded = math.ceil(n_starts / len(devices)) * len(devices)
-    starts = jax.random.uniform(key, (n_starts, problem.n_parameters), minval=problem.lower, maxval=problem.upper)
-    batch = jnp.concatenate([starts, jnp.repeat(starts[-1:], padded - n_starts, axis=0)])
-    batch = batch.reshape(len(devices), -1, problem.n_parameters)
-    if len(devices) > 1:
-        batch = jax.device_put(batch, NamedSharding(Mesh(np.asarray(devices), ("starts",)), PartitionSpec("starts")))
     begin = time.perf_counter()
+    starts, n_rejected = _draw_starts(problem, n_starts, key, devices, vectorize, resample_infeasible)
     solution = run_fits(
         _fit_all,
         problem,
-        batch,
+        _per_device(starts, devices),
         solver,
         max_steps,
         vectorize,
@@ -189,4 +255,5 @@ def multistart(
         num_steps=solution.num_steps,
         result=solution.result,
         seconds=time.perf_counter() - begin,
+        n_rejected=n_rejected,
     )
