@@ -264,6 +264,18 @@ def test_the_fisher_path_gradient_matches_reverse_mode_and_finite_differences(tm
         fd = (objective(x + e) - objective(x - e)) / (2 * h)
         assert float(grad[i]) == pytest.approx(float(fd), rel=1e-5, abs=1e-6)
     assert np.all(np.linalg.eigvalsh(np.asarray(fisher)) > 0)
+    # the ODE solves carry tangents of k and A0_high only (scale_a observes, sigma_b is noise): the
+    # Fisher information equals the one from reverse-mode Jacobians of every output in every parameter
+    assert problem._in_ode == (True, True, False, False)
+    j_sim, j_log_sigma = eqx.filter_jit(jax.jacrev(lambda x: problem._outputs(x)[:2]))(x)
+    _, log_sigma, _ = problem._outputs(x)
+    information = np.where(np.asarray(problem._laplace), 1.0, 2.0)  # of log sigma: Laplace 1, normal 2
+    expected = (
+        (j_sim * np.exp(-2 * log_sigma)[:, None]).T @ j_sim
+        + (j_log_sigma * information[:, None]).T @ j_log_sigma
+        - jax.hessian(problem.log_prior)(x)
+    )
+    np.testing.assert_allclose(fisher, expected, rtol=1e-8, atol=1e-10)
 
 
 @pytest.mark.slow

@@ -27,13 +27,27 @@ MAX_DRAW_ROUNDS = 10
 
 def _value_gradient_fisher(x, problem: PetabProblem):
     """The objective, its gradient, and the Fisher information (plus the prior's Hessian) at
-    `x`: one forward-mode pass through the ODE solves (n tangents)."""
+    `x`: one forward-mode pass through the ODE solves with a tangent for each parameter they
+    depend on, then through the observables and noise with one for every parameter."""
+    ode = np.flatnonzero(problem._in_ode)
 
-    def outputs(x):
-        sim, log_sigma, ok = problem._outputs(x, forward=True)
-        return (sim, log_sigma), ok
+    def solved(x_ode):
+        _, _, states, ok = problem._trajectories(x.at[ode].set(x_ode), forward=True)
+        return states, ok
 
-    (sim, log_sigma), (j_sim, j_sigma), ok = _jacobian(outputs, x)
+    states, d_states, ok = _jacobian(solved, x[ode])  # d_states (C, K, S, len(ode))
+    tangents = jnp.zeros((*states.shape, x.size), x.dtype).at[..., ode].set(d_states)
+
+    def observed(x, states):
+        values, p, _ = problem._parameters(x)
+        return problem._observe(values, p, states)
+
+    def push(tangent, d_states):
+        return jax.jvp(observed, (x, states), (tangent, d_states))
+
+    (sim, log_sigma), (j_sim, j_sigma) = jax.vmap(push, in_axes=(0, -1), out_axes=(None, -1))(
+        jnp.eye(x.size, dtype=x.dtype), tangents
+    )
     terms = problem._nll_terms(sim, log_sigma)
     m, _ = problem._measured_scaled()
     inv = jnp.exp(-log_sigma)

@@ -103,6 +103,7 @@ class PetabProblem(eqx.Module):
     _priors: tuple[str | None, ...] = eqx.field(static=True)
     _prior_parameters: Float[Array, "n 2"]
     _dynamic: tuple[bool, ...] = eqx.field(static=True)
+    _in_ode: tuple[bool, ...] = eqx.field(static=True)  # the estimated parameters the ODE solves depend on
     _direct: tuple[int | None, ...] = eqx.field(static=True)
     _noise_static: tuple[bool, ...] = eqx.field(static=True)
 
@@ -176,6 +177,12 @@ class PetabProblem(eqx.Module):
         the noise scale; and whether every solve succeeded. `forward`: solves differentiated
         in forward mode (diffrax.ForwardMode), else in reverse."""
         values, p, states, ok = self._trajectories(x, forward)
+        return *self._observe(values, p, states), ok
+
+    def _observe(self, values, p, states):
+        """Per measurement: the transformed simulation and the log of the noise scale, from
+        every table parameter's value, the conditions' model parameters and their solved
+        `states` `(C, K, S)`."""
         u = states[self._condition, self._time_index]
         pm = p[self._condition]
         obs = _pick(values, self._obs_source, self._obs_value)
@@ -187,7 +194,7 @@ class PetabProblem(eqx.Module):
             y = jax.vmap(self._functions.observables[o])(*args, obs[rows])[:, 0]
             s = jax.vmap(self._functions.noises[o])(*args, obs[rows], noise[rows])[:, 0]
             sim, sigma = sim.at[rows].set(_transform(y, self._transforms[o])), sigma.at[rows].set(s)
-        return sim, jnp.log(sigma), ok
+        return sim, jnp.log(sigma)
 
     def _measured_scaled(self):
         m, jac = self._measured, jnp.zeros_like(self._measured)
@@ -636,7 +643,8 @@ def load(
     for e in initial_exprs + rhs_exprs:
         used_symbols |= e.free_symbols
     needed = [j for j, q in enumerate(model_parameters) if p_sym[q] in used_symbols]
-    dynamic = set(par_source[:, needed].ravel()) | set(x0_source.ravel()) | set(obs_source.ravel())
+    in_ode = set(par_source[:, needed].ravel()) | set(x0_source.ravel())
+    dynamic = in_ode | set(obs_source.ravel())
     lower, upper = np.array(lower, dtype=float), np.array(upper, dtype=float)
     nominal = np.array([_scale(values[i], s) for i, s in zip(estimated, scales, strict=True)], dtype=float)
     return PetabProblem(
@@ -676,6 +684,7 @@ def load(
         _priors=tuple(priors),
         _prior_parameters=jnp.asarray(np.array(prior_parameters, dtype=float).reshape(-1, 2)),
         _dynamic=tuple(i in dynamic for i in estimated),
+        _in_ode=tuple(i in in_ode for i in estimated),
         _direct=tuple(direct),
         _noise_static=tuple(noise_static),
     )
