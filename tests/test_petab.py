@@ -454,6 +454,8 @@ def test_bad_arguments_are_refused_before_any_work(boehm):
         wp.bootstrap(boehm, boehm.nominal, 1)
     with pytest.raises(ValueError, match="vectorize must be 'auto', True or False"):
         wp.multistart(boehm, 2, vectorize="yes")
+    with pytest.raises(TypeError, match="resample_infeasible must be True or False"), unchecked():
+        wp.multistart(boehm, 2, resample_infeasible=1)  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match=r"params must be a vector of the 9 estimated parameters"):
         wp.experiments(boehm, np.zeros(3))
     with pytest.raises(TypeError, match="estimator must be a wendyjax estimator"):
@@ -511,32 +513,38 @@ def test_profile_and_bootstrap_of_the_best_fit_cover_the_truth(tmp_path):
         wp.bootstrap(problem, best, 10, level=95)
 
 
+@pytest.mark.slow
 def test_multistart_replaces_the_starts_where_the_solve_fails(tmp_path):
     """A' = k A² / 2 (a rate over the compartment's volume 2) blows up at t = 2 / (k A0): with
     A0 = 3 and data until t = 8 the solves fail for every k above 1/12, three fifths of the box
     10^[-3, 2]."""
     problem = wp.load(_write_problem(tmp_path / "p", direct=True, rate="-k * A * A"), max_steps=400)
+
+    def draws(round_, n):  # the multistart's rounds of draws: the key, then the key folded with the round
+        key = jax.random.key(0) if round_ == 0 else jax.random.fold_in(jax.random.key(0), round_)
+        return np.asarray(jax.random.uniform(key, (n, 1), minval=problem.lower, maxval=problem.upper))[:, 0]
+
     plain = wp.multistart(problem, 6, key=0, max_steps=30, resample_infeasible=False)
     assert plain.n_rejected == 0
-    np.testing.assert_array_equal(
-        plain.starts, jax.random.uniform(jax.random.key(0), (6, 1), minval=problem.lower, maxval=problem.upper)
-    )
-    assert (~np.isfinite(np.asarray(plain.objectives))).sum() >= 2  # infeasible draws kept: their fits fail
+    np.testing.assert_array_equal(plain.starts[:, 0], draws(0, 6))
+    solvable = 10 ** draws(0, 6) < 1 / 12
+    assert 2 <= (~solvable).sum() and (~np.isfinite(np.asarray(plain.objectives))).sum() == (~solvable).sum()
     result = wp.multistart(problem, 6, key=0, max_steps=30)
-    assert result.n_rejected >= 2
-    assert np.all(10 ** np.asarray(result.starts[:, 0]) < 1 / 12)  # only starts whose solves succeed
+    # the draws in order, round after round, up to the sixth solvable one
+    seen = np.concatenate([draws(r, 6) for r in range(10)])
+    seen = seen[: np.flatnonzero(np.cumsum(10**seen < 1 / 12) == 6)[0] + 1]
+    np.testing.assert_array_equal(result.starts[:, 0], seen[10**seen < 1 / 12])
+    assert result.n_rejected == (10**seen >= 1 / 12).sum() > (~solvable).sum()  # beyond round 0
     assert np.all(np.isfinite(np.asarray(result.objectives))) and result.converged.all()
     narrow = eqx.tree_at(lambda p: p.lower, problem, jnp.array([math.log10(0.05)]))  # solvable: 1/15 of the box
-    with pytest.warns(RuntimeWarning, match=r"finite at only \d of the 40 starts drawn"):
+    with pytest.warns(RuntimeWarning, match=r"a fit can start at only \d of the 40 starts drawn"):
         few = wp.multistart(narrow, 4, key=0, max_steps=30)
     found = int(np.sum(10 ** np.asarray(few.starts[:, 0]) < 1 / 12))
     assert 0 < found < 4 and np.isfinite(np.asarray(few.objectives)).sum() == found
     assert np.all(10 ** np.asarray(few.starts[:found, 0]) < 1 / 12)  # the finite ones first
     assert few.n_rejected == 40 - 4  # the infeasible draws used as starts are not counted
-    with pytest.raises(RuntimeError, match="not finite .* at every one of the 20 starts drawn"):
+    with pytest.raises(RuntimeError, match="no fit can start at any of the 20 starts drawn"):
         wp.multistart(eqx.tree_at(lambda p: p.lower, problem, jnp.array([0.0])), 2, key=0)  # no k in [1, 100]
-    with pytest.raises(TypeError, match="resample_infeasible must be True or False"), unchecked():
-        wp.multistart(problem, 2, resample_infeasible=1)  # pyright: ignore[reportArgumentType]  # the wrong input under test
 
 
 @pytest.mark.slow
@@ -822,6 +830,33 @@ def test_a_fit_whose_derivative_raises_is_reported_and_the_others_are_done(tmp_p
     np.testing.assert_allclose(np.asarray(result.objectives)[good], np.asarray(reference.objectives)[good], rtol=1e-10)
     if call == "profile":  # the interval steps over the failed point (it used to read NaN from it)
         assert not np.isnan(result.lower) and not np.isnan(result.upper)
+
+
+@pytest.mark.slow
+def test_a_draw_where_the_first_derivative_raises_is_replaced(tmp_path, monkeypatch):
+    """Checking a drawn start differentiates the ODE solve as the fit's first evaluation does; where
+    that raises inside the compiled check, the draws are checked one call each and the raising one
+    is replaced by the next draw."""
+    from wendyjax.petab import _multistart
+
+    problem = wp.load(_write_problem(tmp_path / "p"))
+    reference = wp.multistart(problem, 4, key=0, max_steps=1)  # every draw of this box can be fitted
+    assert reference.n_rejected == 0
+    real, bad = _multistart._fittable, []
+
+    def flaky(problem, rows, *rest):  # the third draw raises, in the batch and alone
+        rows_ = np.asarray(rows).reshape(-1, np.shape(rows)[-1])
+        if not bad:
+            bad.append(rows_[2])
+        if np.any(np.all(rows_ == bad[0], axis=1)):
+            raise eqx.EquinoxRuntimeError("A linear solver received non-finite (NaN or inf) input.")
+        return real(problem, rows, *rest)
+
+    monkeypatch.setattr(_multistart, "_fittable", flaky)
+    result = wp.multistart(problem, 4, key=0, max_steps=1)
+    assert result.n_rejected == 1
+    np.testing.assert_array_equal(result.starts[:3], reference.starts[np.array([0, 1, 3])])  # order kept
+    assert not np.any(np.all(np.asarray(result.starts) == bad[0], axis=1))
 
 
 @pytest.mark.parametrize(

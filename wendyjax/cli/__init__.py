@@ -376,7 +376,7 @@ def _run_petab(args) -> int:
         f"{args.starts} starts in {result.seconds:.1f} s: best objective {result.best_objective:.6g}, "
         f"{int(result.converged.sum())} converged, "
         f"{result.fraction_within(result.best_objective):.0%} within 0.1 of the best"
-        + (f" ({result.n_rejected} drawn starts replaced: no finite objective there)" if result.n_rejected else "")
+        + (f" ({result.n_rejected} draws replaced: no fit could start there)" if result.n_rejected else "")
     )
     for name, scale, value in zip(problem.parameter_names, problem.scales, np.asarray(result.best), strict=True):
         print(f"  {name:32s} {scale:6s} {value: .6g}")

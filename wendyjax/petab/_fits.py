@@ -3,6 +3,7 @@ differentiating one fit's ODE solve raises inside it."""
 
 import warnings
 from collections.abc import Callable
+from typing import TypeVar
 
 import equinox as eqx
 import jax
@@ -13,6 +14,8 @@ from jaxtyping import Array, Float
 from .._checks import user_stacklevel
 from ..estimators import RESULTS, TrustRegion, TrustRegionSolution
 from ._problem import PetabProblem
+
+_T = TypeVar("_T")
 
 #: The trust region of the PEtab fits (multistart, profile, bootstrap): the current
 #: iterate's scaling, as starts drawn over boxes of several decades begin at objectives of
@@ -29,9 +32,10 @@ class ImplicitStepError(RuntimeError):
     fits, which stops the whole batch (its message says what to do)."""
 
 
-def _wait(fits: Callable, problem: PetabProblem, args: tuple) -> TrustRegionSolution:
-    """`fits(problem, *args)`, waited for; the runtime error of a failed implicit step's
-    derivative as an [`ImplicitStepError`][] that explains it."""
+def _wait(fits: Callable[..., _T], problem: PetabProblem, args: tuple) -> _T:
+    """`fits(problem, *args)` (compiled fits, or the check that a fit can start), waited for;
+    the runtime error of a failed implicit step's derivative as an [`ImplicitStepError`][]
+    that explains it."""
     try:
         return jax.block_until_ready(fits(problem, *args))
     except eqx.EquinoxRuntimeError as error:

@@ -15,7 +15,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from .._checks import as_count, as_key, user_stacklevel
 from .._compile import cpu_safe_jit, per_run, resolve_vectorize
 from ..estimators import RESULTS, TrustRegion
-from ._fits import SOLVER, run_fits
+from ._fits import SOLVER, ImplicitStepError, _wait, run_fits
 from ._problem import PetabProblem, require_problem
 
 # Fisher information of the noise scale's logarithm, per measurement: normal 2, Laplace 1.
@@ -82,7 +82,7 @@ class MultistartResult(eqx.Module):
     `starts` and `params` on the parameters' scales, final `objectives` (negative
     log-posterior; `inf` where the ODE solve failed), `num_steps`, `result` (status per
     start), the wall time `seconds` (drawing the starts included) and `n_rejected`, the
-    candidates drawn in the box and replaced because their objective was not finite."""
+    draws replaced because the objective or its derivatives were not finite there."""
 
     parameter_names: tuple[str, ...] = eqx.field(static=True)
     starts: Float[Array, "s n"]
@@ -149,21 +149,44 @@ def _per_device(x, devices):
 
 
 @cpu_safe_jit
-def _finite_objectives(problem: PetabProblem, candidates, vectorize: bool):
-    """Whether the objective is finite (every solve succeeding) at each of `candidates`
-    `(devices, per device, n)`."""
+def _fittable(problem: PetabProblem, candidates, vectorize: bool):
+    """Whether a fit can start at each of `candidates` `(devices, per device, n)`: its first
+    evaluation (objective, gradient and Fisher information, with the fits' forward-mode
+    solves) is finite; the objective alone first, so that a failing solve costs one primal
+    solve where the candidates run one after another."""
 
     def one(x):
         value, ok = problem.objective(x)
-        return ok & jnp.isfinite(value)
+        return jax.lax.cond(
+            ok & jnp.isfinite(value),
+            lambda: jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in _value_gradient_fisher(x, problem)])),
+            lambda: jnp.array(False),
+        )
 
     return jax.vmap(lambda chunk: per_run(vectorize, one, chunk))(candidates).reshape(-1)
 
 
+def _fittable_rows(problem: PetabProblem, candidates, devices, vectorize: bool) -> np.ndarray:
+    """[`_fittable`][] of the rows of `candidates`; where differentiating a failed implicit step
+    raises inside the compiled call, the candidates one call each, those that raise counted
+    as not fittable (a fit's first evaluation would raise there too)."""
+    try:
+        return np.asarray(_wait(_fittable, problem, (_per_device(candidates, devices), vectorize)))[: len(candidates)]
+    except ImplicitStepError:
+        pass
+    rows = []
+    for x in candidates:
+        try:
+            rows.append(bool(_wait(_fittable, problem, (x[None, None], vectorize))[0]))
+        except ImplicitStepError:
+            rows.append(False)
+    return np.array(rows)
+
+
 def _draw_starts(problem: PetabProblem, n_starts: int, key, devices, vectorize: bool, resample: bool):
-    """`n_starts` starts drawn uniformly in the box, and how many candidates were rejected:
-    with `resample`, candidates whose objective is not finite are replaced by later draws
-    (rounds of `n_starts`, at most `MAX_DRAW_ROUNDS`), in the order drawn."""
+    """`n_starts` starts drawn uniformly in the box, and how many draws were replaced: with
+    `resample`, a draw at which a fit cannot start ([`_fittable`][]) is replaced by the next
+    draw that can (rounds of `n_starts` draws, at most `MAX_DRAW_ROUNDS`), in the order drawn."""
 
     def draw(round_):
         k = key if round_ == 0 else jax.random.fold_in(key, round_)
@@ -174,27 +197,31 @@ def _draw_starts(problem: PetabProblem, n_starts: int, key, devices, vectorize: 
     kept, rejected = [], []
     for round_ in range(MAX_DRAW_ROUNDS):
         candidates = draw(round_)
-        finite = np.asarray(_finite_objectives(problem, _per_device(candidates, devices), vectorize))[:n_starts]
-        kept.append(candidates[finite])
-        rejected.append(candidates[~finite])
+        ok = _fittable_rows(problem, candidates, devices, vectorize)
+        # the draws up to the one that completes the starts; those after it are not looked at
+        needed = n_starts - sum(len(x) for x in kept)
+        seen = min(int(np.searchsorted(np.cumsum(ok), needed)) + 1, n_starts)
+        kept.append(candidates[:seen][ok[:seen]])
+        rejected.append(candidates[:seen][~ok[:seen]])
         if sum(len(x) for x in kept) >= n_starts:
-            return jnp.concatenate(kept)[:n_starts], sum(len(x) for x in rejected)
+            return jnp.concatenate(kept), sum(len(x) for x in rejected)
     found = sum(len(x) for x in kept)
     if found == 0:
         raise RuntimeError(
-            f"{problem.name}: the objective is not finite (an ODE solve fails) at every one of the "
-            f"{MAX_DRAW_ROUNDS * n_starts} starts drawn in the parameters' box; narrow the parameter table's bounds "
-            f"to where the model can be solved, or load the problem with a larger max_steps."
+            f"{problem.name}: no fit can start at any of the {MAX_DRAW_ROUNDS * n_starts} starts drawn in the "
+            f"parameters' box (the objective or its derivatives are not finite there: an ODE solve fails); narrow "
+            f"the parameter table's bounds to where the model can be solved, or load the problem with a larger "
+            f"max_steps."
         )
     warnings.warn(
-        f"{problem.name}: the objective is finite at only {found} of the {MAX_DRAW_ROUNDS * n_starts} starts drawn "
-        f"in the parameters' box; the other {n_starts - found} starts are infeasible ones (their fits end with the "
-        f"status nonfinite). Narrow the parameter table's bounds to where the model can be solved.",
+        f"{problem.name}: a fit can start at only {found} of the {MAX_DRAW_ROUNDS * n_starts} starts drawn in the "
+        f"parameters' box; the other {n_starts - found} starts are draws where it cannot (their fits end with the "
+        f"status nonfinite). Narrow the parameter table's bounds to where the model can be solved, or load the "
+        f"problem with a larger max_steps.",
         RuntimeWarning,
         stacklevel=user_stacklevel(),
     )
-    starts = jnp.concatenate(kept + rejected)[:n_starts]
-    return starts, sum(len(x) for x in rejected) - (n_starts - found)
+    return jnp.concatenate(kept + rejected)[:n_starts], sum(len(x) for x in rejected) - (n_starts - found)
 
 
 @cpu_safe_jit
@@ -228,9 +255,10 @@ def multistart(
     `vectorize`: each device's starts vmapped side by side (True; "auto" on accelerators), or
     one after another inside the compiled call (False; "auto" on CPU, where a vmapped start
     waits for the slowest one's ODE solves and iterations). `resample_infeasible`: a drawn
-    start whose objective is not finite (an ODE solve fails there) is replaced by a new draw
-    before the fits (up to `MAX_DRAW_ROUNDS` × `n_starts` draws, with a warning where too few
-    are finite); False keeps every draw, as pyPESTO's uniform starts do by default.
+    start where the objective or its derivatives are not finite (an ODE solve fails there) is
+    replaced by the next draw where they are, before the fits (up to 10 × `n_starts` draws,
+    with a warning where too few are finite); False keeps every draw, as pyPESTO's uniform
+    starts do by default.
 
     Where differentiating the ODE solve raises at some start's trial point (which stops the
     compiled call), the starts are fitted again one call each: those that raise again get the

@@ -172,11 +172,10 @@ class PetabProblem(eqx.Module):
         states, ok = jax.vmap(solve)(p, x0, self._times)
         return values, p, states, jnp.all(ok)
 
-    def _outputs(self, x: Float[Array, " n"], forward: bool = False):
+    def _outputs(self, x: Float[Array, " n"]):
         """Per measurement: the transformed simulation and the log of
-        the noise scale; and whether every solve succeeded. `forward`: solves differentiated
-        in forward mode (diffrax.ForwardMode), else in reverse."""
-        values, p, states, ok = self._trajectories(x, forward)
+        the noise scale; and whether every solve succeeded."""
+        values, p, states, ok = self._trajectories(x, forward=False)
         return *self._observe(values, p, states), ok
 
     def _observe(self, values, p, states):
@@ -392,9 +391,8 @@ def _default_solver() -> diffrax.AbstractSolver:
     # converge on step after step of stiff models, each such step is rejected and shrunk, and
     # the solve crawls (Bachmann et al. 2011 hits 10^5 steps), while the step-size controller
     # bounds the error of each accepted step whatever the Newton tolerance. 1e-4 / 1e-7
-    # rejects far fewer steps than 1e-5 / 1e-8 or 1e-6 / 1e-9 (looser ones, tried to
-    # 1e-3 / 1e-6, gain little more), with the collection's log-likelihoods as close to
-    # AMICI's (benchmarks/README.md, PEtab rows).
+    # rejects far fewer steps than 1e-5 / 1e-8 or 1e-6 / 1e-9, with the collection's
+    # log-likelihoods as close to AMICI's (benchmarks/README.md, PEtab rows).
     return diffrax.Kvaerno5(root_finder=diffrax.VeryChord(rtol=1e-4, atol=1e-7))
 
 
@@ -639,12 +637,16 @@ def load(
     rhs_exprs = [e.xreplace(rename) for e in ode.rhs]
     x0 = _lambdify([p_args], initial_exprs)
     rhs = _lambdify([t_sym, x_args, p_args], rhs_exprs)
-    # the table parameters the dynamics and observables depend on (the others enter only the noise)
-    for e in initial_exprs + rhs_exprs:
-        used_symbols |= e.free_symbols
-    needed = [j for j, q in enumerate(model_parameters) if p_sym[q] in used_symbols]
-    in_ode = set(par_source[:, needed].ravel()) | set(x0_source.ravel())
-    dynamic = in_ode | set(obs_source.ravel())
+    # the table parameters the ODE solves depend on, and those the dynamics and observables
+    # depend on (the others enter only the noise)
+    ode_symbols = set().union(*(e.free_symbols for e in initial_exprs + rhs_exprs))
+    used_symbols |= ode_symbols
+
+    def sources(symbols):
+        return set(par_source[:, [j for j, q in enumerate(model_parameters) if p_sym[q] in symbols]].ravel())
+
+    in_ode = sources(ode_symbols) | set(x0_source.ravel())
+    dynamic = in_ode | sources(used_symbols) | set(obs_source.ravel())
     lower, upper = np.array(lower, dtype=float), np.array(upper, dtype=float)
     nominal = np.array([_scale(values[i], s) for i, s in zip(estimated, scales, strict=True)], dtype=float)
     return PetabProblem(
