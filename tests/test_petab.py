@@ -789,6 +789,22 @@ def test_a_noise_level_that_is_not_positive_is_refused(tmp_path):
 
 
 @pytest.mark.slow
+def _raising_at_the_third_row(real, bad: list):
+    """`real(problem, rows, *rest)`, except that the third row of the first call's `rows` (kept in
+    `bad`) raises what optimistix raises where differentiating a failed implicit step, in every
+    call that holds it (the batch, and that row alone)."""
+
+    def flaky(problem, rows, *rest):
+        rows_ = np.asarray(rows).reshape(-1, np.shape(rows)[-1])
+        if not bad:
+            bad.append(rows_[2])
+        if np.any(np.all(rows_ == bad[0], axis=1)):
+            raise eqx.EquinoxRuntimeError("A linear solver received non-finite (NaN or inf) input.")
+        return real(problem, rows, *rest)
+
+    return flaky
+
+
 @pytest.mark.parametrize("call", ["multistart", "profile", "bootstrap"])
 def test_a_fit_whose_derivative_raises_is_reported_and_the_others_are_done(tmp_path, monkeypatch, call):
     """One fit's trial point makes differentiating the ODE solve raise (as some starts of
@@ -808,17 +824,7 @@ def test_a_fit_whose_derivative_raises_is_reported_and_the_others_are_done(tmp_p
         "bootstrap": (_uncertainty, "_refits", "refits", lambda: wp.bootstrap(problem, problem.nominal, 4, key=0)),
     }[call]
     reference = run()
-    real, bad = getattr(module, name), []
-
-    def flaky(problem, rows, *rest):  # the third fit of the batch raises, in the batch and alone
-        rows_ = np.asarray(rows).reshape(-1, np.shape(rows)[-1])
-        if not bad:
-            bad.append(rows_[2])
-        if np.any(np.all(rows_ == bad[0], axis=1)):
-            raise eqx.EquinoxRuntimeError("A linear solver received non-finite (NaN or inf) input.")
-        return real(problem, rows, *rest)
-
-    monkeypatch.setattr(module, name, flaky)
+    monkeypatch.setattr(module, name, _raising_at_the_third_row(getattr(module, name), []))
     with pytest.warns(RuntimeWarning, match=f"of 1 of 4 {what}, which stopped the batched call"):
         result = run()
     failed = np.asarray(result.result._value) == np.asarray(wj.RESULTS.derivative_failed._value)
@@ -842,17 +848,8 @@ def test_a_draw_where_the_first_derivative_raises_is_replaced(tmp_path, monkeypa
     problem = wp.load(_write_problem(tmp_path / "p"))
     reference = wp.multistart(problem, 4, key=0, max_steps=1)  # every draw of this box can be fitted
     assert reference.n_rejected == 0
-    real, bad = _multistart._fittable, []
-
-    def flaky(problem, rows, *rest):  # the third draw raises, in the batch and alone
-        rows_ = np.asarray(rows).reshape(-1, np.shape(rows)[-1])
-        if not bad:
-            bad.append(rows_[2])
-        if np.any(np.all(rows_ == bad[0], axis=1)):
-            raise eqx.EquinoxRuntimeError("A linear solver received non-finite (NaN or inf) input.")
-        return real(problem, rows, *rest)
-
-    monkeypatch.setattr(_multistart, "_fittable", flaky)
+    bad = []
+    monkeypatch.setattr(_multistart, "_fittable", _raising_at_the_third_row(_multistart._fittable, bad))
     result = wp.multistart(problem, 4, key=0, max_steps=1)
     assert result.n_rejected == 1
     np.testing.assert_array_equal(result.starts[:3], reference.starts[np.array([0, 1, 3])])  # order kept
