@@ -21,7 +21,7 @@ from ._problem import PetabProblem, require_problem
 # Fisher information of the noise scale's logarithm, per measurement: normal 2, Laplace 1.
 _SCALE_INFORMATION = {False: 2.0, True: 1.0}
 
-#: rounds of `n_starts` candidates drawn at most to replace the starts whose objective is not finite
+#: rounds of `n_starts` draws at most to replace the starts where a fit cannot begin ([`_fittable`][])
 MAX_DRAW_ROUNDS = 10
 
 
