@@ -8,6 +8,7 @@ import sys
 import tempfile
 import time
 import warnings
+from importlib.metadata import version
 
 warnings.filterwarnings("ignore")
 logging.disable(logging.WARNING)
@@ -25,6 +26,7 @@ def main() -> None:
     problem = petab.Problem.from_yaml(path)
     pp = pypesto.petab.PetabImporter(problem, output_folder=tempfile.mkdtemp(prefix="amici_")).create_problem()
     row = {"amici_import_s": time.perf_counter() - begin}
+    row["pypesto_versions"] = " ".join(f"{m}=={version(m)}" for m in ("amici", "pypesto", "fides", "petab"))
     row["amici_llh"] = -float(pp.objective(np.asarray(problem.x_nominal_free_scaled)))
     if starts:
         # one process: pyPESTO's process pool pickles the AMICI objective, which needs AMICI built with HDF5

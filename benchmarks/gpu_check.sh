@@ -43,6 +43,14 @@ step tests 130 "$PY" -m pytest -o addopts="" -q -x -rA -p no:cacheprovider --dur
     tests/test_batch_build.py tests/test_estimators.py tests/test_integral_matching.py tests/test_studies.py -k "$TESTS_K"
 # whole Lorenz M = 1024 studies and a bootstrap of B = 200, by stage (targets: 1,024 runs ≤ 5 s, B = 200 ≤ 2 s warm)
 step pipeline 200 "$PY" benchmarks/study_pipeline.py --runs 1024 256 --boot 200 --repeats 1 --name gpu/study_pipeline
+# 1,000 starts of Boehm et al. 2014 (the copy the package ships) in one call, and again compiled (target: under 10 s);
+# needs the petab extra (petab, python-libsbml, sbmlmath, sympy), which the GPU image of 2026-12-04 lacked
+if "$PY" -c 'import petab, libsbml, sbmlmath, sympy' >/dev/null 2>&1; then
+    step petab 150 "$PY" benchmarks/petab_collection.py --collection wendyjax/datasets/petab \
+        --problems Boehm_JProteomeRes2014 --starts 1000 --warm --timeout 140 --name gpu/petab_multistart
+else
+    echo "| petab | skipped: no petab extra in \`$PY\` | 0 |" | tee -a "$RES/summary.md"
+fi
 step fsnls 50 "$PY" benchmarks/wendy_vs_fsnls.py --seeds 2 --noise 0.05 --name gpu/wendy_vs_fsnls
 step throughput 30 "$PY" benchmarks/study_pipeline.py --throughput --runs 64 --models logistic --name gpu/study_throughput
 step spiral 50 "$PY" benchmarks/spiral_neural.py --quick --no-training --name gpu/spiral_neural

@@ -788,7 +788,6 @@ def test_a_noise_level_that_is_not_positive_is_refused(tmp_path):
         wp.experiments(problem, problem.nominal.at[3].set(-0.1))
 
 
-@pytest.mark.slow
 def _raising_at_the_third_row(real, bad: list):
     """`real(problem, rows, *rest)`, except that the third row of the first call's `rows` (kept in
     `bad`) raises what optimistix raises where differentiating a failed implicit step, in every
@@ -805,6 +804,7 @@ def _raising_at_the_third_row(real, bad: list):
     return flaky
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("call", ["multistart", "profile", "bootstrap"])
 def test_a_fit_whose_derivative_raises_is_reported_and_the_others_are_done(tmp_path, monkeypatch, call):
     """One fit's trial point makes differentiating the ODE solve raise (as some starts of
