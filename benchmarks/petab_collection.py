@@ -92,6 +92,7 @@ def one(folder: Path, args) -> dict:
     import jax
 
     import wendyjax.petab as wp
+    from wendyjax.estimators import status_names
 
     warnings.filterwarnings("ignore")
 
@@ -129,6 +130,8 @@ def one(folder: Path, args) -> dict:
         row["rejected_starts"] = result.n_rejected
         row |= {"multistart_s": result.seconds, "s_per_converged": result.seconds / max(converged, 1)}
         row["median_steps"] = float(np.median(np.asarray(result.num_steps)))
+        row["steps"] = [int(n) for n in np.asarray(result.num_steps)]
+        row["statuses"] = [str(n) for n in status_names(result.result)]  # per start, in order
         if args.warm:  # the same starts again, compiled (as pyPESTO's time leaves out AMICI's model build)
             warm = wp.multistart(problem, args.starts, key=0, max_steps=args.max_steps)
             row |= {
