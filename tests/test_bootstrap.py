@@ -114,6 +114,40 @@ def test_output_error_refits_start_from_the_simulated_initial_state(data):
 
 
 @pytest.mark.slow
+def test_the_data_are_simulated_with_the_estimators_own_ode_solver(data, monkeypatch):
+    # output error with an implicit solver (as a stiff model needs, e.g. a PEtab problem's):
+    # the bootstrap simulates with it unless told otherwise, and a failed simulation names
+    # the bootstrap's argument
+    import diffrax
+
+    from wendyjax.studies import _bootstrap
+
+    used, real = [], _bootstrap.solve
+
+    def recording(*args, solver, **kwargs):
+        used.append(type(solver).__name__)
+        return real(*args, solver=solver, **kwargs)
+
+    monkeypatch.setattr(_bootstrap, "solve", recording)
+    estimator = wj.OutputError(ode_solver=diffrax.Kvaerno5())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        oe = estimator.fit(BENCH.model, data, p0=BENCH.p_true)
+    boot = wj.studies.bootstrap(estimator, oe, data, 2, key=0, progress=False)
+    assert boot.n_failed == 0 and used == ["Kvaerno5"]
+    used.clear()
+    wj.studies.bootstrap(estimator, oe, data, 2, key=0, progress=False, ode_solver=diffrax.Tsit5())
+    assert used == ["Tsit5"]
+
+    def failing(*args, solver, **kwargs):
+        raise RuntimeError("diffrax failed to solve (use an implicit solver, solver=diffrax.Kvaerno5())")
+
+    monkeypatch.setattr(_bootstrap, "solve", failing)
+    with pytest.raises(RuntimeError, match=r"cannot simulate data from the fit with ode_solver=Tsit5\(\).*ode_solver="):
+        wj.studies.bootstrap(wj.OutputError(), oe, data, 2, key=0, progress=False)
+
+
+@pytest.mark.slow
 def test_a_known_noise_level_is_the_one_the_refits_data_are_drawn_with(data):
     # sigma given to the fit (e.g. a PEtab problem's noise formulas): drawn with it, not with the residuals' RMS
     with warnings.catch_warnings():

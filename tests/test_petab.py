@@ -737,6 +737,13 @@ def test_output_error_through_the_observables_is_petabs_maximum_likelihood(tmp_p
     )
     np.testing.assert_allclose(fit.params, reference.x, rtol=1e-4, atol=1e-6)
     assert float(problem.objective(inputs.params(fit.params))[0]) <= reference.fun + 1e-8
+    # the package's profile and bootstrap take the fit as it is: the observables, the noise
+    # formulas' levels (the bootstrap draws with them) and the initial states of the conditions
+    prof = wj.studies.profile(estimator, fit, inputs.data, ["log10(k)"], n_points=5)["log10(k)"]
+    assert prof.interval[0] < float(fit.params[0]) < prof.interval[1] and prof.verdict == "identifiable"
+    boot = wj.studies.bootstrap(estimator, fit, inputs.data, 3, key=0, progress=False)
+    assert boot.n_failed == 0
+    np.testing.assert_allclose(boot.sigma, inputs.options["sigma"], rtol=1e-12)
     with pytest.raises(ValueError, match=r"params: a vector of the model's 3 parameters"):
         inputs.params(np.zeros(4))
 

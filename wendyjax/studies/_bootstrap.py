@@ -20,7 +20,7 @@ from .._progress import progress_bar
 from .._results import status_names
 from .._table import fixed_width
 from ..data import Batch, Dataset, Trajectory, as_dataset
-from ..estimators import AbstractEstimator, AbstractFit, OutputError, stack_problems
+from ..estimators import AbstractEstimator, AbstractFit, Hybrid, OutputError, stack_problems
 from ..noise import (
     NOISE_WIDTH,
     AbstractCountNoise,
@@ -428,6 +428,14 @@ def _observed(tr: Trajectory) -> np.ndarray:
     return np.ones(tr.u.shape, bool) if tr.mask is None else np.asarray(tr.mask)
 
 
+def _own_ode_solver(estimator: AbstractEstimator) -> diffrax.AbstractSolver:
+    """The ODE solver `estimator` fits with (output error's, the hybrid's output-error
+    stage's), else Tsit5."""
+    if isinstance(estimator, Hybrid):
+        estimator = estimator.output_error
+    return estimator.ode_solver if isinstance(estimator, OutputError) else diffrax.Tsit5()
+
+
 def bootstrap(
     estimator: AbstractEstimator,
     fit: AbstractFit,
@@ -436,7 +444,7 @@ def bootstrap(
     *,
     key: PRNGKeyArray | int,
     u0=None,
-    ode_solver: diffrax.AbstractSolver = diffrax.Tsit5(),
+    ode_solver: diffrax.AbstractSolver | None = None,
     batch_size: "int | str" = "auto",
     devices=None,
     vectorize: bool | str = "auto",
@@ -449,7 +457,9 @@ def bootstrap(
     given, else the fit's own (output error and the hybrid fit them), else those that
     output error fits with the parameters held at $\\hat p$ (started from the mean of the
     first three observations, and where that fit is not at the noise level also from the
-    first observation and from states solved back from later ones) — on the data's time grid. The
+    first observation and from states solved back from later ones) — on the data's time grid,
+    by `ode_solver` (default: the estimator's own, as output error and the hybrid have one,
+    else Tsit5; a stiff model needs an implicit one, e.g. `diffrax.Kvaerno5()`). The
     noise standard deviation per state is the fit's `sigma` where it was given (a known noise
     level), else the root mean square of the data's residuals from that solution (of their
     logarithms under log-normal noise). `n_boot` datasets are
@@ -463,6 +473,8 @@ def bootstrap(
     """
     check_fit(estimator, fit, "the bootstrap")
     n_boot = as_count("n_boot", n_boot, 2)
+    if ode_solver is None:
+        ode_solver = _own_ode_solver(estimator)
     if not isinstance(ode_solver, diffrax.AbstractSolver):
         raise TypeError(f"ode_solver must be a diffrax solver object (e.g. diffrax.Tsit5()), got {ode_solver!r}.")
     if not (isinstance(batch_size, str) and batch_size == "auto"):
@@ -501,7 +513,13 @@ def bootstrap(
     start = time.perf_counter()
     clean, masks = [], []
     for r, (tr, x0) in enumerate(zip(data, u0s)):
-        c = np.asarray(solve(model, p, x0, tr.t, solver=ode_solver))
+        try:
+            c = np.asarray(solve(model, p, x0, tr.t, solver=ode_solver))
+        except RuntimeError as error:
+            raise RuntimeError(
+                f"the bootstrap cannot simulate data from the fit with ode_solver={type(ode_solver).__name__}(): "
+                f"{error} (The bootstrap's argument is ode_solver=, e.g. ode_solver=diffrax.Kvaerno5().)"
+            ) from None
         if observe is not None:  # what the data's columns measure
             c = np.asarray(jax.vmap(observe, in_axes=(0, None, 0))(jnp.asarray(c), jnp.asarray(p), jnp.asarray(tr.t)))
         m = _observed(tr)

@@ -138,7 +138,8 @@ class BootstrapIntervals(AbstractIntervals):
     refits: `kind` "basic" (the default: it subtracts the bootstrap's bias estimate),
     "normal" (bias-corrected, with the bootstrap's standard error), "percentile" or
     "bias_corrected" (the methods of [`Bootstrap`][wendyjax.studies.Bootstrap]). `ode_solver`
-    simulates the data (`None`: Tsit5; in a study the benchmark's solver)."""
+    simulates the data (`None`: the estimator's own, else Tsit5; in a study the benchmark's
+    solver)."""
 
     n_boot: int = 200
     kind: str = "basic"
@@ -174,7 +175,6 @@ class BootstrapIntervals(AbstractIntervals):
         )
 
     def compute(self, estimator, fit, data, level, key, **options):
-        solver = diffrax.Tsit5() if self.ode_solver is None else self.ode_solver
         return bootstrap(
             estimator,
             fit,
@@ -183,7 +183,7 @@ class BootstrapIntervals(AbstractIntervals):
             key=key,
             batch_size=self.batch_size,
             progress=False,
-            ode_solver=solver,
+            ode_solver=self.ode_solver,
             **options,
         )
 
