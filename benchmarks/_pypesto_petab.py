@@ -24,10 +24,13 @@ def main() -> None:
     path, starts, max_steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     begin = time.perf_counter()
     problem = petab.Problem.from_yaml(path)
-    pp = pypesto.petab.PetabImporter(problem, output_folder=tempfile.mkdtemp(prefix="amici_")).create_problem()
+    importer = pypesto.petab.PetabImporter(problem, output_folder=tempfile.mkdtemp(prefix="amici_"))
+    pp = importer.create_problem()
     row = {"amici_import_s": time.perf_counter() - begin}
     row["pypesto_versions"] = " ".join(f"{m}=={version(m)}" for m in ("amici", "pypesto", "fides", "petab"))
-    row["amici_llh"] = -float(pp.objective(np.asarray(problem.x_nominal_free_scaled)))
+    # the log-likelihood: AMICI's objective alone (pyPESTO's problem adds the priors to it), of every parameter
+    likelihood = importer.create_objective_creator().create_objective()
+    row["amici_llh"] = -float(likelihood(np.asarray(problem.x_nominal_scaled)))
     if starts:
         # one process: pyPESTO's process pool pickles the AMICI objective, which needs AMICI built with HDF5
         optimizer = optimize.FidesOptimizer(options={"maxiter": max_steps}, verbose=logging.ERROR)
