@@ -139,6 +139,30 @@ def test_a_start_just_off_a_bound_is_not_taken_for_converged(offset):
     np.testing.assert_allclose(sol.params, [1.0, 3.0 - 0.999 * 41.0], atol=1e-7)
 
 
-def test_a_scaling_flag_that_is_not_a_bool_is_refused():
-    with unchecked(), pytest.raises(TypeError, match="monotone_scaling must be True or False, got 'no'"):
-        TrustRegion(monotone_scaling="no")  # pyright: ignore[reportArgumentType]
+@pytest.mark.parametrize("flag", ["monotone_scaling", "newton_decrement"])
+def test_a_flag_that_is_not_a_bool_is_refused(flag):
+    with unchecked(), pytest.raises(TypeError, match=f"{flag} must be True or False, got 'no'"):
+        TrustRegion(**{flag: "no"})  # pyright: ignore[reportArgumentType]
+
+
+def test_the_newton_decrement_ends_a_linearly_converging_gauss_newton_sooner():
+    """Gauss–Newton on r(x) = (x + 1, x²/2 + x − 1): f* = 1 at x* = 0, where the model's
+    curvature JᵀJ = 2 is twice the true one, so the iterates converge linearly at rate 1/2.
+    By default the solve runs until the step is below 1e-8; with `newton_decrement=True` it
+    stops once the model promises less than atol + rtol·f = 2e-8, where f − f* is about
+    twice that promise (the true curvature is half the model's): so f − f* ≤ 4e-8 (twice
+    the margin), in fewer steps."""
+
+    def fgh(x, _):
+        r = jnp.stack([x[0] + 1.0, 0.5 * x[0] ** 2 + x[0] - 1.0])
+        J = jnp.stack([jnp.ones(1), x[:1] + 1.0])  # (2, 1)
+        return 0.5 * r @ r, J.T @ r, J.T @ J
+
+    inf = jnp.full(1, jnp.inf)
+    solve = lambda solver: jax.jit(lambda x0: solver.minimise(fgh, x0, -inf, inf))(jnp.array([2.0]))  # noqa: E731
+    full = solve(TrustRegion())
+    early = solve(TrustRegion(newton_decrement=True))
+    assert full.result == RESULTS.successful and early.result == RESULTS.successful
+    assert abs(float(full.params[0])) < 1e-7
+    assert 0.0 <= float(early.objective) - 1.0 <= 4e-8
+    assert int(early.num_steps) < int(full.num_steps)

@@ -21,7 +21,9 @@ of WENDy ($J \lesssim 50$ parameters). Each step
 
 It stops when the next step, inside the trust region, predicts a reduction below
 `atol + rtol·|f|` with every component below `atol + rtol·max|x|` (a Newton step that
-is both small and changes nothing: it is not taken, which saves one evaluation), when
+is both small and changes nothing: it is not taken, which saves one evaluation); with
+`newton_decrement=True` also when the full Newton step on the free set, whatever its
+length and the radius, predicts a reduction below `atol + rtol·|f|`; when
 the scaled trust region shrinks below `atol + rtol·‖Dx‖` (MINPACK's xtol test: every
 step at the noise floor of f is rejected), or after `max_steps`. A collapse counts as
 convergence only where the model decrease along the projected gradient, over a scaled
@@ -177,11 +179,19 @@ class TrustRegion(eqx.Module):
     $\sqrt{|H_{ii}|}$ of any iterate so far (Moré 1978; steady along curved valleys), or
     with `False` the current iterate's: for starts far from the optimum, whose first
     iterates' curvature (objectives of 1e10 and more) would fix $D$ so large that the later
-    steps crawl (the PEtab multistart's choice)."""
+    steps crawl (the PEtab multistart's choice).
+
+    `newton_decrement`: also stop where the model's own minimum on the free set lies less
+    than `atol + rtol·|f|` below `f` (half the squared Newton decrement, Boyd & Vandenberghe
+    2004, §9.5), however long that Newton step and however small the radius: for a
+    likelihood, whose weakly determined directions are not worth resolving to
+    `atol + rtol·max|x|` and whose last steps, at the ODE solver's noise floor, are mostly
+    rejected (the PEtab multistart's choice)."""
 
     rtol: float = 1e-8
     atol: float = 1e-8
     monotone_scaling: bool = eqx.field(default=True, static=True)
+    newton_decrement: bool = eqx.field(default=False, static=True)
 
     def __check_init__(self):
         for name in ("rtol", "atol"):
@@ -193,8 +203,9 @@ class TrustRegion(eqx.Module):
                 )
         if self.rtol == 0 and self.atol == 0:
             raise ValueError("TrustRegion: rtol and atol cannot both be 0 (the iteration would never stop).")
-        if not isinstance(self.monotone_scaling, bool):
-            raise TypeError(f"TrustRegion: monotone_scaling must be True or False, got {self.monotone_scaling!r}.")
+        for name in ("monotone_scaling", "newton_decrement"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"TrustRegion: {name} must be True or False, got {getattr(self, name)!r}.")
 
     def minimise(
         self,
@@ -220,10 +231,25 @@ class TrustRegion(eqx.Module):
         of a covariance), without evaluating `fn` there again.
         """
         with_aux = fn if aux is not None else lambda x, a: (*fn(x, a), None)
-        return _minimise(with_aux, x0, lower, upper, args, self.rtol, self.atol, self.monotone_scaling, max_steps, aux)
+        return _minimise(
+            with_aux, x0, lower, upper, args, self.rtol, self.atol, self.monotone_scaling, self.newton_decrement,
+            max_steps, aux,
+        )  # fmt: skip
 
 
-def _minimise(fn, x0, lower, upper, args, rtol, atol, monotone, max_steps, aux=None) -> TrustRegionSolution:
+def _newton_reduction(H, g, D, free):
+    """The reduction the model predicts for its full Newton step on the `free` set (half the
+    squared Newton decrement), with curvatures below the eigensolver's resolution raised to
+    it (a gradient of rounding size along a direction without curvature adds nothing, a real
+    one a large amount); `inf` where the model has negative curvature there."""
+    both = free[:, None] & free[None, :]
+    lam, V = jnp.linalg.eigh(jnp.where(both, H / jnp.outer(D, D), jnp.eye(g.size, dtype=g.dtype)))
+    a = V.T @ jnp.where(free, g / D, 0.0)
+    tiny = 1e3 * jnp.finfo(H.dtype).eps * jnp.maximum(jnp.max(jnp.abs(lam)), jnp.finfo(H.dtype).tiny)
+    return jnp.where(lam[0] < -tiny, jnp.inf, jnp.sum(0.5 * a**2 / jnp.maximum(lam, tiny)))
+
+
+def _minimise(fn, x0, lower, upper, args, rtol, atol, monotone, decrement, max_steps, aux=None) -> TrustRegionSolution:
     x0 = jnp.clip(x0, lower, upper)
 
     def propose(x, f, g, H, D, radius):
@@ -270,8 +296,12 @@ def _minimise(fn, x0, lower, upper, args, rtol, atol, monotone, max_steps, aux=N
         # (not smooth there, or a gradient that is wrong): "stalled", never "successful"
         reach = -_model(g, H, _cauchy_step(g, H, D, x, lower, upper, kkt_free, 1.0 + jnp.linalg.norm(D * x)))
         stalled = collapsed & ~(reach <= _STALL_FACTOR * (atol + rtol * jnp.abs(f)))
-        # a converged step is not taken: it changes x by less than the tolerance
-        return step, predicted, (inside & small_x & small_f) | collapsed, stalled
+        converged = inside & small_x & small_f
+        if decrement:  # the model's own minimum lies within the tolerance of f
+            converged = converged | (_newton_reduction(H, g, D, free) <= atol + rtol * jnp.abs(f))
+        # a converged step is not taken: it changes x by less than the tolerance (or, by the
+        # Newton decrement, the objective by less than its tolerance)
+        return step, predicted, converged | collapsed, stalled
 
     # The loop's first pass evaluates `fn` at x0 (a zero proposal, always accepted, not
     # counted as a step): `fn` and the step are traced and compiled once, not twice.

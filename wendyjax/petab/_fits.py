@@ -19,8 +19,10 @@ _T = TypeVar("_T")
 
 #: The trust region of the PEtab fits (multistart, profile, bootstrap): the current
 #: iterate's scaling, as starts drawn over boxes of several decades begin at objectives of
-#: 1e10 and more, whose curvature would fix a monotone scaling far too large.
-SOLVER = TrustRegion(rtol=1e-8, atol=1e-8, monotone_scaling=False)
+#: 1e10 and more, whose curvature would fix a monotone scaling far too large; stopping also
+#: by the Newton decrement, as weakly determined directions of a likelihood are not worth the
+#: last tens of steps (mostly rejected, at the ODE solves' noise floor).
+SOLVER = TrustRegion(rtol=1e-8, atol=1e-8, monotone_scaling=False, newton_decrement=True)
 
 #: how lineax words a tangent solve of a failed implicit step: non-finite output (a singular
 #: Newton matrix) or non-finite input (derivatives of the right-hand side that overflowed)
