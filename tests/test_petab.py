@@ -278,6 +278,22 @@ def test_the_fisher_path_gradient_matches_reverse_mode_and_finite_differences(tm
     np.testing.assert_allclose(fisher, expected, rtol=1e-8, atol=1e-10)
 
 
+def test_the_conditions_one_after_another_or_side_by_side_agree(tmp_path):
+    """`vectorize=False` (the conditions' solves one after another: CPU's default) and `True`
+    (vmapped) solve the same ODEs: objective, gradient and Fisher information agree."""
+    from wendyjax.petab._multistart import _value_gradient_fisher
+
+    path = _write_problem(tmp_path / "p")
+    assert wp.load(path).vectorize == (jax.default_backend() != "cpu")
+    mapped, vmapped = (wp.load(path, vectorize=v) for v in (False, True))
+    assert not mapped.vectorize and vmapped.vectorize and mapped.conditions == ("low", "high")
+    x = mapped.nominal + jnp.array([0.1, -0.2, 0.1, 0.05])
+    one_by_one = eqx.filter_jit(_value_gradient_fisher)(x, mapped)
+    side_by_side = eqx.filter_jit(_value_gradient_fisher)(x, vmapped)
+    for a, b in zip(one_by_one, side_by_side, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.slow
 def test_multistart_reaches_the_optimum_of_the_problem_written_here(tmp_path):
     from scipy.optimize import minimize
@@ -454,6 +470,8 @@ def test_bad_arguments_are_refused_before_any_work(boehm):
         wp.bootstrap(boehm, boehm.nominal, 1)
     with pytest.raises(ValueError, match="vectorize must be 'auto', True or False"):
         wp.multistart(boehm, 2, vectorize="yes")
+    with pytest.raises(ValueError, match="vectorize must be 'auto', True or False"):
+        wp.load(path, vectorize="yes")
     with pytest.raises(TypeError, match="resample_infeasible must be True or False"), unchecked():
         wp.multistart(boehm, 2, resample_infeasible=1)  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(ValueError, match=r"params must be a vector of the 9 estimated parameters"):

@@ -17,7 +17,7 @@ from jaxtyping import Array, Bool, Float, Int
 from petab.v1.math import sympify_petab
 
 from .._checks import as_count, as_ratio
-from .._compile import cpu_safe_jit
+from .._compile import cpu_safe_jit, per_run, resolve_vectorize
 from .._typing import ArrayLike
 from ._sbml import TIME, PetabError, read_sbml
 from ._tables import DISTRIBUTIONS, PRIORS, SCALES, Table, number, read_tables
@@ -62,9 +62,10 @@ class PetabProblem(eqx.Module):
     scales, bounds and nominal values on the scale PEtab names), and its log-likelihood,
     simulations and objective as JAX functions of those parameters.
 
-    Conditions are simulated side by side (vmapped) from t = 0, each with its parameter and
-    initial-state overrides; every measurement's log-likelihood is PEtab's (normal or Laplace
-    noise on the lin, log or log10 scale of its observable).
+    Conditions are simulated from t = 0, each with its parameter and initial-state overrides:
+    side by side (vmapped) where `vectorize`, one after another otherwise (see
+    [`load`][wendyjax.petab.load]); every measurement's log-likelihood is PEtab's (normal or
+    Laplace noise on the lin, log or log10 scale of its observable).
     """
 
     name: str = eqx.field(static=True)
@@ -81,6 +82,7 @@ class PetabProblem(eqx.Module):
     rtol: float = eqx.field(static=True)
     atol: float = eqx.field(static=True)
     max_steps: int = eqx.field(static=True)
+    vectorize: bool = eqx.field(static=True)
     _functions: _Functions = eqx.field(static=True)
     _values: Float[Array, " a"]
     _estimated: Int[Array, " n"]
@@ -169,7 +171,7 @@ class PetabProblem(eqx.Module):
             assert solution.ys is not None  # saved at `ts`
             return solution.ys, solution.result == diffrax.RESULTS.successful
 
-        states, ok = jax.vmap(solve)(p, x0, self._times)
+        states, ok = per_run(self.vectorize, solve, p, x0, self._times)
         return values, p, states, jnp.all(ok)
 
     def _outputs(self, x: Float[Array, " n"]):
@@ -403,6 +405,7 @@ def load(
     rtol: float = 1e-8,
     atol: float = 1e-12,
     max_steps: int = 10_000,
+    vectorize: bool | str = "auto",
 ) -> PetabProblem:
     """Read the PEtab v1 problem whose YAML file is `path` (needs `pip install wendyjax[petab]`).
 
@@ -412,13 +415,16 @@ def load(
     with Newton tolerances of its own), `rtol`, `atol` and `max_steps` set the ODE solves
     (`max_steps` steps, accepted and rejected, over a whole solve: a solve that fails at a
     trial point of a fit stops after that many, each step costing the more the more
-    parameters are estimated).
+    parameters are estimated). `vectorize`: the conditions' solves side by side, vmapped (True;
+    "auto" on accelerators), or one after another (False; "auto" on CPU, where vmapped solves
+    step together until the slowest condition's last step, at little gain per step).
     Refused when loading, with the feature and the problem named: preequilibration, steady-state (infinite-time)
     measurements, events, algebraic rules, delays, and noise models other than normal and
     Laplace on the lin, log or log10 scale.
     """
     rtol, atol = as_ratio("rtol", rtol), as_ratio("atol", atol)
     max_steps = as_count("max_steps", max_steps, 1)
+    vectorize = resolve_vectorize(vectorize, jax.devices())
     if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
         raise TypeError(f"solver must be a diffrax solver (e.g. diffrax.Kvaerno5()), got {type(solver).__name__}.")
     tables = read_tables(path)
@@ -664,6 +670,7 @@ def load(
         rtol=rtol,
         atol=atol,
         max_steps=max_steps,
+        vectorize=vectorize,
         _functions=_Functions(rhs, x0, tuple(obs_functions), tuple(noise_functions)),
         _values=jnp.asarray(np.nan_to_num(values)),
         _estimated=jnp.asarray(np.array(estimated, dtype=int)),
