@@ -142,12 +142,17 @@ def _max_feasible_fraction(x, s, lower, upper, cap=1.0):
     return jnp.clip(jnp.minimum(jnp.min(up), jnp.min(down)), 0.0, cap)
 
 
+def _scaled_free(H, g, D, free):
+    """The model in the scaled variables on the free set: the Hessian (identity on the fixed
+    variables) and the gradient (zero there)."""
+    both = free[:, None] & free[None, :]
+    return jnp.where(both, H / jnp.outer(D, D), jnp.eye(g.size, dtype=g.dtype)), jnp.where(free, g / D, 0.0)
+
+
 def _free_step(H, g, D, free, radius):
     """Trust-region step in the scaled variables on the free set (zero elsewhere), and
     whether it lies strictly inside the trust region."""
-    both = free[:, None] & free[None, :]
-    Hs = jnp.where(both, H / jnp.outer(D, D), jnp.eye(g.size, dtype=g.dtype))
-    z = _trust_region_step(Hs, jnp.where(free, g / D, 0.0), radius)
+    z = _trust_region_step(*_scaled_free(H, g, D, free), radius)
     return jnp.where(free, z / D, 0.0), jnp.linalg.norm(z) < 0.99 * radius
 
 
@@ -242,9 +247,9 @@ def _newton_reduction(H, g, D, free):
     squared Newton decrement), with curvatures below the eigensolver's resolution raised to
     it (a gradient of rounding size along a direction without curvature adds nothing, a real
     one a large amount); `inf` where the model has negative curvature there."""
-    both = free[:, None] & free[None, :]
-    lam, V = jnp.linalg.eigh(jnp.where(both, H / jnp.outer(D, D), jnp.eye(g.size, dtype=g.dtype)))
-    a = V.T @ jnp.where(free, g / D, 0.0)
+    Hs, gs = _scaled_free(H, g, D, free)
+    lam, V = jnp.linalg.eigh(Hs)
+    a = V.T @ gs
     tiny = 1e3 * jnp.finfo(H.dtype).eps * jnp.maximum(jnp.max(jnp.abs(lam)), jnp.finfo(H.dtype).tiny)
     return jnp.where(lam[0] < -tiny, jnp.inf, jnp.sum(0.5 * a**2 / jnp.maximum(lam, tiny)))
 
