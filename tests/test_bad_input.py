@@ -4,6 +4,7 @@ import json
 import time
 import warnings
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -33,6 +34,31 @@ def test_trajectory_needs_two_finite_times():
         wj.Trajectory([0.0], [[1.0]])
     with pytest.raises(ValueError, match="t contains NaN"):
         wj.Trajectory([0.0, np.nan, 2.0], np.ones(3))
+
+
+_LOGISTIC = wj.models.logistic()
+_TAKE_A_SOLVER = {
+    "solve": (lambda s: wj.solve(_LOGISTIC.model, _LOGISTIC.p_true, _LOGISTIC.u0, _LOGISTIC.t, solver=s), "solver"),
+    "integrate": (
+        lambda s: wj.integrate(_LOGISTIC.model.rhs, _LOGISTIC.p_true, _LOGISTIC.u0, _LOGISTIC.t, solver=s),
+        "solver",
+    ),
+    "OutputError": (lambda s: wj.OutputError(ode_solver=s), "ode_solver"),
+    "BootstrapIntervals": (lambda s: wj.studies.BootstrapIntervals(50, ode_solver=s), "ode_solver"),
+}
+
+
+@pytest.mark.parametrize("solver", [diffrax.KenCarp4(), diffrax.SemiImplicitEuler()], ids=lambda s: type(s).__name__)
+@pytest.mark.parametrize("where", list(_TAKE_A_SOLVER))
+def test_a_solver_of_several_terms_is_refused_where_a_solver_is_taken(where, solver):
+    """IMEX (KenCarp4) and partitioned (SemiImplicitEuler) solvers need several terms: refused,
+    naming the argument, before any tracing (diffrax's own error came from inside the compiled
+    solve, after the whole problem was printed)."""
+    call, argname = _TAKE_A_SOLVER[where]
+    name = type(solver).__name__
+    with pytest.raises(TypeError, match=rf"{argname}: {name} solves equations of several terms .* use a solver of one"):
+        call(solver)
+    call(diffrax.Kvaerno5())  # a solver of one term is taken
 
 
 def test_noise_estimate_shape():
@@ -167,7 +193,7 @@ def test_late_failures_of_the_second_fuzz_are_refused_first():
         (
             lambda: wj.studies.bootstrap(wj.MLE(), fit, data, 40, key=0, ode_solver="tsit5"),  # pyright: ignore[reportArgumentType]  # the wrong input under test
             TypeError,
-            r"ode_solver must be a diffrax solver object \(e.g. diffrax.Tsit5\(\)\), got 'tsit5'",
+            r"ode_solver must be a diffrax solver \(e.g. diffrax.Tsit5\(\) or diffrax.Kvaerno5\(\)\), got 'tsit5'",
         ),
         (
             lambda: wj.studies.sweep(bench, "wls", p_true=[[20.0, -1.0]], n_runs=2, progress=False),

@@ -451,6 +451,8 @@ def test_bad_arguments_are_refused_before_any_work(boehm):
         wp.load(path, atol=0.0)
     with pytest.raises(TypeError, match="solver must be a diffrax solver"):
         wp.load(path, solver="kvaerno5")  # pyright: ignore[reportArgumentType]  # the wrong input under test
+    with pytest.raises(TypeError, match="solver: KenCarp4 solves equations of several terms"):
+        wp.load(path, solver=diffrax.KenCarp4())
     with pytest.raises(ValueError, match=r"params must be a vector of the 9 estimated parameters"):
         boehm.log_likelihood(np.zeros(3))
     with pytest.raises(ValueError, match="n_starts must be an integer >= 1"):

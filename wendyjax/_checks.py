@@ -8,6 +8,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -41,6 +42,23 @@ def as_ratio(name: str, value, *, zero_ok: bool = False) -> float:
     if not (math.isfinite(ratio) and (ratio >= 0 if zero_ok else ratio > 0)):
         raise ValueError(f"{name} must be a finite number {'>=' if zero_ok else '>'} 0, got {value!r}.")
     return ratio
+
+
+def as_ode_solver(name: str, solver):
+    """`solver` if it is a diffrax solver of one ODE term (what every solve of the package
+    builds): an IMEX or SDE solver, which needs several terms, refused before any tracing."""
+    if not isinstance(solver, diffrax.AbstractSolver):
+        raise TypeError(
+            f"{name} must be a diffrax solver (e.g. diffrax.Tsit5() or diffrax.Kvaerno5()), got {solver!r}."
+        )
+    structure = solver.term_structure
+    if not (isinstance(structure, type) and issubclass(diffrax.ODETerm, structure)):
+        raise TypeError(
+            f"{name}: {type(solver).__name__} solves equations of several terms ({structure}), but the ODE is one "
+            f"term u' = f(u, p, t); use a solver of one term, e.g. diffrax.Tsit5(), or diffrax.Kvaerno5() for a "
+            f"stiff model."
+        )
+    return solver
 
 
 def as_level(value, name: str = "level") -> float:

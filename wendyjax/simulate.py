@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._checks import as_key
+from ._checks import as_key, as_ode_solver
 from ._compile import cpu_safe_jit
 from ._typing import ArrayLike
 from .data import Trajectory
@@ -71,7 +71,7 @@ def solve(
     if u0.shape != (model.n_states,):
         raise ValueError(f"u0 must have shape ({model.n_states},) for model '{model.name}', got {u0.shape}.")
     t = _check_grid(t)
-    solver = diffrax.Tsit5() if solver is None else solver
+    solver = diffrax.Tsit5() if solver is None else as_ode_solver("solver", solver)
     ys, result = _solve(model.rhs, p, u0, t, solver, jnp.asarray(rtol), jnp.asarray(atol), max_steps, model.jump_ts)
     ok = bool(result == diffrax.RESULTS.successful) and bool(jnp.all(jnp.isfinite(ys)))
     if not ok:
@@ -104,7 +104,7 @@ def integrate(
     failed step on are NaN instead of an error (fitted models may blow up). A strictly
     decreasing `t` integrates backwards in time from `t[0]`."""
     t = _check_grid(t, backward_ok=True)
-    solver = diffrax.Tsit5() if solver is None else solver
+    solver = diffrax.Tsit5() if solver is None else as_ode_solver("solver", solver)
     ys, _ = _solve(rhs, theta, jnp.asarray(u0, float), t, solver, jnp.asarray(rtol), jnp.asarray(atol), max_steps)
     ys = np.array(ys)
     ys[~np.isfinite(ys)] = np.nan  # diffrax leaves the unreached save times at inf

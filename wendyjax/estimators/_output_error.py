@@ -22,7 +22,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Bool, Float
 
-from .._checks import as_sigma, check_solver_options, check_state_columns, warn_if_float32
+from .._checks import as_ode_solver, as_sigma, check_solver_options, check_state_columns, warn_if_float32
 from .._results import RESULTS
 from .._typing import Keys
 from ..data import Batch, Dataset, Trajectory, as_dataset
@@ -442,6 +442,7 @@ class OutputError(AbstractEstimator):
             (TrustRegion, optx.AbstractLeastSquaresSolver),
             "wendyjax.estimators.TrustRegion() or optimistix.LevenbergMarquardt(rtol=1e-8, atol=1e-8)",
         )
+        as_ode_solver("ode_solver", self.ode_solver)
         for name in ("ode_rtol", "ode_atol"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and np.isfinite(value) and value >= 0):

@@ -16,7 +16,7 @@ import sympy as sp
 from jaxtyping import Array, Bool, Float, Int
 from petab.v1.math import sympify_petab
 
-from .._checks import as_count, as_ratio
+from .._checks import as_count, as_ode_solver, as_ratio
 from .._compile import cpu_safe_jit, per_run, resolve_vectorize
 from .._typing import ArrayLike
 from ._sbml import TIME, PetabError, read_sbml
@@ -427,8 +427,8 @@ def load(
     rtol, atol = as_ratio("rtol", rtol), as_ratio("atol", atol)
     max_steps = as_count("max_steps", max_steps, 1)
     vectorize = resolve_vectorize(vectorize, jax.devices())
-    if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
-        raise TypeError(f"solver must be a diffrax solver (e.g. diffrax.Kvaerno5()), got {type(solver).__name__}.")
+    if solver is not None:
+        as_ode_solver("solver", solver)
     tables = read_tables(path)
     name = tables.name
     measurement = tables.measurement

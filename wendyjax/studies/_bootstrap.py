@@ -13,7 +13,7 @@ import numpy as np
 import scipy.stats
 from jaxtyping import ArrayLike, PRNGKeyArray
 
-from .._checks import as_count, as_key, as_level, as_sigma, user_stacklevel
+from .._checks import as_count, as_key, as_level, as_ode_solver, as_sigma, user_stacklevel
 from .._compile import cpu_safe_jit, resolve_vectorize
 from .._derived import derived_names, derived_values
 from .._progress import progress_bar
@@ -475,8 +475,7 @@ def bootstrap(
     n_boot = as_count("n_boot", n_boot, 2)
     if ode_solver is None:
         ode_solver = _own_ode_solver(estimator)
-    if not isinstance(ode_solver, diffrax.AbstractSolver):
-        raise TypeError(f"ode_solver must be a diffrax solver object (e.g. diffrax.Tsit5()), got {ode_solver!r}.")
+    as_ode_solver("ode_solver", ode_solver)
     if not (isinstance(batch_size, str) and batch_size == "auto"):
         batch_size = as_count("batch_size", batch_size, 1)
     options = fit_options(estimator, fit, options, "the bootstrap")

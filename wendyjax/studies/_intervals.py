@@ -9,7 +9,7 @@ import equinox as eqx
 import numpy as np
 from jaxtyping import PRNGKeyArray
 
-from .._checks import as_count, as_level, as_ratio
+from .._checks import as_count, as_level, as_ode_solver, as_ratio
 from ..estimators import AbstractEstimator, AbstractFit
 from ._bootstrap import bootstrap, min_refits
 from ._fitcheck import fit_options
@@ -149,6 +149,8 @@ class BootstrapIntervals(AbstractIntervals):
     def __check_init__(self):
         as_count("n_boot", self.n_boot, 2)
         as_count("batch_size", self.batch_size, 1)
+        if self.ode_solver is not None:
+            as_ode_solver("ode_solver", self.ode_solver)
         if self.kind not in _KINDS:
             raise ValueError(f"kind must be one of {', '.join(map(repr, _KINDS))}, got {self.kind!r}.")
 
