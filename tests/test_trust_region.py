@@ -8,7 +8,7 @@ from _typecheck import unchecked
 from scipy.optimize import minimize
 
 from wendyjax.estimators import RESULTS, TrustRegion
-from wendyjax.estimators._trust_region import _trust_region_step
+from wendyjax.estimators._trust_region import _bound_curvature, _trust_region_step
 
 minimise = TrustRegion().minimise  # tolerances 1e-8
 
@@ -25,12 +25,16 @@ _solve = jax.jit(lambda x0, lo, hi, solver=TrustRegion(): solver.minimise(_fgh, 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("monotone_scaling", [True, False])
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"monotone_scaling": False}, {"monotone_scaling": False, "bound_curvature": True}],
+    ids=["monotone", "current", "current-bound-curvature"],
+)
 @pytest.mark.parametrize("n", [2, 5, 10])
-def test_rosenbrock_unbounded_and_bounded(n, monotone_scaling):
+def test_rosenbrock_unbounded_and_bounded(n, options):
     x0 = -1.2 * jnp.ones(n)
     inf = jnp.full(n, jnp.inf)
-    solve = lambda x0, lo, hi: _solve(x0, lo, hi, TrustRegion(monotone_scaling=monotone_scaling))  # noqa: E731
+    solve = lambda x0, lo, hi: _solve(x0, lo, hi, TrustRegion(**options))  # noqa: E731
     sol = solve(x0, -inf, inf)
     assert sol.result == RESULTS.successful
     np.testing.assert_allclose(sol.params, np.ones(n), atol=1e-7)
@@ -123,8 +127,9 @@ def test_a_collapse_away_from_stationarity_is_stalled_not_successful():
     assert np.max(np.abs(sol.grad)) > 0.5  # far from stationary: a success would be a lie
 
 
+@pytest.mark.parametrize("bound_curvature", [False, True])
 @pytest.mark.parametrize("offset", [0.0, 2.2e-16, 1e-12, 1e-9, 1e-2])
-def test_a_start_just_off_a_bound_is_not_taken_for_converged(offset):
+def test_a_start_just_off_a_bound_is_not_taken_for_converged(offset, bound_curvature):
     """x₀ pressed against its bound 1 by a strongly coupled quadratic, starting `offset`
     above it. The free Newton step moves x₀ far below the bound, so the truncated step is
     ~`offset` long and the projected one raises the model; x₀ blocked the Cauchy step too.
@@ -133,13 +138,14 @@ def test_a_start_just_off_a_bound_is_not_taken_for_converged(offset):
     H, c = jnp.array([[1.0, 0.999], [0.999, 1.0]]), jnp.array([-40.0, 3.0])
     fgh = lambda x, _: (0.5 * (x - c) @ H @ (x - c), H @ (x - c), H)  # noqa: E731
     lo, hi = jnp.array([1.0, -jnp.inf]), jnp.full(2, jnp.inf)
-    sol = jax.jit(lambda x0: minimise(fgh, x0, lo, hi))(jnp.array([1.0 + offset, 0.0]))
+    solver = TrustRegion(bound_curvature=bound_curvature)
+    sol = jax.jit(lambda x0: solver.minimise(fgh, x0, lo, hi))(jnp.array([1.0 + offset, 0.0]))
     assert sol.result == RESULTS.successful and int(sol.num_steps) >= 1
     # the minimiser with x₀ on its bound: x₁ = c₁ − H₁₀(1 − c₀)/H₁₁
     np.testing.assert_allclose(sol.params, [1.0, 3.0 - 0.999 * 41.0], atol=1e-7)
 
 
-@pytest.mark.parametrize("flag", ["monotone_scaling", "newton_decrement"])
+@pytest.mark.parametrize("flag", ["monotone_scaling", "newton_decrement", "bound_curvature"])
 def test_a_flag_that_is_not_a_bool_is_refused(flag):
     with unchecked(), pytest.raises(TypeError, match=f"{flag} must be True or False, got 'no'"):
         TrustRegion(**{flag: "no"})  # pyright: ignore[reportArgumentType]
@@ -166,3 +172,32 @@ def test_the_newton_decrement_ends_a_linearly_converging_gauss_newton_sooner():
     assert abs(float(full.params[0])) < 1e-7
     assert 0.0 <= float(early.objective) - 1.0 <= 4e-8
     assert int(early.num_steps) < int(full.num_steps)
+
+
+def test_the_bound_curvature_is_the_gradient_over_the_distance_to_the_bound_it_points_at():
+    """Coleman & Li (1996): |g_i| / v_i, v_i the distance to the bound that -g_i points at (at
+    least the floor); 0 towards an infinite bound or where the gradient vanishes."""
+    x = jnp.array([0.5, 0.5, 0.5, 0.5, 2.0])
+    g = jnp.array([3.0, -3.0, 0.0, -3.0, 3.0])
+    lower = jnp.array([0.0, 0.0, 0.0, 0.0, 2.0])
+    upper = jnp.array([2.0, 2.0, 2.0, jnp.inf, 4.0])
+    np.testing.assert_allclose(_bound_curvature(x, g, lower, upper, 1e-3), [6.0, 2.0, 0.0, 0.0, 3e3])
+
+
+def test_the_bound_curvature_ends_where_the_plain_step_does():
+    """A quadratic whose unconstrained minimiser lies far outside the box in its weakly
+    determined variable x₁ (x₀ + x₁ is well determined): the solution has x₁ on its bound and
+    x₀ + x₁ = c₀ + c₁. The plain step reaches it at once (projected Newton steps are exact on a
+    quadratic); with the bounds' curvature x₁ approaches its bound geometrically, to the
+    tolerance, in a few more steps."""
+    H, c = jnp.array([[1.0, 1.0], [1.0, 1.0 + 1e-4]]), jnp.array([0.0, 50.0])
+    fgh = lambda x, _: (0.5 * (x - c) @ H @ (x - c), H @ (x - c), H)  # noqa: E731
+    lo, hi = jnp.array([-100.0, -5.0]), jnp.array([100.0, 5.0])
+    ends = {}
+    for bound_curvature in (False, True):
+        solver = TrustRegion(bound_curvature=bound_curvature)
+        sol = jax.jit(lambda x0, solver=solver: solver.minimise(fgh, x0, lo, hi))(jnp.array([3.0, -4.0]))
+        assert sol.result == RESULTS.successful
+        np.testing.assert_allclose(sol.params, [45.0, 5.0], atol=1e-6)
+        ends[bound_curvature] = int(sol.num_steps)
+    assert ends[False] < ends[True] <= 10

@@ -11,7 +11,9 @@ of WENDy ($J \lesssim 50$ parameters). Each step
    included), with Moré's scaling $D_i = \max_k \sqrt{|H^{(k)}_{ii}|}$ over the iterates
    $k$ so far (or, with `monotone_scaling=False`, the current iterate's $\sqrt{|H_{ii}|}$);
    variables at a bound that the step pushes outwards join the active set and the
-   subproblem is re-solved (at most three more rounds, only while that set changes);
+   subproblem is re-solved (at most three more rounds, only while that set changes); with
+   `bound_curvature=True` the step's model adds Coleman & Li (1996)'s curvature
+   $|g_i|/v_i$ towards the bound at distance $v_i$ that the gradient pushes $x_i$ to;
 2. makes the step feasible, keeping whichever of the projected step
    $P(x + s) - x$, the truncated step $\tau s$ (largest feasible $\tau\le1$) and the
    scaled projected-gradient Cauchy step has the lowest model value (the last
@@ -191,12 +193,22 @@ class TrustRegion(eqx.Module):
     2004, §9.5), however long that Newton step and however small the radius: for a
     likelihood, whose weakly determined directions are not worth resolving to
     `atol + rtol·max|x|` and whose last steps, at the ODE solver's noise floor, are mostly
-    rejected (the PEtab multistart's choice)."""
+    rejected (the PEtab multistart's choice).
+
+    `bound_curvature`: the step minimises the model plus Coleman & Li (1996)'s affine-scaling
+    curvature $|g_i|/v_i$, $v_i$ the distance to the bound that the gradient pushes $x_i$
+    towards (the predicted reduction stays the model's): a variable the objective barely
+    curves along moves about to that bound and no further, and the others' step is solved
+    with it so held, instead of a step computed for a point far outside the box and then cut
+    or projected onto it (the PEtab multistart's choice, whose boxes span decades). Where the
+    quadratic model is good it costs steps: a solution on a bound is then approached
+    geometrically rather than reached at once."""
 
     rtol: float = 1e-8
     atol: float = 1e-8
     monotone_scaling: bool = eqx.field(default=True, static=True)
     newton_decrement: bool = eqx.field(default=False, static=True)
+    bound_curvature: bool = eqx.field(default=False, static=True)
 
     def __check_init__(self):
         for name in ("rtol", "atol"):
@@ -208,7 +220,7 @@ class TrustRegion(eqx.Module):
                 )
         if self.rtol == 0 and self.atol == 0:
             raise ValueError("TrustRegion: rtol and atol cannot both be 0 (the iteration would never stop).")
-        for name in ("monotone_scaling", "newton_decrement"):
+        for name in ("monotone_scaling", "newton_decrement", "bound_curvature"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"TrustRegion: {name} must be True or False, got {getattr(self, name)!r}.")
 
@@ -238,8 +250,16 @@ class TrustRegion(eqx.Module):
         with_aux = fn if aux is not None else lambda x, a: (*fn(x, a), None)
         return _minimise(
             with_aux, x0, lower, upper, args, self.rtol, self.atol, self.monotone_scaling, self.newton_decrement,
-            max_steps, aux,
+            self.bound_curvature, max_steps, aux,
         )  # fmt: skip
+
+
+def _bound_curvature(x, g, lower, upper, floor):
+    r"""Coleman & Li (1996)'s affine-scaling curvature $|g_i| / v_i$, with $v_i$ the distance
+    (at least `floor`) from $x_i$ to the bound its gradient pushes it towards; 0 where that
+    bound is infinite or the gradient vanishes."""
+    v = jnp.where(g < 0, upper - x, jnp.where(g > 0, x - lower, jnp.inf))
+    return jnp.where(jnp.isfinite(v), jnp.abs(g) / jnp.maximum(v, floor), 0.0)
 
 
 def _newton_reduction(H, g, D, free):
@@ -254,23 +274,28 @@ def _newton_reduction(H, g, D, free):
     return jnp.where(lam[0] < -tiny, jnp.inf, jnp.sum(0.5 * a**2 / jnp.maximum(lam, tiny)))
 
 
-def _minimise(fn, x0, lower, upper, args, rtol, atol, monotone, decrement, max_steps, aux=None) -> TrustRegionSolution:
+def _minimise(
+    fn, x0, lower, upper, args, rtol, atol, monotone, decrement, bound_curvature, max_steps, aux=None
+) -> TrustRegionSolution:
     x0 = jnp.clip(x0, lower, upper)
 
     def propose(x, f, g, H, D, radius):
         """The next step, its predicted reduction, and whether it shows convergence."""
+        xtol = atol + rtol * jnp.max(jnp.abs(x))
+        # the step's model: with `bound_curvature`, H plus the curvature of the distance to
+        # the bound each variable's gradient pushes it towards; the reductions are H's
+        M = H + jnp.diag(_bound_curvature(x, g, lower, upper, xtol)) if bound_curvature else H
         # variables at a bound that the gradient, or then the Newton-like step, pushes
         # outwards are fixed; the subproblem is re-solved on the rest while that set changes
         # (at most _ACTIVE_SET_ROUNDS times: one eigendecomposition when no bound is hit).
         # "At a bound" means within the step tolerance of it: a truncated step lands an ulp
         # off the bound it was cut at, and a variable left free there blocks every feasible
         # step (truncated and Cauchy alike) at a length the convergence test takes for zero
-        xtol = atol + rtol * jnp.max(jnp.abs(x))
         at_lower, at_upper = x - lower <= xtol, upper - x <= xtol
 
         def refine(state):
             free, _, _, _, rounds = state
-            step, inside = _free_step(H, g, D, free, radius)
+            step, inside = _free_step(M, g, D, free, radius)
             fixed = free & ((at_lower & (step < 0)) | (at_upper & (step > 0)))
             changed = jnp.any(fixed) & (rounds < _ACTIVE_SET_ROUNDS)
             return jnp.where(changed, free & ~fixed, free), step, inside, changed, rounds + 1
@@ -285,10 +310,10 @@ def _minimise(fn, x0, lower, upper, args, rtol, atol, monotone, decrement, max_s
             [
                 jnp.clip(x + step, lower, upper) - x,
                 _max_feasible_fraction(x, step, lower, upper) * step,
-                _cauchy_step(g, H, D, x, lower, upper, free, radius),
+                _cauchy_step(g, M, D, x, lower, upper, free, radius),
             ]
         )
-        step = candidates[jnp.argmin(jax.vmap(lambda c: _model(g, H, c))(candidates))]
+        step = candidates[jnp.argmin(jax.vmap(lambda c: _model(g, M, c))(candidates))]
         predicted = -_model(g, H, step)
         small_x = jnp.max(jnp.abs(step)) <= xtol
         small_f = predicted <= atol + rtol * jnp.abs(f)

@@ -21,8 +21,10 @@ _T = TypeVar("_T")
 #: iterate's scaling, as starts drawn over boxes of several decades begin at objectives of
 #: 1e10 and more, whose curvature would fix a monotone scaling far too large; stopping also
 #: by the Newton decrement, as weakly determined directions of a likelihood are not worth the
-#: last tens of steps (mostly rejected, at the ODE solves' noise floor).
-SOLVER = TrustRegion(rtol=1e-8, atol=1e-8, monotone_scaling=False, newton_decrement=True)
+#: last tens of steps (mostly rejected, at the ODE solves' noise floor); the step's model
+#: curved towards the bounds, as boxes of several decades hold parameters the data barely
+#: determine, whose steps computed without the bounds cross the box.
+SOLVER = TrustRegion(rtol=1e-8, atol=1e-8, monotone_scaling=False, newton_decrement=True, bound_curvature=True)
 
 #: how lineax words a tangent solve of a failed implicit step: non-finite output (a singular
 #: Newton matrix) or non-finite input (derivatives of the right-hand side that overflowed)
