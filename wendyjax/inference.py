@@ -20,6 +20,7 @@ import scipy.stats
 from jaxtyping import Array, Bool, Float
 
 from . import _typing
+from ._checks import as_ode_solver
 from ._compile import cpu_safe_jit
 from ._derived import derived_values
 from ._table import fixed_width
@@ -164,6 +165,7 @@ def forward_simulation_error(
     r"""$\|\hat U(p, u_0) - U_{\rm ref}\|_F / \|U_{\rm ref}\|_F$ (Rummel et al. 2025, eq. 13) and whether
     the forward solve succeeded (Rummel et al. 2025, eq. 14 counts a failure); inf when it failed.
     Pure: vmappable over estimates and datasets."""
+    as_ode_solver("solver", solver)
     ys, result = _solve(model.rhs, p, u0, t, solver, jnp.asarray(rtol), jnp.asarray(atol), max_steps, model.jump_ts)
     ok = (result == diffrax.RESULTS.successful) & jnp.all(jnp.isfinite(ys))
     err = jnp.linalg.norm(jnp.where(ok, ys, 0.0) - reference) / jnp.linalg.norm(reference)

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PyTree
 
+from .._checks import as_ode_solver
 from .._compile import cpu_safe_jit
 
 GRADIENT_MODES = ("backprop", "backsolve", "forward")
@@ -141,6 +142,7 @@ def trajectory_loss_gradient(
     then the mean over windows, each solved from its own `x0` (vmapped)."""
     if mode not in GRADIENT_MODES:
         raise ValueError(f"mode must be one of {GRADIENT_MODES}, got {mode!r}.")
+    as_ode_solver("solver", solver)
     t = jnp.asarray(t, float)
     y = jnp.asarray(y, float)
     x0 = jnp.asarray(x0, float)

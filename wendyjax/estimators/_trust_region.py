@@ -200,7 +200,7 @@ class TrustRegion(eqx.Module):
     towards (the predicted reduction stays the model's): a variable the objective barely
     curves along moves about to that bound and no further, and the others' step is solved
     with it so held, instead of a step computed for a point far outside the box and then cut
-    or projected onto it (the PEtab multistart's choice, whose boxes span decades). Where the
+    or projected onto it (the PEtab fits' choice, whose boxes span decades). Where the
     quadratic model is good it costs steps: a solution on a bound is then approached
     geometrically rather than reached at once."""
 
@@ -254,12 +254,12 @@ class TrustRegion(eqx.Module):
         )  # fmt: skip
 
 
-def _bound_curvature(x, g, lower, upper, floor):
-    r"""Coleman & Li (1996)'s affine-scaling curvature $|g_i| / v_i$, with $v_i$ the distance
-    (at least `floor`) from $x_i$ to the bound its gradient pushes it towards; 0 where that
-    bound is infinite or the gradient vanishes."""
+def _bound_curvature(x, g, lower, upper, free):
+    r"""Coleman & Li (1996)'s affine-scaling curvature $|g_i| / v_i$ of the `free` variables,
+    $v_i > 0$ the distance from $x_i$ to the bound its gradient pushes it towards; 0 where
+    that bound is infinite, the gradient vanishes or the variable is held at its bound."""
     v = jnp.where(g < 0, upper - x, jnp.where(g > 0, x - lower, jnp.inf))
-    return jnp.where(jnp.isfinite(v), jnp.abs(g) / jnp.maximum(v, floor), 0.0)
+    return jnp.where(free, jnp.abs(g) / jnp.where(free, v, 1.0), 0.0)
 
 
 def _newton_reduction(H, g, D, free):
@@ -281,17 +281,18 @@ def _minimise(
 
     def propose(x, f, g, H, D, radius):
         """The next step, its predicted reduction, and whether it shows convergence."""
-        xtol = atol + rtol * jnp.max(jnp.abs(x))
-        # the step's model: with `bound_curvature`, H plus the curvature of the distance to
-        # the bound each variable's gradient pushes it towards; the reductions are H's
-        M = H + jnp.diag(_bound_curvature(x, g, lower, upper, xtol)) if bound_curvature else H
         # variables at a bound that the gradient, or then the Newton-like step, pushes
         # outwards are fixed; the subproblem is re-solved on the rest while that set changes
         # (at most _ACTIVE_SET_ROUNDS times: one eigendecomposition when no bound is hit).
         # "At a bound" means within the step tolerance of it: a truncated step lands an ulp
         # off the bound it was cut at, and a variable left free there blocks every feasible
         # step (truncated and Cauchy alike) at a length the convergence test takes for zero
+        xtol = atol + rtol * jnp.max(jnp.abs(x))
         at_lower, at_upper = x - lower <= xtol, upper - x <= xtol
+        kkt_free = ~((at_lower & (g > 0)) | (at_upper & (g < 0)))
+        # the step's model: with `bound_curvature`, H plus the curvature of the distance to
+        # the bound each free variable's gradient pushes it towards; the reductions are H's
+        M = H + jnp.diag(_bound_curvature(x, g, lower, upper, kkt_free)) if bound_curvature else H
 
         def refine(state):
             free, _, _, _, rounds = state
@@ -300,7 +301,6 @@ def _minimise(
             changed = jnp.any(fixed) & (rounds < _ACTIVE_SET_ROUNDS)
             return jnp.where(changed, free & ~fixed, free), step, inside, changed, rounds + 1
 
-        kkt_free = ~((at_lower & (g > 0)) | (at_upper & (g < 0)))
         free, step, inside, _, _ = jax.lax.while_loop(
             lambda state: state[3], refine, (kkt_free, jnp.zeros_like(x), jnp.array(False), jnp.array(True), 0)
         )

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from .._checks import as_count, as_key, as_ratio
+from .._checks import as_count, as_key, as_ode_solver, as_ratio
 from .._typing import ArrayLike, KeyLike
 from ..data import Trajectory
 from ..model import ODEModel
@@ -31,6 +31,9 @@ class Benchmark(eqx.Module):
     noise: AbstractNoise | AbstractCountNoise
     solver: diffrax.AbstractSolver
     source: str = eqx.field(static=True)
+
+    def __check_init__(self):
+        as_ode_solver("solver", self.solver)
 
     def fix(self, values: "Mapping[str, float] | None" = None, /, **named: float) -> "Benchmark":
         """This benchmark with some parameters held (by name, as
