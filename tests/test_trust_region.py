@@ -190,7 +190,7 @@ def test_the_bound_curvature_is_the_gradient_over_the_distance_to_the_bound_it_p
 def test_the_bound_curvature_ends_where_the_plain_step_does():
     """A quadratic whose unconstrained minimiser lies far outside the box in its weakly
     determined variable x₁ (x₀ + x₁ is well determined): the solution has x₁ on its bound and
-    x₀ + x₁ = c₀ + c₁. The plain step reaches it at once (projected Newton steps are exact on a
+    x₀ + x₁ = c₀ + c₁. The plain step reaches it in a step or two (projected Newton steps are exact on a
     quadratic); with the bounds' curvature x₁ approaches its bound geometrically, to the
     tolerance, in a few more steps."""
     H, c = jnp.array([[1.0, 1.0], [1.0, 1.0 + 1e-4]]), jnp.array([0.0, 50.0])

@@ -186,14 +186,14 @@ class TrustRegion(eqx.Module):
     $\sqrt{|H_{ii}|}$ of any iterate so far (Moré 1978; steady along curved valleys), or
     with `False` the current iterate's: for starts far from the optimum, whose first
     iterates' curvature (objectives of 1e10 and more) would fix $D$ so large that the later
-    steps crawl (the PEtab multistart's choice).
+    steps crawl (the PEtab fits' choice).
 
     `newton_decrement`: also stop where the model's own minimum on the free set lies less
     than `atol + rtol·|f|` below `f` (half the squared Newton decrement, Boyd & Vandenberghe
     2004, §9.5), however long that Newton step and however small the radius: for a
     likelihood, whose weakly determined directions are not worth resolving to
     `atol + rtol·max|x|` and whose last steps, at the ODE solver's noise floor, are mostly
-    rejected (the PEtab multistart's choice).
+    rejected (the PEtab fits' choice).
 
     `bound_curvature`: the step minimises the model plus Coleman & Li (1996)'s affine-scaling
     curvature $|g_i|/v_i$, $v_i$ the distance to the bound that the gradient pushes $x_i$
