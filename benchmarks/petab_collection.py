@@ -36,7 +36,12 @@ AMICI |= {"Weber_BMC2015": -296.2017922646865, "Zheng_PNAS2012": 278.33353271001
 
 #: the Markdown table's columns: (header, row key, format)
 COLUMNS = [("problem", "problem", "s"), ("status", "status", "s"), ("params", "parameters", "d")]
-COLUMNS += [("conditions", "conditions", "d"), ("llh (wendyjax)", "llh", ".10g"), ("AMICI published", "amici", ".10g")]
+COLUMNS += [
+    ("conditions", "conditions", "d"),
+    ("ODE solver", "solver", "s"),
+    ("llh (wendyjax)", "llh", ".10g"),
+    ("AMICI published", "amici", ".10g"),
+]
 COLUMNS += [("rel. diff", "rel_amici", ".1e"), ("rel. diff vs AMICI here", "rel_amici_here", ".1e")]
 COLUMNS += [("rel. diff vs simulatedData", "rel_simulated_data", ".1e"), ("llh s (incl. compile)", "llh_s", ".1f")]
 COLUMNS += [("starts", "starts", "d"), ("draws replaced", "rejected_starts", "d")]
@@ -107,6 +112,7 @@ def one(folder: Path, args) -> dict:
         return row | {"status": "refused", "reason": str(error)}
     row |= {"load_s": time.perf_counter() - start, "parameters": problem.n_parameters}
     row |= {"conditions": len(problem.conditions), "measurements": len(problem.measurements)}
+    row["solver"] = type(problem.solver).__name__
     start = time.perf_counter()
     try:
         llh = float(problem.log_likelihood())

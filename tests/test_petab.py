@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
+import sympy as sp
 from _typecheck import unchecked
 
 libsbml = pytest.importorskip("libsbml")
@@ -27,6 +28,7 @@ AMICI = {
     "Boehm_JProteomeRes2014": -138.22199693517703,
     "Fujita_SciSignal2010": 53.08377736998929,
     "Elowitz_Nature2000": 63.20279991419332,
+    "Bruno_JExpBot2016": 46.688176988431806,
 }
 
 
@@ -45,12 +47,14 @@ def test_boehm_at_its_nominal_parameters_has_amicis_log_likelihood(boehm):
     assert value == pytest.approx(AMICI["Boehm_JProteomeRes2014"], rel=1e-6)
 
 
-@pytest.mark.parametrize("name", ["Fujita_SciSignal2010", "Elowitz_Nature2000"])
+@pytest.mark.parametrize("name", ["Fujita_SciSignal2010", "Elowitz_Nature2000", "Bruno_JExpBot2016"])
 def test_log_likelihood_equals_amicis_and_petabs_own_on_our_simulations(name):
     # Fujita: 16 conditions, a piecewise input, condition overrides; Elowitz: log10
-    # observables (with the transform's Jacobian), initial assignments. atol 1e-14: Fujita's
-    # species are small (converged values at atol 1e-14 and 1e-16 agree to 1e-9).
+    # observables (with the transform's Jacobian), initial assignments; Bruno: six conditions
+    # of a linear model, solved by its matrix exponential. atol 1e-14: Fujita's species are
+    # small (converged values at atol 1e-14 and 1e-16 agree to 1e-9).
     problem = wp.load(_yaml(name), rtol=1e-10, atol=1e-14)
+    assert isinstance(problem.solver, wp.MatrixExponential) == (name == "Bruno_JExpBot2016")
     value = float(problem.log_likelihood())
     assert value == pytest.approx(AMICI[name], rel=1e-6)
     # the formula checked independently: petab's calculate_llh on our simulations
@@ -84,6 +88,51 @@ def test_a_term_that_saturates_through_an_overflow_has_tangent_0_not_nan():
     np.testing.assert_array_equal(g, f)
     np.testing.assert_array_equal(forward[~nan], plain[~nan])
     assert np.all(forward[nan] == 0.0)
+
+
+def _chain(t, x, p):
+    """A stiff linear chain with an input: x0 -> x1 -> x2 -> at rates 1e4 p0, p1 and 0.01, x0
+    produced at rate p2."""
+    a = jnp.array([[-1e4 * p[0], 0.0, 0.0], [1e4 * p[0], -p[1], 0.0], [0.0, p[1], -0.01]])
+    return a @ x + jnp.array([p[2], 0.0, 0.0])
+
+
+def test_the_matrix_exponential_is_the_exact_solution_of_a_linear_model():
+    from scipy.linalg import expm
+
+    from wendyjax.petab._exponential import linear_autonomous
+
+    p = jnp.array([[1.0, 1.0, 2.0], [0.5, 3.0, 0.0]])  # two conditions
+    x0 = jnp.array([[1.0, 0.0, 0.0], [0.0, 2.0, 1.0]])
+    ts = jnp.array([[0.0, 1e-4, 1.0, 300.0], [0.0, 0.5, 10.0, 10.0]])
+    solve = jax.jit(lambda p, solver: solver.solve(_chain, p, x0, ts), static_argnums=1)
+    states, ok = solve(p, wp.MatrixExponential())
+    assert bool(ok)
+    zero = jnp.zeros(3)
+    for c in range(2):
+        m = np.zeros((4, 4))
+        m[:3, :3], m[:3, 3] = jax.jacfwd(_chain, argnums=1)(0.0, zero, p[c]), _chain(0.0, zero, p[c])
+        for k, t in enumerate(np.asarray(ts[c])):
+            reference = (expm(m * t) @ np.append(x0[c], 1.0))[:3]  # scipy's own scaling and squaring
+            np.testing.assert_allclose(states[c, k], reference, rtol=1e-10, atol=1e-14)
+    # x0 by hand: s/k + (x0(0) - s/k) exp(-k t), k = 1e4, s = 2
+    np.testing.assert_allclose(states[0, :, 0], 2e-4 + (1 - 2e-4) * np.exp(-1e4 * ts[0]), rtol=1e-12)
+    # derivatives in the parameters: forward and reverse mode and central differences agree
+    weights = jnp.arange(1.0, 25.0).reshape(2, 4, 3)
+    loss = lambda p: jnp.sum(weights * solve(p, wp.MatrixExponential())[0])  # noqa: E731
+    forward, reverse = jax.jacfwd(loss)(p), jax.grad(loss)(p)
+    np.testing.assert_allclose(forward, reverse, rtol=1e-10)
+    h = 1e-4  # the loss (2.6e3) is rounded at ~2^20 ε relative: differences agree to ~1e-7
+    for c, i in np.ndindex(2, 3):
+        e = jnp.zeros_like(p).at[c, i].set(h)
+        assert float(forward[c, i]) == pytest.approx(float((loss(p + e) - loss(p - e)) / (2 * h)), rel=1e-5, abs=1e-8)
+    # |A t| = 3e6 needs 20 squarings: with fewer, the solve fails
+    states, ok = solve(p, wp.MatrixExponential(max_squarings=8))
+    assert not bool(ok) and np.isnan(states[0, 3]).all()
+    x, y, k, t = sp.symbols("x y k t")
+    assert linear_autonomous([k * x + 2, -k * x / 3 + y], [x, y], t)
+    for expr in (k * x * y, k * x + t, sp.exp(x), x * sp.Piecewise((k, x < 1), (0, True))):
+        assert not linear_autonomous([expr, y], [x, y], t), expr
 
 
 def test_simulations_match_the_collections_simulated_data(boehm):
@@ -226,8 +275,11 @@ def _closed_form_log_likelihood(frame: pd.DataFrame, k, a0_high, scale_a, sigma_
     return total
 
 
-def test_a_problem_written_here_has_its_closed_form_log_likelihood(tmp_path):
-    problem = wp.load(_write_problem(tmp_path / "p"), rtol=1e-12, atol=1e-14)
+@pytest.mark.parametrize("solver", [None, diffrax.Kvaerno5()], ids=["default", "Kvaerno5"])
+def test_a_problem_written_here_has_its_closed_form_log_likelihood(tmp_path, solver):
+    problem = wp.load(_write_problem(tmp_path / "p"), rtol=1e-12, atol=1e-14, solver=solver)
+    # k A is linear: by default its exact solution
+    assert isinstance(problem.solver, wp.MatrixExponential if solver is None else diffrax.Kvaerno5)
     assert problem.parameter_names == ("k", "A0_high", "scale_a", "sigma_b")
     assert problem.scales == ("log10", "lin", "log", "log10")
     np.testing.assert_allclose(problem.nominal, [math.log10(0.7), 3.0, math.log(2.0), math.log10(0.1)], rtol=1e-15)
@@ -249,10 +301,11 @@ def test_priors_enter_the_objective_not_the_log_likelihood(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_fisher_path_gradient_matches_reverse_mode_and_finite_differences(tmp_path):
+@pytest.mark.parametrize("solver", [None, diffrax.Kvaerno5()], ids=["matrix-exponential", "Kvaerno5"])
+def test_the_fisher_path_gradient_matches_reverse_mode_and_finite_differences(tmp_path, solver):
     from wendyjax.petab._multistart import _value_gradient_fisher
 
-    problem = wp.load(_write_problem(tmp_path / "p", prior=True), rtol=1e-12, atol=1e-14)
+    problem = wp.load(_write_problem(tmp_path / "p", prior=True), rtol=1e-12, atol=1e-14, solver=solver)
     x = problem.nominal + jnp.array([0.1, -0.2, 0.1, 0.05])
     value, grad, fisher = eqx.filter_jit(_value_gradient_fisher)(x, problem)
     objective = eqx.filter_jit(lambda x: problem.objective(x)[0])
@@ -286,7 +339,7 @@ def test_the_conditions_one_after_another_or_side_by_side_agree(tmp_path):
 
     path = _write_problem(tmp_path / "p")
     assert wp.load(path).vectorize == (jax.default_backend() != "cpu")
-    mapped, vmapped = (wp.load(path, vectorize=v) for v in (False, True))
+    mapped, vmapped = (wp.load(path, vectorize=v, solver=diffrax.Kvaerno5()) for v in (False, True))
     assert not mapped.vectorize and vmapped.vectorize and mapped.conditions == ("low", "high")
     x = mapped.nominal + jnp.array([0.1, -0.2, 0.1, 0.05])
     one_by_one = eqx.filter_jit(_value_gradient_fisher)(x, mapped)
@@ -453,6 +506,10 @@ def test_bad_arguments_are_refused_before_any_work(boehm):
         wp.load(path, solver="kvaerno5")  # pyright: ignore[reportArgumentType]  # the wrong input under test
     with pytest.raises(TypeError, match="solver: KenCarp4 solves equations of several terms"):
         wp.load(path, solver=diffrax.KenCarp4())
+    with pytest.raises(wp.PetabError, match=r"solver=MatrixExponential\(\) needs a linear autonomous model"):
+        wp.load(path, solver=wp.MatrixExponential())
+    with pytest.raises(ValueError, match="max_squarings must be a positive integer"):
+        wp.MatrixExponential(max_squarings=0)
     with pytest.raises(ValueError, match=r"params must be a vector of the 9 estimated parameters"):
         boehm.log_likelihood(np.zeros(3))
     with pytest.raises(ValueError, match="n_starts must be an integer >= 1"):

@@ -12,6 +12,7 @@ except ImportError as error:
     ) from error
 
 from ._experiments import PetabExperiments as PetabExperiments, experiments as experiments
+from ._exponential import MatrixExponential as MatrixExponential
 from ._multistart import MultistartResult as MultistartResult, multistart as multistart
 from ._problem import PetabProblem as PetabProblem, load as load
 from ._sbml import PetabError as PetabError
@@ -21,6 +22,7 @@ __all__ = [
     "load",
     "PetabProblem",
     "PetabError",
+    "MatrixExponential",
     "experiments",
     "PetabExperiments",
     "multistart",

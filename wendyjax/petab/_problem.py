@@ -19,6 +19,7 @@ from petab.v1.math import sympify_petab
 from .._checks import as_count, as_ode_solver, as_ratio
 from .._compile import cpu_safe_jit, per_run, resolve_vectorize
 from .._typing import ArrayLike
+from ._exponential import MatrixExponential, linear_autonomous
 from ._sbml import TIME, PetabError, read_sbml
 from ._tables import DISTRIBUTIONS, PRIORS, SCALES, Table, number, read_tables
 
@@ -78,7 +79,7 @@ class PetabProblem(eqx.Module):
     observables: tuple[str, ...] = eqx.field(static=True)
     conditions: tuple[str, ...] = eqx.field(static=True)
     _table: "_Held" = eqx.field(static=True)
-    solver: diffrax.AbstractSolver
+    solver: diffrax.AbstractSolver | MatrixExponential
     rtol: float = eqx.field(static=True)
     atol: float = eqx.field(static=True)
     max_steps: int = eqx.field(static=True)
@@ -152,11 +153,14 @@ class PetabProblem(eqx.Module):
 
     def _trajectories(self, x, forward: bool):
         values, p, x0 = self._parameters(x)
+        solver = self.solver
+        if isinstance(solver, MatrixExponential):
+            return values, p, *solver.solve(self._functions.rhs, p, x0, self._times)
 
         def solve(p, x0, ts):
             solution = diffrax.diffeqsolve(
                 diffrax.ODETerm(self._field_forward if forward else self._field),
-                self.solver,
+                solver,
                 t0=0.0,
                 t1=jnp.maximum(ts[-1], 1e-12),
                 dt0=None,
@@ -402,7 +406,7 @@ def _default_solver() -> diffrax.AbstractSolver:
 def load(
     path: str | Path,
     *,
-    solver: diffrax.AbstractSolver | None = None,
+    solver: diffrax.AbstractSolver | MatrixExponential | None = None,
     rtol: float = 1e-8,
     atol: float = 1e-12,
     max_steps: int = 10_000,
@@ -412,8 +416,11 @@ def load(
 
     The SBML model becomes JAX ODEs (species, parameters, compartments, assignment and rate
     rules, reactions, function definitions, piecewise); conditions become trajectories that
-    share the estimated parameters. `solver` (default `diffrax.Kvaerno5`, for stiff models,
-    with Newton tolerances of its own), `rtol`, `atol` and `max_steps` set the ODE solves
+    share the estimated parameters. `solver`: by default the exact solution,
+    [`MatrixExponential`][wendyjax.petab.MatrixExponential], where the model is linear and
+    autonomous (dx/dt = A x + b, A and b constant in time and in the states), else
+    `diffrax.Kvaerno5` (for stiff models, with Newton tolerances of its own); a diffrax solver
+    solves any model. `rtol`, `atol` and `max_steps` set a diffrax solver's solves
     (`max_steps` steps, accepted and rejected, over a whole solve: a solve that fails at a
     trial point of a fit stops after that many, each step costing the more the more
     parameters are estimated). `vectorize`: the conditions' solves side by side, vmapped (True;
@@ -422,12 +429,13 @@ def load(
     condition is solved vmapped either way.
     Refused when loading, with the feature and the problem named: preequilibration, steady-state (infinite-time)
     measurements, events, algebraic rules, delays, and noise models other than normal and
-    Laplace on the lin, log or log10 scale.
+    Laplace on the lin, log or log10 scale; `solver=MatrixExponential()` for a model that is
+    not linear and autonomous.
     """
     rtol, atol = as_ratio("rtol", rtol), as_ratio("atol", atol)
     max_steps = as_count("max_steps", max_steps, 1)
     vectorize = resolve_vectorize(vectorize, jax.devices())
-    if solver is not None:
+    if solver is not None and not isinstance(solver, MatrixExponential):
         as_ode_solver("solver", solver)
     tables = read_tables(path)
     name = tables.name
@@ -645,6 +653,13 @@ def load(
     rhs_exprs = [e.xreplace(rename) for e in ode.rhs]
     x0 = _lambdify([p_args], initial_exprs)
     rhs = _lambdify([t_sym, x_args, p_args], rhs_exprs)
+    linear = linear_autonomous(rhs_exprs, list(x_sym.values()), t_sym)
+    if isinstance(solver, MatrixExponential) and not linear:
+        raise PetabError(
+            f"{name}: solver=MatrixExponential() needs a linear autonomous model (dx/dt = A x + b, A and b "
+            f"constant in time and in the states), and {tables.model.name} is not; leave solver out or pass a "
+            f"diffrax solver."
+        )
     # the table parameters the ODE solves depend on, and those the dynamics and observables
     # depend on (the others enter only the noise)
     ode_symbols = set().union(*(e.free_symbols for e in initial_exprs + rhs_exprs))
@@ -668,7 +683,7 @@ def load(
         observables=tuple(observables),
         conditions=tuple(used),
         _table=_Held(frame.drop(columns=["_file", "_line"]).assign(measurement=measured, time=times)),
-        solver=_default_solver() if solver is None else solver,
+        solver=(MatrixExponential() if linear else _default_solver()) if solver is None else solver,
         rtol=rtol,
         atol=atol,
         max_steps=max_steps,
