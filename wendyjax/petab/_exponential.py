@@ -81,7 +81,10 @@ class MatrixExponential(eqx.Module):
     tolerances, no stiffness: `rtol`, `atol` and `max_steps` of [`load`][wendyjax.petab.load]
     do not apply. A solve fails (objective `inf`) where $\|At\|_1$ would need more than
     `max_squarings` squarings (above about $5.4 \cdot 2^{64}$ by default) or the states are
-    not finite. [`load`][wendyjax.petab.load] chooses it for linear autonomous models."""
+    not finite. Its rounding is relative to the largest entries of $e^{At}$: states that
+    decay to below about 1e-16 of them can come out slightly negative (NaN on a log-scale
+    observable; such trial points are rejected). [`load`][wendyjax.petab.load] chooses it for
+    linear autonomous models."""
 
     max_squarings: int = eqx.field(static=True, default=64)
 
