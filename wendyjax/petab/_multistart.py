@@ -148,6 +148,15 @@ def _per_device(x, devices):
     return batch
 
 
+def _over_devices(fn, batch):
+    """`fn` over the devices' axis of `batch` `(devices, per device, n)`: vmapped over several
+    (the axis the sharding splits); for one device, called on its chunk, so that conditionals
+    inside stay conditionals (vmapped, `lax.cond` runs both branches)."""
+    if batch.shape[0] == 1:
+        return jax.tree_util.tree_map(lambda a: a[None], fn(batch[0]))
+    return jax.vmap(fn)(batch)
+
+
 @cpu_safe_jit
 def _fittable(problem: PetabProblem, candidates, vectorize: bool):
     """Whether a fit can start at each of `candidates` `(devices, per device, n)`: its first
@@ -163,7 +172,7 @@ def _fittable(problem: PetabProblem, candidates, vectorize: bool):
             lambda: jnp.array(False),
         )
 
-    return jax.vmap(lambda chunk: per_run(vectorize, one, chunk))(candidates).reshape(-1)
+    return _over_devices(lambda chunk: per_run(vectorize, one, chunk), candidates).reshape(-1)
 
 
 def _fittable_rows(problem: PetabProblem, candidates, devices, vectorize: bool) -> np.ndarray:
@@ -231,7 +240,7 @@ def _fit_all(problem: PetabProblem, starts, solver: TrustRegion, max_steps: int,
     def one(x0):
         return solver.minimise(_value_gradient_fisher, x0, problem.lower, problem.upper, problem, max_steps=max_steps)
 
-    solution = jax.vmap(lambda chunk: per_run(vectorize, one, chunk))(starts)
+    solution = _over_devices(lambda chunk: per_run(vectorize, one, chunk), starts)
     return jax.tree_util.tree_map(lambda a: a.reshape((-1,) + a.shape[2:]), solution)
 
 

@@ -64,9 +64,10 @@ class PetabProblem(eqx.Module):
     simulations and objective as JAX functions of those parameters.
 
     Conditions are simulated from t = 0, each with its parameter and initial-state overrides:
-    side by side (vmapped) where `vectorize`, one after another otherwise (see
-    [`load`][wendyjax.petab.load]); every measurement's log-likelihood is PEtab's (normal or
-    Laplace noise on the lin, log or log10 scale of its observable).
+    by a diffrax solver side by side (vmapped) where `vectorize`, one after another otherwise
+    (see [`load`][wendyjax.petab.load]), by the matrix exponential side by side; every
+    measurement's log-likelihood is PEtab's (normal or Laplace noise on the lin, log or log10
+    scale of its observable).
     """
 
     name: str = eqx.field(static=True)
@@ -230,10 +231,13 @@ class PetabProblem(eqx.Module):
         x = self._as_params(params)
         value, ok = _log_likelihood(self, x)
         if not bool(ok):
-            raise RuntimeError(
-                f"{self.name}: the ODE solve failed at these parameters (try a larger max_steps or "
-                f"looser rtol/atol in wendyjax.petab.load)."
+            advice = (
+                "its matrix exponential is not finite (non-finite parameters, or more than max_squarings "
+                "squarings needed)"
+                if isinstance(self.solver, MatrixExponential)
+                else "try a larger max_steps or looser rtol/atol in wendyjax.petab.load"
             )
+            raise RuntimeError(f"{self.name}: the ODE solve failed at these parameters ({advice}).")
         return value
 
     def log_prior(self, params: ArrayLike | None = None) -> Float[Array, ""]:
