@@ -90,6 +90,41 @@ def test_a_term_that_saturates_through_an_overflow_has_tangent_0_not_nan():
     assert np.all(forward[nan] == 0.0)
 
 
+def test_a_solve_that_stops_advancing_fails_at_once_and_the_others_are_unchanged():
+    """y' = y² blows up at t = 1: the steps shrink to the resolution of t and from there every
+    step is rejected until `max_steps` run out (the multistart of Crauste et al. 2017 meets
+    such trial points: ending them early halves its time). With the load's rejection limit
+    the solve fails after that many rejections in a row; a solve that keeps advancing takes
+    the same steps and values."""
+    from wendyjax.petab._stepsize import RejectionLimit
+
+    def solve(sign, solver, limit):
+        pid = diffrax.PIDController(rtol=1e-8, atol=1e-12)
+        return diffrax.diffeqsolve(
+            diffrax.ODETerm(lambda t, y, args: sign * y * y),
+            solver,
+            0.0,
+            5.0,
+            None,
+            jnp.array([1.0]),
+            saveat=diffrax.SaveAt(ts=jnp.linspace(0.0, 5.0, 11)),
+            stepsize_controller=pid if limit is None else RejectionLimit(pid, limit),
+            max_steps=10_000,
+            throw=False,
+        )
+
+    for solver in (diffrax.Kvaerno5(root_finder=diffrax.VeryChord(rtol=1e-4, atol=1e-7)), diffrax.Tsit5()):
+        stuck, ended = solve(1.0, solver, None), solve(1.0, solver, 100)
+        assert stuck.result == diffrax.RESULTS.max_steps_reached and int(stuck.stats["num_steps"]) == 10_000
+        assert ended.result == diffrax.RESULTS.dt_min_reached
+        assert int(ended.stats["num_accepted_steps"]) == int(stuck.stats["num_accepted_steps"])
+        assert int(ended.stats["num_steps"]) < 1_000  # 100 rejections after the last accepted step
+        plain, limited = solve(-1.0, solver, None), solve(-1.0, solver, 3)
+        assert plain.result == limited.result == diffrax.RESULTS.successful
+        np.testing.assert_array_equal(np.asarray(limited.ys), np.asarray(plain.ys))
+        assert int(limited.stats["num_steps"]) == int(plain.stats["num_steps"])
+
+
 def _chain(t, x, p):
     """A stiff linear chain with an input: x0 -> x1 -> x2 -> at rates 1e4 p0, p1 and 0.01, x0
     produced at rate p2."""
@@ -526,6 +561,8 @@ def test_bad_arguments_are_refused_before_any_work(boehm):
         wp.multistart(boehm, 10, max_steps=0)
     with pytest.raises(ValueError, match="max_steps must be an integer >= 1"):
         wp.load(path, max_steps=0)
+    with pytest.raises(ValueError, match="max_rejections must be an integer >= 1"):
+        wp.load(path, max_rejections=0)
     with pytest.raises(ValueError, match="n_points must be an integer >= 3"):
         wp.profile(boehm, boehm.nominal, "k_phos", n_points=2)
     with pytest.raises(ValueError, match="passes must be an integer >= 1"):

@@ -98,7 +98,7 @@ class MatrixExponential(eqx.Module):
     approximant with scaling and squaring, Higham 2005): no steps, no tolerances, and no
     truncation error; its rounding error grows like $2^s\epsilon$ with the $s \approx
     \log_2(\|A\|_1 t / 5.4)$ squarings, so with stiffness, as an ODE solver's cost does.
-    `rtol`, `atol` and `max_steps` of [`load`][wendyjax.petab.load] do not apply. A solve
+    `rtol`, `atol`, `max_steps` and `max_rejections` of [`load`][wendyjax.petab.load] do not apply. A solve
     fails (objective `inf`) where one would need more than `max_squarings` squarings or the
     states are not finite. The rounding is relative to the largest entries of $e^{At}$:
     states that decay to below about 1e-16 of them can come out slightly negative (NaN on a

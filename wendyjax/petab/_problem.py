@@ -21,6 +21,7 @@ from .._compile import cpu_safe_jit, per_run, resolve_vectorize
 from .._typing import ArrayLike
 from ._exponential import MatrixExponential, linear_autonomous
 from ._sbml import TIME, PetabError, read_sbml
+from ._stepsize import RejectionLimit
 from ._tables import DISTRIBUTIONS, PRIORS, SCALES, Table, number, read_tables
 
 _CONSTANT, _DEFAULT = -1, -2  # sources other than a parameter of the table: a number; the model's own value
@@ -84,6 +85,7 @@ class PetabProblem(eqx.Module):
     rtol: float = eqx.field(static=True)
     atol: float = eqx.field(static=True)
     max_steps: int = eqx.field(static=True)
+    max_rejections: int = eqx.field(static=True)
     vectorize: bool = eqx.field(static=True)
     _functions: _Functions = eqx.field(static=True)
     _values: Float[Array, " a"]
@@ -168,7 +170,9 @@ class PetabProblem(eqx.Module):
                 y0=x0,
                 args=p,
                 saveat=diffrax.SaveAt(ts=ts),
-                stepsize_controller=diffrax.PIDController(rtol=self.rtol, atol=self.atol),
+                stepsize_controller=RejectionLimit(
+                    diffrax.PIDController(rtol=self.rtol, atol=self.atol), self.max_rejections
+                ),
                 max_steps=self.max_steps,
                 adjoint=diffrax.ForwardMode() if forward else diffrax.RecursiveCheckpointAdjoint(),
                 throw=False,
@@ -235,7 +239,7 @@ class PetabProblem(eqx.Module):
                 "its matrix exponential is not finite (non-finite parameters, or more than max_squarings "
                 "squarings needed)"
                 if isinstance(self.solver, MatrixExponential)
-                else "try a larger max_steps or looser rtol/atol in wendyjax.petab.load"
+                else "try a larger max_steps or max_rejections, or looser rtol/atol, in wendyjax.petab.load"
             )
             raise RuntimeError(f"{self.name}: the ODE solve failed at these parameters ({advice}).")
         return value
@@ -414,6 +418,7 @@ def load(
     rtol: float = 1e-8,
     atol: float = 1e-12,
     max_steps: int = 10_000,
+    max_rejections: int = 100,
     vectorize: bool | str = "auto",
 ) -> PetabProblem:
     """Read the PEtab v1 problem whose YAML file is `path` (needs `pip install wendyjax[petab]`).
@@ -427,10 +432,12 @@ def load(
     solves any model. `rtol`, `atol` and `max_steps` set a diffrax solver's solves
     (`max_steps` steps, accepted and rejected, over a whole solve: a solve that fails at a
     trial point of a fit stops after that many, each step costing the more the more
-    parameters are estimated). `vectorize`: the conditions' solves side by side, vmapped (True;
-    "auto" on accelerators), or one after another (False; "auto" on CPU, where vmapped solves
-    step together until the slowest condition's last step, at little gain per step); a single
-    condition is solved vmapped either way.
+    parameters are estimated); a solve also fails where one step is rejected
+    `max_rejections` times in a row (it has stopped advancing, as at a blow-up). `vectorize`:
+    the conditions' solves side by side, vmapped (True; "auto" on accelerators), or one after
+    another (False; "auto" on CPU, where vmapped solves step together until the slowest
+    condition's last step, at little gain per step); a single condition is solved vmapped
+    either way.
     Refused when loading, with the feature and the problem named: preequilibration, steady-state (infinite-time)
     measurements, events, algebraic rules, delays, and noise models other than normal and
     Laplace on the lin, log or log10 scale; `solver=MatrixExponential()` for a model that is
@@ -438,6 +445,7 @@ def load(
     """
     rtol, atol = as_ratio("rtol", rtol), as_ratio("atol", atol)
     max_steps = as_count("max_steps", max_steps, 1)
+    max_rejections = as_count("max_rejections", max_rejections, 1)
     vectorize = resolve_vectorize(vectorize, jax.devices())
     if solver is not None and not isinstance(solver, MatrixExponential):
         as_ode_solver("solver", solver)
@@ -691,6 +699,7 @@ def load(
         rtol=rtol,
         atol=atol,
         max_steps=max_steps,
+        max_rejections=max_rejections,
         vectorize=vectorize,
         _functions=_Functions(rhs, x0, tuple(obs_functions), tuple(noise_functions)),
         _values=jnp.asarray(np.nan_to_num(values)),
