@@ -107,7 +107,9 @@ def one(folder: Path, args) -> dict:
         return row | {"status": "no YAML file"}
     start = time.perf_counter()
     try:
-        problem = wp.load(yamls[0], rtol=args.rtol, atol=args.atol, max_steps=args.ode_max_steps)
+        problem = wp.load(
+            yamls[0], rtol=args.rtol, atol=args.atol, max_steps=args.ode_max_steps, max_rejections=args.max_rejections
+        )
     except (wp.PetabError, OSError) as error:
         return row | {"status": "refused", "reason": str(error)}
     row |= {"load_s": time.perf_counter() - start, "parameters": problem.n_parameters}
@@ -206,6 +208,9 @@ def main() -> None:
     parser.add_argument("--rtol", type=float, default=1e-8)
     parser.add_argument("--atol", type=float, default=1e-12)
     parser.add_argument("--ode-max-steps", type=int, default=10_000, help="steps per ODE solve (wp.load's max_steps)")
+    parser.add_argument(
+        "--max-rejections", type=int, default=100, help="rejected steps in a row that fail a solve (wp.load's)"
+    )
     parser.add_argument("--timeout", type=float, default=900, help="seconds per problem")
     parser.add_argument("--name", default="petab_collection")
     parser.add_argument("--pypesto-python", help="a Python with amici, pypesto, fides, petab: pyPESTO + AMICI beside")
