@@ -93,7 +93,7 @@ def test_a_term_that_saturates_through_an_overflow_has_tangent_0_not_nan():
 def test_a_solve_that_stops_advancing_fails_at_once_and_the_others_are_unchanged():
     """y' = y² blows up at t = 1: the steps shrink to the resolution of t and from there every
     step is rejected until `max_steps` run out (the multistart of Crauste et al. 2017 meets
-    such trial points: ending them early halves its time). With the load's rejection limit
+    such trial points: ending them early more than halves its time). With the load's rejection limit
     the solve fails after that many rejections in a row; a solve that keeps advancing takes
     the same steps and values."""
     from wendyjax.petab._stepsize import RejectionLimit

@@ -8,9 +8,9 @@ import jax.numpy as jnp
 class RejectionLimit(diffrax.AbstractAdaptiveStepSizeController):
     """`controller`'s steps; the solve fails (diffrax's `dt_min_reached`) where one step has
     been rejected `limit` times in a row. Such a solve has stopped advancing (a trial point of
-    a fit where the implicit solver's Newton iteration fails at every step size, or the field
-    is not finite just ahead) and would otherwise spend every remaining step of `max_steps`
-    on rejections. CVODES, behind AMICI, gives up on a step after 7 failed error tests or 10
+    a fit where the solution blows up: the steps shrink to the resolution of t and none is
+    accepted again) and would otherwise spend every remaining step of `max_steps` on
+    rejections. CVODES, behind AMICI, gives up on a step after 7 failed error tests or 10
     failed Newton iterations (its defaults `maxnef`, `maxncf`); this limit is meant to be far
     more patient. Solves that end within it are unchanged."""
 
