@@ -8,7 +8,7 @@ from _typecheck import unchecked
 from scipy.optimize import minimize
 
 from wendyjax.estimators import RESULTS, TrustRegion
-from wendyjax.estimators._trust_region import _bound_curvature, _trust_region_step
+from wendyjax.estimators._trust_region import _bfgs_update, _bound_curvature, _trust_region_step
 
 minimise = TrustRegion().minimise  # tolerances 1e-8
 
@@ -173,6 +173,52 @@ def test_the_newton_decrement_ends_a_linearly_converging_gauss_newton_sooner():
     assert abs(float(full.params[0])) < 1e-7
     assert 0.0 <= float(early.objective) - 1.0 <= 4e-8
     assert int(early.num_steps) < int(full.num_steps)
+
+
+def test_the_hybrid_hessian_ends_a_crawling_gauss_newton():
+    """Gauss–Newton on r(x) = (x + 1, 0.9x² + x − 1): at x* = 0 the model's curvature JᵀJ = 2 is
+    ten times the true one, 2 − 2·0.9, so Gauss–Newton converges linearly at rate 0.9: its steps
+    lie inside the trust region, whose radius then stays put. With `bfgs_after=k` a BFGS
+    approximation takes over after k such steps (Fröhlich & Sorger 2022's hybrid): in one
+    variable the secant method, superlinear. All reach x* to the tolerance, the hybrid with
+    k = 5 in less than a fifth of Gauss–Newton's steps (with k = 20, less than half); the
+    solution's Hessian stays fn's."""
+    lam = 0.9
+
+    def fgh(x, _):
+        r = jnp.stack([x[0] + 1.0, lam * x[0] ** 2 + x[0] - 1.0])
+        J = jnp.stack([jnp.ones(1), 2.0 * lam * x[:1] + 1.0])  # (2, 1)
+        return 0.5 * r @ r, J.T @ r, J.T @ J
+
+    inf = jnp.full(1, jnp.inf)
+    steps = {}
+    for after in (None, 5, 20):
+        solver = TrustRegion(bfgs_after=after)
+        sol = jax.jit(lambda x0, solver=solver: solver.minimise(fgh, x0, -inf, inf))(jnp.array([2.0]))
+        assert sol.result == RESULTS.successful
+        assert abs(float(sol.params[0])) < 1e-6
+        _, _, hess = fgh(sol.params, None)
+        np.testing.assert_array_equal(sol.hess, hess)
+        steps[after] = int(sol.num_steps)
+    assert 5 * steps[5] < steps[None] and 2 * steps[20] < steps[None]
+
+
+def test_the_bfgs_update_meets_the_secant_condition_or_keeps_the_matrix(rng):
+    B = jnp.asarray(np.diag(rng.uniform(1.0, 3.0, 4)))
+    s, y = jnp.asarray(rng.normal(size=4)), jnp.asarray(rng.normal(size=4))
+    y = jnp.where(y @ s > 0, y, -y)  # positive curvature
+    updated = _bfgs_update(B, s, y)
+    np.testing.assert_allclose(updated @ s, y, rtol=1e-12)
+    np.testing.assert_allclose(updated, updated.T, rtol=1e-12)
+    assert np.all(np.linalg.eigvalsh(np.asarray(updated)) > 0)
+    np.testing.assert_array_equal(_bfgs_update(B, s, -y), B)  # negative curvature: kept
+    np.testing.assert_array_equal(_bfgs_update(B, jnp.zeros(4), y), B)  # no step: kept
+
+
+@pytest.mark.parametrize("value", [0, -3, 2.5, True])
+def test_bfgs_after_must_be_a_positive_count(value):
+    with unchecked(), pytest.raises(ValueError, match=f"bfgs_after must be None .* got {value!r}"):
+        TrustRegion(bfgs_after=value)  # pyright: ignore[reportArgumentType]
 
 
 def test_the_bound_curvature_is_the_gradient_over_the_distance_to_the_bound_it_points_at():

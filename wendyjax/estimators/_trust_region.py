@@ -131,6 +131,9 @@ class _State(eqx.Module):
     result: RESULTS
     first: Array
     aux: PyTree
+    B: Array  # the BFGS approximation (`bfgs_after`)
+    calm: Array  # steps in a row that left the radius unchanged
+    switched: Array  # whether B has replaced fn's Hessian as the step's model
 
 
 def _model(g, H, s):
@@ -202,13 +205,22 @@ class TrustRegion(eqx.Module):
     with it so held, instead of a step computed for a point far outside the box and then cut
     or projected onto it (the PEtab fits' choice, whose boxes span decades). Where the
     quadratic model is good it costs steps: a solution on a bound is then approached
-    geometrically rather than reached at once."""
+    geometrically rather than reached at once.
+
+    `bfgs_after`: with an integer $k$, a BFGS approximation of the Hessian (from the identity,
+    updated with every accepted step's change of gradient where its curvature is positive)
+    replaces `fn`'s Hessian as the step's model for good once $k$ steps in a row left the
+    radius unchanged: the hybrid scheme of Fröhlich & Sorger (2022, fides' `HybridFixed`,
+    pyPESTO's default with $k = 20$), for Fisher-information or Gauss–Newton models, whose
+    steps far from the optimum (large residuals, curvature they leave out) can crawl for
+    hundreds of steps. The solution's `hess` stays `fn`'s (the PEtab fits' choice)."""
 
     rtol: float = 1e-8
     atol: float = 1e-8
     monotone_scaling: bool = eqx.field(default=True, static=True)
     newton_decrement: bool = eqx.field(default=False, static=True)
     bound_curvature: bool = eqx.field(default=False, static=True)
+    bfgs_after: int | None = eqx.field(default=None, static=True)
 
     def __check_init__(self):
         for name in ("rtol", "atol"):
@@ -223,6 +235,12 @@ class TrustRegion(eqx.Module):
         for name in ("monotone_scaling", "newton_decrement", "bound_curvature"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"TrustRegion: {name} must be True or False, got {getattr(self, name)!r}.")
+        after = self.bfgs_after
+        if after is not None and (isinstance(after, bool) or not isinstance(after, int) or after < 1):
+            raise ValueError(
+                f"TrustRegion: bfgs_after must be None (always fn's Hessian) or a number of steps of at least 1 "
+                f"(e.g. 20), got {after!r}."
+            )
 
     def minimise(
         self,
@@ -250,7 +268,7 @@ class TrustRegion(eqx.Module):
         with_aux = fn if aux is not None else lambda x, a: (*fn(x, a), None)
         return _minimise(
             with_aux, x0, lower, upper, args, self.rtol, self.atol, self.monotone_scaling, self.newton_decrement,
-            self.bound_curvature, max_steps, aux,
+            self.bound_curvature, self.bfgs_after, max_steps, aux,
         )  # fmt: skip
 
 
@@ -274,8 +292,19 @@ def _newton_reduction(H, g, D, free):
     return jnp.where(lam[0] < -tiny, jnp.inf, jnp.sum(0.5 * a**2 / jnp.maximum(lam, tiny)))
 
 
+def _bfgs_update(B, s, y):
+    """BFGS's update of the Hessian approximation `B` by the step `s` and the change of
+    gradient `y`; `B` unchanged where the curvature `y·s` is not positive (the update would
+    lose positive definiteness) or the step is zero."""
+    Bs = B @ s
+    ys, sBs = y @ s, s @ Bs
+    ok = (ys > 0) & (sBs > 0)
+    update = jnp.outer(y, y) / jnp.where(ok, ys, 1.0) - jnp.outer(Bs, Bs) / jnp.where(ok, sBs, 1.0)
+    return jnp.where(ok, B + update, B)
+
+
 def _minimise(
-    fn, x0, lower, upper, args, rtol, atol, monotone, decrement, bound_curvature, max_steps, aux=None
+    fn, x0, lower, upper, args, rtol, atol, monotone, decrement, bound_curvature, bfgs_after, max_steps, aux=None
 ) -> TrustRegionSolution:
     x0 = jnp.clip(x0, lower, upper)
 
@@ -350,6 +379,9 @@ def _minimise(
         RESULTS.successful,
         jnp.array(True),
         aux,
+        jnp.eye(x0.size, dtype=x0.dtype),
+        jnp.array(0),
+        jnp.array(False),
     )
 
     def cond(s: _State):
@@ -379,7 +411,15 @@ def _minimise(
                 jnp.where((ratio > 0.75) & (scaled_step > 0.9 * s.radius), 2.0 * s.radius, s.radius),
             ),
         )
-        step, predicted, converged, stalled = propose(x, f, g, H, D, radius)
+        if bfgs_after is None:
+            B, calm, switched, model = s.B, s.calm, s.switched, H
+        else:
+            update = accept & ~s.first
+            B = jnp.where(update, _bfgs_update(s.B, x - s.x, g - s.g), s.B)
+            calm = jnp.where(~s.first & (radius == s.radius), s.calm + 1, 0)
+            switched = s.switched | (calm >= bfgs_after)
+            model = jnp.where(switched, B, H)
+        step, predicted, converged, stalled = propose(x, f, g, model, D, radius)
         failed_start = s.first & ~ok
         result = RESULTS.where(failed_start, RESULTS.nonfinite, RESULTS.where(stalled, RESULTS.stalled, s.result))
         return _State(
@@ -396,6 +436,9 @@ def _minimise(
             result,
             jnp.array(False),
             aux,
+            B,
+            calm,
+            switched,
         )
 
     final = jax.lax.while_loop(cond, body, init)

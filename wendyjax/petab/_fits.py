@@ -23,8 +23,12 @@ _T = TypeVar("_T")
 #: by the Newton decrement, as weakly determined directions of a likelihood are not worth the
 #: last tens of steps (mostly rejected, at the ODE solves' noise floor); the step's model
 #: curved towards the bounds, as boxes of several decades hold parameters the data barely
-#: determine, whose steps computed without the bounds cross the box.
-SOLVER = TrustRegion(rtol=1e-8, atol=1e-8, monotone_scaling=False, newton_decrement=True, bound_curvature=True)
+#: determine, whose steps computed without the bounds cross the box; and a BFGS approximation
+#: in place of the Fisher information once 20 steps in a row left the radius unchanged
+#: (pyPESTO's default with fides), as far starts' Fisher-information steps can crawl.
+SOLVER = TrustRegion(
+    rtol=1e-8, atol=1e-8, monotone_scaling=False, newton_decrement=True, bound_curvature=True, bfgs_after=20
+)
 
 #: how lineax words a tangent solve of a failed implicit step: non-finite output (a singular
 #: Newton matrix) or non-finite input (derivatives of the right-hand side that overflowed)

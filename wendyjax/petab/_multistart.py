@@ -1,5 +1,6 @@
 """Multistart fits of a PEtab problem as one batched, compiled call: starts drawn in the box,
-each fitted by the box-constrained trust region with the Fisher information as its Hessian."""
+each fitted by the box-constrained trust region with the Fisher information as its Hessian
+(and BFGS's approximation after 20 steps in a row that left the radius unchanged)."""
 
 import math
 import time
@@ -260,7 +261,9 @@ def multistart(
     backend's). Each start runs the box-constrained trust region `solver` with the Fisher
     information (plus the priors' Hessian) as its Hessian, for at most `max_steps` steps
     (by default with the current iterate's scaling, `monotone_scaling=False`: a far start's
-    first curvature would otherwise fix the scaling and its later steps crawl).
+    first curvature would otherwise fix the scaling and its later steps crawl; and with a
+    BFGS approximation in its place once 20 steps in a row left the radius unchanged,
+    `bfgs_after=20`, as pyPESTO's fides does by default).
     `vectorize`: each device's starts vmapped side by side (True; "auto" on accelerators), or
     one after another inside the compiled call (False; "auto" on CPU, where a vmapped start
     waits for the slowest one's ODE solves and iterations). `resample_infeasible`: a drawn
