@@ -153,6 +153,14 @@ def write_results(stem: str, data=None, markdown=None, *, indent: int = 1, defau
     return [RESULTS / f"{stem}{suffix}" for suffix in texts]
 
 
+def write_table_report(stem: str, title: str, description: str, header: list, table: list[list], data: dict) -> None:
+    """`results/<stem>.md`: the title, this machine, `description` and the table; `<stem>.json`: the machine and
+    `data` (values JSON cannot hold written as strings)."""
+    info = machine_info()
+    md = paragraphs(f"# {title}", provenance(info), description, markdown_table(header, table))
+    write_results(stem, {"machine": info, **data}, md, default=str)
+
+
 def save_figure(fig, stem: str, dpi: int = 120) -> None:
     """`fig` (matplotlib) to `benchmarks/results/<stem>.png`, laid out tight (unless it has a layout), then closed."""
     RESULTS.mkdir(parents=True, exist_ok=True)

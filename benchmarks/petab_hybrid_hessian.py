@@ -77,20 +77,16 @@ def main() -> None:
         ]
         for r in rows
     ]  # fmt: skip
-    md = cm.paragraphs(
-        "# PEtab multistarts: the Fisher information alone against the hybrid with BFGS",
-        cm.provenance(info := cm.machine_info()),
+    cm.write_table_report(
+        args.name,
+        "PEtab multistarts: the Fisher information alone against the hybrid with BFGS",
         f"`wp.multistart(problem, {args.starts}, key=0, max_steps={args.max_steps}, solver=...)` with the PEtab "
         "fits' trust region and `bfgs_after` as in the table (None: the Fisher information throughout), one call "
         "each, its fits' compilation included (a one-step call before compiles the checks of the draws, which both "
         'share); "within 0.1 of the best": of the lowest objective either setting reached.',
-        cm.markdown_table(header, table),
-    )
-    cm.write_results(
-        args.name,
-        {"machine": info, "settings": vars(args) | {"collection": str(args.collection)}, "rows": rows},
-        md,
-        default=str,
+        header,
+        table,
+        {"settings": vars(args) | {"collection": str(args.collection)}, "rows": rows},
     )
 
 

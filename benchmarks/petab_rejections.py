@@ -73,19 +73,15 @@ def main() -> None:
         [r["problem"], r["solver"]] + [r[f"solved_{v}"] for v in limits] + [round(r[f"seconds_{v}"], 2) for v in limits]
         for r in rows
     ]
-    md = cm.paragraphs(
-        "# Rejected steps in a row: PEtab solves against wp.load's max_rejections",
-        cm.provenance(info := cm.machine_info()),
+    cm.write_table_report(
+        args.name,
+        "Rejected steps in a row: PEtab solves against wp.load's max_rejections",
         f"Each problem's nominal parameters and {args.draws} points drawn uniformly in its box (key 1), the "
         "log-likelihood's solves at wp.load's default tolerances: how many succeed, and the seconds for all of them "
         "(compiled).",
-        cm.markdown_table(header, table),
-    )
-    cm.write_results(
-        args.name,
-        {"machine": info, "settings": vars(args) | {"collection": str(args.collection)}, "rows": rows},
-        md,
-        default=str,
+        header,
+        table,
+        {"settings": vars(args) | {"collection": str(args.collection)}, "rows": rows},
     )
 
 

@@ -3,7 +3,8 @@
     python benchmarks/smoke.py [likelihood spiral_neural ...]   # default: all of them, one after another
 
 Each run in its own process, writing into a scratch copy of `benchmarks/results`; exits non-zero if any failed. Left
-out: `discovery_pde` (a cell takes minutes), `petab_collection` (needs the PEtab collection), `gpu_check.sh` (a GPU).
+out: `discovery_pde` (a cell takes minutes), `petab_collection`, `petab_rejections` and `petab_hybrid_hessian`
+(they need the PEtab collection), `gpu_check.sh` (a GPU).
 """
 
 import argparse
