@@ -161,6 +161,13 @@ def write_table_report(stem: str, title: str, description: str, header: list, ta
     write_results(stem, {"machine": info, **data}, md, default=str)
 
 
+def problem_yaml(folder: Path) -> Path | None:
+    """A PEtab problem folder's YAML file: the one named after the folder where it exists (some folders also hold
+    e.g. `petab_test_*.yaml`), else the first in sorted order; None in a folder without one."""
+    named = folder / f"{folder.name}.yaml"
+    return named if named.is_file() else next(iter(sorted(folder.glob("*.yaml"))), None)
+
+
 def save_figure(fig, stem: str, dpi: int = 120) -> None:
     """`fig` (matplotlib) to `benchmarks/results/<stem>.png`, laid out tight (unless it has a layout), then closed."""
     RESULTS.mkdir(parents=True, exist_ok=True)

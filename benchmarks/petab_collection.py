@@ -102,13 +102,13 @@ def one(folder: Path, args) -> dict:
     warnings.filterwarnings("ignore")
 
     row = {"problem": folder.name, "amici": AMICI.get(folder.name)}
-    yamls = sorted(folder.glob("*.yaml"))
-    if not yamls:
+    yaml_file = cm.problem_yaml(folder)
+    if yaml_file is None:
         return row | {"status": "no YAML file"}
     start = time.perf_counter()
     try:
         problem = wp.load(
-            yamls[0], rtol=args.rtol, atol=args.atol, max_steps=args.ode_max_steps, max_rejections=args.max_rejections
+            yaml_file, rtol=args.rtol, atol=args.atol, max_steps=args.ode_max_steps, max_rejections=args.max_rejections
         )
     except (wp.PetabError, OSError) as error:
         return row | {"status": "refused", "reason": str(error)}
@@ -124,7 +124,7 @@ def one(folder: Path, args) -> dict:
     if row["amici"] is not None:
         row["rel_amici"] = (llh - row["amici"]) / abs(row["amici"])
     try:
-        if (reference := simulated_data_llh(folder, yamls[0])) is not None:
+        if (reference := simulated_data_llh(folder, yaml_file)) is not None:
             row |= {"llh_simulated_data": reference, "rel_simulated_data": (llh - reference) / abs(reference)}
     except Exception as error:  # the collection's table belongs to another version of the problem
         row["simulated_data_error"] = f"{type(error).__name__}: {error}"[:200]
@@ -157,7 +157,7 @@ def one(folder: Path, args) -> dict:
 
 def pypesto(args, folder: Path, row: dict) -> dict:
     """pyPESTO + AMICI on the same problem, starts and step budget (`_pypesto_petab.py` in `--pypesto-python`)."""
-    script, yaml_file = ROOT / "benchmarks" / "_pypesto_petab.py", sorted(folder.glob("*.yaml"))[0]
+    script, yaml_file = ROOT / "benchmarks" / "_pypesto_petab.py", cm.problem_yaml(folder)
     command = [args.pypesto_python, str(script), str(yaml_file), str(args.starts), str(args.max_steps)]
     # its environment's bin first: AMICI compiles the model with that environment's swig
     env = dict(os.environ, PATH=f"{Path(args.pypesto_python).parent}{os.pathsep}{os.environ.get('PATH', '')}")

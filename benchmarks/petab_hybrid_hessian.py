@@ -45,7 +45,7 @@ def main() -> None:
     settings = [None] + [int(v) for v in args.after.split(",")]
     rows = []
     for name in args.problems.split(","):
-        problem = wp.load(sorted((args.collection / name).glob("*.yaml"))[0])
+        problem = wp.load(cm.problem_yaml(args.collection / name))
         # one step first: compiles the checks of the draws, which both settings share, outside their timings
         wp.multistart(problem, args.starts, key=0, max_steps=1)
         results = {}

@@ -46,7 +46,7 @@ def main() -> None:
     for name in args.problems.split(","):
         row = {"problem": name}
         for limit in limits:
-            problem = wp.load(next((args.collection / name).glob("*.yaml")), max_rejections=limit)
+            problem = wp.load(cm.problem_yaml(args.collection / name), max_rejections=limit)
             points = np.concatenate(
                 [
                     np.asarray(problem.nominal)[None],
