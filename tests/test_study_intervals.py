@@ -80,13 +80,27 @@ def test_bootstrap_or_profile_takes_the_profile_where_the_data_do_not_determine_
     method = S.BootstrapOrProfile(boot, prof)
     computed = method.compute(wj.MLE(), fit, data, 0.95, 0)
     assert np.array_equal(method.ends(computed, 0.95), boot.ends(computed[0], 0.95))
+    # a bootstrap and profiles made before are combined as they are, the profiles found by name
+    b, p = computed
+    assert np.array_equal(method.ends((b, dict(reversed(p.items()))), 0.95), method.ends(computed, 0.95))
+    for parts, exc, match in [
+        ((p, b), TypeError, "a \\(Bootstrap, profiles\\) pair"),
+        ((b, list(p.values())), TypeError, "not profile's"),
+        ((b, {"p1": p["p1"]}), ValueError, "no profile of \\['p2'\\]"),
+        ((dataclasses.replace(b, estimate=b.estimate * 1.01), p), ValueError, "of different fits"),
+        ((dataclasses.replace(b, draws=b.draws[:10]), p), ValueError, "BootstrapIntervals\\(10, kind='normal'\\)"),
+    ]:
+        with pytest.raises(exc, match=match):
+            method.ends(parts, 0.95)
+    with pytest.raises(ValueError, match="profile with level=0.9"):
+        method.ends(computed, 0.9)
     bounds = zoo("logistic").model.bounds
     assert bounds is not None
     lo, hi = (np.asarray(b, float) for b in bounds)
     top = float(fit.params[0] + 0.5 * fit.stderr[0])
     held = dataclasses.replace(fit, lower=lo, upper=np.r_[top, hi[1]])
     computed = method.compute(wj.MLE(), held, data, 0.95, 0)  # (bootstrap, profiles)
-    assert computed[1]["p1"].verdict == "practically non-identifiable"  # pyright: ignore[reportIndexIssue]  # compute's tuple is (Bootstrap, dict of profiles)
+    assert computed[1]["p1"].verdict == "practically non-identifiable"
     (b_lo, b_hi), (p_lo, p_hi) = boot.ends(computed[0], 0.95), prof.ends(computed[1], 0.95)
     assert p_hi[0] == top  # the open side ends at the bound, not at inf
     m_lo, m_hi = method.ends(computed, 0.95)

@@ -11,9 +11,9 @@ from jaxtyping import PRNGKeyArray
 
 from .._checks import as_count, as_level, as_ode_solver, as_ratio
 from ..estimators import AbstractEstimator, AbstractFit
-from ._bootstrap import bootstrap, min_refits
+from ._bootstrap import Bootstrap, bootstrap, min_refits
 from ._fitcheck import fit_options
-from ._profile import check_profiled, profile
+from ._profile import Profile, check_profiled, profile
 
 
 class AbstractIntervals(eqx.Module):
@@ -239,7 +239,11 @@ class BootstrapOrProfile(AbstractIntervals):
     bound on one side, or the estimate sits on it, refits from near the estimate cannot
     reach the truth's side, and the profile's interval, open to the bound, is the honest
     one. Also the profile's where the bootstrap gives none (a parameter the fit's
-    covariance does not determine)."""
+    covariance does not determine).
+
+    `method(estimator, fit, data, key=0)` computes both; `method.ends((boot, profiles), level)`
+    combines a [`bootstrap`][wendyjax.studies.bootstrap] of `n_boot` refits and the
+    [`profile`][wendyjax.studies.profile]s at `level` of one fit, already made, without refitting."""
 
     bootstrap: BootstrapIntervals = BootstrapIntervals(200, kind="normal")
     profile: ProfileIntervals = ProfileIntervals()
@@ -268,15 +272,51 @@ class BootstrapOrProfile(AbstractIntervals):
     def simulating_with(self, ode_solver):
         return eqx.tree_at(lambda m: m.bootstrap, self, self.bootstrap.simulating_with(ode_solver))
 
-    def compute(self, estimator, fit, data, level, key, **options):
-        return tuple(m.compute(estimator, fit, data, level, key, **options) for m in self.parts())
+    def compute(self, estimator, fit, data, level, key, **options) -> tuple[Bootstrap, dict[str, Profile]]:
+        return (
+            self.bootstrap.compute(estimator, fit, data, level, key, **options),
+            self.profile.compute(estimator, fit, data, level, key, **options),
+        )
 
     def ends(self, computed, level):
-        boot, prof = computed
+        boot, prof = self._parts_of_one_fit(computed, level)
         b_lo, b_hi = self.bootstrap.ends(boot, level)
         p_lo, p_hi = self.profile.ends(prof, level)
         use = np.array([p.verdict in _NOT_LOCAL for p in prof.values()]) | np.isnan(b_lo) | np.isnan(b_hi)
         return np.where(use, p_lo, b_lo), np.where(use, p_hi, b_hi)
+
+    def _parts_of_one_fit(self, computed, level) -> tuple[Bootstrap, dict[str, Profile]]:
+        """`computed` checked: a bootstrap of `n_boot` refits and a profile at `level` of each of
+        its parameters, of the same estimate; the profiles in the bootstrap's order."""
+        usage = "BootstrapOrProfile().ends((wj.studies.bootstrap(...), wj.studies.profile(...)), level)"
+        if not (isinstance(computed, tuple) and len(computed) == 2 and isinstance(computed[0], Bootstrap)):
+            raise TypeError(f"{usage}: got {type(computed).__name__} where a (Bootstrap, profiles) pair belongs.")
+        boot, prof = computed
+        if not isinstance(prof, dict) or not all(isinstance(p, Profile) for p in prof.values()):
+            raise TypeError(f"{usage}: the second is not profile's {{name: Profile}}, got {type(prof).__name__}.")
+        missing = [n for n in boot.names if n not in prof]
+        if missing:
+            raise ValueError(f"BootstrapOrProfile: no profile of {missing}; profile every parameter of the fit.")
+        prof = {n: prof[n] for n in boot.names}
+        estimate = np.array([p.estimate for p in prof.values()])
+        if not np.allclose(estimate, boot.estimate, rtol=1e-12, atol=0):
+            raise ValueError(
+                f"BootstrapOrProfile: the bootstrap's estimate {boot.estimate} is not the profiles' {estimate}: "
+                f"they are of different fits."
+            )
+        levels = sorted({p.level for p in prof.values()})
+        if levels != [level]:
+            raise ValueError(
+                f"BootstrapOrProfile: the profiles' intervals are at level {levels}, not {level}: profile with "
+                f"level={level}, or ask for the profiles' level."
+            )
+        if len(boot.draws) != self.bootstrap.n_boot:
+            raise ValueError(
+                f"BootstrapOrProfile: the bootstrap has {len(boot.draws)} refits and this method "
+                f"{self.bootstrap.n_boot}: use BootstrapOrProfile(bootstrap=BootstrapIntervals({len(boot.draws)}, "
+                f"kind={self.bootstrap.kind!r}))."
+            )
+        return boot, prof
 
 
 def as_interval_methods(
