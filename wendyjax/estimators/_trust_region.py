@@ -131,7 +131,7 @@ class _State(eqx.Module):
     result: RESULTS
     first: Array
     aux: PyTree
-    B: Array  # the BFGS approximation (`bfgs_after`)
+    B: Array | None  # the BFGS approximation (`bfgs_after`; None without)
     calm: Array  # steps in a row that left the radius unchanged
     switched: Array  # whether B has replaced fn's Hessian as the step's model
 
@@ -379,7 +379,7 @@ def _minimise(
         RESULTS.successful,
         jnp.array(True),
         aux,
-        jnp.eye(x0.size, dtype=x0.dtype),
+        None if bfgs_after is None else jnp.eye(x0.size, dtype=x0.dtype),
         jnp.array(0),
         jnp.array(False),
     )
@@ -414,6 +414,7 @@ def _minimise(
         if bfgs_after is None:
             B, calm, switched, model = s.B, s.calm, s.switched, H
         else:
+            assert s.B is not None  # made with bfgs_after
             update = accept & ~s.first
             B = jnp.where(update, _bfgs_update(s.B, x - s.x, g - s.g), s.B)
             calm = jnp.where(~s.first & (radius == s.radius), s.calm + 1, 0)
